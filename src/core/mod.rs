@@ -1,0 +1,1 @@
+//! The sans-IO broker core (being written).

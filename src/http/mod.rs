@@ -1,0 +1,1 @@
+//! Queen HTTP API (being written).

@@ -1,0 +1,16 @@
+//! queen-edge: a message broker with Queen MQ's semantics, in Rust compiled to WebAssembly.
+//!
+//! Layers, from the inside out:
+//! - [`core`]: the sans-IO broker state machine (queues, partitions, lanes, leases, dead letters).
+//! - [`engine`]: the async shell that commits each command's change set before replying and parks
+//!   long-polls.
+//! - [`store`]: the [`store::Store`] trait and its implementations.
+//! - [`http`]: Queen's HTTP API, runtime-agnostic.
+//! - `js` (wasm32 only): the npm module's bindings.
+
+#![warn(missing_docs)]
+
+pub mod core;
+pub mod engine;
+pub mod http;
+pub mod store;

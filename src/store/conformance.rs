@@ -1,0 +1,220 @@
+//! The storage conformance suite: one set of checks that every [`Store`] must pass.
+//!
+//! It runs natively on [`super::MemStore`] (`tests/store_conformance.rs`), on `IdbStore` in headless
+//! Chromium and on `DoStore` inside workerd. Each host supplies `open`, which opens the store over the
+//! *same* underlying storage every time it is called; the suite calls it again to check that committed
+//! data survives a reopen. The suite first deletes every record it finds, so point it at scratch storage.
+
+use super::{ChangeSet, Store};
+use std::future::Future;
+
+/// A failed check: which one and what was seen.
+pub type CheckResult = Result<(), String>;
+
+fn ensure(cond: bool, what: impl FnOnce() -> String) -> CheckResult {
+    if cond {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+async fn clear<S: Store>(store: &S) -> CheckResult {
+    let all = store
+        .scan("")
+        .await
+        .map_err(|e| format!("scan failed: {e}"))?;
+    let mut changes = ChangeSet::default();
+    for (key, _) in all {
+        changes.delete(key);
+    }
+    if !changes.is_empty() {
+        store
+            .commit(&changes)
+            .await
+            .map_err(|e| format!("clear commit failed: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn scan_keys<S: Store>(store: &S, prefix: &str) -> Result<Vec<String>, String> {
+    Ok(store
+        .scan(prefix)
+        .await
+        .map_err(|e| format!("scan({prefix:?}) failed: {e}"))?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect())
+}
+
+/// A deterministic pseudo-random byte pattern, so large values are not trivially compressible.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Runs every check in order and returns the names of the checks that passed, or the first failure.
+pub async fn run_all<S, F, Fut>(open: F) -> Result<Vec<&'static str>, String>
+where
+    S: Store,
+    F: Fn() -> Fut,
+    Fut: Future<Output = S>,
+{
+    let mut passed = Vec::new();
+    let store = open().await;
+    clear(&store).await?;
+
+    // 1. An empty store scans to nothing.
+    ensure(scan_keys(&store, "").await?.is_empty(), || {
+        "store not empty after clear".into()
+    })?;
+    passed.push("empty_scan");
+
+    // 2. Keys come back in byte order, and a prefix scan stops at the prefix boundary.
+    let mut changes = ChangeSet::default();
+    for key in [
+        "p/0000000000000010",
+        "p/0000000000000002",
+        "p/00000000000000ff",
+        "p0",
+        "o/x",
+        "p/",
+    ] {
+        changes.put(key, key.as_bytes().to_vec());
+    }
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("commit failed: {e}"))?;
+    let keys = scan_keys(&store, "p/").await?;
+    let want = [
+        "p/",
+        "p/0000000000000002",
+        "p/0000000000000010",
+        "p/00000000000000ff",
+    ];
+    ensure(keys == want, || {
+        format!("prefix scan p/: got {keys:?}, want {want:?}")
+    })?;
+    let all = scan_keys(&store, "").await?;
+    ensure(all.len() == 6 && all[0] == "o/x" && all[5] == "p0", || {
+        format!("full scan order: {all:?}")
+    })?;
+    passed.push("ordered_prefix_scan");
+
+    // 3. One commit mixing puts and deletes applies both.
+    let mut changes = ChangeSet::default();
+    changes.delete("p0");
+    changes.delete("o/x");
+    changes.put("q/1", vec![1, 2, 3]);
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("commit failed: {e}"))?;
+    let all = scan_keys(&store, "").await?;
+    ensure(
+        !all.contains(&"p0".to_string()) && all.contains(&"q/1".to_string()),
+        || format!("mixed commit: {all:?}"),
+    )?;
+    passed.push("mixed_commit");
+
+    // 4. Overwrite replaces the value; binary and empty values round-trip.
+    let binary: Vec<u8> = (0..=255u8).collect();
+    let mut changes = ChangeSet::default();
+    changes.put("q/1", binary.clone());
+    changes.put("q/empty", Vec::new());
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("commit failed: {e}"))?;
+    let got = store.scan("q/").await.map_err(|e| e.to_string())?;
+    ensure(
+        got.len() == 2 && got[0].1 == binary && got[1].1.is_empty(),
+        || format!("binary/empty round-trip failed: {} records", got.len()),
+    )?;
+    passed.push("binary_and_empty_values");
+
+    // 5. Values above the Durable Object 2 MB row limit round-trip (stores split them).
+    let big = pattern(5 * 1024 * 1024 + 17, 7);
+    let mut changes = ChangeSet::default();
+    changes.put("big/1", big.clone());
+    changes.put("big/2", pattern(1000, 8));
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("big commit failed: {e}"))?;
+    let got = store.scan("big/").await.map_err(|e| e.to_string())?;
+    ensure(got.len() == 2 && got[0].1 == big, || {
+        "5 MiB value did not round-trip".into()
+    })?;
+    // Shrinking a split value must not leave stale chunks behind.
+    let mut changes = ChangeSet::default();
+    changes.put("big/1", vec![9; 10]);
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("shrink commit failed: {e}"))?;
+    let got = store.scan("big/").await.map_err(|e| e.to_string())?;
+    ensure(got.len() == 2 && got[0].1 == vec![9; 10], || {
+        "shrunk value wrong".into()
+    })?;
+    passed.push("large_values");
+
+    // 6. Many records in one commit.
+    let mut changes = ChangeSet::default();
+    for i in 0..2000u32 {
+        changes.put(format!("many/{i:08x}"), i.to_be_bytes().to_vec());
+    }
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("many commit failed: {e}"))?;
+    let got = store.scan("many/").await.map_err(|e| e.to_string())?;
+    ensure(got.len() == 2000, || {
+        format!("expected 2000 records, got {}", got.len())
+    })?;
+    ensure(
+        got.iter()
+            .enumerate()
+            .all(|(i, (_, v))| v == &(i as u32).to_be_bytes().to_vec()),
+        || "many records out of order or corrupted".into(),
+    )?;
+    passed.push("many_records");
+
+    // 7. Deleting a key that does not exist is not an error.
+    let mut changes = ChangeSet::default();
+    changes.delete("never/was");
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("delete-missing failed: {e}"))?;
+    passed.push("delete_missing");
+
+    // 8. Everything survives a reopen.
+    let before = store.scan("").await.map_err(|e| e.to_string())?;
+    drop(store);
+    let store = open().await;
+    let after = store.scan("").await.map_err(|e| e.to_string())?;
+    ensure(before == after, || {
+        format!(
+            "reopen changed data: {} vs {} records",
+            before.len(),
+            after.len()
+        )
+    })?;
+    passed.push("survives_reopen");
+
+    clear(&store).await?;
+    ensure(scan_keys(&store, "").await?.is_empty(), || {
+        "final clear left records".into()
+    })?;
+    passed.push("clear");
+    Ok(passed)
+}

@@ -1,0 +1,144 @@
+//! Persistence: the [`Store`] trait, the change set the core hands out, and the in-memory reference store.
+//!
+//! A store is a sorted map from string keys to byte values with one write operation: commit a
+//! [`ChangeSet`] atomically. The engine commits the change set of every command before it replies, so
+//! whatever a client was told is durable in the store.
+//!
+//! Implementations:
+//! - [`MemStore`] (here): the reference, used by native tests and as the canary base.
+//! - `IdbStore` (`src/store/idb.rs`, wasm32 only): IndexedDB, one readwrite transaction per commit.
+//! - `DoStore` (`worker/src/do_store.rs`): Durable Object SQLite storage.
+//!
+//! Every implementation must pass [`conformance`].
+
+pub mod conformance;
+mod mem;
+
+pub use mem::MemStore;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// One stored record: a key and its value.
+pub type Record = (String, Vec<u8>);
+
+/// The writes of one command: records to put and keys to delete, applied all or nothing.
+///
+/// A key is never both put and deleted: [`ChangeSet::put`] cancels an earlier delete of the same key and
+/// [`ChangeSet::delete`] cancels an earlier put. Both maps are ordered so a commit is deterministic.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ChangeSet {
+    /// Records to write, by key.
+    pub puts: BTreeMap<String, Vec<u8>>,
+    /// Keys to remove.
+    pub deletes: BTreeSet<String>,
+}
+
+impl ChangeSet {
+    /// Records `value` under `key`, replacing any earlier put or delete of it in this set.
+    pub fn put(&mut self, key: impl Into<String>, value: Vec<u8>) {
+        let key = key.into();
+        self.deletes.remove(&key);
+        self.puts.insert(key, value);
+    }
+
+    /// Records the removal of `key`, replacing any earlier put of it in this set.
+    pub fn delete(&mut self, key: impl Into<String>) {
+        let key = key.into();
+        self.puts.remove(&key);
+        self.deletes.insert(key);
+    }
+
+    /// True when the set writes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.puts.is_empty() && self.deletes.is_empty()
+    }
+
+    /// Number of records written or deleted (the unit Durable Objects bill by).
+    pub fn rows(&self) -> usize {
+        self.puts.len() + self.deletes.len()
+    }
+
+    /// Total bytes of the values put.
+    pub fn bytes(&self) -> usize {
+        self.puts.iter().map(|(k, v)| k.len() + v.len()).sum()
+    }
+
+    /// Merges `other` into `self`; `other`'s operations win on the same key.
+    pub fn absorb(&mut self, other: ChangeSet) {
+        for key in other.deletes {
+            self.delete(key);
+        }
+        for (key, value) in other.puts {
+            self.put(key, value);
+        }
+    }
+}
+
+/// A store failed. The engine treats every failure the same way: the command fails, in-memory state is
+/// dropped and reloaded from the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError {
+    /// What went wrong, in words a person can act on.
+    pub message: String,
+    /// The kind of failure, for hosts that map it to a specific answer.
+    pub kind: StoreErrorKind,
+}
+
+/// Classes of store failure that callers may treat differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The storage quota is exhausted.
+    QuotaExceeded,
+    /// The storage cannot be used at all (for example IndexedDB in some private modes).
+    Unavailable,
+    /// The data was written by a newer format version than this build understands.
+    NewerFormat,
+    /// Anything else; the write did not happen.
+    Other,
+}
+
+impl StoreError {
+    /// A failure of kind [`StoreErrorKind::Other`].
+    pub fn other(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+            kind: StoreErrorKind::Other,
+        }
+    }
+
+    /// A failure of the given kind.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+            kind,
+        }
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Durable sorted key-value storage with atomic multi-key commits.
+///
+/// Contract (checked by [`conformance`]):
+/// - `scan(prefix)` returns every record whose key starts with `prefix`, in ascending byte order of keys,
+///   reflecting every commit that returned `Ok` and none that returned `Err`.
+/// - `commit(changes)` applies all puts and deletes or none of them. When it returns `Ok` the changes
+///   survive a restart of the host. When it returns `Err`, nothing of it is visible.
+/// - Values of any length up to 16 MiB round-trip byte for byte (stores with smaller row limits split
+///   values internally); keys are non-empty UTF-8 strings up to 1 KiB.
+/// - Calls are made one at a time by the engine; a store need not support concurrent commits.
+#[allow(async_fn_in_trait)]
+pub trait Store {
+    /// Every record whose key starts with `prefix`, in key order.
+    async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError>;
+
+    /// Applies `changes` atomically and durably.
+    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError>;
+}

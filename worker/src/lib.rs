@@ -1,0 +1,1 @@
+//! The queen-edge Cloudflare Worker (being written).
