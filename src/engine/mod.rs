@@ -1,1 +1,338 @@
-//! The async engine (being written).
+//! The engine: the async shell around the sans-IO [`Broker`].
+//!
+//! For each command it takes the command gate (one command at a time), applies the command to the core
+//! with the host's `now`, commits the change set to the [`Store`] and only then replies. If the commit
+//! fails, the in-memory state is dropped and reloaded from the store, so a failed write never leaves the
+//! broker believing something the store does not hold: the error path is the restart path.
+//!
+//! Long-polls park here: a pop with `wait_ms` that finds nothing registers a waiter for its queue and
+//! sleeps (through the [`Host`]) until a push, a lease release, the next lease expiry or retry-hold end,
+//! or its deadline, then tries again.
+
+mod waiters;
+
+use crate::core::api::*;
+use crate::core::{Broker, BrokerConfig};
+use crate::store::{ChangeSet, Store, StoreError};
+use futures::future::{select, Either, LocalBoxFuture};
+use futures::lock::Mutex;
+use std::cell::{Cell, RefCell};
+use waiters::Waiters;
+
+/// What the engine needs from the runtime it lives in: a clock and a way to sleep.
+pub trait Host {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+    /// A future that completes after `ms` milliseconds.
+    fn sleep(&self, ms: u64) -> LocalBoxFuture<'static, ()>;
+    /// 64 bits of entropy to seed id generation (called once at open).
+    fn entropy(&self) -> u64;
+}
+
+/// Why an engine command failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineError {
+    /// The core refused the command (bad input, not found, ...). Nothing changed.
+    Core(CoreError),
+    /// The store failed. Nothing the command did is visible; state was reloaded from the store.
+    Store(StoreError),
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EngineError::Core(e) => write!(f, "{e}"),
+            EngineError::Store(e) => write!(f, "storage failure: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<CoreError> for EngineError {
+    fn from(e: CoreError) -> Self {
+        EngineError::Core(e)
+    }
+}
+
+impl From<StoreError> for EngineError {
+    fn from(e: StoreError) -> Self {
+        EngineError::Store(e)
+    }
+}
+
+/// Result of an engine command.
+pub type EngineResult<T> = Result<T, EngineError>;
+
+/// Counters about the engine's own work (for benchmarks and metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Change sets committed.
+    pub commits: u64,
+    /// Rows (puts + deletes) committed.
+    pub rows_written: u64,
+    /// Bytes of values committed.
+    pub bytes_written: u64,
+    /// Reloads after a failed commit.
+    pub reloads: u64,
+}
+
+/// A broker over a store, serving one command at a time.
+pub struct Engine<S: Store, H: Host> {
+    store: S,
+    host: H,
+    config: BrokerConfig,
+    core: RefCell<Broker>,
+    gate: Mutex<()>,
+    needs_reload: Cell<bool>,
+    waiters: Waiters,
+    counters: Cell<EngineCounters>,
+}
+
+impl<S: Store, H: Host> Engine<S, H> {
+    /// Opens a broker over `store`, loading everything the core keeps in memory.
+    pub async fn open(store: S, host: H, config: BrokerConfig) -> EngineResult<Self> {
+        let core = Self::load(&store, &host, &config).await?;
+        Ok(Engine {
+            store,
+            host,
+            config,
+            core: RefCell::new(core),
+            gate: Mutex::new(()),
+            needs_reload: Cell::new(false),
+            waiters: Waiters::default(),
+            counters: Cell::new(EngineCounters::default()),
+        })
+    }
+
+    async fn load(store: &S, host: &H, config: &BrokerConfig) -> EngineResult<Broker> {
+        let records = store.scan("").await?;
+        Broker::from_records(config.clone(), host.entropy(), records).map_err(EngineError::Store)
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The host underneath.
+    pub fn host(&self) -> &H {
+        &self.host
+    }
+
+    /// Work counters.
+    pub fn counters(&self) -> EngineCounters {
+        self.counters.get()
+    }
+
+    /// Runs a read-only view over the current state.
+    pub fn read<R>(&self, f: impl FnOnce(&Broker, i64) -> R) -> R {
+        let now = self.host.now_ms();
+        f(&self.core.borrow(), now)
+    }
+
+    /// Drops the in-memory state and reloads it from the store (also what a restart does).
+    pub async fn reload(&self) -> EngineResult<()> {
+        let _gate = self.gate.lock().await;
+        self.reload_locked().await
+    }
+
+    async fn reload_locked(&self) -> EngineResult<()> {
+        let core = Self::load(&self.store, &self.host, &self.config).await?;
+        *self.core.borrow_mut() = core;
+        self.needs_reload.set(false);
+        let mut c = self.counters.get();
+        c.reloads += 1;
+        self.counters.set(c);
+        // Anything may have changed: let every parked pop look again.
+        self.waiters.wake_all();
+        Ok(())
+    }
+
+    /// Applies one command under the gate and commits its changes before returning.
+    async fn run<R>(
+        &self,
+        command: impl FnOnce(&mut Broker, i64) -> CoreResult<R>,
+    ) -> EngineResult<R> {
+        let _gate = self.gate.lock().await;
+        if self.needs_reload.get() {
+            self.reload_locked().await?;
+        }
+        let now = self.host.now_ms();
+        let (outcome, changes, woken, discard) = {
+            let mut core = self.core.borrow_mut();
+            let outcome = command(&mut core, now);
+            let discard = core.take_discard_flag();
+            (
+                outcome,
+                core.take_changes(),
+                core.take_woken_queues(),
+                discard,
+            )
+        };
+        if discard {
+            // The command refused after touching state (a transaction that rolled back): the store
+            // still holds the state before it, so reload from there.
+            self.reload_locked().await?;
+            return outcome.map_err(EngineError::Core);
+        }
+        self.commit(&changes).await?;
+        self.waiters.wake(&woken);
+        outcome.map_err(EngineError::Core)
+    }
+
+    async fn commit(&self, changes: &ChangeSet) -> EngineResult<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.store.commit(changes).await {
+            self.needs_reload.set(true);
+            // Reload now if we can; if the store is still failing, the next command retries.
+            let _ = self.reload_locked().await;
+            return Err(EngineError::Store(e));
+        }
+        let mut c = self.counters.get();
+        c.commits += 1;
+        c.rows_written += changes.rows() as u64;
+        c.bytes_written += changes.bytes() as u64;
+        self.counters.set(c);
+        Ok(())
+    }
+
+    /// Pushes messages (wire-contract §1.2).
+    pub async fn push(&self, items: Vec<PushItem>) -> EngineResult<Vec<PushResult>> {
+        self.run(|b, now| b.push(now, items)).await
+    }
+
+    /// Pops (claims) messages; with `wait_ms`, parks until something is claimable or the time passes.
+    pub async fn pop(&self, request: PopRequest, wait_ms: Option<u64>) -> EngineResult<PopReply> {
+        let deadline = wait_ms.map(|w| self.host.now_ms().saturating_add(w as i64));
+        let parked_queue = match &request.target {
+            PopTarget::Queue { queue } | PopTarget::Partition { queue, .. } => Some(queue.clone()),
+            PopTarget::Discovery { .. } => None,
+        };
+        loop {
+            let (reply, next_timer_ms) = self
+                .run(|b, now| {
+                    let reply = b.pop(now, &request)?;
+                    Ok((reply, b.next_deadline_ms()))
+                })
+                .await?;
+            let (Some(deadline), Some(queue)) = (deadline, parked_queue.as_ref()) else {
+                return Ok(reply);
+            };
+            if !reply.messages.is_empty() || reply.conflation {
+                return Ok(reply);
+            }
+            let now = self.host.now_ms();
+            if now >= deadline {
+                return Ok(reply);
+            }
+            let wake_at = next_timer_ms.map_or(deadline, |t| t.clamp(now + 1, deadline));
+            let woken = self.waiters.register(queue);
+            let sleep = self.host.sleep((wake_at - now) as u64);
+            match select(woken, sleep).await {
+                Either::Left(_) | Either::Right(_) => {}
+            }
+        }
+    }
+
+    /// Acks items for one group (wire-contract §1.4, §3.5).
+    pub async fn ack(
+        &self,
+        group: Option<String>,
+        items: Vec<AckItem>,
+    ) -> EngineResult<Vec<AckResult>> {
+        self.run(|b, now| Ok(b.ack(now, group.as_deref(), &items)))
+            .await
+    }
+
+    /// Extends every live lane of a lease (wire-contract §1.5).
+    pub async fn extend_lease(&self, lease_id: &str, seconds: u64) -> EngineResult<ExtendReply> {
+        self.run(|b, now| Ok(b.extend_lease(now, lease_id, seconds)))
+            .await
+    }
+
+    /// Applies a transaction, all or nothing (wire-contract §1.6).
+    pub async fn transaction(&self, operations: Vec<TxOperation>) -> EngineResult<TxReply> {
+        self.run(|b, now| Ok(b.transaction(now, operations))).await
+    }
+
+    /// Creates a queue or overwrites its options (wire-contract §1.7).
+    pub async fn configure(&self, request: ConfigureRequest) -> EngineResult<ConfigureReply> {
+        self.run(|b, now| b.configure(now, request)).await
+    }
+
+    /// Deletes a queue and everything in it; returns whether it existed.
+    pub async fn delete_queue(&self, queue: &str) -> EngineResult<bool> {
+        self.run(|b, now| Ok(b.delete_queue(now, queue))).await
+    }
+
+    /// Replays a dead letter by its row id.
+    pub async fn replay_dead_letter(&self, id: &str) -> EngineResult<ReplayReply> {
+        self.run(|b, now| b.replay_dead_letter(now, id)).await
+    }
+
+    /// Replays the dead letter(s) at a message address.
+    pub async fn replay_address(
+        &self,
+        partition_id: &str,
+        transaction_id: &str,
+    ) -> EngineResult<ReplayReply> {
+        self.run(|b, now| b.replay_address(now, partition_id, transaction_id))
+            .await
+    }
+
+    /// Deletes the dead-letter rows at a message address; returns how many.
+    pub async fn delete_dead_letters(
+        &self,
+        partition_id: &str,
+        transaction_id: &str,
+    ) -> EngineResult<usize> {
+        self.run(|b, now| b.delete_dead_letters(now, partition_id, transaction_id))
+            .await
+    }
+
+    /// Moves a group's cursors on every partition of a queue.
+    pub async fn seek(
+        &self,
+        group: &str,
+        queue: &str,
+        target: SeekTarget,
+    ) -> EngineResult<SeekReply> {
+        self.run(|b, now| b.seek(now, group, queue, target)).await
+    }
+
+    /// Moves a group's cursor on one partition to its end; returns the new cursor.
+    pub async fn seek_partition_to_end(
+        &self,
+        group: &str,
+        queue: &str,
+        partition: &str,
+    ) -> EngineResult<i64> {
+        self.run(|b, now| b.seek_partition_to_end(now, group, queue, partition))
+            .await
+    }
+
+    /// Deletes a group's lanes (on one queue or all) and optionally its subscriptions.
+    pub async fn delete_group(
+        &self,
+        group: &str,
+        queue: Option<&str>,
+        delete_metadata: bool,
+    ) -> EngineResult<GroupDeleteReply> {
+        self.run(|b, now| Ok(b.delete_group(now, group, queue, delete_metadata)))
+            .await
+    }
+
+    /// Rewrites the stored start time of every subscription of a group; returns how many.
+    pub async fn update_subscription(&self, group: &str, start_ms: i64) -> EngineResult<u32> {
+        self.run(|b, now| Ok(b.update_subscription(now, group, start_ms)))
+            .await
+    }
+
+    /// Runs retention and eviction (the host calls this periodically).
+    pub async fn maintain(&self) -> EngineResult<MaintenanceReport> {
+        self.run(|b, now| Ok(b.maintain(now))).await
+    }
+}
