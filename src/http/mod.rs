@@ -1,1 +1,234 @@
-//! Queen HTTP API (being written).
+//! Queen's HTTP API, runtime-agnostic: method, path, query, headers and body in; status, headers and body
+//! out.
+//!
+//! The Cloudflare worker and the in-browser Service Worker mode both call [`handle`]; nothing here knows
+//! about either. The routes, fields, defaults and status codes are those of the wire contract
+//! (`shared/spec/wire-contract.md`, with the 2.6.0 client appendix).
+//!
+//! Module map, one job each:
+//! - `router`: the route table (method and path segments to a [`Route`](router::Route) and its access level);
+//! - `query`: query-string parsing and percent-decoding;
+//! - `wire`: JSON request bodies, validated into core command types (wire DTOs stay out of the core);
+//! - `render`: core replies to JSON answers;
+//! - `timestamp`: ISO-8601 parsing and the two output precisions;
+//! - `auth`: bearer tokens and roles;
+//! - `error`: the `{"error": ...}` answers and how engine errors map to statuses;
+//! - `prometheus`: the `/metrics/prometheus` text;
+//! - `handlers`: one function per route, calling the engine.
+//!
+//! Every malformed request gets a 4xx with a JSON error that says what is wrong, and changes nothing.
+//! A 5xx means the store failed (the client may retry).
+
+mod auth;
+mod error;
+mod handlers;
+mod prometheus;
+mod query;
+mod render;
+mod router;
+mod timestamp;
+mod wire;
+
+pub use auth::{AuthConfig, AuthToken, Role};
+
+use crate::engine::{Engine, Host};
+use crate::store::Store;
+
+/// An HTTP request, fully read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// Method, e.g. `GET` (compared case-insensitively).
+    pub method: String,
+    /// The URL path, still percent-encoded, e.g. `/api/v1/pop/queue/q1`. If it carries a `?query` and
+    /// [`HttpRequest::query`] is empty, the part after `?` is used as the query.
+    pub path: String,
+    /// The raw query string, without the leading `?` (empty when absent).
+    pub query: String,
+    /// Header names and values, in any case.
+    pub headers: Vec<(String, String)>,
+    /// The whole body (empty when there is none).
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    /// A request for `target` (a path with an optional `?query`) with no headers and no body.
+    pub fn new(method: &str, target: &str) -> Self {
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p, q),
+            None => (target, ""),
+        };
+        HttpRequest {
+            method: method.to_string(),
+            path: path.to_string(),
+            query: query.to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    /// The same request with `body` and `Content-Type: application/json`.
+    pub fn with_json(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self.headers
+            .push(("Content-Type".to_string(), "application/json".to_string()));
+        self
+    }
+
+    /// The same request with one more header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// Headers (CORS on every answer; `Content-Type` whenever there is a body).
+    pub headers: Vec<(String, String)>,
+    /// The body (empty for 204).
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body parsed as JSON, if it is JSON.
+    pub fn json(&self) -> Option<serde_json::Value> {
+        serde_json::from_slice(&self.body).ok()
+    }
+}
+
+/// Size and range limits on requests. Everything over a limit is refused with 413 (sizes and counts) or
+/// 400 (values), and nothing changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request body accepted, in bytes. Default 16 MiB.
+    pub max_body_bytes: usize,
+    /// Largest single message payload (its compact JSON encoding), in bytes. Default 4 MiB.
+    pub max_payload_bytes: usize,
+    /// Most items in one push (also the most pushed items in one transaction). Default 10 000.
+    pub max_items_per_push: usize,
+    /// Most items in one `/ack/batch`. Default 10 000.
+    pub max_ack_items: usize,
+    /// Most operations in one transaction. Default 1 000.
+    pub max_transaction_operations: usize,
+    /// Largest pop `batch`. Default 10 000.
+    pub max_pop_batch: u32,
+    /// Longest queue, partition, consumer-group, namespace and task name, in bytes. Default 256.
+    pub max_name_bytes: usize,
+    /// Longest transaction, lease, trace or dead-letter id, in bytes. Default 256.
+    pub max_id_bytes: usize,
+    /// Longest lease (pop `leaseSeconds`, extend `seconds`, option `leaseTime`), in seconds. Default 7 days.
+    pub max_lease_seconds: u64,
+    /// Longest long-poll; larger `timeout` values are clamped to it (contract §1.3). Default 60 000 ms.
+    pub max_wait_ms: u64,
+    /// Long-poll length when `wait=true` comes without `timeout`. Default 30 000 ms.
+    pub default_wait_ms: u64,
+    /// Longest duration option (`ttl`, retention, delays), in seconds. Default 10 years.
+    pub max_duration_seconds: u64,
+    /// Largest dead-letter or message page (`limit`). Default 10 000.
+    pub max_page: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 16 * 1024 * 1024,
+            max_payload_bytes: 4 * 1024 * 1024,
+            max_items_per_push: 10_000,
+            max_ack_items: 10_000,
+            max_transaction_operations: 1_000,
+            max_pop_batch: 10_000,
+            max_name_bytes: 256,
+            max_id_bytes: 256,
+            max_lease_seconds: 7 * 24 * 3600,
+            max_wait_ms: 60_000,
+            default_wait_ms: 30_000,
+            max_duration_seconds: 10 * 365 * 24 * 3600,
+            max_page: 10_000,
+        }
+    }
+}
+
+/// Configuration of the HTTP layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Request limits.
+    pub limits: Limits,
+    /// Bearer-token authentication; `None` (the default) means off.
+    pub auth: Option<AuthConfig>,
+    /// Version reported by `/health`. Default: this crate's version.
+    pub version: String,
+    /// Server name reported by `/health`. Default `queen-edge`.
+    pub server_name: String,
+    /// Worker id reported by `/health`. Default `queen-edge-0`.
+    pub worker_id: String,
+    /// When the broker started (ms since the epoch); uptime is measured from it. 0 = unknown (uptime 0).
+    pub started_at_ms: i64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            limits: Limits::default(),
+            auth: None,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            server_name: "queen-edge".to_string(),
+            worker_id: "queen-edge-0".to_string(),
+            started_at_ms: 0,
+        }
+    }
+}
+
+/// Answers one request. Never panics on input; a pop with `wait=true` may park up to its timeout.
+pub async fn handle<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    config: &HttpConfig,
+    request: HttpRequest,
+) -> HttpResponse {
+    let mut response = match handlers::dispatch(engine, config, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    };
+    add_cors(&mut response);
+    response
+}
+
+/// The CORS headers of contract §0.1, on every answer.
+pub const CORS_HEADERS: [(&str, &str); 4] = [
+    ("Access-Control-Allow-Origin", "*"),
+    (
+        "Access-Control-Allow-Methods",
+        "GET, POST, PUT, DELETE, OPTIONS",
+    ),
+    (
+        "Access-Control-Allow-Headers",
+        "Content-Type, Authorization",
+    ),
+    ("Access-Control-Max-Age", "86400"),
+];
+
+fn add_cors(response: &mut HttpResponse) {
+    for (name, value) in CORS_HEADERS {
+        if response.header(name).is_none() {
+            response.headers.push((name.to_string(), value.to_string()));
+        }
+    }
+}

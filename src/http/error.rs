@@ -1,0 +1,127 @@
+//! Error answers: `{"error": "<text>"}` with a 4xx for bad input and a 5xx only for storage failures.
+
+use super::HttpResponse;
+use crate::core::api::{CoreError, ErrorKind};
+use crate::engine::EngineError;
+use crate::store::StoreErrorKind;
+use serde_json::{json, Value};
+
+/// A refused request: a status and the text that says what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HttpError {
+    pub(crate) status: u16,
+    pub(crate) message: String,
+}
+
+impl HttpError {
+    /// 400: malformed or not allowed.
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 400,
+            message: message.into(),
+        }
+    }
+
+    /// 401: no or unknown credentials.
+    pub(crate) fn unauthorized(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 401,
+            message: message.into(),
+        }
+    }
+
+    /// 403: the credentials' role is not enough.
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 403,
+            message: message.into(),
+        }
+    }
+
+    /// 404: the addressed thing does not exist.
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 404,
+            message: message.into(),
+        }
+    }
+
+    /// 404 `no_such_route`.
+    pub(crate) fn no_such_route() -> Self {
+        Self::not_found("no_such_route")
+    }
+
+    /// 413: over a configured size or count limit.
+    pub(crate) fn too_large(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 413,
+            message: message.into(),
+        }
+    }
+
+    /// 415: a body format this broker does not speak.
+    pub(crate) fn unsupported_media(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 415,
+            message: message.into(),
+        }
+    }
+
+    /// The JSON answer.
+    pub(crate) fn into_response(self) -> HttpResponse {
+        json_response(self.status, &json!({ "error": self.message }))
+    }
+}
+
+impl From<CoreError> for HttpError {
+    fn from(e: CoreError) -> Self {
+        let status = match e.kind {
+            ErrorKind::BadRequest => 400,
+            ErrorKind::NotFound => 404,
+            ErrorKind::Conflict => 409,
+            ErrorKind::TooLarge => 413,
+        };
+        HttpError {
+            status,
+            message: e.message,
+        }
+    }
+}
+
+impl From<EngineError> for HttpError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Core(core) => core.into(),
+            EngineError::Store(store) => {
+                let status = match store.kind {
+                    StoreErrorKind::QuotaExceeded => 507,
+                    StoreErrorKind::Unavailable => 503,
+                    StoreErrorKind::NewerFormat | StoreErrorKind::Other => 500,
+                };
+                HttpError {
+                    status,
+                    message: format!("storage failure: {}", store.message),
+                }
+            }
+        }
+    }
+}
+
+/// A JSON answer with `Content-Type: application/json`.
+pub(crate) fn json_response(status: u16, body: &Value) -> HttpResponse {
+    HttpResponse {
+        status,
+        headers: vec![("Content-Type".to_string(), "application/json".to_string())],
+        // Serializing a `Value` cannot fail (its map keys are strings).
+        body: serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec()),
+    }
+}
+
+/// A 204 with no body.
+pub(crate) fn no_content() -> HttpResponse {
+    HttpResponse {
+        status: 204,
+        headers: Vec::new(),
+        body: Vec::new(),
+    }
+}

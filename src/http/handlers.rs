@@ -1,0 +1,704 @@
+//! One function per route: validate, call the engine, render.
+
+use super::auth::{self, Caller};
+use super::error::{json_response, no_content, HttpError};
+use super::query::{clip, Query};
+use super::render;
+use super::router::{self, Route};
+use super::timestamp::{iso_millis, parse_iso};
+use super::wire::{self, check_id, check_name};
+use super::{prometheus, HttpConfig, HttpRequest, HttpResponse};
+use crate::core::api::*;
+use crate::engine::{Engine, EngineError, Host};
+use crate::store::Store;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// Routes, authenticates and answers one request.
+pub(crate) async fn dispatch<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    config: &HttpConfig,
+    mut request: HttpRequest,
+) -> Result<HttpResponse, HttpError> {
+    if request.query.is_empty() {
+        if let Some((path, query)) = request.path.split_once('?') {
+            let (path, query) = (path.to_string(), query.to_string());
+            request.path = path;
+            request.query = query;
+        }
+    }
+    let route = router::route(&request.method, &request.path)?;
+    if route == Route::Preflight {
+        return Ok(no_content());
+    }
+    let caller = auth::check(
+        config.auth.as_ref(),
+        route.access(),
+        request.header("authorization"),
+    )?;
+    let limits = &config.limits;
+    if request.body.len() > limits.max_body_bytes {
+        return Err(HttpError::too_large(format!(
+            "Request body too large: {} bytes (the limit is {})",
+            request.body.len(),
+            limits.max_body_bytes
+        )));
+    }
+    if request.header("content-type").is_some_and(|t| {
+        t.trim()
+            .to_ascii_lowercase()
+            .starts_with("application/x-queen")
+    }) {
+        return Err(HttpError::unsupported_media(
+            "Binary Queen protocols are not supported; send JSON",
+        ));
+    }
+    let query = Query::parse(&request.query)?;
+    let body = request.body.as_slice();
+    Route::dispatch_to(engine, config, route, &query, body, &caller).await
+}
+
+impl Route {
+    async fn dispatch_to<S: Store, H: Host>(
+        engine: &Engine<S, H>,
+        config: &HttpConfig,
+        route: Route,
+        query: &Query,
+        body: &[u8],
+        caller: &Caller,
+    ) -> Result<HttpResponse, HttpError> {
+        let limits = &config.limits;
+        match route {
+            Route::Preflight => Ok(no_content()),
+            Route::Push => {
+                let items = wire::push_items(body, limits, caller.subject.as_deref())?;
+                let results = engine.push(items).await?;
+                let body: Vec<Value> = results.iter().map(render::push_result).collect();
+                Ok(json_response(201, &Value::Array(body)))
+            }
+            Route::PopQueue { queue } => {
+                check_name("Queue name", &queue, true, limits)?;
+                pop(engine, config, PopTarget::Queue { queue }, query).await
+            }
+            Route::PopPartition { queue, partition } => {
+                check_name("Queue name", &queue, true, limits)?;
+                check_name("Partition name", &partition, false, limits)?;
+                pop(
+                    engine,
+                    config,
+                    PopTarget::Partition { queue, partition },
+                    query,
+                )
+                .await
+            }
+            Route::PopDiscovery => {
+                let namespace = query.non_empty("namespace").map(str::to_string);
+                let task = query.non_empty("task").map(str::to_string);
+                if namespace.is_none() && task.is_none() {
+                    return Err(HttpError::bad_request(
+                        "namespace or task is required for a discovery pop",
+                    ));
+                }
+                for (what, v) in [("namespace", &namespace), ("task", &task)] {
+                    if let Some(v) = v {
+                        check_name(what, v, false, limits)?;
+                    }
+                }
+                pop(
+                    engine,
+                    config,
+                    PopTarget::Discovery { namespace, task },
+                    query,
+                )
+                .await
+            }
+            Route::Ack => {
+                let (group, item) = wire::single_ack(body, limits)?;
+                let results = engine.ack(group, vec![item]).await?;
+                Ok(ack_answer(&results))
+            }
+            Route::AckBatch => {
+                let (group, items) = wire::batch_ack(body, limits)?;
+                let results = engine.ack(group, items).await?;
+                Ok(ack_answer(&results))
+            }
+            Route::LeaseExtend { lease_id } => {
+                check_id("leaseId", &lease_id, limits)?;
+                let seconds = wire::extend_seconds(body, limits)?;
+                let reply = engine.extend_lease(&lease_id, seconds).await?;
+                Ok(json_response(200, &render::extend_reply(&reply)))
+            }
+            Route::Transaction => {
+                let ops = wire::transaction(body, limits, caller.subject.as_deref())?;
+                let reply = engine.transaction(ops).await?;
+                Ok(json_response(200, &render::tx_reply(&reply)))
+            }
+            Route::Configure => {
+                let request = wire::configure(body, limits)?;
+                let reply = engine.configure(request).await?;
+                Ok(json_response(200, &render::configure_reply(&reply)))
+            }
+            Route::DeleteQueue { queue } => {
+                check_name("Queue name", &queue, true, limits)?;
+                let existed = engine.delete_queue(&queue).await?;
+                Ok(json_response(
+                    200,
+                    &json!({"deleted": true, "queue": queue, "existed": existed}),
+                ))
+            }
+            Route::ListQueues => {
+                let namespace = query.non_empty("namespace");
+                let task = query.non_empty("task");
+                let queues = engine.read(|b, now| {
+                    b.list_queues(now)
+                        .iter()
+                        .filter(|q| namespace.is_none_or(|n| q.namespace == n))
+                        .filter(|q| task.is_none_or(|t| q.task == t))
+                        .map(|q| render::queue_summary(q, now))
+                        .collect::<Vec<_>>()
+                });
+                Ok(json_response(200, &json!({ "queues": queues })))
+            }
+            Route::GetQueue { queue } => {
+                check_name("Queue name", &queue, true, limits)?;
+                let view = engine.read(|b, now| {
+                    b.queue_view(now, &queue)
+                        .map(|q| render::queue_detail(&q, now))
+                });
+                match view {
+                    Some(v) => Ok(json_response(200, &v)),
+                    None => Err(HttpError::not_found("Queue not found")),
+                }
+            }
+            Route::Overview => Ok(json_response(200, &overview(engine))),
+            Route::Namespaces => Ok(json_response(200, &labels(engine, true))),
+            Route::Tasks => Ok(json_response(200, &labels(engine, false))),
+            Route::ListDlq => {
+                let limit = query
+                    .uint("limit", 0, limits.max_page as u64)?
+                    .unwrap_or(100) as usize;
+                let offset = query.uint("offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
+                let dlq = DlqQuery {
+                    queue: query.non_empty("queue").map(str::to_string),
+                    consumer_group: query.non_empty("consumerGroup").map(str::to_string),
+                    limit,
+                    offset,
+                };
+                let messages: Vec<Value> = engine.read(|b, _| {
+                    b.dead_letters(&dlq)
+                        .iter()
+                        .map(render::dead_letter)
+                        .collect()
+                });
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "total": messages.len(),
+                        "messages": messages,
+                        "pagination": {"limit": limit, "offset": offset},
+                    }),
+                ))
+            }
+            Route::ReplayDlq { id } => {
+                check_id("id", &id, limits)?;
+                wire::parse_json(body, false)?;
+                let reply = engine.replay_dead_letter(&id).await?;
+                Ok(json_response(200, &render::replay_reply(&reply)))
+            }
+            Route::RetryMessage {
+                partition_id,
+                transaction_id,
+            } => {
+                check_id("partitionId", &partition_id, limits)?;
+                check_id("transactionId", &transaction_id, limits)?;
+                wire::parse_json(body, false)?;
+                let reply = engine
+                    .replay_address(&partition_id, &transaction_id)
+                    .await?;
+                Ok(json_response(200, &render::replay_reply(&reply)))
+            }
+            Route::DeleteMessage {
+                partition_id,
+                transaction_id,
+            } => {
+                check_id("partitionId", &partition_id, limits)?;
+                check_id("transactionId", &transaction_id, limits)?;
+                let deleted = engine
+                    .delete_dead_letters(&partition_id, &transaction_id)
+                    .await?;
+                if deleted == 0 {
+                    return Err(HttpError::not_found("No dead letter at this address"));
+                }
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "success": true,
+                        "partitionId": partition_id,
+                        "transactionId": transaction_id,
+                        "deleted": deleted,
+                    }),
+                ))
+            }
+            Route::ListMessages => list_messages(engine, config, query),
+            Route::GetMessage {
+                partition_id,
+                transaction_id,
+            } => {
+                check_id("partitionId", &partition_id, limits)?;
+                check_id("transactionId", &transaction_id, limits)?;
+                let found = engine.read(|b, now| {
+                    b.message(&partition_id, &transaction_id).map(|m| {
+                        let q = b.queue_view(now, &m.queue);
+                        render::message(&m, q.as_ref(), now)
+                    })
+                });
+                match found {
+                    Some(v) => Ok(json_response(200, &v)),
+                    None => Err(HttpError::not_found("Message not found")),
+                }
+            }
+            Route::DeleteGroup { group } => {
+                check_name("consumerGroup", &group, false, limits)?;
+                let meta = query.flag_or("deleteMetadata", true);
+                let r = engine.delete_group(&group, None, meta).await?;
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "success": true,
+                        "consumerGroup": group,
+                        "deletedPartitions": r.deleted_partitions,
+                        "metadataDeleted": r.metadata_deleted,
+                    }),
+                ))
+            }
+            Route::DeleteGroupQueue { group, queue } => {
+                check_name("consumerGroup", &group, false, limits)?;
+                check_name("Queue name", &queue, true, limits)?;
+                let meta = query.flag_or("deleteMetadata", true);
+                let r = engine.delete_group(&group, Some(&queue), meta).await?;
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "success": true,
+                        "consumerGroup": group,
+                        "queueName": queue,
+                        "deletedPartitions": r.deleted_partitions,
+                        "metadataDeleted": r.metadata_deleted,
+                    }),
+                ))
+            }
+            Route::UpdateSubscription { group } => {
+                check_name("consumerGroup", &group, false, limits)?;
+                let start_ms = wire::subscription_timestamp(body)?;
+                let rows = engine.update_subscription(&group, start_ms).await?;
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "success": true,
+                        "consumerGroup": group,
+                        "newTimestamp": iso_millis(start_ms),
+                        "rowsUpdated": rows,
+                    }),
+                ))
+            }
+            Route::Seek { group, queue } => {
+                check_name("consumerGroup", &group, false, limits)?;
+                check_name("Queue name", &queue, true, limits)?;
+                let target = wire::seek_target(body)?;
+                let reply = engine.seek(&group, &queue, target).await?;
+                let (to_end, ts) = match target {
+                    SeekTarget::End => (true, Value::Null),
+                    SeekTarget::Timestamp(ms) => (false, Value::String(iso_millis(ms))),
+                };
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "success": true,
+                        "consumerGroup": group,
+                        "queueName": queue,
+                        "seekToEnd": to_end,
+                        "targetTimestamp": ts,
+                        "partitionsUpdated": reply.partitions_updated,
+                    }),
+                ))
+            }
+            Route::SeekPartition {
+                group,
+                queue,
+                partition,
+            } => {
+                check_name("consumerGroup", &group, false, limits)?;
+                check_name("Queue name", &queue, true, limits)?;
+                check_name("Partition name", &partition, false, limits)?;
+                wire::parse_json(body, false)?;
+                let cursor = engine
+                    .seek_partition_to_end(&group, &queue, &partition)
+                    .await?;
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "success": true,
+                        "consumerGroup": group,
+                        "queueName": queue,
+                        "partitionName": partition,
+                        "updated": true,
+                        "cursorMovedTo": cursor,
+                    }),
+                ))
+            }
+            Route::StatsRefresh => Ok(json_response(
+                200,
+                &json!({"success": true, "message": "Statistics are computed live; nothing to refresh"}),
+            )),
+            Route::PostTrace => {
+                let event = wire::trace_event(body, limits)?;
+                let exists = engine.read(|b, _| {
+                    b.message(&event.partition_id, &event.transaction_id)
+                        .is_some()
+                });
+                if !exists {
+                    return Err(HttpError::not_found("Message not found"));
+                }
+                Ok(json_response(
+                    201,
+                    &json!({"success": true, "traceId": mint_uuid(engine.host())}),
+                ))
+            }
+            Route::Health => Ok(json_response(
+                200,
+                &json!({
+                    "status": "healthy",
+                    "database": "connected",
+                    "server": config.server_name,
+                    "worker_id": config.worker_id,
+                    "version": config.version,
+                    "shared_state": {"enabled": false},
+                    "queen": {"worker_id": config.worker_id, "status": "active"},
+                }),
+            )),
+            Route::Metrics => {
+                let (stats, now) = engine.read(|b, now| (b.stats(now), now));
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "uptime": uptime_s(config, now),
+                        "requests": {"total": 0, "rate": 0},
+                        "messages": {"total": stats.pushed, "rate": 0},
+                        "database": {"poolSize": 1, "idleConnections": 1, "waitingRequests": 0},
+                        "memory": {"rss": 0, "heapTotal": 0, "heapUsed": 0, "external": 0, "arrayBuffers": 0},
+                        "cpu": {"user": 0, "system": 0},
+                        "broker": {
+                            "pushed": stats.pushed,
+                            "popped": stats.popped,
+                            "acked": stats.acked,
+                            "queues": stats.queues,
+                            "partitions": stats.partitions,
+                            "messages": stats.messages,
+                            "liveLeases": stats.live_leases,
+                            "dlqDepth": stats.dlq_depth,
+                        },
+                    }),
+                ))
+            }
+            Route::Prometheus => {
+                let (stats, now) = engine.read(|b, now| (b.stats(now), now));
+                Ok(HttpResponse {
+                    status: 200,
+                    headers: vec![(
+                        "Content-Type".to_string(),
+                        prometheus::CONTENT_TYPE.to_string(),
+                    )],
+                    body: prometheus::render(&stats, uptime_s(config, now)).into_bytes(),
+                })
+            }
+            Route::Status => Ok(json_response(200, &status(engine, config))),
+        }
+    }
+}
+
+/// Pop (contract §1.3).
+async fn pop<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    config: &HttpConfig,
+    target: PopTarget,
+    query: &Query,
+) -> Result<HttpResponse, HttpError> {
+    let limits = &config.limits;
+    let group = query.non_empty("consumerGroup").map(str::to_string);
+    if let Some(g) = &group {
+        check_name("consumerGroup", g, false, limits)?;
+    }
+    let batch = query
+        .uint("batch", 1, limits.max_pop_batch as u64)?
+        .map(|b| b as u32);
+    let partitions = query.uint("partitions", 1, 64)?.map(|p| p as u32);
+    let timeout_ms = query
+        .uint("timeout", 0, u64::MAX)?
+        .unwrap_or(limits.default_wait_ms)
+        .min(limits.max_wait_ms);
+    let lease_seconds = query
+        .uint("leaseSeconds", 0, limits.max_lease_seconds)?
+        .filter(|s| *s > 0);
+    let auto_ack = query.flag("autoAck");
+    let conflation = query.flag("conflation");
+    let subscription_mode = query.non_empty("subscriptionMode").map(str::to_string);
+    if let Some(m) = &subscription_mode {
+        check_name("subscriptionMode", m, false, limits)?;
+    }
+    let subscription_from = match query.non_empty("subscriptionFrom") {
+        None => None,
+        Some("now") => Some("now".to_string()),
+        Some(t) => Some(iso_millis(parse_iso(t).ok_or_else(|| {
+            HttpError::bad_request(format!(
+                "subscriptionFrom must be an ISO-8601 time or 'now', got '{}'",
+                clip(t)
+            ))
+        })?)),
+    };
+    if conflation && group.is_none() {
+        return Err(HttpError::bad_request(
+            "conflation needs a consumerGroup (queue mode cannot conflate)",
+        ));
+    }
+    if conflation && auto_ack {
+        return Err(HttpError::bad_request(
+            "conflation cannot be combined with autoAck",
+        ));
+    }
+    let request = PopRequest {
+        target,
+        group,
+        batch,
+        partitions,
+        auto_ack,
+        subscription_mode,
+        subscription_from,
+        lease_seconds,
+        autopilot: query.flag("autopilot"),
+        conflation,
+    };
+    let wait_ms = query.flag("wait").then_some(timeout_ms);
+    match engine.pop(request, wait_ms).await {
+        Ok(reply) => {
+            if reply.messages.is_empty() && !reply.conflation && !reply.conflation_conflict {
+                Ok(no_content())
+            } else {
+                Ok(json_response(200, &render::pop_reply(&reply, conflation)))
+            }
+        }
+        // A pop on a queue or partition that does not exist is an empty pop, never a 4xx.
+        Err(EngineError::Core(e)) if e.kind == ErrorKind::NotFound => Ok(no_content()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn ack_answer(results: &[AckResult]) -> HttpResponse {
+    json_response(
+        200,
+        &Value::Array(results.iter().map(render::ack_result).collect()),
+    )
+}
+
+fn uptime_s(config: &HttpConfig, now: i64) -> i64 {
+    if config.started_at_ms > 0 {
+        (now - config.started_at_ms).max(0) / 1000
+    } else {
+        0
+    }
+}
+
+/// A fresh UUIDv4 from the host's entropy, for trace ids.
+fn mint_uuid<H: Host>(host: &H) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let hi = host.entropy() ^ (host.now_ms() as u64).rotate_left(17);
+    let lo = host
+        .entropy()
+        .wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&hi.to_be_bytes());
+    bytes[8..].copy_from_slice(&lo.to_be_bytes());
+    uuid::Builder::from_random_bytes(bytes)
+        .into_uuid()
+        .hyphenated()
+        .to_string()
+}
+
+/// `GET /api/v1/messages`: messages of the filtered queues/partitions, oldest first per partition.
+fn list_messages<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    config: &HttpConfig,
+    query: &Query,
+) -> Result<HttpResponse, HttpError> {
+    let limits = &config.limits;
+    let limit = query
+        .uint("limit", 0, limits.max_page as u64)?
+        .unwrap_or(200) as usize;
+    let offset = query.uint("offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
+    let queue = query.non_empty("queue");
+    let partition = query.non_empty("partition");
+    let namespace = query
+        .non_empty("ns")
+        .or_else(|| query.non_empty("namespace"));
+    let task = query.non_empty("task");
+    let status = query.non_empty("status");
+    if let Some(s) = status {
+        if !["pending", "processing", "completed", "dead_letter"].contains(&s) {
+            return Err(HttpError::bad_request(format!(
+                "status must be one of pending, processing, completed, dead_letter; got '{}'",
+                clip(s)
+            )));
+        }
+    }
+    let want = offset.saturating_add(limit);
+    let messages = engine.read(|b, now| -> Result<Vec<Value>, HttpError> {
+        let mut out = Vec::new();
+        for q in b.list_queues(now) {
+            if queue.is_some_and(|n| q.name != n)
+                || namespace.is_some_and(|n| q.namespace != n)
+                || task.is_some_and(|t| q.task != t)
+            {
+                continue;
+            }
+            for p in &q.partitions {
+                if partition.is_some_and(|n| p.name != n) {
+                    continue;
+                }
+                let views = b
+                    .messages(&q.name, &p.name, p.first_retained_offset, want.max(1))
+                    .map_err(HttpError::from)?;
+                for m in views {
+                    let v = render::message(&m, Some(&q), now);
+                    if status.is_none_or(|s| v["status"] == s) {
+                        out.push(v);
+                    }
+                }
+                if out.len() >= want {
+                    break;
+                }
+            }
+            if out.len() >= want {
+                break;
+            }
+        }
+        Ok(out.into_iter().skip(offset).take(limit).collect())
+    })?;
+    Ok(json_response(
+        200,
+        &json!({
+            "messages": messages,
+            "mode": {"hasQueueMode": true, "busGroupsCount": 0, "type": "queue"},
+        }),
+    ))
+}
+
+fn overview<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
+    engine.read(|b, now| {
+        let queues = b.list_queues(now);
+        let stats = b.stats(now);
+        let totals = queues.iter().map(|q| render::queue_counts(q, now)).fold(
+            (0u64, 0u64, 0u64, 0u64),
+            |a, c| {
+                (
+                    a.0 + c.total,
+                    a.1 + c.pending,
+                    a.2 + c.processing,
+                    a.3 + c.completed,
+                )
+            },
+        );
+        let namespaces: std::collections::BTreeSet<&str> =
+            queues.iter().map(|q| q.namespace.as_str()).collect();
+        let tasks: std::collections::BTreeSet<&str> =
+            queues.iter().map(|q| q.task.as_str()).collect();
+        json!({
+            "queues": queues.len(),
+            "partitions": queues.iter().map(|q| q.partitions.len()).sum::<usize>(),
+            "namespaces": namespaces.len(),
+            "tasks": tasks.len(),
+            "messages": {
+                "total": totals.0,
+                "pending": totals.1,
+                "processing": totals.2,
+                "completed": totals.3,
+                "failed": 0,
+                "deadLetter": stats.dlq_depth,
+            },
+            "lag": {},
+            "throughput": {},
+            "statsAge": 0,
+        })
+    })
+}
+
+/// `/resources/namespaces` (`by_namespace`) or `/resources/tasks`.
+fn labels<S: Store, H: Host>(engine: &Engine<S, H>, by_namespace: bool) -> Value {
+    engine.read(|b, now| {
+        let mut groups: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+        for q in b.list_queues(now) {
+            let key = if by_namespace { &q.namespace } else { &q.task };
+            let c = render::queue_counts(&q, now);
+            let e = groups.entry(key.clone()).or_default();
+            e.0 += 1;
+            e.1 += q.partitions.len() as u64;
+            e.2 += c.total;
+            e.3 += c.pending;
+        }
+        let field = if by_namespace { "namespace" } else { "task" };
+        let list: Vec<Value> = groups
+            .into_iter()
+            .map(|(name, (queues, partitions, total, pending))| {
+                json!({
+                    field: name,
+                    "queues": queues,
+                    "partitions": partitions,
+                    "messages": {"total": total, "pending": pending},
+                })
+            })
+            .collect();
+        if by_namespace {
+            json!({ "namespaces": list })
+        } else {
+            json!({ "tasks": list })
+        }
+    })
+}
+
+/// `GET /api/v1/status`: a summary from the live counters (the broker keeps no time series).
+fn status<S: Store, H: Host>(engine: &Engine<S, H>, config: &HttpConfig) -> Value {
+    engine.read(|b, now| {
+        let stats = b.stats(now);
+        let queues = b.list_queues(now);
+        let c = queues.iter().map(|q| render::queue_counts(q, now)).fold(
+            (0u64, 0u64, 0u64),
+            |a, c| (a.0 + c.pending, a.1 + c.processing, a.2 + c.completed),
+        );
+        json!({
+            "timeRange": {"from": iso_millis(now - 3_600_000), "to": iso_millis(now)},
+            "bucketMinutes": 1,
+            "pointCount": 0,
+            "throughput": [],
+            "queues": {"total": stats.queues, "partitions": stats.partitions},
+            "messages": {
+                "total": stats.messages,
+                "pending": c.0,
+                "processing": c.1,
+                "completed": c.2,
+                "pushed": stats.pushed,
+                "popped": stats.popped,
+                "acked": stats.acked,
+            },
+            "leases": {"active": stats.live_leases},
+            "deadLetterQueue": {
+                "total": stats.dlq_depth,
+                "byQueue": stats.dlq_depth_by_queue.iter()
+                    .map(|(q, n)| json!({"queue": q, "count": n}))
+                    .collect::<Vec<_>>(),
+            },
+            "workers": [{"workerId": config.worker_id, "status": "active", "uptime": uptime_s(config, now)}],
+            "errors": {},
+            "statsAge": 0,
+        })
+    })
+}

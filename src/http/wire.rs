@@ -1,0 +1,732 @@
+//! JSON request bodies, validated into core command types.
+//!
+//! Rules every body follows:
+//! - a zero-length body is 400 `Empty request body` where one is required; unparsable JSON is
+//!   400 `Invalid JSON: …`; a body over `max_body_bytes` is 413;
+//! - JSON `null` means absent (the 2.6.0 Python client sends `null` for absent groups, namespaces, tasks
+//!   and errors);
+//! - wrong types are a 400 that names the field, with the contract's own texts where it gives them
+//!   (`Queue must be a string`, `transactionId is required`, ...), followed by where in the body it is.
+
+use super::error::HttpError;
+use super::query::clip;
+use super::timestamp::parse_iso;
+use super::Limits;
+use crate::core::api::*;
+use serde_json::{Map, Value};
+
+/// The body as JSON. `required`: an empty body is a 400; otherwise it is `None`.
+pub(crate) fn parse_json(body: &[u8], required: bool) -> Result<Option<Value>, HttpError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return if required {
+            Err(HttpError::bad_request("Empty request body"))
+        } else {
+            Ok(None)
+        };
+    }
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| HttpError::bad_request(format!("Invalid JSON: {e}")))
+}
+
+/// The body as a JSON object (required).
+pub(crate) fn parse_object(body: &[u8]) -> Result<Map<String, Value>, HttpError> {
+    match parse_json(body, true)? {
+        Some(Value::Object(map)) => Ok(map),
+        _ => Err(HttpError::bad_request("Request body must be a JSON object")),
+    }
+}
+
+/// The body as a JSON object, or an empty one when there is no body.
+pub(crate) fn parse_optional_object(body: &[u8]) -> Result<Map<String, Value>, HttpError> {
+    match parse_json(body, false)? {
+        None => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(_) => Err(HttpError::bad_request("Request body must be a JSON object")),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `where` for messages: ` (items[3].queue)` or `` at the top level.
+fn at(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" ({path}.{key})")
+    }
+}
+
+/// A string field; absent or `null` is `None`; other types are a 400 with `wrong_type`.
+fn opt_string<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+    wrong_type: &str,
+) -> Result<Option<&'a str>, HttpError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(HttpError::bad_request(format!(
+            "{wrong_type}{}",
+            at(path, key)
+        ))),
+    }
+}
+
+/// Checks a name's length (names may be empty only where the caller allows it).
+pub(crate) fn check_name(
+    what: &str,
+    name: &str,
+    allow_empty: bool,
+    limits: &Limits,
+) -> Result<(), HttpError> {
+    if name.is_empty() && !allow_empty {
+        return Err(HttpError::bad_request(format!("{what} must not be empty")));
+    }
+    if name.len() > limits.max_name_bytes {
+        return Err(HttpError::bad_request(format!(
+            "{what} is too long ({} bytes; the limit is {})",
+            name.len(),
+            limits.max_name_bytes
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(HttpError::bad_request(format!(
+            "{what} must not contain control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks an id's length (ids are opaque, non-empty strings).
+pub(crate) fn check_id(what: &str, id: &str, limits: &Limits) -> Result<(), HttpError> {
+    if id.is_empty() {
+        return Err(HttpError::bad_request(format!("{what} must not be empty")));
+    }
+    if id.len() > limits.max_id_bytes {
+        return Err(HttpError::bad_request(format!(
+            "{what} is too long ({} bytes; the limit is {})",
+            id.len(),
+            limits.max_id_bytes
+        )));
+    }
+    Ok(())
+}
+
+/// An optional consumer group: absent, `null` and `""` mean queue mode.
+pub(crate) fn opt_group(
+    map: &Map<String, Value>,
+    key: &str,
+    path: &str,
+    limits: &Limits,
+) -> Result<Option<String>, HttpError> {
+    let group = opt_string(map, key, path, "consumerGroup must be a string or null")?;
+    match group {
+        None | Some("") => Ok(None),
+        Some(g) => {
+            check_name("consumerGroup", g, false, limits)?;
+            Ok(Some(g.to_string()))
+        }
+    }
+}
+
+/// A non-negative integer field in `0..=max`; absent or `null` is `None`. Integral floats (`300.0`) are
+/// accepted.
+pub(crate) fn opt_uint(
+    map: &Map<String, Value>,
+    key: &str,
+    path: &str,
+    max: u64,
+) -> Result<Option<u64>, HttpError> {
+    let bad = |v: &Value| {
+        HttpError::bad_request(format!(
+            "{key} must be an integer between 0 and {max}, got {}{}",
+            clip(&v.to_string()),
+            at(path, key)
+        ))
+    };
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v @ Value::Number(n)) => {
+            let value = if let Some(u) = n.as_u64() {
+                Some(u)
+            } else {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= max as f64)
+                    .map(|f| f as u64)
+            };
+            match value {
+                Some(u) if u <= max => Ok(Some(u)),
+                _ => Err(bad(v)),
+            }
+        }
+        Some(v) => Err(bad(v)),
+    }
+}
+
+fn opt_int(map: &Map<String, Value>, key: &str) -> Result<Option<i64>, HttpError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v @ Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                    .map(|f| f as i64)
+            })
+            .map(Some)
+            .ok_or_else(|| {
+                HttpError::bad_request(format!(
+                    "{key} must be an integer, got {}",
+                    clip(&v.to_string())
+                ))
+            }),
+        Some(v) => Err(HttpError::bad_request(format!(
+            "{key} must be an integer, got {}",
+            type_name(v)
+        ))),
+    }
+}
+
+fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(v) => Err(HttpError::bad_request(format!(
+            "{key} must be a boolean, got {}",
+            type_name(v)
+        ))),
+    }
+}
+
+/// A required array field.
+fn array<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    missing: &str,
+) -> Result<&'a Vec<Value>, HttpError> {
+    match map.get(key) {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(HttpError::bad_request(missing)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Push
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /api/v1/push` body → items (contract §1.2).
+pub(crate) fn push_items(
+    body: &[u8],
+    limits: &Limits,
+    producer_sub: Option<&str>,
+) -> Result<Vec<PushItem>, HttpError> {
+    let map = parse_object(body)?;
+    let items = array(&map, "items", "items array is required")?;
+    if items.len() > limits.max_items_per_push {
+        return Err(HttpError::too_large(format!(
+            "Too many items: {} (the limit is {})",
+            items.len(),
+            limits.max_items_per_push
+        )));
+    }
+    let measure = body.len() > limits.max_payload_bytes;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| push_item(v, &format!("items[{i}]"), limits, producer_sub, measure))
+        .collect()
+}
+
+/// One push item at `path` (`items[3]`, `operations[1].items[0]`).
+pub(crate) fn push_item(
+    v: &Value,
+    path: &str,
+    limits: &Limits,
+    producer_sub: Option<&str>,
+    measure_payload: bool,
+) -> Result<PushItem, HttpError> {
+    let Value::Object(map) = v else {
+        return Err(HttpError::bad_request(format!(
+            "{path} must be an object, got {}",
+            type_name(v)
+        )));
+    };
+    let queue = match map.get("queue") {
+        Some(Value::String(q)) => q.clone(),
+        _ => {
+            return Err(HttpError::bad_request(format!(
+                "Queue must be a string{}",
+                at(path, "queue")
+            )))
+        }
+    };
+    check_name("Queue name", &queue, true, limits)?;
+    let partition = opt_string(map, "partition", path, "Partition must be a string")?
+        .unwrap_or(DEFAULT_PARTITION)
+        .to_string();
+    check_name("Partition name", &partition, false, limits)?;
+    let payload = map.get("payload").cloned().unwrap_or(Value::Null);
+    if measure_payload {
+        let size = serde_json::to_vec(&payload).map(|b| b.len()).unwrap_or(0);
+        if size > limits.max_payload_bytes {
+            return Err(HttpError::too_large(format!(
+                "Payload too large: {size} bytes (the limit is {}){}",
+                limits.max_payload_bytes,
+                at(path, "payload")
+            )));
+        }
+    }
+    let transaction_id = opt_string(map, "transactionId", path, "TransactionId must be a string")?
+        .filter(|t| !t.is_empty());
+    if let Some(t) = transaction_id {
+        check_id("transactionId", t, limits)?;
+    }
+    let trace_id =
+        opt_string(map, "traceId", path, "TraceId must be a string")?.filter(|t| !t.is_empty());
+    if let Some(t) = trace_id {
+        if t.len() != 36 || uuid::Uuid::parse_str(t).is_err() {
+            return Err(HttpError::bad_request(format!(
+                "TraceId must be a UUID, got '{}'{}",
+                clip(t),
+                at(path, "traceId")
+            )));
+        }
+    }
+    // Labels: non-strings are treated as absent (contract §1.7's rule, applied here too).
+    let label = |key: &str| -> Result<Option<String>, HttpError> {
+        match map.get(key) {
+            Some(Value::String(s)) if !s.is_empty() => {
+                check_name(key, s, false, limits)?;
+                Ok(Some(s.clone()))
+            }
+            _ => Ok(None),
+        }
+    };
+    Ok(PushItem {
+        queue,
+        partition,
+        payload,
+        transaction_id: transaction_id.map(str::to_string),
+        trace_id: trace_id.map(str::to_string),
+        namespace: label("namespace")?,
+        task: label("task")?,
+        producer_sub: producer_sub.map(str::to_string),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ack
+// ---------------------------------------------------------------------------------------------
+
+/// One ack item at `path` (empty for the single-ack body).
+pub(crate) fn ack_item(v: &Value, path: &str, limits: &Limits) -> Result<AckItem, HttpError> {
+    let Value::Object(map) = v else {
+        return Err(HttpError::bad_request(format!(
+            "{path} must be an object, got {}",
+            type_name(v)
+        )));
+    };
+    let transaction_id = match map.get("transactionId") {
+        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        _ => {
+            return Err(HttpError::bad_request(format!(
+                "transactionId is required{}",
+                at(path, "transactionId")
+            )))
+        }
+    };
+    check_id("transactionId", &transaction_id, limits)?;
+    let partition_id = match map.get("partitionId") {
+        Some(Value::String(p)) if !p.is_empty() => p.clone(),
+        _ => {
+            return Err(HttpError::bad_request(format!(
+                "partitionId is required to ensure message uniqueness{}",
+                at(path, "partitionId")
+            )))
+        }
+    };
+    check_id("partitionId", &partition_id, limits)?;
+    let status = match map.get("status") {
+        None | Some(Value::Null) => AckStatus::Completed,
+        Some(Value::String(s)) => match AckStatus::parse(Some(s)) {
+            AckStatus::Invalid(s) => {
+                return Err(HttpError::bad_request(format!(
+                    "Invalid status '{}': expected completed, success, failed, retry or dlq{}",
+                    clip(&s),
+                    at(path, "status")
+                )))
+            }
+            status => status,
+        },
+        Some(v) => {
+            return Err(HttpError::bad_request(format!(
+                "status must be a string, got {}{}",
+                type_name(v),
+                at(path, "status")
+            )))
+        }
+    };
+    let error = opt_string(map, "error", path, "error must be a string or null")?
+        .filter(|e| !e.is_empty())
+        .map(str::to_string);
+    let lease_id = opt_string(map, "leaseId", path, "leaseId must be a string or null")?
+        .filter(|l| !l.is_empty());
+    if let Some(l) = lease_id {
+        check_id("leaseId", l, limits)?;
+    }
+    Ok(AckItem {
+        transaction_id,
+        partition_id,
+        status,
+        error,
+        lease_id: lease_id.map(str::to_string),
+    })
+}
+
+/// `POST /api/v1/ack` body → (group, item).
+pub(crate) fn single_ack(
+    body: &[u8],
+    limits: &Limits,
+) -> Result<(Option<String>, AckItem), HttpError> {
+    let map = parse_object(body)?;
+    let group = opt_group(&map, "consumerGroup", "", limits)?;
+    let item = ack_item(&Value::Object(map), "", limits)?;
+    Ok((group, item))
+}
+
+/// `POST /api/v1/ack/batch` body → (group, items). The top-level group applies to every item.
+pub(crate) fn batch_ack(
+    body: &[u8],
+    limits: &Limits,
+) -> Result<(Option<String>, Vec<AckItem>), HttpError> {
+    let map = parse_object(body)?;
+    let items = array(&map, "acknowledgments", "acknowledgments array is required")?;
+    if items.is_empty() {
+        return Err(HttpError::bad_request(
+            "acknowledgments array cannot be empty",
+        ));
+    }
+    if items.len() > limits.max_ack_items {
+        return Err(HttpError::too_large(format!(
+            "Too many acknowledgments: {} (the limit is {})",
+            items.len(),
+            limits.max_ack_items
+        )));
+    }
+    let group = opt_group(&map, "consumerGroup", "", limits)?;
+    let items = items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| ack_item(v, &format!("acknowledgments[{i}]"), limits))
+        .collect::<Result<_, _>>()?;
+    Ok((group, items))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lease extend, transaction
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /api/v1/lease/:id/extend` body → seconds. No body, `{}` or `seconds: null` mean 60.
+pub(crate) fn extend_seconds(body: &[u8], limits: &Limits) -> Result<u64, HttpError> {
+    let map = parse_optional_object(body)?;
+    match opt_uint(&map, "seconds", "", limits.max_lease_seconds)? {
+        None => Ok(60),
+        Some(0) => Err(HttpError::bad_request(format!(
+            "seconds must be an integer between 1 and {}, got 0",
+            limits.max_lease_seconds
+        ))),
+        Some(s) => Ok(s),
+    }
+}
+
+/// `POST /api/v1/transaction` body → operations (contract §1.6).
+pub(crate) fn transaction(
+    body: &[u8],
+    limits: &Limits,
+    producer_sub: Option<&str>,
+) -> Result<Vec<TxOperation>, HttpError> {
+    let map = parse_object(body)?;
+    let ops = array(&map, "operations", "operations array required")?;
+    if ops.is_empty() {
+        return Err(HttpError::bad_request("operations array cannot be empty"));
+    }
+    if ops.len() > limits.max_transaction_operations {
+        return Err(HttpError::too_large(format!(
+            "Too many operations: {} (the limit is {})",
+            ops.len(),
+            limits.max_transaction_operations
+        )));
+    }
+    for key in ["kv", "timers"] {
+        match map.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.is_empty() => {}
+            Some(_) => {
+                return Err(HttpError::bad_request(format!(
+                    "{key} operations are not supported by this broker"
+                )))
+            }
+        }
+    }
+    let measure = body.len() > limits.max_payload_bytes;
+    let mut pushed = 0usize;
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        let path = format!("operations[{i}]");
+        let Value::Object(op_map) = op else {
+            return Err(HttpError::bad_request(format!(
+                "{path} must be an object, got {}",
+                type_name(op)
+            )));
+        };
+        let kind = match op_map.get("type") {
+            Some(Value::String(t)) => t.as_str(),
+            _ => {
+                return Err(HttpError::bad_request(format!(
+                    "{path}.type must be a string"
+                )))
+            }
+        };
+        match kind {
+            "push" => {
+                let items = match op_map.get("items") {
+                    Some(Value::Array(items)) => items,
+                    _ => {
+                        return Err(HttpError::bad_request(format!(
+                            "items array is required ({path}.items)"
+                        )))
+                    }
+                };
+                pushed += items.len();
+                if pushed > limits.max_items_per_push {
+                    return Err(HttpError::too_large(format!(
+                        "Too many pushed items in the transaction (the limit is {})",
+                        limits.max_items_per_push
+                    )));
+                }
+                let items = items
+                    .iter()
+                    .enumerate()
+                    .map(|(j, v)| {
+                        let mut item = push_item(
+                            v,
+                            &format!("{path}.items[{j}]"),
+                            limits,
+                            producer_sub,
+                            measure,
+                        )?;
+                        // Transaction pushes default a missing payload to `{}` (contract §1.2).
+                        if v.get("payload").is_none() {
+                            item.payload = Value::Object(Map::new());
+                        }
+                        Ok(item)
+                    })
+                    .collect::<Result<_, HttpError>>()?;
+                out.push(TxOperation::Push(items));
+            }
+            "ack" => {
+                let group = opt_group(op_map, "consumerGroup", &path, limits)?;
+                let item = ack_item(op, &path, limits)?;
+                out.push(TxOperation::Ack { item, group });
+            }
+            other => {
+                if other.len() > limits.max_name_bytes {
+                    return Err(HttpError::bad_request(format!("{path}.type is too long")));
+                }
+                out.push(TxOperation::Unknown(other.to_string()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configure
+// ---------------------------------------------------------------------------------------------
+
+/// `POST /api/v1/configure` body → request (contract §1.7). Unknown option keys are ignored.
+pub(crate) fn configure(body: &[u8], limits: &Limits) -> Result<ConfigureRequest, HttpError> {
+    let map = parse_object(body)?;
+    let queue = match map.get("queue") {
+        Some(Value::String(q)) => q.clone(),
+        _ => return Err(HttpError::bad_request("queue is required")),
+    };
+    check_name("Queue name", &queue, true, limits)?;
+    let label = |key: &str| -> Result<Option<String>, HttpError> {
+        match map.get(key) {
+            Some(Value::String(s)) => {
+                check_name(key, s, true, limits)?;
+                Ok(Some(s.clone()))
+            }
+            _ => Ok(None),
+        }
+    };
+    let namespace = label("namespace")?;
+    let task = label("task")?;
+    let empty = Map::new();
+    let o = match map.get("options") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(o)) => o,
+        Some(v) => {
+            return Err(HttpError::bad_request(format!(
+                "options must be an object, got {}",
+                type_name(v)
+            )))
+        }
+    };
+    let dur = limits.max_duration_seconds;
+    let p = "options";
+    let options = OptionsPatch {
+        lease_time_s: opt_uint(o, "leaseTime", p, limits.max_lease_seconds)?,
+        retry_limit: opt_uint(o, "retryLimit", p, u32::MAX as u64)?.map(|n| n as u32),
+        retry_delay_ms: opt_uint(o, "retryDelay", p, dur.saturating_mul(1000))?,
+        max_size: opt_uint(o, "maxSize", p, i64::MAX as u64)?,
+        ttl_s: opt_uint(o, "ttl", p, dur)?,
+        dead_letter_queue: opt_bool(o, "deadLetterQueue")?,
+        dlq_after_max_retries: opt_bool(o, "dlqAfterMaxRetries")?,
+        delayed_processing_s: opt_uint(o, "delayedProcessing", p, dur)?,
+        window_buffer_s: opt_uint(o, "windowBuffer", p, dur)?,
+        retention_enabled: opt_bool(o, "retentionEnabled")?,
+        retention_s: opt_uint(o, "retentionSeconds", p, dur)?,
+        completed_retention_s: opt_uint(o, "completedRetentionSeconds", p, dur)?,
+        max_wait_time_s: opt_uint(o, "maxWaitTimeSeconds", p, dur)?,
+        encryption_enabled: opt_bool(o, "encryptionEnabled")?,
+        priority: opt_int(o, "priority")?,
+    };
+    Ok(ConfigureRequest {
+        queue,
+        namespace,
+        task,
+        options,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Consumer groups, traces
+// ---------------------------------------------------------------------------------------------
+
+/// Seek body → target (contract §1.9). `toEnd: true` wins over `timestamp`.
+pub(crate) fn seek_target(body: &[u8]) -> Result<SeekTarget, HttpError> {
+    let map = parse_optional_object(body)?;
+    if opt_bool(&map, "toEnd")? == Some(true) {
+        return Ok(SeekTarget::End);
+    }
+    match map.get("timestamp") {
+        None | Some(Value::Null) => Err(HttpError::bad_request(
+            "Must specify either 'toEnd': true or 'timestamp'",
+        )),
+        Some(Value::String(s)) => parse_iso(s).map(SeekTarget::Timestamp).ok_or_else(|| {
+            HttpError::bad_request(format!(
+                "timestamp must be an ISO-8601 time, got '{}'",
+                clip(s)
+            ))
+        }),
+        Some(v) => Err(HttpError::bad_request(format!(
+            "timestamp must be an ISO-8601 string, got {}",
+            type_name(v)
+        ))),
+    }
+}
+
+/// Subscription body → start time in ms.
+pub(crate) fn subscription_timestamp(body: &[u8]) -> Result<i64, HttpError> {
+    let map = parse_object(body)?;
+    match map.get("subscriptionTimestamp") {
+        Some(Value::String(s)) => parse_iso(s).ok_or_else(|| {
+            HttpError::bad_request(format!(
+                "subscriptionTimestamp must be an ISO-8601 time, got '{}'",
+                clip(s)
+            ))
+        }),
+        None | Some(Value::Null) => {
+            Err(HttpError::bad_request("subscriptionTimestamp is required"))
+        }
+        Some(v) => Err(HttpError::bad_request(format!(
+            "subscriptionTimestamp must be an ISO-8601 string, got {}",
+            type_name(v)
+        ))),
+    }
+}
+
+/// A validated trace event (`POST /api/v1/traces`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TraceEvent {
+    pub(crate) transaction_id: String,
+    pub(crate) partition_id: String,
+}
+
+/// Trace body → event (contract §1.10, appendix D22).
+pub(crate) fn trace_event(body: &[u8], limits: &Limits) -> Result<TraceEvent, HttpError> {
+    let map = parse_object(body)?;
+    let (Some(Value::String(t)), Some(Value::String(p))) =
+        (map.get("transactionId"), map.get("partitionId"))
+    else {
+        return Err(HttpError::bad_request(
+            "transactionId and partitionId are required",
+        ));
+    };
+    check_id("transactionId", t, limits)?;
+    check_id("partitionId", p, limits)?;
+    if matches!(map.get("data"), None | Some(Value::Null)) {
+        return Err(HttpError::bad_request("data is required"));
+    }
+    opt_group(&map, "consumerGroup", "", limits)?;
+    match map.get("traceNames") {
+        None | Some(Value::Null) | Some(Value::String(_)) => {}
+        Some(Value::Array(names)) if names.iter().all(Value::is_string) => {}
+        Some(_) => {
+            return Err(HttpError::bad_request(
+                "traceNames must be a string, a list of strings or null",
+            ))
+        }
+    }
+    opt_string(&map, "eventType", "", "eventType must be a string")?;
+    Ok(TraceEvent {
+        transaction_id: t.clone(),
+        partition_id: p.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_invalid_bodies() {
+        assert_eq!(parse_object(b"").unwrap_err().message, "Empty request body");
+        assert!(parse_object(b"{")
+            .unwrap_err()
+            .message
+            .starts_with("Invalid JSON: "));
+        assert_eq!(parse_optional_object(b"").unwrap(), Map::new());
+    }
+
+    #[test]
+    fn extend_defaults_to_sixty() {
+        let l = Limits::default();
+        assert_eq!(extend_seconds(b"", &l).unwrap(), 60);
+        assert_eq!(extend_seconds(b"{}", &l).unwrap(), 60);
+        assert_eq!(extend_seconds(br#"{"seconds":5}"#, &l).unwrap(), 5);
+        assert!(extend_seconds(br#"{"seconds":-5}"#, &l).is_err());
+        assert!(extend_seconds(br#"{"seconds":"5"}"#, &l).is_err());
+    }
+
+    #[test]
+    fn integral_floats_are_integers() {
+        let m: Map<String, Value> = serde_json::from_str(r#"{"a":300.0,"b":1.5,"c":-1}"#).unwrap();
+        assert_eq!(opt_uint(&m, "a", "", 1000).unwrap(), Some(300));
+        assert!(opt_uint(&m, "b", "", 1000).is_err());
+        assert!(opt_uint(&m, "c", "", 1000).is_err());
+    }
+}
