@@ -1,0 +1,1281 @@
+//! Golden tests, one or more per route: request in, exact status and JSON out (generated ids are read
+//! from earlier answers and put into the expected JSON).
+
+mod http_support;
+
+use http_support::*;
+use queen_edge::http::{AuthConfig, AuthToken, HttpConfig, HttpRequest, Role};
+use serde_json::{json, Value};
+
+fn push_one(h: &Harness, queue: &str, tx: &str, payload: Value) -> Value {
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": queue, "payload": payload, "transactionId": tx}]})),
+    );
+    assert_eq!(status, 201, "{body}");
+    body[0].clone()
+}
+
+fn pop(h: &Harness, target: &str) -> (u16, Value) {
+    h.call("GET", target, None)
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().expect("a string").to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// push
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn push_answers_201_with_snake_and_camel_keys_and_duplicates_carry_the_winner() {
+    let h = Harness::new();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [
+            {"queue": "orders", "partition": "p1", "payload": {"n": 1}, "transactionId": "t1"},
+            {"queue": "orders", "partition": "p1", "payload": {"n": 2}, "transactionId": "t1"},
+            {"queue": "orders", "payload": null, "transactionId": "t1",
+             "traceId": "0b9e2f2c-8a3e-4c1d-9f00-1234567890ab"}
+        ]})),
+    );
+    assert_eq!(status, 201);
+    let id0 = s(&body[0]["message_id"]);
+    let pid0 = s(&body[0]["partition_id"]);
+    let id2 = s(&body[2]["message_id"]);
+    let pid2 = s(&body[2]["partition_id"]);
+    assert_ne!(
+        pid0, pid2,
+        "same transactionId on another partition is another message"
+    );
+    assert_eq!(
+        body,
+        json!([
+            {"index": 0, "status": "queued", "transaction_id": "t1", "transactionId": "t1",
+             "message_id": id0, "messageId": id0, "partition_id": pid0, "partitionId": pid0,
+             "trace_id": null, "queueName": "orders", "partition": "p1", "offset": 0},
+            {"index": 1, "status": "duplicate", "transaction_id": "t1", "transactionId": "t1",
+             "message_id": id0, "messageId": id0, "partition_id": pid0, "partitionId": pid0,
+             "queueName": "orders", "partition": "p1"},
+            {"index": 2, "status": "queued", "transaction_id": "t1", "transactionId": "t1",
+             "message_id": id2, "messageId": id2, "partition_id": pid2, "partitionId": pid2,
+             "trace_id": "0b9e2f2c-8a3e-4c1d-9f00-1234567890ab", "queueName": "orders",
+             "partition": "Default", "offset": 0}
+        ])
+    );
+}
+
+#[test]
+fn push_empty_items_is_201_empty_array() {
+    let h = Harness::new();
+    assert_eq!(
+        h.call("POST", "/api/v1/push", Some(json!({"items": []}))),
+        (201, json!([]))
+    );
+}
+
+#[test]
+fn push_mints_a_transaction_id_and_null_payload_round_trips() {
+    let h = Harness::new();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "nulls"}], "bufferMs": 10, "bufferMax": 5})),
+    );
+    assert_eq!(status, 201);
+    assert!(!s(&body[0]["transactionId"]).is_empty());
+    let (status, popped) = pop(&h, "/api/v1/pop/queue/nulls");
+    assert_eq!(status, 200);
+    assert_eq!(popped["messages"][0]["data"], Value::Null);
+    assert_eq!(
+        popped["messages"][0]["transactionId"],
+        body[0]["transactionId"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// pop
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn pop_answers_the_contract_shape() {
+    let h = Harness::new();
+    let pushed = push_one(&h, "orders", "t1", json!({"a": 1}));
+    let (status, body) = pop(
+        &h,
+        "/api/v1/pop/queue/orders?autopilot=false&batch=10&wait=false&timeout=30000&frames=true",
+    );
+    assert_eq!(status, 200);
+    let lease = s(&body["leaseId"]);
+    assert!(!lease.is_empty());
+    let pid = s(&pushed["partitionId"]);
+    assert_eq!(
+        body,
+        json!({
+            "success": true, "queue": "orders", "partition": "Default", "partitionId": pid,
+            "leaseId": lease, "consumerGroup": "__QUEUE_MODE__", "partitionsClaimed": 1,
+            "messages": [{
+                "id": pushed["messageId"], "transactionId": "t1", "traceId": null, "data": {"a": 1},
+                "producerSub": null, "createdAt": iso_us(T0), "queue": "orders",
+                "partition": "Default", "partitionId": pid, "leaseId": lease,
+                "consumerGroup": "__QUEUE_MODE__", "deliveryAttempt": 1, "offset": 0,
+                "retryCount": 0
+            }]
+        })
+    );
+}
+
+#[test]
+fn pop_on_missing_queue_or_partition_is_204_without_body() {
+    let h = Harness::new();
+    for target in [
+        "/api/v1/pop/queue/nope",
+        "/api/v1/pop/queue/nope/partition/p1",
+        "/api/v1/pop/queue/nope?wait=false&consumerGroup=g",
+    ] {
+        let r = h.send(HttpRequest::new("GET", target));
+        assert_eq!(r.status, 204, "{target}");
+        assert!(r.body.is_empty());
+        assert_eq!(r.header("Access-Control-Allow-Origin"), Some("*"));
+    }
+}
+
+#[test]
+fn pop_specific_partition_and_batch_budget() {
+    let h = Harness::new();
+    h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [
+            {"queue": "q", "partition": "a", "payload": 1},
+            {"queue": "q", "partition": "a", "payload": 2},
+            {"queue": "q", "partition": "a", "payload": 3},
+            {"queue": "q", "partition": "b", "payload": 4}
+        ]})),
+    );
+    let (status, body) = pop(&h, "/api/v1/pop/queue/q/partition/b?batch=10");
+    assert_eq!(status, 200);
+    assert_eq!(body["partition"], "b");
+    assert_eq!(body["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(body["messages"][0]["data"], 4);
+    let (status, body) = pop(&h, "/api/v1/pop/queue/q/partition/a?batch=2");
+    assert_eq!(status, 200);
+    let data: Vec<_> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    assert_eq!(data, vec![json!(1), json!(2)]);
+    assert_eq!(body["messages"][1]["offset"], 1);
+}
+
+#[test]
+fn pop_discovery_by_namespace_and_task() {
+    let h = Harness::new();
+    push_one(&h, "billing.invoices.v2", "t1", json!("x"));
+    let (status, body) = pop(&h, "/api/v1/pop?namespace=billing&task=invoices");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["messages"][0]["queue"], "billing.invoices.v2");
+    assert_eq!(body["queue"], "billing.invoices.v2");
+    assert_eq!(pop(&h, "/api/v1/pop?namespace=other").0, 204);
+}
+
+#[test]
+fn pop_auto_ack_has_no_lease() {
+    let h = Harness::new();
+    push_one(&h, "q", "t1", json!(1));
+    let (status, body) = pop(&h, "/api/v1/pop/queue/q?autoAck=true");
+    assert_eq!(status, 200);
+    assert_eq!(body["leaseId"], "");
+    assert_eq!(body["messages"][0]["leaseId"], "");
+    assert_eq!(
+        pop(&h, "/api/v1/pop/queue/q").0,
+        204,
+        "autoAck committed the cursor"
+    );
+}
+
+#[test]
+fn pop_autopilot_without_batch_sizes_the_batch() {
+    let h = Harness::new();
+    let items: Vec<Value> = (0..5)
+        .map(|i| json!({"queue": "auto", "payload": i}))
+        .collect();
+    h.call("POST", "/api/v1/push", Some(json!({ "items": items })));
+    let (status, body) = pop(
+        &h,
+        "/api/v1/pop/queue/auto?autopilot=true&wait=true&timeout=30000",
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body["messages"].as_array().unwrap().len(), 5, "{body}");
+    assert!(body["autopilot"]["batch"].as_u64().unwrap() >= 5, "{body}");
+}
+
+#[test]
+fn pop_named_group_echoes_the_group() {
+    let h = Harness::new();
+    push_one(&h, "q", "t1", json!(1));
+    let (status, body) = pop(
+        &h,
+        "/api/v1/pop/queue/q?consumerGroup=g1&subscriptionMode=all",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["consumerGroup"], "g1");
+    assert_eq!(body["messages"][0]["consumerGroup"], "g1");
+    // An empty consumerGroup means queue mode.
+    let (status, body) = pop(&h, "/api/v1/pop/queue/q?consumerGroup=");
+    assert_eq!(status, 200);
+    assert_eq!(body["consumerGroup"], "__QUEUE_MODE__");
+}
+
+#[test]
+fn conflating_group_answers_200_when_empty() {
+    let h = Harness::new();
+    push_one(&h, "c", "t1", json!(1));
+    push_one(&h, "c", "t2", json!(2));
+    let (status, body) = pop(
+        &h,
+        "/api/v1/pop/queue/c?consumerGroup=g&conflation=true&subscriptionMode=all&batch=10",
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["conflation"], true);
+    let (status, body) = pop(&h, "/api/v1/pop/queue/c?consumerGroup=g&conflation=true");
+    assert_eq!(status, 200, "an empty conflating pop is a 200: {body}");
+    assert_eq!(body["messages"], json!([]));
+    assert_eq!(body["conflation"], true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// long-poll
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn long_poll_wakes_on_push() {
+    let h = Harness::new();
+    let waiting = h.spawn(HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/lp?wait=true&timeout=30000",
+    ));
+    h.advance(1_000);
+    assert!(waiting.get().is_none(), "the pop parks");
+    push_one(&h, "lp", "t1", json!("hello"));
+    h.run_until_stalled();
+    let r = waiting.get().expect("the push woke the pop");
+    assert_eq!(r.status, 200);
+    assert_eq!(response_json(&r)["messages"][0]["data"], "hello");
+    assert_eq!(
+        h.now(),
+        T0 + 1_000,
+        "answered at the push, not at the deadline"
+    );
+}
+
+#[test]
+fn long_poll_wakes_on_nack() {
+    let h = Harness::new();
+    let pushed = push_one(&h, "nq", "t1", json!(1));
+    let (_, first) = pop(&h, "/api/v1/pop/queue/nq");
+    let lease = s(&first["leaseId"]);
+    let waiting = h.spawn(HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/nq?wait=true&timeout=30000",
+    ));
+    h.advance(500);
+    assert!(
+        waiting.get().is_none(),
+        "the lane is leased, so the second pop parks"
+    );
+    let (status, acked) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": "t1", "partitionId": pushed["partitionId"],
+                    "status": "retry", "leaseId": lease, "consumerGroup": null, "error": null}),
+        ),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(acked[0]["success"], true);
+    h.run_until_stalled();
+    let r = waiting.get().expect("the nack woke the parked pop");
+    assert_eq!(r.status, 200);
+    assert_eq!(response_json(&r)["messages"][0]["transactionId"], "t1");
+    assert_eq!(h.now(), T0 + 500);
+}
+
+#[test]
+fn long_poll_answers_204_at_the_deadline() {
+    let h = Harness::new();
+    let r = h.send(HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/idle?wait=true&timeout=5000",
+    ));
+    assert_eq!(r.status, 204);
+    assert!(r.body.is_empty());
+    assert_eq!(h.now(), T0 + 5_000, "really waited the whole timeout");
+}
+
+#[test]
+fn long_poll_defaults_to_30s_and_clamps_to_60s() {
+    let h = Harness::new();
+    assert_eq!(
+        h.send(HttpRequest::new("GET", "/api/v1/pop/queue/idle?wait=true"))
+            .status,
+        204
+    );
+    assert_eq!(h.now(), T0 + 30_000);
+    assert_eq!(
+        h.send(HttpRequest::new(
+            "GET",
+            "/api/v1/pop/queue/idle?wait=true&timeout=600000"
+        ))
+        .status,
+        204
+    );
+    assert_eq!(h.now(), T0 + 30_000 + 60_000);
+}
+
+#[test]
+fn no_wait_answers_at_once() {
+    let h = Harness::new();
+    assert_eq!(
+        h.send(HttpRequest::new(
+            "GET",
+            "/api/v1/pop/queue/idle?wait=false&timeout=30000"
+        ))
+        .status,
+        204
+    );
+    assert_eq!(h.now(), T0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ack
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn single_ack_answers_an_array() {
+    let h = Harness::new();
+    let pushed = push_one(&h, "q", "t1", json!(1));
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/q");
+    let pid = s(&pushed["partitionId"]);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": "t1", "partitionId": pid, "status": "completed",
+                    "error": null, "consumerGroup": null, "leaseId": popped["leaseId"]}),
+        ),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!([{"index": 0, "transactionId": "t1", "partitionId": pid, "success": true,
+                "error": null, "queueName": "q", "partitionName": "Default",
+                "leaseReleased": true, "dlq": false, "status": "completed"}])
+    );
+}
+
+#[test]
+fn batch_ack_is_index_aligned_with_null_errors() {
+    let h = Harness::new();
+    let items: Vec<Value> = (0..3)
+        .map(|i| json!({"queue": "q", "payload": i, "transactionId": format!("t{i}")}))
+        .collect();
+    let (_, pushed) = h.call("POST", "/api/v1/push", Some(json!({ "items": items })));
+    let pid = s(&pushed[0]["partitionId"]);
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/q?batch=3");
+    let lease = s(&popped["leaseId"]);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"acknowledgments": [
+            {"transactionId": "t0", "partitionId": pid, "status": "completed", "error": null, "leaseId": lease},
+            {"transactionId": "t1", "partitionId": pid, "status": "completed", "error": null, "leaseId": lease},
+            {"transactionId": "nope", "partitionId": pid, "status": "completed", "error": null}
+        ], "consumerGroup": null})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body.as_array().unwrap().len(), 3);
+    for (i, item) in body.as_array().unwrap().iter().enumerate() {
+        assert_eq!(item["index"], i);
+    }
+    assert_eq!(body[0]["success"], true);
+    assert_eq!(body[0]["error"], Value::Null);
+    assert_eq!(body[1]["success"], true);
+    assert_eq!(body[1]["error"], Value::Null);
+    assert_eq!(body[1]["leaseReleased"], false, "t2 is still in flight");
+    assert_eq!(body[2]["success"], false);
+    assert_eq!(body[2]["error"], "Message not found");
+}
+
+#[test]
+fn ack_with_a_foreign_lease_is_refused_per_item() {
+    let h = Harness::new();
+    let pushed = push_one(&h, "q", "t1", json!(1));
+    pop(&h, "/api/v1/pop/queue/q");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(json!({"transactionId": "t1", "partitionId": pushed["partitionId"], "leaseId": "not-the-lease"})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body[0]["success"], false);
+    assert_eq!(body[0]["error"], "Invalid or expired lease");
+}
+
+#[test]
+fn failed_ack_with_no_budget_files_a_dead_letter() {
+    let h = Harness::new();
+    h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(json!({"queue": "d", "options": {"retryLimit": 0}})),
+    );
+    let pushed = push_one(&h, "d", "t1", json!({"x": 1}));
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/d");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": "t1", "partitionId": pushed["partitionId"],
+                    "status": "failed", "error": "boom", "leaseId": popped["leaseId"]}),
+        ),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body[0]["success"], true);
+    assert_eq!(body[0]["dlq"], true);
+    assert_eq!(body[0]["error"], Value::Null);
+}
+
+// ---------------------------------------------------------------------------------------------
+// lease extend
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn lease_extend_with_no_body_renews_for_60s() {
+    let h = Harness::new();
+    push_one(&h, "q", "t1", json!(1));
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/q?leaseSeconds=10");
+    let lease = s(&popped["leaseId"]);
+    let r = h.send(HttpRequest::new(
+        "POST",
+        &format!("/api/v1/lease/{lease}/extend"),
+    ));
+    assert_eq!(r.status, 200);
+    let expiry = iso_us(T0 + 60_000);
+    assert_eq!(
+        response_json(&r),
+        json!({"leaseId": lease, "success": true, "renewed": 1, "newExpiresAt": expiry,
+               "expiresAt": expiry, "lease_expires_at": expiry})
+    );
+    // Never shortens.
+    let (status, body) = h.call(
+        "POST",
+        &format!("/api/v1/lease/{lease}/extend"),
+        Some(json!({"seconds": 5})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body["newExpiresAt"], expiry);
+}
+
+#[test]
+fn lease_extend_of_unknown_lease_is_200_with_error() {
+    let h = Harness::new();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/lease/no-such-lease/extend",
+        Some(json!({})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body["success"], false);
+    assert_eq!(body["renewed"], 0);
+    assert_eq!(body["newExpiresAt"], Value::Null);
+    assert_eq!(body["error"], "Lease not found");
+}
+
+// ---------------------------------------------------------------------------------------------
+// transaction
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn transaction_acks_and_pushes_atomically() {
+    let h = Harness::new();
+    let pushed = push_one(&h, "in", "t1", json!(1));
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/in");
+    let pid = s(&pushed["partitionId"]);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/transaction",
+        Some(json!({"operations": [
+            {"type": "ack", "transactionId": "t1", "partitionId": pid, "status": "completed",
+             "leaseId": popped["leaseId"]},
+            {"type": "push", "items": [{"queue": "out", "payload": {"v": 2}, "transactionId": "o1"}]}
+        ], "requiredLeases": [popped["leaseId"]]})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body["success"], true, "{body}");
+    assert!(!s(&body["transactionId"]).is_empty());
+    assert_eq!(body["results"][0]["type"], "ack");
+    assert_eq!(body["results"][0]["success"], true);
+    assert_eq!(body["results"][0]["error"], Value::Null);
+    assert_eq!(body["results"][1]["type"], "push");
+    assert_eq!(body["results"][1]["transactionId"], "o1");
+    assert_eq!(body["results"][1]["queueName"], "out");
+    assert_eq!(body.get("error"), None);
+    let (_, out) = pop(&h, "/api/v1/pop/queue/out");
+    assert_eq!(out["messages"][0]["data"], json!({"v": 2}));
+}
+
+#[test]
+fn transaction_logical_failure_is_200_and_rolls_back() {
+    let h = Harness::new();
+    let before = h.snapshot();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/transaction",
+        Some(json!({"operations": [
+            {"type": "push", "items": [{"queue": "out", "payload": 1}]},
+            {"type": "ack", "transactionId": "ghost", "partitionId": "1"}
+        ]})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body["success"], false);
+    assert!(!s(&body["error"]).is_empty());
+    assert_eq!(h.snapshot(), before, "rolled back");
+    assert_eq!(pop(&h, "/api/v1/pop/queue/out").0, 204);
+}
+
+#[test]
+fn transaction_unknown_operation_type_fails_the_transaction() {
+    let h = Harness::new();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/transaction",
+        Some(json!({"operations": [{"type": "teleport"}]})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body["success"], false);
+    assert!(s(&body["error"]).contains("teleport"), "{body}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// configure, queues
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn configure_echoes_all_15_options_with_types() {
+    let h = Harness::new();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(
+            json!({"queue": "cfg", "namespace": null, "task": "t", "options": {
+            "leaseTime": 300, "retryLimit": 3, "priority": 0, "delayedProcessing": 0,
+            "windowBuffer": 0, "maxSize": 0, "retentionSeconds": 0,
+            "completedRetentionSeconds": 0, "encryptionEnabled": false, "unknownKey": "ignored"}}),
+        ),
+    );
+    assert_eq!(status, 200);
+    let queue_id = s(&body["queueId"]);
+    let partition_id = s(&body["partitionId"]);
+    assert_eq!(
+        body,
+        json!({"configured": true, "queueId": queue_id, "partitionId": partition_id,
+               "queue": "cfg", "namespace": "", "task": "t", "options": {
+                   "priority": 0, "leaseTime": 300, "retryLimit": 3, "retryDelay": 1000,
+                   "maxSize": 0, "ttl": 3600, "deadLetterQueue": true, "dlqAfterMaxRetries": true,
+                   "delayedProcessing": 0, "windowBuffer": 0, "retentionSeconds": 0,
+                   "completedRetentionSeconds": 0, "retentionEnabled": false,
+                   "encryptionEnabled": false, "maxWaitTimeSeconds": 0}})
+    );
+}
+
+#[test]
+fn configure_accepts_the_empty_queue_name() {
+    let h = Harness::new();
+    let (status, body) = h.call("POST", "/api/v1/configure", Some(json!({"queue": ""})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["queue"], "");
+}
+
+#[test]
+fn delete_queue_answers_deleted_even_when_missing() {
+    let h = Harness::new();
+    push_one(&h, "gone", "t1", json!(1));
+    assert_eq!(
+        h.call("DELETE", "/api/v1/resources/queues/gone", None),
+        (
+            200,
+            json!({"deleted": true, "queue": "gone", "existed": true})
+        )
+    );
+    assert_eq!(
+        h.call("DELETE", "/api/v1/resources/queues/gone", None),
+        (
+            200,
+            json!({"deleted": true, "queue": "gone", "existed": false})
+        )
+    );
+    assert_eq!(pop(&h, "/api/v1/pop/queue/gone").0, 204);
+}
+
+#[test]
+fn queue_list_and_detail() {
+    let h = Harness::new();
+    push_one(&h, "a.b", "t1", json!(1));
+    let (status, body) = h.call("GET", "/api/v1/resources/queues", None);
+    assert_eq!(status, 200);
+    let q = &body["queues"][0];
+    assert_eq!(q["name"], "a.b");
+    assert_eq!(q["namespace"], "a");
+    assert_eq!(q["task"], "b");
+    assert_eq!(q["partitions"], 1);
+    assert_eq!(
+        q["messages"],
+        json!({"total": 1, "pending": 1, "processing": 0})
+    );
+    assert_eq!(q["createdAt"], iso_ms(T0));
+
+    let (status, body) = h.call("GET", "/api/v1/resources/queues/a.b", None);
+    assert_eq!(status, 200);
+    assert_eq!(body["name"], "a.b");
+    assert_eq!(
+        body["options"]["leaseTime"], 60,
+        "push-created queues lease for 60 s"
+    );
+    assert_eq!(body["partitions"][0]["name"], "Default");
+    assert_eq!(body["totals"]["total"], 1);
+
+    assert_eq!(
+        h.call("GET", "/api/v1/resources/queues/none", None),
+        (404, json!({"error": "Queue not found"}))
+    );
+    let (status, body) = h.call("GET", "/api/v1/resources/namespaces", None);
+    assert_eq!(status, 200);
+    assert_eq!(body["namespaces"][0]["namespace"], "a");
+    let (status, body) = h.call("GET", "/api/v1/resources/overview", None);
+    assert_eq!(status, 200);
+    assert_eq!(body["queues"], 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// dead letters
+// ---------------------------------------------------------------------------------------------
+
+/// Pushes one message to `queue` and files it to the DLQ with an explicit `dlq` ack.
+fn dead_letter(h: &Harness, queue: &str, tx: &str) -> (String, Value) {
+    let pushed = push_one(h, queue, tx, json!({"tx": tx}));
+    let (_, popped) = pop(h, &format!("/api/v1/pop/queue/{queue}"));
+    let (_, acked) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": tx, "partitionId": pushed["partitionId"], "status": "dlq",
+                    "error": "bad", "leaseId": popped["leaseId"]}),
+        ),
+    );
+    assert_eq!(acked[0]["dlq"], true, "{acked}");
+    (s(&pushed["partitionId"]), pushed)
+}
+
+#[test]
+fn dlq_listing_has_the_contract_keys() {
+    let h = Harness::new();
+    let (pid, pushed) = dead_letter(&h, "dq", "t1");
+    let (status, body) = h.call("GET", "/api/v1/dlq?queue=dq&limit=10&offset=0", None);
+    assert_eq!(status, 200);
+    let row = &body["messages"][0];
+    let id = s(&row["id"]);
+    assert_eq!(
+        body,
+        json!({"total": 1, "pagination": {"limit": 10, "offset": 0}, "messages": [{
+            "id": id, "messageId": pushed["messageId"], "transactionId": "t1", "partitionId": pid,
+            "queue": "dq", "partition": "Default", "consumerGroup": "__QUEUE_MODE__",
+            "errorMessage": "bad", "retryCount": 0, "data": {"tx": "t1"},
+            "createdAt": iso_ms(T0), "failedAt": iso_ms(T0), "producerSub": null, "offset": 0,
+            "originalCreatedAt": iso_ms(T0)}]})
+    );
+    let (status, body) = h.call("GET", "/api/v1/dlq?queue=other", None);
+    assert_eq!((status, body["total"].clone()), (200, json!(0)));
+}
+
+#[test]
+fn dlq_replay_by_id_is_idempotent() {
+    let h = Harness::new();
+    let (pid, _) = dead_letter(&h, "dq", "t1");
+    let (_, listing) = h.call("GET", "/api/v1/dlq", None);
+    let id = s(&listing["messages"][0]["id"]);
+    let (status, body) = h.call("POST", &format!("/api/v1/dlq/{id}/replay"), Some(json!({})));
+    assert_eq!(status, 200);
+    let message_id = s(&body["messageId"]);
+    assert_eq!(
+        body,
+        json!({"success": true, "replayed": true, "dlqRowRemoved": true, "id": id,
+               "transactionId": format!("dlq:{id}"), "messageId": message_id, "queue": "dq",
+               "partition": "Default", "partitionId": pid, "status": "queued"})
+    );
+    let (status, body) = h.call("POST", &format!("/api/v1/dlq/{id}/replay"), None);
+    assert_eq!(status, 404, "{body}");
+    assert!(body["error"].is_string());
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/dq");
+    assert_eq!(popped["messages"][0]["transactionId"], format!("dlq:{id}"));
+}
+
+#[test]
+fn retry_by_address_accepts_an_empty_body() {
+    let h = Harness::new();
+    let (pid, _) = dead_letter(&h, "dq", "t1");
+    let r = h.send(HttpRequest::new(
+        "POST",
+        &format!("/api/v1/messages/{pid}/t1/retry"),
+    ));
+    assert_eq!(r.status, 200);
+    let body = response_json(&r);
+    assert_eq!(body["replayed"], true);
+    assert_eq!(body["dlqRowRemoved"], true);
+    assert!(s(&body["transactionId"]).starts_with("dlq:"));
+    let (status, _) = h.call("POST", &format!("/api/v1/messages/{pid}/t1/retry"), None);
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn delete_dead_letter_by_address() {
+    let h = Harness::new();
+    let (pid, _) = dead_letter(&h, "dq", "t1");
+    assert_eq!(
+        h.call("DELETE", &format!("/api/v1/messages/{pid}/t1"), None),
+        (
+            200,
+            json!({"success": true, "partitionId": pid, "transactionId": "t1", "deleted": 1})
+        )
+    );
+    let (status, body) = h.call("DELETE", &format!("/api/v1/messages/{pid}/t1"), None);
+    assert_eq!(status, 404);
+    assert!(body["error"].is_string());
+    // A live message is not deletable.
+    let live = push_one(&h, "dq", "live", json!(1));
+    let (status, _) = h.call(
+        "DELETE",
+        &format!("/api/v1/messages/{}/live", s(&live["partitionId"])),
+        None,
+    );
+    assert_eq!(status, 404);
+}
+
+// ---------------------------------------------------------------------------------------------
+// messages (dashboard)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn message_listing_and_detail() {
+    let h = Harness::new();
+    let pushed = push_one(&h, "m", "t1", json!({"k": "v"}));
+    let pid = s(&pushed["partitionId"]);
+    let (status, body) = h.call("GET", "/api/v1/messages?queue=m", None);
+    assert_eq!(status, 200);
+    assert_eq!(body["messages"][0]["transactionId"], "t1");
+    assert_eq!(body["messages"][0]["status"], "pending");
+    let (status, body) = h.call("GET", &format!("/api/v1/messages/{pid}/t1"), None);
+    assert_eq!(status, 200);
+    assert_eq!(body["payload"], json!({"k": "v"}));
+    assert_eq!(body["createdAt"], iso_ms(T0));
+    assert_eq!(
+        h.call("GET", &format!("/api/v1/messages/{pid}/none"), None),
+        (404, json!({"error": "Message not found"}))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// consumer groups
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn seek_to_end_and_back_by_timestamp() {
+    let h = Harness::new();
+    push_one(&h, "sq", "t1", json!(1));
+    let (status, _) = pop(
+        &h,
+        "/api/v1/pop/queue/sq?consumerGroup=g&subscriptionMode=all",
+    );
+    assert_eq!(status, 200);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/consumer-groups/g/queues/sq/seek",
+        Some(json!({"toEnd": true})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"success": true, "consumerGroup": "g", "queueName": "sq", "seekToEnd": true,
+               "targetTimestamp": null, "partitionsUpdated": 1})
+    );
+    assert_eq!(
+        pop(&h, "/api/v1/pop/queue/sq?consumerGroup=g").0,
+        204,
+        "seek released the lease and skipped"
+    );
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/consumer-groups/g/queues/sq/seek",
+        Some(json!({"timestamp": "2000-01-01T00:00:00Z"})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body["seekToEnd"], false);
+    assert_eq!(body["targetTimestamp"], "2000-01-01T00:00:00.000Z");
+    assert_eq!(
+        pop(&h, "/api/v1/pop/queue/sq?consumerGroup=g").0,
+        200,
+        "backward seek re-delivers"
+    );
+}
+
+#[test]
+fn seek_group_with_percent_encoded_names() {
+    let h = Harness::new();
+    push_one(&h, "my queue", "t1", json!(1));
+    pop(
+        &h,
+        "/api/v1/pop/queue/my%20queue?consumerGroup=my%20group&subscriptionMode=all",
+    );
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/consumer-groups/my%20group/queues/my%20queue/seek",
+        Some(json!({"toEnd": true})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["consumerGroup"], "my group");
+    assert_eq!(body["queueName"], "my queue");
+}
+
+#[test]
+fn partition_seek_and_unknown_partition() {
+    let h = Harness::new();
+    push_one(&h, "ps", "t1", json!(1));
+    pop(
+        &h,
+        "/api/v1/pop/queue/ps?consumerGroup=g&subscriptionMode=all",
+    );
+    let r = h.send(HttpRequest::new(
+        "POST",
+        "/api/v1/consumer-groups/g/queues/ps/partitions/Default/seek",
+    ));
+    assert_eq!(r.status, 200);
+    let body = response_json(&r);
+    assert_eq!(body["success"], true);
+    assert_eq!(body["partitionName"], "Default");
+    assert_eq!(body["cursorMovedTo"], 0);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/consumer-groups/g/queues/ps/partitions/nope/seek",
+        None,
+    );
+    assert_eq!(status, 404, "{body}");
+}
+
+#[test]
+fn delete_group_and_group_on_queue() {
+    let h = Harness::new();
+    push_one(&h, "dg", "t1", json!(1));
+    pop(
+        &h,
+        "/api/v1/pop/queue/dg?consumerGroup=g&subscriptionMode=all",
+    );
+    let (status, body) = h.call(
+        "DELETE",
+        "/api/v1/consumer-groups/g/queues/dg?deleteMetadata=false",
+        None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"success": true, "consumerGroup": "g", "queueName": "dg",
+               "deletedPartitions": 1, "metadataDeleted": false})
+    );
+    let (status, body) = h.call("DELETE", "/api/v1/consumer-groups/g", None);
+    assert_eq!(status, 200);
+    assert_eq!(body["success"], true);
+    assert_eq!(body["consumerGroup"], "g");
+    assert_eq!(body["metadataDeleted"], true);
+}
+
+#[test]
+fn update_subscription_timestamp() {
+    let h = Harness::new();
+    push_one(&h, "us", "t1", json!(1));
+    pop(&h, "/api/v1/pop/queue/us?consumerGroup=g");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/consumer-groups/g/subscription",
+        Some(json!({"subscriptionTimestamp": "2024-01-01T00:00:00.000Z"})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"success": true, "consumerGroup": "g", "newTimestamp": "2024-01-01T00:00:00.000Z",
+               "rowsUpdated": 1})
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// traces, stats refresh
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn trace_post_answers_201_with_a_uuid() {
+    let h = Harness::new();
+    let pushed = push_one(&h, "tr", "t1", json!(1));
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/traces",
+        Some(
+            json!({"transactionId": "t1", "partitionId": pushed["partitionId"],
+                    "consumerGroup": "__QUEUE_MODE__", "traceNames": null, "eventType": "info",
+                    "data": {"step": 1}}),
+        ),
+    );
+    assert_eq!(status, 201);
+    assert_eq!(body["success"], true);
+    assert!(uuid::Uuid::parse_str(&s(&body["traceId"])).is_ok());
+    let (status, _) = h.call(
+        "POST",
+        "/api/v1/traces",
+        Some(json!({"transactionId": "zz", "partitionId": pushed["partitionId"], "data": {}})),
+    );
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn stats_refresh_is_a_no_op() {
+    let h = Harness::new();
+    let r = h.send(HttpRequest::new("POST", "/api/v1/stats/refresh"));
+    assert_eq!(r.status, 200);
+    assert_eq!(response_json(&r)["success"], true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// health, metrics, status
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn health_is_healthy() {
+    let h = Harness::new();
+    let (status, body) = h.call("GET", "/health", None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"status": "healthy", "database": "connected", "server": "queen-edge",
+               "worker_id": "queen-edge-0", "version": env!("CARGO_PKG_VERSION"),
+               "shared_state": {"enabled": false},
+               "queen": {"worker_id": "queen-edge-0", "status": "active"}})
+    );
+}
+
+#[test]
+fn metrics_json_and_prometheus_text() {
+    let h = Harness::with_config(HttpConfig {
+        started_at_ms: T0 - 90_000,
+        ..HttpConfig::default()
+    });
+    push_one(&h, "mq", "t1", json!(1));
+    let (status, body) = h.call("GET", "/metrics", None);
+    assert_eq!(status, 200);
+    assert_eq!(body["uptime"], 90);
+    assert_eq!(body["messages"]["total"], 1);
+    for key in ["requests", "database", "memory", "cpu"] {
+        assert!(body[key].is_object(), "{key}");
+    }
+    let r = h.send(HttpRequest::new("GET", "/metrics/prometheus"));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("text/plain; version=0.0.4"));
+    let text = String::from_utf8(r.body).unwrap();
+    for line in [
+        "queen_uptime_seconds 90",
+        "queen_cluster_push_messages_total{scope=\"cluster\"} 1",
+        "queen_cluster_pop_messages_total{scope=\"cluster\"} 0",
+        "queen_cluster_ack_messages_total{scope=\"cluster\"} 0",
+        "queen_dlq_depth 0",
+        "# TYPE queen_dlq_depth_by_queue gauge",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+}
+
+#[test]
+fn status_summarises_the_broker() {
+    let h = Harness::new();
+    dead_letter(&h, "st", "t1");
+    let (status, body) = h.call("GET", "/api/v1/status", None);
+    assert_eq!(status, 200);
+    for key in [
+        "timeRange",
+        "bucketMinutes",
+        "pointCount",
+        "throughput",
+        "queues",
+        "messages",
+        "leases",
+        "deadLetterQueue",
+        "workers",
+        "errors",
+        "statsAge",
+    ] {
+        assert!(body.get(key).is_some(), "{key}");
+    }
+    assert_eq!(body["deadLetterQueue"]["total"], 1);
+    assert_eq!(
+        body["deadLetterQueue"]["byQueue"],
+        json!([{"queue": "st", "count": 1}])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// transport: CORS, preflight, unknown routes, auth
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cors_on_every_answer_and_preflight_is_204() {
+    let h = Harness::new();
+    let r = h.send(HttpRequest::new("OPTIONS", "/api/v1/push"));
+    assert_eq!(r.status, 204);
+    assert!(r.body.is_empty());
+    for (name, value) in [
+        ("Access-Control-Allow-Origin", "*"),
+        (
+            "Access-Control-Allow-Methods",
+            "GET, POST, PUT, DELETE, OPTIONS",
+        ),
+        (
+            "Access-Control-Allow-Headers",
+            "Content-Type, Authorization",
+        ),
+        ("Access-Control-Max-Age", "86400"),
+    ] {
+        assert_eq!(r.header(name), Some(value), "{name}");
+        let err = h.send(HttpRequest::new("GET", "/nope"));
+        assert_eq!(err.header(name), Some(value), "{name} on an error");
+    }
+    let ok = h.send(HttpRequest::new("GET", "/health"));
+    assert_eq!(ok.header("content-type"), Some("application/json"));
+    assert_eq!(ok.header("access-control-allow-origin"), Some("*"));
+}
+
+#[test]
+fn unknown_routes_are_404_no_such_route() {
+    let h = Harness::new();
+    for (method, target) in [
+        ("GET", "/api/v1/nothing"),
+        ("DELETE", "/api/v1/queues/q/clear"),
+        ("GET", "/api/v1/resources/partitions"),
+        ("POST", "/api/v1/messages/p/t/dlq"),
+        ("POST", "/api/v1/stream/define"),
+        ("GET", "/api/v1/push"),
+        ("PUT", "/api/v1/push"),
+        ("GET", "/"),
+    ] {
+        assert_eq!(
+            h.call(method, target, None),
+            (404, json!({"error": "no_such_route"})),
+            "{method} {target}"
+        );
+    }
+}
+
+fn auth_config() -> HttpConfig {
+    HttpConfig {
+        auth: Some(AuthConfig {
+            tokens: vec![
+                AuthToken::new("read-token", Role::ReadOnly),
+                AuthToken::new("write-token", Role::ReadWrite),
+                AuthToken {
+                    token: "admin-token".into(),
+                    role: Role::Admin,
+                    subject: Some("alice".into()),
+                },
+            ],
+        }),
+        ..HttpConfig::default()
+    }
+}
+
+fn with_token(method: &str, target: &str, token: Option<&str>, body: Option<Value>) -> HttpRequest {
+    let mut r = HttpRequest::new(method, target);
+    if let Some(b) = body {
+        r = r.with_json(serde_json::to_vec(&b).unwrap());
+    }
+    if let Some(t) = token {
+        r = r.with_header("Authorization", &format!("Bearer {t}"));
+    }
+    r
+}
+
+#[test]
+fn auth_checks_roles_per_route() {
+    let h = Harness::with_config(auth_config());
+    let push = json!({"items": [{"queue": "a", "payload": 1}]});
+    let cases: Vec<(HttpRequest, u16, Option<&str>)> = vec![
+        (with_token("GET", "/health", None, None), 200, None),
+        (with_token("GET", "/metrics", None, None), 200, None),
+        (
+            with_token("GET", "/metrics/prometheus", None, None),
+            200,
+            None,
+        ),
+        (with_token("OPTIONS", "/api/v1/push", None, None), 204, None),
+        (
+            with_token("POST", "/api/v1/push", None, Some(push.clone())),
+            401,
+            Some("Authentication required"),
+        ),
+        (
+            with_token("POST", "/api/v1/push", Some("wrong"), Some(push.clone())),
+            401,
+            Some("Invalid token"),
+        ),
+        (
+            with_token(
+                "POST",
+                "/api/v1/push",
+                Some("read-token"),
+                Some(push.clone()),
+            ),
+            403,
+            Some("Insufficient permissions"),
+        ),
+        (
+            with_token("GET", "/api/v1/resources/queues", Some("read-token"), None),
+            200,
+            None,
+        ),
+        (
+            with_token("GET", "/api/v1/resources/queues", None, None),
+            401,
+            Some("Authentication required"),
+        ),
+        (
+            with_token(
+                "POST",
+                "/api/v1/push",
+                Some("write-token"),
+                Some(push.clone()),
+            ),
+            201,
+            None,
+        ),
+        (
+            with_token(
+                "DELETE",
+                "/api/v1/resources/queues/a",
+                Some("write-token"),
+                None,
+            ),
+            403,
+            Some("Insufficient permissions"),
+        ),
+        (
+            with_token(
+                "DELETE",
+                "/api/v1/consumer-groups/g",
+                Some("write-token"),
+                None,
+            ),
+            403,
+            Some("Insufficient permissions"),
+        ),
+        (
+            with_token("GET", "/api/v1/pop/queue/a", Some("read-token"), None),
+            403,
+            Some("Insufficient permissions"),
+        ),
+        (
+            with_token(
+                "POST",
+                "/api/v1/push",
+                Some("admin-token"),
+                Some(push.clone()),
+            ),
+            201,
+            None,
+        ),
+        (
+            with_token(
+                "DELETE",
+                "/api/v1/resources/queues/a",
+                Some("admin-token"),
+                None,
+            ),
+            200,
+            None,
+        ),
+        (
+            HttpRequest::new("GET", "/api/v1/dlq").with_header("authorization", "read-token"),
+            200,
+            None,
+        ),
+    ];
+    for (i, (request, status, error)) in cases.into_iter().enumerate() {
+        let r = h.send(request);
+        assert_eq!(
+            r.status,
+            status,
+            "case {i}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        if let Some(e) = error {
+            assert_eq!(response_json(&r), json!({ "error": e }), "case {i}");
+        }
+    }
+}
+
+#[test]
+fn auth_subject_is_stamped_as_producer_sub() {
+    let h = Harness::with_config(auth_config());
+    let r = h.send(with_token(
+        "POST",
+        "/api/v1/push",
+        Some("admin-token"),
+        Some(json!({"items": [{"queue": "s", "payload": 1, "producerSub": "mallory"}]})),
+    ));
+    assert_eq!(r.status, 201);
+    let r = h.send(with_token(
+        "GET",
+        "/api/v1/pop/queue/s",
+        Some("admin-token"),
+        None,
+    ));
+    assert_eq!(response_json(&r)["messages"][0]["producerSub"], "alice");
+}
+
+#[test]
+fn producer_sub_from_the_body_is_ignored_without_auth() {
+    let h = Harness::new();
+    h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "s", "payload": 1, "producerSub": "mallory"}]})),
+    );
+    let (_, body) = pop(&h, "/api/v1/pop/queue/s");
+    assert_eq!(body["messages"][0]["producerSub"], Value::Null);
+}
+
+#[test]
+fn storage_failure_is_a_500_and_changes_nothing() {
+    let h = Harness::new();
+    let before = h.snapshot();
+    h.store.fail_next_commits(1);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "f", "payload": 1}]})),
+    );
+    assert_eq!(status, 500);
+    assert!(s(&body["error"]).starts_with("storage failure"), "{body}");
+    assert_eq!(h.snapshot(), before);
+    assert_eq!(pop(&h, "/api/v1/pop/queue/f").0, 204);
+}
