@@ -1,1 +1,144 @@
-//! The queen-edge Cloudflare Worker (being written).
+//! The queen-edge Cloudflare Worker: a thin entry Worker in front of one `Broker` Durable Object per broker.
+//!
+//! Routing (see `wrangler.toml` at the repository root):
+//! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: authenticated (see [`auth`]) and forwarded unchanged to
+//!   the Durable Object named by [`broker_name`].
+//! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
+//! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
+//!   this code: Workers serves matching files first).
+
+#![warn(missing_docs)]
+
+pub mod auth;
+// The #[durable_object] macro generates undocumented wasm-bindgen glue (`new`, `fetch`) inside this module.
+#[allow(missing_docs)]
+pub mod broker;
+pub mod config;
+pub mod do_store;
+pub mod selftest;
+
+use worker::{event, Context, Env, Request, Response, Result};
+
+use crate::broker::error_response;
+use crate::config::{flag, var};
+
+/// Name of the Durable Object namespace binding.
+pub const BROKER_BINDING: &str = "BROKER";
+/// Name of the static assets binding.
+pub const ASSETS_BINDING: &str = "ASSETS";
+/// Header that picks the broker when `BROKER_SELECTABLE` is on.
+pub const BROKER_HEADER: &str = "x-queen-broker";
+/// Query parameter that picks the broker when `BROKER_SELECTABLE` is on (the header wins when both are sent).
+pub const BROKER_QUERY: &str = "broker";
+
+/// True for the paths the broker answers (the rest are static assets).
+pub fn is_broker_path(path: &str) -> bool {
+    path == "/api/v1"
+        || path.starts_with("/api/v1/")
+        || path == "/health"
+        || path == "/metrics"
+        || path.starts_with("/metrics/")
+}
+
+/// A valid broker name: 1 to 64 characters of `A-Z a-z 0-9 _ . -`.
+pub fn valid_broker_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The name of the Durable Object that serves `req`: `BROKER_NAME` (default `default`), or, when
+/// `BROKER_SELECTABLE` is `true`, the `x-queen-broker` header or `broker` query parameter if present.
+/// `Err` carries the 400 message for an invalid name.
+pub fn broker_name(req: &Request, env: &Env) -> std::result::Result<String, String> {
+    let fixed = var(env, "BROKER_NAME").unwrap_or_else(|| "default".to_string());
+    if !flag(env, "BROKER_SELECTABLE") {
+        return Ok(fixed);
+    }
+    let from_header = req.headers().get(BROKER_HEADER).ok().flatten();
+    let from_query = req.url().ok().and_then(|url| {
+        url.query_pairs()
+            .find(|(k, _)| k == BROKER_QUERY)
+            .map(|(_, v)| v.into_owned())
+    });
+    match from_header.or(from_query) {
+        None => Ok(fixed),
+        Some(name) if valid_broker_name(&name) => Ok(name),
+        Some(_) => Err("broker name must be 1-64 characters of A-Z a-z 0-9 _ . -".to_string()),
+    }
+}
+
+async fn forward(req: Request, env: &Env, name: &str) -> Result<Response> {
+    let namespace = env.durable_object(BROKER_BINDING)?;
+    let stub = namespace.id_from_name(name)?.get_stub()?;
+    stub.fetch_with_request(req).await
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let path = req.path();
+
+    if path.starts_with("/__test/") {
+        if !flag(&env, "QUEEN_TEST_ROUTES") {
+            return error_response(404, "Not Found");
+        }
+        let object = req
+            .url()?
+            .query_pairs()
+            .find(|(k, _)| k == "object")
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_else(|| "selftest".to_string());
+        if !valid_broker_name(&object) {
+            return error_response(400, "invalid object name");
+        }
+        return forward(req, &env, &object).await;
+    }
+
+    if !is_broker_path(&path) {
+        return env.assets(ASSETS_BINDING)?.fetch_request(req).await;
+    }
+
+    if req.method() != worker::Method::Options {
+        if let Some(token) = var(&env, "API_TOKEN") {
+            let skip =
+                var(&env, "JWT_SKIP_PATHS").unwrap_or_else(|| auth::DEFAULT_SKIP_PATHS.to_string());
+            if !auth::is_skipped(&path, &skip) {
+                let header = req.headers().get("authorization")?;
+                if let Err(e) = auth::check_bearer(header.as_deref(), &token) {
+                    return error_response(401, e.message());
+                }
+            }
+        }
+    }
+
+    match broker_name(&req, &env) {
+        Ok(name) => forward(req, &env, &name).await,
+        Err(message) => error_response(400, &message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_paths() {
+        assert!(is_broker_path("/api/v1/push"));
+        assert!(is_broker_path("/health"));
+        assert!(is_broker_path("/metrics/prometheus"));
+        assert!(!is_broker_path("/"));
+        assert!(!is_broker_path("/index.html"));
+        assert!(!is_broker_path("/api/v10"));
+    }
+
+    #[test]
+    fn broker_names() {
+        assert!(valid_broker_name("default"));
+        assert!(valid_broker_name("tenant-1.eu_west"));
+        assert!(!valid_broker_name(""));
+        assert!(!valid_broker_name("a/b"));
+        assert!(!valid_broker_name(&"x".repeat(65)));
+    }
+}

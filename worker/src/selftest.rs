@@ -1,0 +1,99 @@
+//! Test-only routes that run checks inside workerd. Served only when the variable `QUEEN_TEST_ROUTES` is
+//! `true` (the test driver passes `--var QUEEN_TEST_ROUTES:true` to `wrangler dev`; the production
+//! `wrangler.toml` never sets it). The entry Worker and the Durable Object both check the flag.
+//!
+//! - `GET /__test/store/conformance?object=NAME`: runs `queen_edge::store::conformance::run_all` on a
+//!   [`DoStore`] in the object `NAME`, answers `{ok, passed, error, stats}`.
+//! - `POST /__test/store/durability?object=NAME`: commits a known record set (one value split across chunks).
+//! - `GET /__test/store/durability?object=NAME`: checks that record set byte for byte (after a restart of
+//!   wrangler this proves the commits reached disk).
+
+use queen_edge::store::{conformance, ChangeSet, Store};
+use serde_json::json;
+use worker::{Method, Request, Response, Result, State};
+
+use crate::broker::{error_response, json_response};
+use crate::do_store::{DoStore, CHUNK_BYTES};
+
+/// The record set the durability check writes and reads back: a small value, an empty one, and one that
+/// spans three chunks.
+fn durability_records() -> Vec<(String, Vec<u8>)> {
+    let big: Vec<u8> = (0..2 * CHUNK_BYTES + 12_345)
+        .map(|i| (i.wrapping_mul(31) ^ (i >> 7)) as u8)
+        .collect();
+    vec![
+        ("durable/a".to_string(), b"hello".to_vec()),
+        ("durable/big".to_string(), big),
+        ("durable/empty".to_string(), Vec::new()),
+    ]
+}
+
+/// Serves one `/__test/...` request inside the Durable Object.
+pub async fn handle(state: &State, req: Request) -> Result<Response> {
+    let path = req.path();
+    let store = match DoStore::open(&state.storage()) {
+        Ok(store) => store,
+        Err(e) => return json_response(500, &json!({ "ok": false, "error": e.message })),
+    };
+    match (req.method(), path.as_str()) {
+        (Method::Get, "/__test/store/conformance") => {
+            let result = conformance::run_all(|| {
+                let store = DoStore::open(&state.storage());
+                async move {
+                    // The first open above succeeded on this same storage, and the schema exists now.
+                    store.expect("DoStore reopens storage it opened a moment ago")
+                }
+            })
+            .await;
+            let stats = store.stats();
+            let (ok, passed, error) = match result {
+                Ok(passed) => (true, passed, None),
+                Err(e) => (false, Vec::new(), Some(e)),
+            };
+            json_response(
+                if ok { 200 } else { 500 },
+                &json!({
+                    "ok": ok,
+                    "passed": passed,
+                    "error": error,
+                    "stats": {
+                        "commits": stats.commits,
+                        "rows_written": stats.rows_written,
+                        "rows_read": stats.rows_read,
+                        "statements": stats.statements,
+                    },
+                    "database_size": store.database_size(),
+                }),
+            )
+        }
+        (Method::Post, "/__test/store/durability") => {
+            let mut changes = ChangeSet::default();
+            for (key, value) in durability_records() {
+                changes.put(key, value);
+            }
+            match store.commit(&changes).await {
+                Ok(()) => json_response(
+                    200,
+                    &json!({ "ok": true, "rows_written": store.stats().rows_written }),
+                ),
+                Err(e) => json_response(500, &json!({ "ok": false, "error": e.message })),
+            }
+        }
+        (Method::Get, "/__test/store/durability") => {
+            let want = durability_records();
+            match store.scan("durable/").await {
+                Ok(got) => {
+                    let ok = got == want;
+                    let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+                    let sizes: Vec<usize> = got.iter().map(|(_, v)| v.len()).collect();
+                    json_response(
+                        if ok { 200 } else { 500 },
+                        &json!({ "ok": ok, "keys": keys, "sizes": sizes }),
+                    )
+                }
+                Err(e) => json_response(500, &json!({ "ok": false, "error": e.message })),
+            }
+        }
+        _ => error_response(404, "Not Found"),
+    }
+}
