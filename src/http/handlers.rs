@@ -432,8 +432,15 @@ async fn pop<S: Store, H: Host>(
         .uint("batch", 1, limits.max_pop_batch as u64)?
         .map(|b| b as u32);
     let partitions = query.uint("partitions", 1, 64)?.map(|p| p as u32);
+    // Larger values are clamped to `max_wait_ms` (contract §1.3); only non-integers are refused.
     let timeout_ms = query
-        .uint("timeout", 0, u64::MAX)?
+        .uint("timeout", 0, u64::MAX)
+        .map_err(|_| {
+            HttpError::bad_request(format!(
+                "timeout must be a non-negative integer of milliseconds, got '{}'",
+                clip(query.get("timeout").unwrap_or(""))
+            ))
+        })?
         .unwrap_or(limits.default_wait_ms)
         .min(limits.max_wait_ms);
     let lease_seconds = query
