@@ -1,16 +1,47 @@
-//! The sans-IO broker core. (Implementation in progress: the signatures below are the contract the
-//! engine and the HTTP layer build on.)
+//! The sans-IO broker core: queues, partitions, lanes, leases, dead letters and segments.
+//!
+//! [`Broker`] is plain deterministic Rust: no async, no I/O, no clock, no randomness of its own. Every
+//! command takes `now` (Unix ms, clamped so it never goes backwards) and returns its reply; the records
+//! it changed accumulate in a change set that the engine takes ([`Broker::take_changes`]) and commits
+//! before replying. Ids come from an [`ids::IdGen`] seeded by the host.
+//!
+//! Methods, quinn-style:
+//! - inputs/mutators: `push`, `pop`, `ack`, `extend_lease`, `transaction`, `configure`, `delete_queue`,
+//!   `replay_dead_letter`, `replay_address`, `delete_dead_letters`, `seek`, `seek_partition_to_end`,
+//!   `delete_group`, `update_subscription`, `maintain`;
+//! - outputs: `take_changes`, `take_woken_queues`, `take_discard_flag`, `next_deadline_ms`;
+//! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`.
+//!
+//! Pop cost does not grow with idle or leased partitions: each (queue, group) keeps a ready set of the
+//! partitions it could claim, and a timer set brings leased and held lanes back when their lease expires
+//! or their hold ends.
 
+mod ack;
+mod admin;
 pub mod api;
+pub mod ids;
+pub mod lane;
+mod pop;
+mod push;
+mod records;
+pub mod segment;
+mod state;
+pub mod timefmt;
+mod views;
 
 use crate::store::{ChangeSet, Record, StoreError};
 use api::*;
-use std::collections::BTreeSet;
+use ids::IdGen;
+use state::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+pub use state::Subscription;
 
 /// Broker-wide settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerConfig {
-    /// Where a named group starts when its first pop sends no mode (`new` per seed 003).
+    /// Where a named group starts when its first pop sends no mode: `true` = only new messages (seed
+    /// 003, the product default), `false` = everything retained (Queen 0.15's default).
     pub default_subscription_new: bool,
 }
 
@@ -22,147 +53,231 @@ impl Default for BrokerConfig {
     }
 }
 
-/// The broker state machine.
+/// The broker state machine. See the module documentation.
 pub struct Broker {
+    config: BrokerConfig,
+    ids: IdGen,
+    /// The latest `now` seen; time never goes backwards inside the core.
+    now_ms: i64,
+    queues: BTreeMap<String, Queue>,
+    partitions: BTreeMap<u64, Partition>,
+    next_partition_id: u64,
+    subscriptions: BTreeMap<(String, String), Subscription>,
+    dead_letters: BTreeMap<String, DeadLetter>,
+    /// Ready sets per (queue, group).
+    groups: BTreeMap<(String, String), ReadySet>,
+    /// Lease id -> the lanes it holds (pid, group).
+    leases: HashMap<String, Vec<(u64, String)>>,
+    /// (instant, pid, group): re-check a lane then (lease expiry, hold end, delayed message due).
+    timers: BTreeSet<(i64, u64, String)>,
+    ready_seq: u64,
+    cache: SegmentCache,
+    stats: Counters,
     changes: ChangeSet,
     woken: BTreeSet<String>,
     discard: bool,
 }
 
-#[allow(missing_docs, unused_variables)]
 impl Broker {
+    /// An empty broker.
+    pub fn new(config: BrokerConfig, seed: u64) -> Self {
+        Broker {
+            config,
+            ids: IdGen::new(seed),
+            now_ms: 0,
+            queues: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            next_partition_id: 1,
+            subscriptions: BTreeMap::new(),
+            dead_letters: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            leases: HashMap::new(),
+            timers: BTreeSet::new(),
+            ready_seq: 0,
+            cache: SegmentCache::default(),
+            stats: Counters::default(),
+            changes: ChangeSet::default(),
+            woken: BTreeSet::new(),
+            discard: false,
+        }
+    }
+
+    /// Rebuilds a broker from every stored record (what the engine does at open and after a failure).
     pub fn from_records(
         config: BrokerConfig,
         seed: u64,
         records: Vec<Record>,
     ) -> Result<Self, StoreError> {
-        Ok(Broker {
-            changes: ChangeSet::default(),
-            woken: BTreeSet::new(),
-            discard: false,
-        })
+        let mut broker = Broker::new(config, seed);
+        broker.load(records)?;
+        Ok(broker)
     }
+
+    /// The change set accumulated since the last call.
     pub fn take_changes(&mut self) -> ChangeSet {
         std::mem::take(&mut self.changes)
     }
+
+    /// Queues that gained claimable work since the last call (to wake parked pops).
     pub fn take_woken_queues(&mut self) -> BTreeSet<String> {
         std::mem::take(&mut self.woken)
     }
+
+    /// True when the last command must be rolled back by reloading from the store (a failed
+    /// transaction that had already touched state).
     pub fn take_discard_flag(&mut self) -> bool {
         std::mem::take(&mut self.discard)
     }
+
+    /// The earliest instant at which a lease expires, a retry hold ends or a delayed message comes due.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        None
+        self.timers.iter().next().map(|(at, _, _)| *at)
     }
-    pub fn push(&mut self, now: i64, items: Vec<PushItem>) -> CoreResult<Vec<PushResult>> {
-        Err(CoreError::bad_request("not implemented"))
+
+    /// Clamps `now` so it never goes backwards, then fires every timer that is due.
+    fn tick(&mut self, now: i64) -> i64 {
+        self.now_ms = self.now_ms.max(now);
+        let now = self.now_ms;
+        while let Some(first) = self.timers.iter().next().cloned() {
+            if first.0 > now {
+                break;
+            }
+            self.timers.remove(&first);
+            let (_, pid, group) = first;
+            if let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) {
+                self.refresh(&queue, &group, pid);
+                self.woken.insert(queue);
+            }
+        }
+        now
     }
-    pub fn pop(&mut self, now: i64, req: &PopRequest) -> CoreResult<PopReply> {
-        Err(CoreError::bad_request("not implemented"))
-    }
-    pub fn ack(&mut self, now: i64, group: Option<&str>, items: &[AckItem]) -> Vec<AckResult> {
-        vec![]
-    }
-    pub fn extend_lease(&mut self, now: i64, lease_id: &str, seconds: u64) -> ExtendReply {
-        ExtendReply {
-            lease_id: lease_id.into(),
-            renewed: 0,
-            expires_at_ms: None,
-            error: None,
+
+    /// Resolves a wire group name: absent or empty means queue mode.
+    fn group_name(group: Option<&str>) -> String {
+        match group {
+            Some(g) if !g.is_empty() => g.to_string(),
+            _ => QUEUE_MODE_GROUP.to_string(),
         }
     }
-    pub fn transaction(&mut self, now: i64, ops: Vec<TxOperation>) -> TxReply {
-        TxReply {
-            transaction_id: String::new(),
-            success: false,
-            error: None,
-            results: vec![],
+
+    /// The cursor a lane starts at for `group` on partition `pid` (from the group's subscription).
+    fn initial_cursor(&self, pid: u64, group: &str) -> i64 {
+        let Some(p) = self.partitions.get(&pid) else {
+            return -1;
+        };
+        let floor = p.first_offset as i64 - 1;
+        if group == QUEUE_MODE_GROUP {
+            return floor;
+        }
+        match self
+            .subscriptions
+            .get(&(p.queue.clone(), group.to_string()))
+            .and_then(|s| s.start_ms)
+        {
+            None => floor,
+            Some(start) => p.last_offset_created_at_or_before(start).max(floor),
         }
     }
-    pub fn configure(&mut self, now: i64, req: ConfigureRequest) -> CoreResult<ConfigureReply> {
-        Err(CoreError::bad_request("not implemented"))
+
+    /// The lane of `group` on `pid`, materialised from the subscription if it does not exist yet.
+    fn lane_mut(&mut self, pid: u64, group: &str) -> Option<&mut Lane> {
+        if !self.partitions.get(&pid)?.lanes.contains_key(group) {
+            let cursor = self.initial_cursor(pid, group);
+            let p = self.partitions.get_mut(&pid)?;
+            p.lanes.insert(group.to_string(), Lane::at(cursor));
+        }
+        self.partitions.get_mut(&pid)?.lanes.get_mut(group)
     }
-    pub fn delete_queue(&mut self, now: i64, queue: &str) -> bool {
-        false
-    }
-    pub fn replay_dead_letter(&mut self, now: i64, id: &str) -> CoreResult<ReplayReply> {
-        Err(CoreError::not_found("not implemented"))
-    }
-    pub fn replay_address(
-        &mut self,
-        now: i64,
-        partition_id: &str,
-        transaction_id: &str,
-    ) -> CoreResult<ReplayReply> {
-        Err(CoreError::not_found("not implemented"))
-    }
-    pub fn delete_dead_letters(
-        &mut self,
-        now: i64,
-        partition_id: &str,
-        transaction_id: &str,
-    ) -> CoreResult<usize> {
-        Err(CoreError::not_found("not implemented"))
-    }
-    pub fn seek(
-        &mut self,
-        now: i64,
-        group: &str,
-        queue: &str,
-        target: SeekTarget,
-    ) -> CoreResult<SeekReply> {
-        Err(CoreError::not_found("not implemented"))
-    }
-    pub fn seek_partition_to_end(
-        &mut self,
-        now: i64,
-        group: &str,
-        queue: &str,
-        partition: &str,
-    ) -> CoreResult<i64> {
-        Err(CoreError::not_found("not implemented"))
-    }
-    pub fn delete_group(
-        &mut self,
-        now: i64,
-        group: &str,
-        queue: Option<&str>,
-        delete_metadata: bool,
-    ) -> GroupDeleteReply {
-        GroupDeleteReply {
-            deleted_partitions: 0,
-            metadata_deleted: false,
+
+    /// Re-evaluates whether lane (pid, group) belongs in its ready set, and arms its timer.
+    fn refresh(&mut self, queue: &str, group: &str, pid: u64) {
+        let now = self.now_ms;
+        let key = (queue.to_string(), group.to_string());
+        if !self.groups.contains_key(&key) {
+            return;
+        }
+        let Some(p) = self.partitions.get(&pid) else {
+            return;
+        };
+        let lane_state = p
+            .lanes
+            .get(group)
+            .cloned()
+            .unwrap_or_else(|| Lane::at(self.initial_cursor(pid, group)));
+        let has_backlog = lane_state.committed + 1 < p.next_offset as i64;
+        let wait_until = if lane_state.is_leased(now) {
+            Some(lane_state.lease_expires_ms)
+        } else if lane_state.is_held(now) {
+            Some(lane_state.hold_until_ms)
+        } else {
+            None
+        };
+        if let Some(at) = wait_until {
+            self.timers.insert((at, pid, group.to_string()));
+        }
+        let ready = has_backlog && wait_until.is_none();
+        let seq = self.ready_seq;
+        let set = self.groups.get_mut(&key).expect("checked above");
+        if ready {
+            if set.insert(pid, seq) {
+                self.ready_seq += 1;
+            }
+        } else {
+            set.remove(pid);
         }
     }
-    pub fn update_subscription(&mut self, now: i64, group: &str, start_ms: i64) -> u32 {
-        0
+
+    /// Builds the ready set of (queue, group) if it does not exist (once per group and load).
+    fn ensure_group_index(&mut self, queue: &str, group: &str) {
+        let key = (queue.to_string(), group.to_string());
+        if self.groups.contains_key(&key) {
+            return;
+        }
+        self.groups.insert(key, ReadySet::default());
+        let pids: Vec<u64> = self
+            .queues
+            .get(queue)
+            .map(|q| q.partitions.values().copied().collect())
+            .unwrap_or_default();
+        for pid in pids {
+            self.refresh(queue, group, pid);
+        }
     }
-    pub fn maintain(&mut self, now: i64) -> MaintenanceReport {
-        MaintenanceReport::default()
+
+    /// Records a lease id as holding lane (pid, group).
+    fn index_lease(&mut self, lease_id: &str, pid: u64, group: &str) {
+        self.leases
+            .entry(lease_id.to_string())
+            .or_default()
+            .push((pid, group.to_string()));
     }
-    // ---- reads ----
-    pub fn list_queues(&self, now: i64) -> Vec<QueueView> {
-        vec![]
+
+    /// Forgets that `lease_id` holds lane (pid, group).
+    fn unindex_lease(&mut self, lease_id: &str, pid: u64, group: &str) {
+        if let Some(list) = self.leases.get_mut(lease_id) {
+            list.retain(|(p, g)| !(*p == pid && g == group));
+            if list.is_empty() {
+                self.leases.remove(lease_id);
+            }
+        }
     }
-    pub fn queue_view(&self, now: i64, queue: &str) -> Option<QueueView> {
-        None
-    }
-    pub fn dead_letters(&self, query: &DlqQuery) -> Vec<DeadLetterView> {
-        vec![]
-    }
-    pub fn messages(
-        &self,
-        queue: &str,
-        partition: &str,
-        from_offset: u64,
-        limit: usize,
-    ) -> CoreResult<Vec<MessageView>> {
-        Ok(vec![])
-    }
-    pub fn message(&self, partition_id: &str, transaction_id: &str) -> Option<MessageView> {
-        None
-    }
-    pub fn stats(&self, now: i64) -> BrokerStats {
-        BrokerStats::default()
+
+    /// Releases the lease of lane (pid, group), keeping the lease index in step.
+    fn release_lane(&mut self, pid: u64, group: &str) {
+        let old = self
+            .partitions
+            .get(&pid)
+            .and_then(|p| p.lanes.get(group))
+            .and_then(|l| l.lease_id.clone());
+        if let Some(old) = old {
+            self.unindex_lease(&old, pid, group);
+        }
+        if let Some(lane) = self
+            .partitions
+            .get_mut(&pid)
+            .and_then(|p| p.lanes.get_mut(group))
+        {
+            lane.release();
+        }
     }
 }

@@ -1,0 +1,270 @@
+//! Ack resolution (wire-contract §3.5): one call, resolved per lane.
+
+use super::api::*;
+use super::state::*;
+use super::Broker;
+use std::collections::BTreeMap;
+
+/// Item error for a message that does not exist (or is no longer retained).
+pub const MESSAGE_NOT_FOUND: &str = "Message not found";
+/// Item error for a fenced ack whose lease is not the lane's live lease.
+pub const INVALID_LEASE: &str = "Invalid or expired lease";
+/// Item error for a `completed` beyond the leased span while a lease is live.
+pub const NOT_IN_SPAN: &str = "Message not in leased span";
+/// Error recorded on a dead letter when no item of the call carried one.
+pub const RETRIES_EXHAUSTED: &str = "Retries exhausted";
+
+/// An item that passed lookup and fencing, waiting for its lane's resolution.
+struct Pending {
+    index: usize,
+    offset: u64,
+    status: AckStatus,
+    error: Option<String>,
+}
+
+impl Broker {
+    /// Resolves an ack call for one group (`None` = queue mode). Results are index-aligned with `items`.
+    pub fn ack(&mut self, now: i64, group: Option<&str>, items: &[AckItem]) -> Vec<AckResult> {
+        let now = self.tick(now);
+        let group = Self::group_name(group);
+        let mut results: Vec<AckResult> = items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| AckResult {
+                index,
+                transaction_id: item.transaction_id.clone(),
+                partition_id: item.partition_id.clone(),
+                success: false,
+                error: None,
+                queue: None,
+                partition: None,
+                lease_released: false,
+                dlq: false,
+                status: item.status.as_str().to_string(),
+            })
+            .collect();
+
+        // Lookup and fencing, per item; survivors grouped by lane (partition).
+        let mut lanes: BTreeMap<u64, Vec<Pending>> = BTreeMap::new();
+        for (index, item) in items.iter().enumerate() {
+            let found = item.partition_id.parse::<u64>().ok().and_then(|pid| {
+                let p = self.partitions.get(&pid)?;
+                let offset = *p.dedup.get(&item.transaction_id)?;
+                (offset >= p.first_offset).then_some((pid, offset))
+            });
+            let Some((pid, offset)) = found else {
+                results[index].error = Some(MESSAGE_NOT_FOUND.to_string());
+                continue;
+            };
+            let p = &self.partitions[&pid];
+            results[index].queue = Some(p.queue.clone());
+            results[index].partition = Some(p.name.clone());
+            if let AckStatus::Invalid(s) = &item.status {
+                results[index].error = Some(format!("Invalid status: {s}"));
+                continue;
+            }
+            let Some(lane) = self.lane_mut(pid, &group) else {
+                continue;
+            };
+            let live = lane.live_lease(now).map(str::to_string);
+            if let Some(fence) = item.lease_id.as_deref().filter(|l| !l.is_empty()) {
+                if live.as_deref() != Some(fence) {
+                    results[index].error = Some(INVALID_LEASE.to_string());
+                    continue;
+                }
+            }
+            if live.is_some() && offset as i64 > lane.batch_end {
+                results[index].error = Some(NOT_IN_SPAN.to_string());
+                continue;
+            }
+            lanes.entry(pid).or_default().push(Pending {
+                index,
+                offset,
+                status: item.status.clone(),
+                error: item.error.clone().filter(|e| !e.is_empty()),
+            });
+        }
+
+        for (pid, pending) in lanes {
+            self.resolve_lane(now, pid, &group, &pending, &mut results);
+        }
+        results
+    }
+
+    /// Applies one lane's share of an ack call (the §3.5 table).
+    fn resolve_lane(
+        &mut self,
+        now: i64,
+        pid: u64,
+        group: &str,
+        pending: &[Pending],
+        results: &mut [AckResult],
+    ) {
+        let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) else {
+            return;
+        };
+        let options = self
+            .queues
+            .get(&queue)
+            .map(|q| q.record.options.clone())
+            .unwrap_or_else(QueueOptions::push_created);
+        let signal = pending
+            .iter()
+            .filter(|x| !matches!(x.status, AckStatus::Completed))
+            .min_by_key(|x| x.offset);
+        let completed_below = |limit: Option<u64>| {
+            pending
+                .iter()
+                .filter(|x| x.status == AckStatus::Completed && limit.is_none_or(|s| x.offset < s))
+                .map(|x| x.offset as i64)
+                .max()
+                .unwrap_or(-1)
+        };
+        let p = completed_below(signal.map(|s| s.offset));
+        let old_lease = self.partitions[&pid].lanes[group].lease_id.clone();
+        let lane = self
+            .partitions
+            .get_mut(&pid)
+            .and_then(|p| p.lanes.get_mut(group))
+            .expect("materialised by ack");
+        let mut filed: Option<(u64, u32, String)> = None; // (offset, retry count, error)
+        let mut dlq_item: Option<usize> = None;
+        match signal {
+            None => {
+                lane.commit_prefix(p);
+                if lane.committed >= lane.batch_end {
+                    lane.release();
+                }
+            }
+            Some(s) => match s.status {
+                AckStatus::Retry => lane.release_retry(p),
+                AckStatus::Failed if lane.retry_count < options.retry_limit => {
+                    lane.release_failed(p, now + options.retry_delay_ms as i64);
+                }
+                _ => {
+                    // Exhausted `failed` or explicit `dlq`: pass the head after the committed prefix.
+                    let head = (lane.committed.max(p) + 1) as u64;
+                    let retry_count = lane.retry_count;
+                    lane.committed = lane.committed.max(p);
+                    lane.pass_poison(head as i64);
+                    let file = s.status == AckStatus::Dlq || options.dlq_enabled();
+                    if file {
+                        let error = s
+                            .error
+                            .clone()
+                            .or_else(|| pending.iter().find_map(|x| x.error.clone()))
+                            .unwrap_or_else(|| RETRIES_EXHAUSTED.to_string());
+                        filed = Some((head, retry_count, error));
+                        dlq_item = Some(
+                            pending
+                                .iter()
+                                .find(|x| x.offset == head)
+                                .map_or(s.index, |x| x.index),
+                        );
+                    }
+                }
+            },
+        }
+        let released = lane.lease_id.is_none() || !lane.is_leased(now);
+        if let (Some(old), true) = (old_lease, lane.lease_id.is_none()) {
+            self.unindex_lease(&old, pid, group);
+        }
+        if let Some((offset, retry_count, error)) = filed {
+            self.file_dead_letter(now, pid, group, offset, retry_count, error);
+        }
+        self.save_lane(pid, group);
+        self.refresh(&queue, group, pid);
+        if released {
+            self.woken.insert(queue.clone());
+        }
+        let (queue_name, partition_name) = {
+            let p = &self.partitions[&pid];
+            (p.queue.clone(), p.name.clone())
+        };
+        for x in pending {
+            let r = &mut results[x.index];
+            r.success = true;
+            r.error = None;
+            r.lease_released = released;
+            r.dlq = dlq_item == Some(x.index);
+            r.queue = Some(queue_name.clone());
+            r.partition = Some(partition_name.clone());
+        }
+        self.stats.acked += pending.len() as u64;
+    }
+
+    /// Files offset `offset` of `pid` as a dead letter of `group`.
+    pub(super) fn file_dead_letter(
+        &mut self,
+        now: i64,
+        pid: u64,
+        group: &str,
+        offset: u64,
+        retry_count: u32,
+        error: String,
+    ) {
+        let Some(m) = self.stored_message(pid, offset) else {
+            return;
+        };
+        let p = &self.partitions[&pid];
+        let letter = DeadLetter {
+            id: self.ids.uuid_v7(now),
+            partition_id: pid,
+            queue: p.queue.clone(),
+            partition: p.name.clone(),
+            group: group.to_string(),
+            message_id: m.id,
+            transaction_id: m.transaction_id,
+            offset,
+            payload: m.payload,
+            trace_id: m.trace_id,
+            error,
+            retry_count,
+            failed_at_ms: now,
+            created_at_ms: m.created_at_ms,
+        };
+        let id = letter.id.clone();
+        self.dead_letters.insert(id.clone(), letter);
+        self.save_dead_letter(&id);
+    }
+
+    /// Extends every live lane of `lease_id` to at least `now + seconds` (wire-contract §1.5, §3.8).
+    pub fn extend_lease(&mut self, now: i64, lease_id: &str, seconds: u64) -> ExtendReply {
+        let now = self.tick(now);
+        let lanes = self.leases.get(lease_id).cloned().unwrap_or_default();
+        let mut renewed = 0u32;
+        let mut earliest: Option<i64> = None;
+        let target = now.saturating_add((seconds.min(u32::MAX as u64) * 1000) as i64);
+        for (pid, group) in &lanes {
+            let Some(lane) = self
+                .partitions
+                .get_mut(pid)
+                .and_then(|p| p.lanes.get_mut(group))
+            else {
+                continue;
+            };
+            if lane.lease_id.as_deref() != Some(lease_id) || !lane.is_leased(now) {
+                continue;
+            }
+            lane.lease_expires_ms = lane.lease_expires_ms.max(target);
+            let expiry = lane.lease_expires_ms;
+            renewed += 1;
+            earliest = Some(earliest.map_or(expiry, |e: i64| e.min(expiry)));
+            self.timers.insert((expiry, *pid, group.clone()));
+            self.save_lane(*pid, group);
+        }
+        let error = if renewed > 0 {
+            None
+        } else if lanes.is_empty() {
+            Some("Lease not found".to_string())
+        } else {
+            Some("Lease already expired".to_string())
+        };
+        ExtendReply {
+            lease_id: lease_id.to_string(),
+            renewed,
+            expires_at_ms: earliest,
+            error,
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Pop: claim spans of messages for a consumer group (wire-contract §1.3, §3.2, §3.7).
+
+use super::api::*;
+use super::state::*;
+use super::timefmt::parse_iso;
+use super::Broker;
+use std::collections::BTreeSet;
+
+/// Batch budget autopilot uses when the request sent none (seed 003: 100 to 1,000).
+pub const AUTOPILOT_BATCH: u32 = 100;
+/// Most partitions autopilot claims in one pop.
+pub const AUTOPILOT_MAX_PARTITIONS: u32 = 16;
+/// Lease of a discovery pop without `leaseSeconds`, and of a queue whose lease time is 0.
+pub const FALLBACK_LEASE_S: u64 = 60;
+/// Largest `partitions` a pop may ask for.
+pub const MAX_PARTITIONS_PER_POP: u32 = 64;
+
+/// What one pop is allowed to take, and how.
+struct ClaimPlan<'a> {
+    group: &'a str,
+    auto_ack: bool,
+    discovery: bool,
+    lease_seconds: Option<u64>,
+    budget: u32,
+    max_partitions: u32,
+    lease_id: Option<String>,
+}
+
+impl Broker {
+    /// Claims messages for a group (wire-contract §1.3). Never waits: an empty reply means nothing is
+    /// claimable now; the engine parks long-polls.
+    pub fn pop(&mut self, now: i64, req: &PopRequest) -> CoreResult<PopReply> {
+        let now = self.tick(now);
+        if let Some(n) = req.partitions {
+            if !(1..=MAX_PARTITIONS_PER_POP).contains(&n) {
+                return Err(CoreError::bad_request(format!(
+                    "partitions must be between 1 and 64, got {n}"
+                )));
+            }
+        }
+        if req.batch == Some(0) {
+            return Err(CoreError::bad_request("batch must be at least 1"));
+        }
+        let group = Self::group_name(req.group.as_deref());
+        if req.conflation && group == QUEUE_MODE_GROUP {
+            return Err(CoreError::bad_request("conflation needs a consumer group"));
+        }
+        if req.conflation && req.auto_ack {
+            return Err(CoreError::bad_request(
+                "conflation cannot be combined with autoAck",
+            ));
+        }
+        let (queues, single_partition, discovery) = match &req.target {
+            PopTarget::Queue { queue } => (vec![queue.clone()], None, false),
+            PopTarget::Partition { queue, partition } => {
+                (vec![queue.clone()], Some(partition.clone()), false)
+            }
+            PopTarget::Discovery { namespace, task } => (
+                self.discover(namespace.as_deref(), task.as_deref()),
+                None,
+                true,
+            ),
+        };
+
+        let mut reply = PopReply {
+            lease_id: String::new(),
+            consumer_group: group.clone(),
+            messages: Vec::new(),
+            partitions_claimed: 0,
+            queue: match &req.target {
+                PopTarget::Queue { queue } | PopTarget::Partition { queue, .. } => {
+                    Some(queue.clone())
+                }
+                PopTarget::Discovery { .. } => None,
+            },
+            partition: single_partition.clone(),
+            partition_id: None,
+            conflation: false,
+            conflation_conflict: false,
+            autopilot: None,
+        };
+
+        let mut plan = ClaimPlan {
+            group: &group,
+            auto_ack: req.auto_ack,
+            discovery,
+            lease_seconds: req.lease_seconds.filter(|s| *s > 0),
+            budget: 0,
+            max_partitions: 1,
+            lease_id: None,
+        };
+        let mut sized = false;
+        for queue in queues {
+            if !self.queues.contains_key(&queue) {
+                continue;
+            }
+            let conflation = if group == QUEUE_MODE_GROUP {
+                false
+            } else {
+                let sub = self.ensure_subscription(now, &queue, &group, req);
+                sub.conflation
+            };
+            reply.conflation |= conflation;
+            reply.conflation_conflict |= req.conflation != conflation && req.conflation;
+            self.ensure_group_index(&queue, &group);
+            if !sized {
+                sized = true;
+                let ready = self
+                    .groups
+                    .get(&(queue.clone(), group.clone()))
+                    .map_or(0, |s| s.len()) as u32;
+                plan.budget = req
+                    .batch
+                    .unwrap_or(if req.autopilot { AUTOPILOT_BATCH } else { 1 });
+                plan.max_partitions = match (&single_partition, req.partitions) {
+                    (Some(_), _) => 1,
+                    (None, Some(n)) => n,
+                    (None, None) if req.autopilot => ready.clamp(1, AUTOPILOT_MAX_PARTITIONS),
+                    (None, None) => 1,
+                };
+                if req.autopilot {
+                    reply.autopilot = Some(AutopilotEcho {
+                        batch: plan.budget,
+                        partitions: plan.max_partitions,
+                        wait_ms: 100,
+                    });
+                }
+            }
+            let candidates: Vec<u64> = match &single_partition {
+                Some(name) => self.queues[&queue]
+                    .partitions
+                    .get(name)
+                    .copied()
+                    .into_iter()
+                    .collect(),
+                None => Vec::new(),
+            };
+            if single_partition.is_some() {
+                for pid in candidates {
+                    self.claim_partition(now, &queue, pid, conflation, &mut plan, &mut reply);
+                }
+            } else {
+                let mut tried = BTreeSet::new();
+                loop {
+                    if plan.budget == 0 || reply.partitions_claimed >= plan.max_partitions {
+                        break;
+                    }
+                    let want = (plan.max_partitions - reply.partitions_claimed) as usize * 2 + 4;
+                    let batch: Vec<u64> = self
+                        .groups
+                        .get(&(queue.clone(), group.clone()))
+                        .map(|s| {
+                            s.iter()
+                                .filter(|pid| !tried.contains(pid))
+                                .take(want)
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if batch.is_empty() {
+                        break;
+                    }
+                    for pid in batch {
+                        tried.insert(pid);
+                        if plan.budget == 0 || reply.partitions_claimed >= plan.max_partitions {
+                            break;
+                        }
+                        self.claim_partition(now, &queue, pid, conflation, &mut plan, &mut reply);
+                    }
+                }
+            }
+            if plan.budget == 0 || reply.partitions_claimed >= plan.max_partitions {
+                break;
+            }
+        }
+        if !req.auto_ack {
+            reply.lease_id = plan.lease_id.clone().unwrap_or_default();
+        }
+        Ok(reply)
+    }
+
+    /// Queues carrying the labels, highest priority first.
+    fn discover(&self, namespace: Option<&str>, task: Option<&str>) -> Vec<String> {
+        let mut found: Vec<(i64, String)> = self
+            .queues
+            .values()
+            .filter(|q| namespace.is_none_or(|ns| q.record.namespace == ns))
+            .filter(|q| task.is_none_or(|t| q.record.task == t))
+            .map(|q| (-q.record.options.priority, q.record.name.clone()))
+            .collect();
+        found.sort();
+        found.into_iter().map(|(_, name)| name).collect()
+    }
+
+    /// The group's subscription on `queue`, created from this (first) pop if it has none.
+    fn ensure_subscription(
+        &mut self,
+        now: i64,
+        queue: &str,
+        group: &str,
+        req: &PopRequest,
+    ) -> Subscription {
+        let key = (queue.to_string(), group.to_string());
+        if let Some(sub) = self.subscriptions.get(&key) {
+            return sub.clone();
+        }
+        let (start_ms, mode) = match (
+            req.subscription_from.as_deref(),
+            req.subscription_mode.as_deref(),
+        ) {
+            (Some("now"), _) => (Some(now), "new".to_string()),
+            (Some(from), _) => match parse_iso(from) {
+                Some(t) => (Some(t), "timestamp".to_string()),
+                None => (None, "all".to_string()),
+            },
+            (None, Some("new") | Some("new-only")) => (Some(now), "new".to_string()),
+            (None, Some(_)) => (None, "all".to_string()),
+            (None, None) if self.config.default_subscription_new => (Some(now), "new".to_string()),
+            (None, None) => (None, "all".to_string()),
+        };
+        let sub = Subscription {
+            group: group.to_string(),
+            queue: queue.to_string(),
+            start_ms,
+            conflation: req.conflation,
+            created_at_ms: now,
+            mode,
+        };
+        self.subscriptions.insert(key, sub.clone());
+        self.save_subscription(queue, group);
+        sub
+    }
+
+    /// Tries to claim partition `pid` for the plan; appends what it delivers to `reply`.
+    fn claim_partition(
+        &mut self,
+        now: i64,
+        queue: &str,
+        pid: u64,
+        conflation: bool,
+        plan: &mut ClaimPlan<'_>,
+        reply: &mut PopReply,
+    ) {
+        let group = plan.group;
+        let Some(options) = self.queues.get(queue).map(|q| q.record.options.clone()) else {
+            return;
+        };
+        let Some(lane) = self.lane_mut(pid, group) else {
+            return;
+        };
+        if !lane.is_free(now) {
+            self.refresh(queue, group, pid);
+            return;
+        }
+        let p = &self.partitions[&pid];
+        let floor = p.first_offset as i64 - 1;
+        let start = (p.lanes[group].committed.max(floor) + 1) as u64;
+        if start >= p.next_offset {
+            self.refresh(queue, group, pid);
+            return;
+        }
+        // windowBuffer: wait until the newest message is old enough.
+        if options.window_buffer_s > 0 {
+            let newest = p.newest_created().unwrap_or(now);
+            let due = newest + (options.window_buffer_s * 1000) as i64;
+            if due > now {
+                self.defer(queue, group, pid, due);
+                return;
+            }
+        }
+        // delayedProcessing: read only messages that are due, stopping at the first that is not.
+        let delay_ms = (options.delayed_processing_s * 1000) as i64;
+        let due_cutoff = now - delay_ms;
+        let last_due = if delay_ms > 0 {
+            p.last_offset_created_at_or_before(due_cutoff)
+        } else {
+            p.next_offset as i64 - 1
+        };
+        if last_due < start as i64 {
+            let due = p.created_at(start).map_or(now + 1, |c| c + delay_ms);
+            self.defer(queue, group, pid, due);
+            return;
+        }
+        let (first, last) = if conflation {
+            (last_due as u64, last_due as u64)
+        } else {
+            let last = (start as i64 + plan.budget as i64 - 1).min(last_due) as u64;
+            (start, last)
+        };
+        let lease_ms =
+            (plan
+                .lease_seconds
+                .unwrap_or(if plan.discovery || options.lease_time_s == 0 {
+                    FALLBACK_LEASE_S
+                } else {
+                    options.lease_time_s
+                })
+                * 1000) as i64;
+        if !plan.auto_ack && plan.lease_id.is_none() {
+            plan.lease_id = Some(self.ids.uuid_v7(now));
+        }
+        let lease_id = plan.lease_id.clone().unwrap_or_default();
+        let stale_lease = self.partitions[&pid].lanes[group].lease_id.clone();
+        if let Some(stale) = stale_lease {
+            self.unindex_lease(&stale, pid, group);
+        }
+        let lane = self
+            .partitions
+            .get_mut(&pid)
+            .and_then(|p| p.lanes.get_mut(group))
+            .expect("materialised above");
+        if conflation {
+            // Move the cursor past the older messages; they are never delivered to this group.
+            lane.committed = lane.committed.max(first as i64 - 1);
+        }
+        let attempt = if plan.auto_ack {
+            lane.claim_auto_ack(last)
+        } else {
+            lane.claim(last, &lease_id, now + lease_ms)
+        };
+        let retry_count = lane.retry_count;
+        if !plan.auto_ack {
+            self.index_lease(&lease_id, pid, group);
+        }
+        self.save_lane(pid, group);
+        // Re-file the lane at the back of its ready set (round-robin across partitions).
+        if let Some(set) = self.groups.get_mut(&(queue.to_string(), group.to_string())) {
+            set.remove(pid);
+        }
+        self.refresh(queue, group, pid);
+
+        let p = &self.partitions[&pid];
+        let (partition_name, partition_id) = (p.name.clone(), pid.to_string());
+        let delivered_lease = if plan.auto_ack {
+            String::new()
+        } else {
+            lease_id
+        };
+        let mut count = 0u32;
+        for offset in first..=last {
+            let Some(m) = self.stored_message(pid, offset) else {
+                continue;
+            };
+            count += 1;
+            reply.messages.push(DeliveredMessage {
+                id: m.id,
+                transaction_id: m.transaction_id,
+                trace_id: m.trace_id,
+                payload: m.payload,
+                producer_sub: m.producer_sub,
+                created_at_ms: m.created_at_ms,
+                queue: queue.to_string(),
+                partition: partition_name.clone(),
+                partition_id: partition_id.clone(),
+                lease_id: delivered_lease.clone(),
+                consumer_group: group.to_string(),
+                delivery_attempt: attempt,
+                offset,
+                retry_count,
+            });
+        }
+        self.stats.popped += count as u64;
+        plan.budget = plan.budget.saturating_sub(count);
+        if reply.partitions_claimed == 0 {
+            reply.queue = Some(queue.to_string());
+            reply.partition = Some(partition_name);
+            reply.partition_id = Some(partition_id);
+        }
+        reply.partitions_claimed += 1;
+    }
+
+    /// Takes a lane out of its ready set until `at` (a delayed or debounced partition).
+    fn defer(&mut self, queue: &str, group: &str, pid: u64, at: i64) {
+        if let Some(set) = self.groups.get_mut(&(queue.to_string(), group.to_string())) {
+            set.remove(pid);
+        }
+        self.timers.insert((at, pid, group.to_string()));
+    }
+}

@@ -1,0 +1,268 @@
+//! The core's in-memory state types.
+
+use super::api::QueueOptions;
+pub use super::lane::Lane;
+use super::segment::{self, StoredMessage};
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::rc::Rc;
+
+/// A queue's stored configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRecord {
+    /// Queue id.
+    pub id: String,
+    /// Queue name.
+    pub name: String,
+    /// Namespace label.
+    pub namespace: String,
+    /// Task label.
+    pub task: String,
+    /// Creation time.
+    pub created_at_ms: i64,
+    /// Options.
+    pub options: QueueOptions,
+}
+
+/// A queue in memory: its record and its partitions by name.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    /// The stored part.
+    pub record: QueueRecord,
+    /// Partition name -> partition id.
+    pub partitions: BTreeMap<String, u64>,
+}
+
+/// A partition's stored metadata (its messages live in segments).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    /// Partition id.
+    pub id: u64,
+    /// Owning queue.
+    pub queue: String,
+    /// Partition name.
+    pub name: String,
+    /// Creation time.
+    pub created_at_ms: i64,
+    /// Lowest retained offset (retention moves it up).
+    pub first_offset: u64,
+}
+
+/// One stored segment: offsets `first..=last`, compressed.
+#[derive(Debug, Clone)]
+pub struct SegmentEntry {
+    /// Last offset in it.
+    pub last: u64,
+    /// The encoded bytes.
+    pub bytes: Rc<Vec<u8>>,
+}
+
+/// A partition in memory.
+#[derive(Debug, Clone)]
+pub struct Partition {
+    /// Partition id.
+    pub id: u64,
+    /// Owning queue.
+    pub queue: String,
+    /// Partition name.
+    pub name: String,
+    /// Creation time.
+    pub created_at_ms: i64,
+    /// Lowest retained offset.
+    pub first_offset: u64,
+    /// Next offset to assign.
+    pub next_offset: u64,
+    /// Push time of each retained message: `created[i]` is offset `first_offset + i`.
+    pub created: VecDeque<i64>,
+    /// Segments by first offset.
+    pub segments: BTreeMap<u64, SegmentEntry>,
+    /// Transaction id -> offset, for dedup and ack lookup.
+    pub dedup: HashMap<String, u64>,
+    /// Lanes by group.
+    pub lanes: BTreeMap<String, Lane>,
+}
+
+impl Partition {
+    /// A new, empty partition.
+    pub fn new(id: u64, queue: &str, name: &str, now: i64) -> Self {
+        Partition {
+            id,
+            queue: queue.to_string(),
+            name: name.to_string(),
+            created_at_ms: now,
+            first_offset: 0,
+            next_offset: 0,
+            created: VecDeque::new(),
+            segments: BTreeMap::new(),
+            dedup: HashMap::new(),
+            lanes: BTreeMap::new(),
+        }
+    }
+
+    /// The stored metadata.
+    pub fn record(&self) -> PartitionRecord {
+        PartitionRecord {
+            id: self.id,
+            queue: self.queue.clone(),
+            name: self.name.clone(),
+            created_at_ms: self.created_at_ms,
+            first_offset: self.first_offset,
+        }
+    }
+
+    /// Push time of a retained offset.
+    pub fn created_at(&self, offset: u64) -> Option<i64> {
+        offset
+            .checked_sub(self.first_offset)
+            .and_then(|i| self.created.get(i as usize).copied())
+    }
+
+    /// Push time of the newest message.
+    pub fn newest_created(&self) -> Option<i64> {
+        self.created.back().copied()
+    }
+
+    /// The last offset whose message was pushed at or before `instant` (-1 / floor if none).
+    pub fn last_offset_created_at_or_before(&self, instant: i64) -> i64 {
+        let count = self.created.partition_point(|&c| c <= instant);
+        self.first_offset as i64 + count as i64 - 1
+    }
+
+    /// Retained message count.
+    pub fn retained(&self) -> u64 {
+        self.next_offset - self.first_offset
+    }
+}
+
+/// Where a named group starts on a queue, fixed by its first pop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscription {
+    /// Group name.
+    pub group: String,
+    /// Queue name.
+    pub queue: String,
+    /// Start after this instant; `None` = from the oldest retained message.
+    pub start_ms: Option<i64>,
+    /// Deliver only the newest message per partition.
+    pub conflation: bool,
+    /// When the subscription was created.
+    pub created_at_ms: i64,
+    /// The mode named at creation (for display).
+    pub mode: String,
+}
+
+/// A dead-letter row: a per-group copy of a message that was given up on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// Row id (UUIDv7, so ids sort by filing time).
+    pub id: String,
+    /// Partition id of the original.
+    pub partition_id: u64,
+    /// Queue name.
+    pub queue: String,
+    /// Partition name.
+    pub partition: String,
+    /// Group that gave up.
+    pub group: String,
+    /// Original message id.
+    pub message_id: String,
+    /// Original transaction id.
+    pub transaction_id: String,
+    /// Original offset.
+    pub offset: u64,
+    /// Payload snapshot.
+    pub payload: serde_json::Value,
+    /// Original trace id.
+    #[serde(default)]
+    pub trace_id: Option<String>,
+    /// Error chain result.
+    pub error: String,
+    /// Budget used at filing.
+    pub retry_count: u32,
+    /// Filing time.
+    pub failed_at_ms: i64,
+    /// Original push time.
+    pub created_at_ms: i64,
+}
+
+/// The claimable partitions of one (queue, group), in round-robin order.
+#[derive(Debug, Clone, Default)]
+pub struct ReadySet {
+    order: BTreeSet<(u64, u64)>,
+    seq_of: HashMap<u64, u64>,
+}
+
+impl ReadySet {
+    /// Adds `pid` at the back unless present; true when added.
+    pub fn insert(&mut self, pid: u64, seq: u64) -> bool {
+        if self.seq_of.contains_key(&pid) {
+            return false;
+        }
+        self.seq_of.insert(pid, seq);
+        self.order.insert((seq, pid));
+        true
+    }
+
+    /// Removes `pid` if present.
+    pub fn remove(&mut self, pid: u64) {
+        if let Some(seq) = self.seq_of.remove(&pid) {
+            self.order.remove(&(seq, pid));
+        }
+    }
+
+    /// Partition ids in order.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.order.iter().map(|(_, pid)| *pid)
+    }
+
+    /// Number of ready partitions.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+}
+
+/// A small cache of decoded segments, so sequential pops decode each segment once.
+#[derive(Debug, Default)]
+pub struct SegmentCache {
+    slots: RefCell<VecDeque<CachedSegment>>,
+}
+
+/// A decoded segment keyed by (partition id, first offset).
+type CachedSegment = ((u64, u64), Rc<Vec<StoredMessage>>);
+
+const CACHE_SLOTS: usize = 64;
+
+impl SegmentCache {
+    /// The decoded segment (pid, first), decoding and caching it on a miss.
+    pub fn get(&self, pid: u64, first: u64, entry: &SegmentEntry) -> Rc<Vec<StoredMessage>> {
+        let mut slots = self.slots.borrow_mut();
+        if let Some(pos) = slots.iter().position(|(k, _)| *k == (pid, first)) {
+            let hit = slots.remove(pos).expect("position is in range");
+            let decoded = hit.1.clone();
+            slots.push_front(hit);
+            return decoded;
+        }
+        // Segments were validated when loaded or written; a decode failure here means memory corruption.
+        let decoded = Rc::new(segment::decode(&entry.bytes).unwrap_or_default());
+        slots.push_front(((pid, first), decoded.clone()));
+        slots.truncate(CACHE_SLOTS);
+        decoded
+    }
+
+    /// Forgets cached segments of a partition.
+    pub fn forget_partition(&self, pid: u64) {
+        self.slots.borrow_mut().retain(|((p, _), _)| *p != pid);
+    }
+}
+
+/// Counters since open.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counters {
+    /// Messages queued.
+    pub pushed: u64,
+    /// Messages delivered.
+    pub popped: u64,
+    /// Ack items accepted.
+    pub acked: u64,
+}
