@@ -1,0 +1,80 @@
+// The storage conformance suite on DoStore inside workerd (wrangler dev), plus durability across a restart
+// of wrangler on the same persisted state.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startWrangler, tempPersistDir, getJson } from './harness.mjs';
+
+const state = tempPersistDir();
+after(() => state.cleanup());
+
+const TEST_VARS = { QUEEN_TEST_ROUTES: 'true' };
+
+test('DoStore passes the storage conformance suite in workerd and keeps data across a restart', async (t) => {
+  // First life: run the suite, then write the durability record set.
+  let w = await startWrangler({ persistTo: state.dir, vars: TEST_VARS });
+  try {
+    const conf = await getJson(`${w.url}/__test/store/conformance?object=conformance`);
+    t.diagnostic(`conformance (1st run): ${JSON.stringify(conf.body)}`);
+    assert.equal(conf.status, 200, `conformance failed: ${JSON.stringify(conf.body)}`);
+    assert.equal(conf.body.ok, true);
+    assert.deepEqual(conf.body.passed, [
+      'empty_scan', 'ordered_prefix_scan', 'mixed_commit', 'binary_and_empty_values',
+      'large_values', 'many_records', 'delete_missing', 'survives_reopen', 'clear',
+    ]);
+    assert.ok(conf.body.stats.rows_written >= 2000, 'rows written are counted');
+
+    const write = await getJson(`${w.url}/__test/store/durability?object=durability`, { method: 'POST' });
+    assert.equal(write.status, 200, JSON.stringify(write.body));
+    assert.equal(write.body.ok, true);
+    // 1 small + 3 chunks of the 2 MiB+ value + 1 empty value.
+    assert.equal(write.body.rows_written, 5, `rows written: ${JSON.stringify(write.body)}`);
+  } finally {
+    await w.stop();
+  }
+
+  // Second life on the same --persist-to folder: the committed records are still there, byte for byte.
+  w = await startWrangler({ persistTo: state.dir, vars: TEST_VARS });
+  try {
+    const check = await getJson(`${w.url}/__test/store/durability?object=durability`);
+    t.diagnostic(`durability after restart: ${JSON.stringify(check.body)}`);
+    assert.equal(check.status, 200, JSON.stringify(check.body));
+    assert.equal(check.body.ok, true);
+    assert.deepEqual(check.body.keys, ['durable/a', 'durable/big', 'durable/empty']);
+
+    const conf = await getJson(`${w.url}/__test/store/conformance?object=conformance`);
+    assert.equal(conf.status, 200, `conformance (2nd run) failed: ${JSON.stringify(conf.body)}`);
+    assert.equal(conf.body.passed.length, 9);
+  } finally {
+    await w.stop();
+  }
+});
+
+test('without QUEEN_TEST_ROUTES the test routes do not exist; health, CORS and assets answer', async () => {
+  const fresh = tempPersistDir();
+  const w = await startWrangler({ persistTo: fresh.dir });
+  try {
+    const t404 = await getJson(`${w.url}/__test/store/conformance`);
+    assert.equal(t404.status, 404);
+
+    const health = await getJson(`${w.url}/health`);
+    assert.equal(health.status, 200);
+    assert.equal(health.body.status, 'healthy');
+    assert.equal(health.body.database, 'connected');
+
+    const pre = await fetch(`${w.url}/api/v1/push`, { method: 'OPTIONS' });
+    assert.equal(pre.status, 204);
+    assert.equal(pre.headers.get('access-control-allow-origin'), '*');
+
+    const api = await getJson(`${w.url}/api/v1/resources/queues`);
+    assert.equal(api.headers.get('access-control-allow-origin'), '*');
+    assert.match(api.headers.get('content-type') ?? '', /application\/json/);
+
+    const page = await fetch(`${w.url}/`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-type') ?? '', /text\/html/);
+    await page.text();
+  } finally {
+    await w.stop();
+    fresh.cleanup();
+  }
+});
