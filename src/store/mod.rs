@@ -12,8 +12,12 @@
 //! Every implementation must pass [`conformance`].
 
 pub mod conformance;
+#[cfg(target_arch = "wasm32")]
+pub mod idb;
 mod mem;
 
+#[cfg(target_arch = "wasm32")]
+pub use idb::{Durability, IdbOptions, IdbStore};
 pub use mem::MemStore;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,0 +1,662 @@
+//! [`IdbStore`]: the IndexedDB [`Store`], for the broker in a page or in a dedicated, shared or service
+//! worker (wasm32 only).
+//!
+//! # Layout
+//!
+//! One database per broker, named by the caller, with two object stores:
+//! - `records`: the [`Store`]'s records, out-of-line string keys, each value a `Uint8Array`;
+//! - `meta`: bookkeeping that must not show up in a scan; today only `format`, the format version (a
+//!   number) of the data in `records`.
+//!
+//! Two version numbers guard against a build reading data it does not understand:
+//! - the IndexedDB schema version ([`SCHEMA_VERSION`]), bumped only when object stores change. Opening a
+//!   database whose schema version is higher fails in IndexedDB with a `VersionError`;
+//! - the format version ([`FORMAT_VERSION`]) in `meta/format`, bumped when the meaning of records changes.
+//!
+//! Either being newer than this build makes [`IdbStore::open`] fail with [`StoreErrorKind::NewerFormat`].
+//!
+//! # Transactions
+//!
+//! [`Store::commit`] runs one `readwrite` transaction per [`ChangeSet`]: every `put` and `delete` request
+//! is issued synchronously, before the first `await`, so the transaction cannot auto-commit half way; then
+//! it awaits the transaction's `complete` event. An `abort` (a failed request, quota, a closed connection)
+//! is an `Err` and nothing of the change set is visible. Durability is `strict` by default (the data is
+//! flushed to disk before `complete`); [`Durability::Relaxed`] trades that for speed.
+//!
+//! [`Store::scan`] reads keys and values with `getAllKeys` and `getAll` over one key range, in one
+//! `readonly` transaction, so both lists describe the same snapshot and line up.
+//!
+//! # Key order
+//!
+//! IndexedDB orders string keys by UTF-16 code units, while the [`Store`] contract asks for byte order of
+//! the UTF-8 keys. The two agree for keys below U+D800 (all the broker's keys are ASCII); for any other
+//! keys, `scan` re-sorts its result by bytes (a no-op pass on already sorted input), so the contract holds
+//! for every key. The prefix range itself is exact in UTF-16 order: it runs from the prefix up to, not
+//! including, the prefix with its last code unit incremented.
+//!
+//! # Values
+//!
+//! IndexedDB has no small row limit, so values are stored whole (no chunking). Values up to 16 MiB are
+//! covered by the browser tests.
+//!
+//! # Connections
+//!
+//! When another connection wants to upgrade or delete the database (a newer build in another tab, or
+//! [`IdbStore::delete_database`]), this connection closes itself so it does not block them; later calls fail
+//! with [`StoreErrorKind::Unavailable`] and the engine's reload path reopens, which then reports
+//! [`StoreErrorKind::NewerFormat`] if that is what happened.
+
+use super::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
+use js_sys::{Array, Function, JsString, Object, Promise, Reflect, Uint8Array};
+use std::cell::Cell;
+use std::rc::Rc;
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    Event, IdbDatabase, IdbFactory, IdbKeyRange, IdbObjectStore, IdbOpenDbRequest, IdbRequest,
+    IdbTransaction, IdbTransactionMode, IdbVersionChangeEvent,
+};
+
+/// The IndexedDB schema version (object stores) this build creates and understands.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The format version of the records this build writes and understands.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Name of the object store holding the records.
+pub const RECORDS_STORE: &str = "records";
+
+/// Name of the object store holding bookkeeping (the format version).
+pub const META_STORE: &str = "meta";
+
+/// Key of the format version in [`META_STORE`].
+pub const FORMAT_KEY: &str = "format";
+
+#[wasm_bindgen]
+extern "C" {
+    /// An `IDBDatabase`, viewed through the bindings web-sys lacks on stable.
+    type DbExt;
+
+    /// `IDBDatabase.transaction(names, mode, options)`. web-sys only offers it behind
+    /// `--cfg=web_sys_unstable_apis`; a plain options object works in every browser (unknown members are
+    /// ignored where durability is not supported).
+    #[wasm_bindgen(catch, method, js_name = transaction)]
+    fn transaction_with_options(
+        this: &DbExt,
+        store_names: &str,
+        mode: IdbTransactionMode,
+        options: &Object,
+    ) -> Result<IdbTransaction, JsValue>;
+
+    /// An `IDBTransaction`, viewed through the bindings web-sys marks deprecated.
+    type TxExt;
+
+    /// `IDBTransaction.commit()`: commit as soon as the issued requests are done. web-sys marks it
+    /// deprecated; it is standard and absent only in old browsers (where the call fails harmlessly).
+    #[wasm_bindgen(catch, method, js_name = commit)]
+    fn commit_now(this: &TxExt) -> Result<(), JsValue>;
+}
+
+/// How hard a commit waits for the disk, IndexedDB's transaction `durability` hint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// The data is flushed to disk before the commit reports success. What the [`Store`] contract asks.
+    #[default]
+    Strict,
+    /// The commit reports success once the browser has the data; a power loss or OS crash right after may
+    /// lose it (a tab or browser crash does not). Faster.
+    Relaxed,
+    /// The browser's own default (relaxed in current Chromium).
+    BrowserDefault,
+}
+
+impl Durability {
+    fn as_str(self) -> Option<&'static str> {
+        match self {
+            Durability::Strict => Some("strict"),
+            Durability::Relaxed => Some("relaxed"),
+            Durability::BrowserDefault => None,
+        }
+    }
+}
+
+/// Options for [`IdbStore::open`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IdbOptions {
+    /// Durability of commit transactions; [`Durability::Strict`] by default.
+    pub durability: Durability,
+}
+
+/// A [`Store`] over one IndexedDB database. See the module documentation for the layout and guarantees.
+///
+/// Dropping it closes the connection.
+pub struct IdbStore {
+    db: IdbDatabase,
+    name: String,
+    options: IdbOptions,
+    /// Set when the connection closed itself for another connection's upgrade or deletion.
+    closed: Rc<Cell<bool>>,
+    /// Keeps the `versionchange` handler alive while the connection is open.
+    _on_versionchange: Closure<dyn FnMut(Event)>,
+}
+
+impl std::fmt::Debug for IdbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdbStore")
+            .field("name", &self.name)
+            .field("options", &self.options)
+            .field("closed", &self.closed.get())
+            .finish()
+    }
+}
+
+impl IdbStore {
+    /// Opens the database `name`, creating it when it does not exist.
+    ///
+    /// Errors: [`StoreErrorKind::Unavailable`] when IndexedDB cannot be used here (no `indexedDB` global,
+    /// a security error as in some private modes, storage disabled); [`StoreErrorKind::NewerFormat`] when
+    /// the database was written by a newer build; [`StoreErrorKind::Other`] when `name` holds a database
+    /// that is not a queen-edge one.
+    pub async fn open(name: &str, options: IdbOptions) -> Result<IdbStore, StoreError> {
+        let factory = factory()?;
+        let request = factory
+            .open_with_u32(name, SCHEMA_VERSION)
+            .map_err(|e| open_error(name, &e))?;
+
+        let upgrade_request = request.clone();
+        let on_upgrade = Closure::<dyn FnMut(IdbVersionChangeEvent)>::new(
+            move |event: IdbVersionChangeEvent| {
+                if let Err(e) = create_schema(&upgrade_request, event.old_version()) {
+                    // Aborting the versionchange transaction makes the open request fail with this
+                    // error's effect (an AbortError), reported below.
+                    if let Some(tx) = upgrade_request.transaction() {
+                        let _ = tx.abort();
+                    }
+                    web_sys::console::error_2(&"queen-edge: IndexedDB upgrade failed".into(), &e);
+                }
+            },
+        );
+        request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+        let opened = Pending::new(&request).finish().await;
+        request.set_onupgradeneeded(None);
+        drop(on_upgrade);
+        let db: IdbDatabase = opened
+            .map_err(|e| open_error(name, &e))?
+            .dyn_into()
+            .map_err(|_| StoreError::other("indexedDB.open did not produce a database"))?;
+
+        let closed = Rc::new(Cell::new(false));
+        let closed_flag = closed.clone();
+        let on_versionchange = Closure::<dyn FnMut(Event)>::new(move |event: Event| {
+            if let Some(db) = event
+                .target()
+                .and_then(|t| t.dyn_into::<IdbDatabase>().ok())
+            {
+                db.close();
+            }
+            closed_flag.set(true);
+        });
+        db.set_onversionchange(Some(on_versionchange.as_ref().unchecked_ref()));
+
+        let store = IdbStore {
+            db,
+            name: name.to_string(),
+            options,
+            closed,
+            _on_versionchange: on_versionchange,
+        };
+        store.check_format().await?;
+        Ok(store)
+    }
+
+    /// Deletes the database `name` and everything in it. Open [`IdbStore`]s over it close themselves.
+    pub async fn delete_database(name: &str) -> Result<(), StoreError> {
+        let factory = factory()?;
+        let request = factory
+            .delete_database(name)
+            .map_err(|e| js_store_error(StoreErrorKind::Unavailable, "deleteDatabase", &e))?;
+        Pending::new(&request)
+            .finish()
+            .await
+            .map_err(|e| js_store_error(StoreErrorKind::Other, "deleteDatabase", &e))?;
+        Ok(())
+    }
+
+    /// The database name this store was opened with.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The options this store was opened with.
+    pub fn options(&self) -> IdbOptions {
+        self.options
+    }
+
+    /// Reads `meta/format` and refuses data from a newer build.
+    async fn check_format(&self) -> Result<(), StoreError> {
+        let tx = self.transaction(META_STORE, IdbTransactionMode::Readonly)?;
+        let meta = object_store(&tx, META_STORE)?;
+        let request = meta
+            .get(&JsValue::from_str(FORMAT_KEY))
+            .map_err(|e| js_store_error(StoreErrorKind::Other, "reading the format version", &e))?;
+        let value = Pending::new(&request)
+            .finish()
+            .await
+            .map_err(|e| js_store_error(StoreErrorKind::Other, "reading the format version", &e))?;
+        match value.as_f64() {
+            Some(v) if v <= f64::from(FORMAT_VERSION) => Ok(()),
+            Some(v) => Err(StoreError::new(
+                StoreErrorKind::NewerFormat,
+                format!(
+                    "IndexedDB database {:?} holds data in format version {v}, written by a newer \
+                     queen-edge; this build understands format version {FORMAT_VERSION} at most. Update \
+                     this page or worker (or delete the database to start over).",
+                    self.name
+                ),
+            )),
+            None => Err(StoreError::other(format!(
+                "IndexedDB database {:?} has no format version: it is not a queen-edge database",
+                self.name
+            ))),
+        }
+    }
+
+    fn transaction(
+        &self,
+        store_name: &str,
+        mode: IdbTransactionMode,
+    ) -> Result<IdbTransaction, StoreError> {
+        if self.closed.get() {
+            return Err(self.closed_error());
+        }
+        let tx = match (mode, self.options.durability.as_str()) {
+            (IdbTransactionMode::Readwrite, Some(durability)) => {
+                let options = Object::new();
+                Reflect::set(&options, &"durability".into(), &durability.into()).map_err(|e| {
+                    js_store_error(StoreErrorKind::Other, "transaction options", &e)
+                })?;
+                self.db
+                    .unchecked_ref::<DbExt>()
+                    .transaction_with_options(store_name, mode, &options)
+            }
+            _ => self.db.transaction_with_str_and_mode(store_name, mode),
+        };
+        tx.map_err(|e| {
+            if self.closed.get() {
+                self.closed_error()
+            } else {
+                js_store_error(kind_for_commit(&e), "starting a transaction", &e)
+            }
+        })
+    }
+
+    fn closed_error(&self) -> StoreError {
+        StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!(
+                "IndexedDB database {:?} was closed because another connection is upgrading or deleting \
+                 it; reopen it",
+                self.name
+            ),
+        )
+    }
+}
+
+impl Drop for IdbStore {
+    fn drop(&mut self) {
+        self.db.set_onversionchange(None);
+        self.db.close();
+    }
+}
+
+impl Store for IdbStore {
+    async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
+        let tx = self.transaction(RECORDS_STORE, IdbTransactionMode::Readonly)?;
+        let records = object_store(&tx, RECORDS_STORE)?;
+        let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "scan", &e);
+        // Issue both requests before awaiting either.
+        let (keys, values) = match prefix_range(prefix).map_err(fail)? {
+            Some(range) => (
+                records.get_all_keys_with_key(&range).map_err(fail)?,
+                records.get_all_with_key(&range).map_err(fail)?,
+            ),
+            None => (
+                records.get_all_keys().map_err(fail)?,
+                records.get_all().map_err(fail)?,
+            ),
+        };
+        let keys = Pending::new(&keys);
+        let values = Pending::new(&values);
+        let keys: Array = keys.finish().await.map_err(fail)?.unchecked_into();
+        let values: Array = values.finish().await.map_err(fail)?.unchecked_into();
+        if keys.length() != values.length() {
+            return Err(StoreError::other(format!(
+                "scan: {} keys but {} values",
+                keys.length(),
+                values.length()
+            )));
+        }
+        let mut out = Vec::with_capacity(keys.length() as usize);
+        for (key, value) in keys.iter().zip(values.iter()) {
+            let key = key.as_string().ok_or_else(|| {
+                StoreError::other("scan: a key in the records store is not a string")
+            })?;
+            let value = value.dyn_into::<Uint8Array>().map_err(|_| {
+                StoreError::other(format!("scan: the value of {key:?} is not a Uint8Array"))
+            })?;
+            out.push((key, value.to_vec()));
+        }
+        // IndexedDB sorts by UTF-16 code units; the contract is UTF-8 byte order (see module docs).
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let tx = self.transaction(RECORDS_STORE, IdbTransactionMode::Readwrite)?;
+        let done = TxOutcome::new(&tx);
+        // Every request is issued here, synchronously: no await until the transaction is complete.
+        if let Err(e) = issue_changes(&tx, changes) {
+            let _ = tx.abort();
+            return Err(js_store_error(kind_for_commit(&e), "commit", &e));
+        }
+        // Lets the browser commit without waiting for the end of the task; harmless where unsupported.
+        let _ = tx.unchecked_ref::<TxExt>().commit_now();
+        done.finish().await.map_err(|e| {
+            if self.closed.get() {
+                self.closed_error()
+            } else {
+                js_store_error(kind_for_commit(&e), "commit", &e)
+            }
+        })
+    }
+}
+
+/// Asks the browser to make this origin's storage persistent (`navigator.storage.persist()`), so it is
+/// not evicted under storage pressure. Returns the browser's answer.
+///
+/// Errors with [`StoreErrorKind::Unavailable`] where the API does not exist (it is exposed to windows
+/// only, not to workers, and not in insecure contexts).
+pub async fn persist() -> Result<bool, StoreError> {
+    let unavailable = |what: &str| {
+        StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!("navigator.storage.persist() is not available here ({what})"),
+        )
+    };
+    let global = js_sys::global();
+    let navigator =
+        Reflect::get(&global, &"navigator".into()).map_err(|_| unavailable("no navigator"))?;
+    if navigator.is_undefined() || navigator.is_null() {
+        return Err(unavailable("no navigator"));
+    }
+    let storage = Reflect::get(&navigator, &"storage".into())
+        .map_err(|_| unavailable("no navigator.storage"))?;
+    if storage.is_undefined() || storage.is_null() {
+        return Err(unavailable("no navigator.storage"));
+    }
+    let persist: Function = Reflect::get(&storage, &"persist".into())
+        .ok()
+        .and_then(|f| f.dyn_into().ok())
+        .ok_or_else(|| unavailable("no navigator.storage.persist"))?;
+    let promise: Promise = persist
+        .call0(&storage)
+        .map_err(|e| {
+            js_store_error(
+                StoreErrorKind::Unavailable,
+                "navigator.storage.persist()",
+                &e,
+            )
+        })?
+        .dyn_into()
+        .map_err(|_| StoreError::other("navigator.storage.persist() did not return a promise"))?;
+    let answer = JsFuture::from(promise)
+        .await
+        .map_err(|e| js_store_error(StoreErrorKind::Other, "navigator.storage.persist()", &e))?;
+    Ok(answer.as_bool().unwrap_or(false))
+}
+
+/// The `indexedDB` factory of the current global (window or any worker), or `Unavailable`.
+fn factory() -> Result<IdbFactory, StoreError> {
+    let global = js_sys::global();
+    // Reading the property itself throws a SecurityError in some sandboxed or private contexts.
+    let value = Reflect::get(&global, &"indexedDB".into())
+        .map_err(|e| js_store_error(StoreErrorKind::Unavailable, "accessing indexedDB", &e))?;
+    if value.is_undefined() || value.is_null() {
+        return Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            "IndexedDB is not available in this context (no indexedDB global)",
+        ));
+    }
+    value.dyn_into().map_err(|_| {
+        StoreError::new(
+            StoreErrorKind::Unavailable,
+            "the indexedDB global is not an IDBFactory",
+        )
+    })
+}
+
+/// Creates the object stores and the format record inside the `versionchange` transaction.
+fn create_schema(request: &IdbOpenDbRequest, old_version: f64) -> Result<(), JsValue> {
+    if old_version >= 1.0 {
+        return Ok(());
+    }
+    let db: IdbDatabase = request.result()?.dyn_into()?;
+    db.create_object_store(RECORDS_STORE)?;
+    let meta = db.create_object_store(META_STORE)?;
+    meta.put_with_key(
+        &JsValue::from(FORMAT_VERSION),
+        &JsValue::from_str(FORMAT_KEY),
+    )?;
+    Ok(())
+}
+
+fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, StoreError> {
+    tx.object_store(name).map_err(|e| {
+        js_store_error(
+            StoreErrorKind::Other,
+            &format!("opening object store {name:?} (not a queen-edge database?)"),
+            &e,
+        )
+    })
+}
+
+/// Issues one request per put and delete. Any synchronous failure is returned; the caller aborts.
+fn issue_changes(tx: &IdbTransaction, changes: &ChangeSet) -> Result<(), JsValue> {
+    let records = tx.object_store(RECORDS_STORE)?;
+    for key in &changes.deletes {
+        records.delete(&JsValue::from_str(key))?;
+    }
+    for (key, value) in &changes.puts {
+        // `from` copies the bytes out of wasm memory into a buffer of exactly this length.
+        let bytes = Uint8Array::from(value.as_slice());
+        records.put_with_key(&bytes, &JsValue::from_str(key))?;
+    }
+    Ok(())
+}
+
+/// The key range of all strings starting with `prefix` in IndexedDB (UTF-16 code unit) order, or `None`
+/// for everything. Upper bound: the prefix with trailing U+FFFF units dropped and its last unit
+/// incremented, exclusive.
+fn prefix_range(prefix: &str) -> Result<Option<IdbKeyRange>, JsValue> {
+    if prefix.is_empty() {
+        return Ok(None);
+    }
+    let mut units: Vec<u16> = prefix.encode_utf16().collect();
+    while units.last() == Some(&0xFFFF) {
+        units.pop();
+    }
+    let lower = JsValue::from_str(prefix);
+    match units.last_mut() {
+        None => IdbKeyRange::lower_bound(&lower).map(Some),
+        Some(last) => {
+            *last += 1;
+            // May hold a lone surrogate, which JS strings allow and Rust strings do not.
+            let upper: JsValue = JsString::from_char_code(&units).into();
+            IdbKeyRange::bound_with_lower_open_and_upper_open(&lower, &upper, false, true).map(Some)
+        }
+    }
+}
+
+/// A request with its `success`/`error` handlers attached at creation, so no event can be missed.
+struct Pending {
+    request: IdbRequest,
+    settled: JsFuture,
+}
+
+impl Pending {
+    fn new(request: &IdbRequest) -> Pending {
+        let promise = Promise::new(&mut |resolve, reject| {
+            request.set_onsuccess(Some(&resolve));
+            request.set_onerror(Some(&reject));
+        });
+        Pending {
+            request: request.clone(),
+            settled: JsFuture::from(promise),
+        }
+    }
+
+    /// The request's result, or its error (a `DOMException`).
+    async fn finish(self) -> Result<JsValue, JsValue> {
+        let outcome = self.settled.await;
+        self.request.set_onsuccess(None);
+        self.request.set_onerror(None);
+        match outcome {
+            Ok(_) => self.request.result(),
+            Err(event) => Err(self
+                .request
+                .error()
+                .ok()
+                .flatten()
+                .map(JsValue::from)
+                .unwrap_or(event)),
+        }
+    }
+}
+
+/// A transaction's end: `complete` resolves, `abort` rejects with the transaction's error.
+struct TxOutcome {
+    tx: IdbTransaction,
+    settled: JsFuture,
+}
+
+impl TxOutcome {
+    fn new(tx: &IdbTransaction) -> TxOutcome {
+        let promise = Promise::new(&mut |resolve, reject| {
+            tx.set_oncomplete(Some(&resolve));
+            tx.set_onabort(Some(&reject));
+        });
+        TxOutcome {
+            tx: tx.clone(),
+            settled: JsFuture::from(promise),
+        }
+    }
+
+    async fn finish(self) -> Result<(), JsValue> {
+        let outcome = self.settled.await;
+        self.tx.set_oncomplete(None);
+        self.tx.set_onabort(None);
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(_) => {
+                Err(self.tx.error().map(JsValue::from).unwrap_or_else(|| {
+                    JsValue::from_str("AbortError: the transaction was aborted")
+                }))
+            }
+        }
+    }
+}
+
+/// The `name` and `message` of a thrown value (a `DOMException`, an `Error`, or anything else).
+fn describe(e: &JsValue) -> (String, String) {
+    let field = |f: &str| {
+        Reflect::get(e, &f.into())
+            .ok()
+            .and_then(|v| v.as_string())
+            .unwrap_or_default()
+    };
+    let (name, message) = (field("name"), field("message"));
+    if name.is_empty() && message.is_empty() {
+        (
+            String::new(),
+            e.as_string().unwrap_or_else(|| format!("{e:?}")),
+        )
+    } else {
+        (name, message)
+    }
+}
+
+/// The kind of a failure during a commit (or any transaction), from the error's name.
+fn kind_for_commit(e: &JsValue) -> StoreErrorKind {
+    kind_for_name(&describe(e).0, StoreErrorKind::Other)
+}
+
+/// Maps a `DOMException` name to a kind; `fallback` for names without a special meaning.
+fn kind_for_name(name: &str, fallback: StoreErrorKind) -> StoreErrorKind {
+    match name {
+        "QuotaExceededError" => StoreErrorKind::QuotaExceeded,
+        "VersionError" => StoreErrorKind::NewerFormat,
+        "SecurityError" => StoreErrorKind::Unavailable,
+        _ => fallback,
+    }
+}
+
+fn js_store_error(kind: StoreErrorKind, what: &str, e: &JsValue) -> StoreError {
+    let (name, message) = describe(e);
+    let kind = kind_for_name(&name, kind);
+    StoreError::new(kind, format!("IndexedDB {what} failed: {name}: {message}"))
+}
+
+/// An error while opening: a `VersionError` means a newer build upgraded the schema; anything else means
+/// IndexedDB cannot be used here (private mode, storage disabled, a broken profile).
+fn open_error(name: &str, e: &JsValue) -> StoreError {
+    let (error_name, message) = describe(e);
+    match kind_for_name(&error_name, StoreErrorKind::Unavailable) {
+        StoreErrorKind::NewerFormat => StoreError::new(
+            StoreErrorKind::NewerFormat,
+            format!(
+                "IndexedDB database {name:?} has a newer schema than this build's version \
+                 {SCHEMA_VERSION} ({message}); it was written by a newer queen-edge. Update this page or \
+                 worker (or delete the database to start over)."
+            ),
+        ),
+        kind => StoreError::new(
+            kind,
+            format!("IndexedDB database {name:?} cannot be opened: {error_name}: {message}"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
+
+    #[wasm_bindgen_test]
+    fn error_names_map_to_kinds() {
+        use StoreErrorKind::*;
+        assert_eq!(kind_for_name("QuotaExceededError", Other), QuotaExceeded);
+        assert_eq!(kind_for_name("VersionError", Unavailable), NewerFormat);
+        assert_eq!(kind_for_name("SecurityError", Other), Unavailable);
+        assert_eq!(kind_for_name("AbortError", Other), Other);
+        assert_eq!(kind_for_name("InvalidStateError", Unavailable), Unavailable);
+    }
+
+    #[wasm_bindgen_test]
+    fn describe_reads_dom_exceptions_and_strings() {
+        let e = web_sys::DomException::new_with_message_and_name("full", "QuotaExceededError")
+            .expect("DOMException constructor exists in browsers and node 17+");
+        assert_eq!(
+            describe(&e.into()),
+            ("QuotaExceededError".to_string(), "full".to_string())
+        );
+        assert_eq!(
+            describe(&JsValue::from_str("boom")),
+            (String::new(), "boom".to_string())
+        );
+    }
+}

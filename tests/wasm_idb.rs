@@ -1,0 +1,267 @@
+//! `IdbStore` in headless Chromium: the storage conformance suite, format-version refusal, durability
+//! options, large values and key order. Run with `wasm-pack test --headless --chrome` (scripts/test.d/
+//! 40-browser.sh).
+#![cfg(target_arch = "wasm32")]
+
+use js_sys::{Promise, Uint8Array};
+use queen_edge::store::idb::{self, FORMAT_KEY, FORMAT_VERSION, META_STORE, SCHEMA_VERSION};
+use queen_edge::store::{
+    conformance, ChangeSet, Durability, IdbOptions, IdbStore, Store, StoreErrorKind,
+};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+use web_sys::{IdbDatabase, IdbFactory, IdbRequest, IdbTransaction, IdbTransactionMode};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+/// A database name no earlier run used.
+fn unique_name(what: &str) -> String {
+    format!(
+        "queen-edge-test-{what}-{}-{}",
+        js_sys::Date::now() as u64,
+        (js_sys::Math::random() * 1e9) as u64
+    )
+}
+
+fn factory() -> IdbFactory {
+    js_sys::Reflect::get(&js_sys::global(), &"indexedDB".into())
+        .expect("indexedDB global")
+        .dyn_into()
+        .expect("an IDBFactory")
+}
+
+/// Waits for a raw request's success and returns its result.
+async fn raw_wait(request: &IdbRequest) -> JsValue {
+    let promise = Promise::new(&mut |resolve, reject| {
+        request.set_onsuccess(Some(&resolve));
+        request.set_onerror(Some(&reject));
+    });
+    JsFuture::from(promise).await.expect("raw request succeeds");
+    request.result().expect("a result")
+}
+
+/// Waits for a raw transaction to complete.
+async fn raw_complete(tx: &IdbTransaction) {
+    let promise = Promise::new(&mut |resolve, reject| {
+        tx.set_oncomplete(Some(&resolve));
+        tx.set_onabort(Some(&reject));
+    });
+    JsFuture::from(promise)
+        .await
+        .expect("raw transaction completes");
+}
+
+async fn open(name: &str, durability: Durability) -> IdbStore {
+    IdbStore::open(name, IdbOptions { durability })
+        .await
+        .unwrap_or_else(|e| panic!("open {name}: {e}"))
+}
+
+async fn conformance_with(durability: Durability) {
+    let name = unique_name(&format!("conformance-{durability:?}"));
+    let passed = conformance::run_all(|| open(&name, durability))
+        .await
+        .unwrap_or_else(|e| panic!("IdbStore ({durability:?}) failed conformance: {e}"));
+    assert_eq!(passed.len(), 9, "every check ran: {passed:?}");
+    IdbStore::delete_database(&name)
+        .await
+        .expect("delete test database");
+}
+
+#[wasm_bindgen_test]
+async fn idb_store_passes_conformance_strict() {
+    conformance_with(Durability::Strict).await;
+}
+
+#[wasm_bindgen_test]
+async fn idb_store_passes_conformance_relaxed() {
+    conformance_with(Durability::Relaxed).await;
+}
+
+#[wasm_bindgen_test]
+async fn relaxed_commit_is_visible_after_reopen() {
+    let name = unique_name("relaxed");
+    let store = open(&name, Durability::Relaxed).await;
+    let mut changes = ChangeSet::default();
+    changes.put("k/1", b"one".to_vec());
+    store.commit(&changes).await.expect("relaxed commit");
+    drop(store);
+    let store = open(&name, Durability::BrowserDefault).await;
+    let got = store.scan("k/").await.expect("scan");
+    assert_eq!(got, vec![("k/1".to_string(), b"one".to_vec())]);
+    drop(store);
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn newer_format_version_is_refused() {
+    let name = unique_name("newer-format");
+    drop(open(&name, Durability::Strict).await);
+
+    // Play a newer build: bump meta/format behind the store's back.
+    let request = factory()
+        .open_with_u32(&name, SCHEMA_VERSION)
+        .expect("raw open");
+    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    let tx = db
+        .transaction_with_str_and_mode(META_STORE, IdbTransactionMode::Readwrite)
+        .expect("raw transaction");
+    tx.object_store(META_STORE)
+        .expect("meta store")
+        .put_with_key(
+            &JsValue::from(FORMAT_VERSION + 1),
+            &JsValue::from_str(FORMAT_KEY),
+        )
+        .expect("raw put");
+    raw_complete(&tx).await;
+    db.close();
+
+    let err = IdbStore::open(&name, IdbOptions::default())
+        .await
+        .expect_err("a newer format must be refused");
+    assert_eq!(err.kind, StoreErrorKind::NewerFormat, "{err}");
+    assert!(err.message.contains("newer"), "clear message: {err}");
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn newer_schema_version_is_refused() {
+    let name = unique_name("newer-schema");
+    drop(open(&name, Durability::Strict).await);
+
+    // A newer build upgraded the IndexedDB schema version.
+    let request = factory()
+        .open_with_u32(&name, SCHEMA_VERSION + 1)
+        .expect("raw open");
+    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    db.close();
+
+    let err = IdbStore::open(&name, IdbOptions::default())
+        .await
+        .expect_err("a newer schema must be refused");
+    assert_eq!(err.kind, StoreErrorKind::NewerFormat, "{err}");
+    assert!(err.message.contains("newer"), "clear message: {err}");
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn foreign_database_is_rejected() {
+    let name = unique_name("foreign");
+    // Someone else's database at our schema version, without our object stores.
+    let request = factory()
+        .open_with_u32(&name, SCHEMA_VERSION)
+        .expect("raw open");
+    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    db.close();
+    let err = IdbStore::open(&name, IdbOptions::default())
+        .await
+        .expect_err("a foreign database must be rejected");
+    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn sixteen_mib_value_round_trips() {
+    let name = unique_name("big");
+    let store = open(&name, Durability::Strict).await;
+    let big: Vec<u8> = (0..16 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let mut changes = ChangeSet::default();
+    changes.put("big", big.clone());
+    store.commit(&changes).await.expect("16 MiB commit");
+    drop(store);
+    let store = open(&name, Durability::Strict).await;
+    let got = store.scan("big").await.expect("scan");
+    assert_eq!(got.len(), 1);
+    assert!(got[0].1 == big, "16 MiB value did not round-trip");
+    drop(store);
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn non_ascii_keys_scan_in_byte_order_and_prefixes_are_exact() {
+    let name = unique_name("keys");
+    let store = open(&name, Durability::Strict).await;
+    // UTF-16 order puts U+1F600 (surrogates D83D..) before U+FFFD; UTF-8 byte order puts it after.
+    let keys = [
+        "a",
+        "a\u{FFFD}",
+        "a\u{1F600}",
+        "a\u{FFFF}",
+        "a\u{FFFF}x",
+        "b",
+        "\u{FFFF}",
+    ];
+    let mut changes = ChangeSet::default();
+    for key in keys {
+        changes.put(key, key.as_bytes().to_vec());
+    }
+    store.commit(&changes).await.expect("commit");
+    let scan_keys = |prefix: &'static str| {
+        let store = &store;
+        async move {
+            store
+                .scan(prefix)
+                .await
+                .expect("scan")
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut want: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    want.sort();
+    assert_eq!(scan_keys("").await, want);
+    assert_eq!(
+        scan_keys("a").await,
+        ["a", "a\u{FFFD}", "a\u{FFFF}", "a\u{FFFF}x", "a\u{1F600}"]
+    );
+    assert_eq!(scan_keys("a\u{FFFF}").await, ["a\u{FFFF}", "a\u{FFFF}x"]);
+    assert_eq!(scan_keys("a\u{1F600}").await, ["a\u{1F600}"]);
+    assert_eq!(scan_keys("\u{FFFF}").await, ["\u{FFFF}"]);
+    assert!(scan_keys("c").await.is_empty());
+    drop(store);
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn failed_commit_writes_nothing() {
+    let name = unique_name("atomic");
+    let store = open(&name, Durability::Strict).await;
+    let mut changes = ChangeSet::default();
+    changes.put("a/1", vec![1]);
+    store.commit(&changes).await.expect("commit");
+    // Deleting the database closes our connection: the next commit must fail, not half-apply.
+    IdbStore::delete_database(&name).await.expect("delete");
+    let mut changes = ChangeSet::default();
+    changes.put("a/2", vec![2]);
+    let err = store
+        .commit(&changes)
+        .await
+        .expect_err("commit on a closed connection");
+    assert_eq!(err.kind, StoreErrorKind::Unavailable, "{err}");
+    drop(store);
+    let store = open(&name, Durability::Strict).await;
+    assert!(store.scan("").await.expect("scan").is_empty());
+    drop(store);
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn persist_answers() {
+    // Headless Chromium may say yes or no; it must answer.
+    let answer = idb::persist().await;
+    assert!(answer.is_ok(), "{answer:?}");
+}
+
+#[wasm_bindgen_test]
+fn uint8array_from_copies() {
+    // The commit path relies on Uint8Array::from copying out of wasm memory.
+    let bytes = vec![1u8, 2, 3];
+    let array = Uint8Array::from(bytes.as_slice());
+    drop(bytes);
+    assert_eq!(array.to_vec(), vec![1, 2, 3]);
+    assert_eq!(array.buffer().byte_length(), 3);
+}
