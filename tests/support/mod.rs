@@ -1,0 +1,173 @@
+//! Shared test harness: a core broker driven with an explicit clock, and a restart helper that
+//! rebuilds the broker from the records it committed.
+#![allow(dead_code)]
+
+use queen_edge::core::api::*;
+use queen_edge::core::{Broker, BrokerConfig};
+use queen_edge::store::{ChangeSet, Record};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// Start of test time: 2026-01-01T00:00:00Z.
+pub const T0: i64 = 1_767_225_600_000;
+
+/// A broker, its committed records and a clock.
+pub struct Harness {
+    pub broker: Broker,
+    pub now: i64,
+    pub records: BTreeMap<String, Vec<u8>>,
+    pub config: BrokerConfig,
+}
+
+impl Harness {
+    /// A broker whose groups start from all retained messages unless told otherwise.
+    pub fn new() -> Self {
+        Self::with_config(BrokerConfig {
+            default_subscription_new: false,
+        })
+    }
+
+    pub fn with_config(config: BrokerConfig) -> Self {
+        Harness {
+            broker: Broker::new(config.clone(), 7),
+            now: T0,
+            records: BTreeMap::new(),
+            config,
+        }
+    }
+
+    /// Applies the pending change set to the record map (what the engine commits).
+    pub fn commit(&mut self) -> ChangeSet {
+        let changes = self.broker.take_changes();
+        for k in &changes.deletes {
+            self.records.remove(k);
+        }
+        for (k, v) in &changes.puts {
+            self.records.insert(k.clone(), v.clone());
+        }
+        self.broker.take_woken_queues();
+        changes
+    }
+
+    /// Rebuilds the broker from the committed records, as after a crash.
+    pub fn restart(&mut self) {
+        self.commit();
+        let records: Vec<Record> = self
+            .records
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        self.broker = Broker::from_records(self.config.clone(), 99, records).expect("records load");
+    }
+
+    pub fn advance(&mut self, ms: i64) {
+        self.now += ms;
+    }
+
+    pub fn configure(&mut self, queue: &str, options: OptionsPatch) -> ConfigureReply {
+        let r = self
+            .broker
+            .configure(
+                self.now,
+                ConfigureRequest {
+                    queue: queue.into(),
+                    namespace: None,
+                    task: None,
+                    options,
+                },
+            )
+            .unwrap();
+        self.commit();
+        r
+    }
+
+    pub fn push_to(
+        &mut self,
+        queue: &str,
+        partition: &str,
+        payloads: Vec<Value>,
+    ) -> Vec<PushResult> {
+        let items = payloads
+            .into_iter()
+            .map(|p| PushItem {
+                partition: partition.into(),
+                ..PushItem::new(queue, p)
+            })
+            .collect();
+        let r = self.broker.push(self.now, items).unwrap();
+        self.commit();
+        r
+    }
+
+    pub fn push_n(&mut self, queue: &str, n: usize) -> Vec<PushResult> {
+        self.push_to(
+            queue,
+            DEFAULT_PARTITION,
+            (0..n).map(|i| json!({ "n": i })).collect(),
+        )
+    }
+
+    pub fn pop_with(&mut self, req: PopRequest) -> PopReply {
+        let r = self.broker.pop(self.now, &req).unwrap();
+        self.commit();
+        r
+    }
+
+    pub fn pop(&mut self, queue: &str, group: Option<&str>, batch: u32) -> PopReply {
+        let mut req = PopRequest::queue(queue);
+        req.group = group.map(str::to_string);
+        req.batch = Some(batch);
+        self.pop_with(req)
+    }
+
+    pub fn ack(&mut self, group: Option<&str>, items: Vec<AckItem>) -> Vec<AckResult> {
+        let r = self.broker.ack(self.now, group, &items);
+        self.commit();
+        r
+    }
+
+    /// Acks the delivered messages with one status each (same order), fenced by their lease.
+    pub fn ack_msgs(
+        &mut self,
+        reply: &PopReply,
+        statuses: &[(usize, AckStatus)],
+    ) -> Vec<AckResult> {
+        let items = statuses
+            .iter()
+            .map(|(i, s)| {
+                let m = &reply.messages[*i];
+                AckItem::new(&m.transaction_id, &m.partition_id, s.clone()).with_lease(&m.lease_id)
+            })
+            .collect();
+        let group = Some(reply.consumer_group.as_str()).filter(|g| *g != QUEUE_MODE_GROUP);
+        self.ack(group, items)
+    }
+
+    pub fn lane(&self, queue: &str, group: &str) -> LaneView {
+        let q = self
+            .broker
+            .queue_view(self.now, queue)
+            .expect("queue exists");
+        q.partitions[0]
+            .lanes
+            .iter()
+            .find(|l| l.consumer_group == group)
+            .cloned()
+            .unwrap_or_else(|| panic!("no lane for {group}"))
+    }
+
+    pub fn dlq(&self, queue: &str) -> Vec<DeadLetterView> {
+        self.broker.dead_letters(&DlqQuery {
+            queue: Some(queue.into()),
+            limit: 100,
+            ..Default::default()
+        })
+    }
+}
+
+/// Offsets of a pop reply.
+pub fn offsets(reply: &PopReply) -> Vec<u64> {
+    reply.messages.iter().map(|m| m.offset).collect()
+}
+
+pub use AckStatus::{Completed as C, Dlq as D, Failed as F, Retry as R};
