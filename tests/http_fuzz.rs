@@ -9,6 +9,8 @@
 //! PROPTEST_CASES=100000 cargo test --release --test http_fuzz
 //! ```
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod http_support;
 
 use http_support::*;

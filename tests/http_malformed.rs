@@ -1,6 +1,8 @@
 //! A table of malformed requests: each gets the stated 4xx and error text, and changes nothing (the
 //! store and the broker's views are identical before and after).
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod http_support;
 
 use http_support::*;

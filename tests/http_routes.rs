@@ -1,6 +1,8 @@
 //! Golden tests, one or more per route: request in, exact status and JSON out (generated ids are read
 //! from earlier answers and put into the expected JSON).
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod http_support;
 
 use http_support::*;
