@@ -1281,3 +1281,167 @@ fn storage_failure_is_a_500_and_changes_nothing() {
     assert_eq!(h.snapshot(), before);
     assert_eq!(pop(&h, "/api/v1/pop/queue/f").0, 204);
 }
+
+// ---------------------------------------------------------------------------------------------
+// the 2.6.0 Python client's default flow (contract appendix §6)
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn python_client_default_flow() {
+    let h = Harness::new();
+    // 1. queue(q).config({retry_delay: 2000}).create(): 9 default keys + the caller's, null labels.
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(
+            json!({"queue": "orders", "namespace": null, "task": null, "options": {
+            "leaseTime": 300, "retryLimit": 3, "priority": 0, "delayedProcessing": 0,
+            "windowBuffer": 0, "maxSize": 0, "retentionSeconds": 0,
+            "completedRetentionSeconds": 0, "encryptionEnabled": false, "retryDelay": 2000}}),
+        ),
+    );
+    assert_eq!(status, 200);
+    assert!(body.get("error").is_none());
+    // 3. push with client-minted transaction ids and partition always present.
+    let (status, pushed) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [
+            {"queue": "orders", "partition": "Default", "payload": {"n": 1},
+             "transactionId": "5b0c3f5e-2f43-4c7a-8a54-0a9a3f3b1e01"},
+            {"queue": "orders", "partition": "Default", "payload": {"n": 2},
+             "transactionId": "5b0c3f5e-2f43-4c7a-8a54-0a9a3f3b1e02"}
+        ]})),
+    );
+    assert_eq!(status, 201);
+    assert_eq!(pushed[0]["status"], "queued");
+    // 4. the default pop: autopilot, long-poll, no batch.
+    let (status, popped) = pop(
+        &h,
+        "/api/v1/pop/queue/orders?autopilot=true&wait=true&timeout=30000&consumerGroup=workers&subscriptionMode=all",
+    );
+    assert_eq!(status, 200);
+    let messages = popped["messages"].as_array().unwrap().clone();
+    assert_eq!(messages.len(), 2, "autopilot sized the batch: {popped}");
+    // 7. renew with no body.
+    let lease = s(&popped["leaseId"]);
+    let r = h.send(HttpRequest::new(
+        "POST",
+        &format!("/api/v1/lease/{lease}/extend"),
+    ));
+    assert_eq!(response_json(&r)["success"], true);
+    // 5. the handler raised: the whole batch is acked `failed` on /ack/batch with the exception text.
+    let acks: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                        "status": "failed", "error": "ValueError: boom", "leaseId": m["leaseId"]})
+        })
+        .collect();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"acknowledgments": acks, "consumerGroup": "workers"})),
+    );
+    assert_eq!(status, 200);
+    for item in body.as_array().unwrap() {
+        assert_eq!(item["success"], true, "{body}");
+        assert_eq!(
+            item["error"],
+            Value::Null,
+            "a truthy error fails the whole Python call"
+        );
+    }
+    // The retry hold (retryDelay 2000 ms): a parked long-poll wakes when it ends.
+    let waiting = h.spawn(HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/orders?autopilot=true&wait=true&timeout=30000&consumerGroup=workers",
+    ));
+    h.advance(1_999);
+    assert!(waiting.get().is_none(), "held for retryDelay");
+    h.advance(1);
+    let r = waiting.get().expect("woken when the retry hold ended");
+    assert_eq!(r.status, 200);
+    let redelivered = response_json(&r);
+    assert_eq!(redelivered["messages"].as_array().unwrap().len(), 2);
+    assert_eq!(redelivered["messages"][0]["retryCount"], 1);
+    // 6. this time the handler succeeds: the default loop acks the list on /ack/batch.
+    let acks: Vec<Value> = redelivered["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                        "status": "completed", "error": null, "leaseId": m["leaseId"]})
+        })
+        .collect();
+    let (_, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"acknowledgments": acks, "consumerGroup": "workers"})),
+    );
+    assert_eq!(body[1]["leaseReleased"], true);
+    // 9/10. nothing in the DLQ; retry of a non-dead-letter address is a 404 (raises in the caller).
+    let (_, dlq) = h.call("GET", "/api/v1/dlq?queue=orders&limit=100&offset=0", None);
+    assert_eq!(dlq["total"], 0);
+    let pid = s(&messages[0]["partitionId"]);
+    let r = h.send(HttpRequest::new(
+        "POST",
+        &format!("/api/v1/messages/{pid}/5b0c3f5e-2f43-4c7a-8a54-0a9a3f3b1e01/retry"),
+    ));
+    assert_eq!(r.status, 404);
+    // 2. delete with the raw name.
+    let (status, body) = h.call("DELETE", "/api/v1/resources/queues/orders", None);
+    assert_eq!((status, body["deleted"].clone()), (200, json!(true)));
+}
+
+#[test]
+fn items_above_a_nack_report_success_with_null_error() {
+    let h = Harness::new();
+    let items: Vec<Value> = (0..3)
+        .map(|i| json!({"queue": "n", "payload": i, "transactionId": format!("t{i}")}))
+        .collect();
+    let (_, pushed) = h.call("POST", "/api/v1/push", Some(json!({ "items": items })));
+    let pid = s(&pushed[0]["partitionId"]);
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/n?batch=3");
+    let lease = s(&popped["leaseId"]);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"acknowledgments": [
+            {"transactionId": "t0", "partitionId": pid, "status": "completed", "leaseId": lease},
+            {"transactionId": "t1", "partitionId": pid, "status": "retry", "leaseId": lease},
+            {"transactionId": "t2", "partitionId": pid, "status": "completed", "leaseId": lease}
+        ]})),
+    );
+    assert_eq!(status, 200);
+    for item in body.as_array().unwrap() {
+        assert_eq!(item["success"], true, "{body}");
+        assert_eq!(item["error"], Value::Null, "{body}");
+    }
+    let (_, again) = pop(&h, "/api/v1/pop/queue/n?batch=3");
+    let tx: Vec<_> = again["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["transactionId"].clone())
+        .collect();
+    assert_eq!(
+        tx,
+        vec![json!("t1"), json!("t2")],
+        "the cursor stopped at the retry"
+    );
+}
+
+#[test]
+fn tasks_listing() {
+    let h = Harness::new();
+    push_one(&h, "billing.invoices", "t1", json!(1));
+    let (status, body) = h.call("GET", "/api/v1/resources/tasks", None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"tasks": [{"task": "invoices", "queues": 1, "partitions": 1,
+                          "messages": {"total": 1, "pending": 1}}]})
+    );
+}
