@@ -424,7 +424,10 @@ async fn pop<S: Store, H: Host>(
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     let limits = &config.limits;
-    let group = query.non_empty("consumerGroup").map(str::to_string);
+    let group = query
+        .non_empty("consumerGroup")
+        .filter(|g| *g != QUEUE_MODE_GROUP)
+        .map(str::to_string);
     if let Some(g) = &group {
         check_name("consumerGroup", g, false, limits)?;
     }

@@ -123,7 +123,7 @@ pub(crate) fn check_id(what: &str, id: &str, limits: &Limits) -> Result<(), Http
     Ok(())
 }
 
-/// An optional consumer group: absent, `null` and `""` mean queue mode.
+/// An optional consumer group: absent, `null`, `""` and `__QUEUE_MODE__` mean queue mode.
 pub(crate) fn opt_group(
     map: &Map<String, Value>,
     key: &str,
@@ -132,7 +132,7 @@ pub(crate) fn opt_group(
 ) -> Result<Option<String>, HttpError> {
     let group = opt_string(map, key, path, "consumerGroup must be a string or null")?;
     match group {
-        None | Some("") => Ok(None),
+        None | Some("") | Some(QUEUE_MODE_GROUP) => Ok(None),
         Some(g) => {
             check_name("consumerGroup", g, false, limits)?;
             Ok(Some(g.to_string()))
