@@ -14,6 +14,9 @@ use crate::store::Store;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
+/// A key prefix no record uses: `/health` scans it to check that the store answers.
+const HEALTH_PROBE_PREFIX: &str = "\u{7f}health-probe/";
+
 /// Routes, authenticates and answers one request.
 pub(crate) async fn dispatch<S: Store, H: Host>(
     engine: &Engine<S, H>,
@@ -364,18 +367,34 @@ impl Route {
                     &json!({"success": true, "traceId": mint_uuid(engine.host())}),
                 ))
             }
-            Route::Health => Ok(json_response(
-                200,
-                &json!({
-                    "status": "healthy",
-                    "database": "connected",
-                    "server": config.server_name,
-                    "worker_id": config.worker_id,
-                    "version": config.version,
-                    "shared_state": {"enabled": false},
-                    "queen": {"worker_id": config.worker_id, "status": "active"},
-                }),
-            )),
+            Route::Health => {
+                // Probe the store with an empty range read: 503 when storage is unusable.
+                if let Err(e) = engine.store().scan(HEALTH_PROBE_PREFIX).await {
+                    return Ok(json_response(
+                        503,
+                        &json!({
+                            "status": "unhealthy",
+                            "database": "disconnected",
+                            "error": format!("storage failure: {}", e.message),
+                            "server": config.server_name,
+                            "worker_id": config.worker_id,
+                            "version": config.version,
+                        }),
+                    ));
+                }
+                Ok(json_response(
+                    200,
+                    &json!({
+                        "status": "healthy",
+                        "database": "connected",
+                        "server": config.server_name,
+                        "worker_id": config.worker_id,
+                        "version": config.version,
+                        "shared_state": {"enabled": false},
+                        "queen": {"worker_id": config.worker_id, "status": "active"},
+                    }),
+                ))
+            }
             Route::Metrics => {
                 let (stats, now) = engine.read(|b, now| (b.stats(now), now));
                 Ok(json_response(
