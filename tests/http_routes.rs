@@ -1445,3 +1445,33 @@ fn tasks_listing() {
                           "messages": {"total": 1, "pending": 1}}]})
     );
 }
+
+#[test]
+fn subscription_from_a_time_skips_older_messages() {
+    let h = Harness::new();
+    push_one(&h, "sf", "old", json!(1));
+    h.advance(10_000);
+    push_one(&h, "sf", "new", json!(2));
+    let from = iso_ms(T0 + 5_000);
+    let (status, body) = pop(
+        &h,
+        &format!("/api/v1/pop/queue/sf?consumerGroup=g&subscriptionFrom={from}&batch=10"),
+    );
+    assert_eq!(status, 200, "{body}");
+    let tx: Vec<_> = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["transactionId"].clone())
+        .collect();
+    assert_eq!(tx, vec![json!("new")]);
+    // `now` starts after everything already there.
+    assert_eq!(
+        pop(
+            &h,
+            "/api/v1/pop/queue/sf?consumerGroup=g2&subscriptionFrom=now"
+        )
+        .0,
+        204
+    );
+}
