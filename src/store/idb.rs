@@ -136,9 +136,10 @@ pub struct IdbStore {
     db: IdbDatabase,
     name: String,
     options: IdbOptions,
-    /// Set when the connection closed itself for another connection's upgrade or deletion.
+    /// Set when the connection closed for another connection's upgrade or deletion, or was closed by the
+    /// browser.
     closed: Rc<Cell<bool>>,
-    /// Keeps the `versionchange` handler alive while the connection is open.
+    /// Keeps the `versionchange` and `close` handler alive while the connection is open.
     _on_versionchange: Closure<dyn FnMut(Event)>,
 }
 
@@ -199,6 +200,8 @@ impl IdbStore {
             closed_flag.set(true);
         });
         db.set_onversionchange(Some(on_versionchange.as_ref().unchecked_ref()));
+        // `close` fires when the browser closes the connection itself (site data cleared, disk error).
+        db.set_onclose(Some(on_versionchange.as_ref().unchecked_ref()));
 
         let store = IdbStore {
             db,
@@ -296,8 +299,8 @@ impl IdbStore {
         StoreError::new(
             StoreErrorKind::Unavailable,
             format!(
-                "IndexedDB database {:?} was closed because another connection is upgrading or deleting \
-                 it; reopen it",
+                "IndexedDB database {:?} was closed (another connection is upgrading or deleting it, or \
+                 the browser closed it); reopen it",
                 self.name
             ),
         )
@@ -307,6 +310,7 @@ impl IdbStore {
 impl Drop for IdbStore {
     fn drop(&mut self) {
         self.db.set_onversionchange(None);
+        self.db.set_onclose(None);
         self.db.close();
     }
 }
