@@ -108,8 +108,14 @@ impl Broker {
         seed: u64,
         records: Vec<Record>,
     ) -> Result<Self, StoreError> {
+        let record_count = records.len() as u64;
         let mut broker = Broker::new(config, seed);
         broker.load(records)?;
+        // Mix what was loaded into the id stream, so a host that reseeds with the same value after a
+        // reload does not mint the same ids again.
+        broker.ids = IdGen::new(
+            seed ^ (broker.now_ms as u64).rotate_left(21) ^ record_count.rotate_left(47),
+        );
         Ok(broker)
     }
 
