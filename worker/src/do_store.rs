@@ -150,6 +150,25 @@ impl DoStore {
         Ok(store)
     }
 
+    /// Opens `storage` again like [`DoStore::open`], but keeps counting into this store's counters (so a
+    /// test that reopens the store still sees the totals).
+    pub fn reopen(&self, storage: &Storage) -> Result<Self, StoreError> {
+        let mut store = DoStore::open(storage)?;
+        store.counters = self.counters.clone();
+        Ok(store)
+    }
+
+    /// Test hook: runs the statements of `changes` and then one that fails, in one transaction, as a commit
+    /// that breaks halfway would. Must return `Err` and leave nothing of `changes` visible.
+    pub(crate) fn commit_then_fail(&self, changes: &ChangeSet) -> Result<(), StoreError> {
+        let mut statements = plan(changes);
+        statements.push(Statement {
+            sql: "INSERT INTO queen_no_such_table (x) VALUES (1)".into(),
+            bindings: Vec::new(),
+        });
+        self.run_in_transaction(statements).map(|_| ())
+    }
+
     /// What this store (and its clones) have done since it was opened.
     pub fn stats(&self) -> DoStoreStats {
         DoStoreStats {

@@ -7,6 +7,7 @@
 //! - `POST /__test/store/durability?object=NAME`: commits a known record set (one value split across chunks).
 //! - `GET /__test/store/durability?object=NAME`: checks that record set byte for byte (after a restart of
 //!   wrangler this proves the commits reached disk).
+//! - `GET /__test/store/atomicity?object=NAME`: a commit whose last statement fails must leave no trace.
 
 use queen_edge::store::{conformance, ChangeSet, Store};
 use serde_json::json;
@@ -38,10 +39,10 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
     match (req.method(), path.as_str()) {
         (Method::Get, "/__test/store/conformance") => {
             let result = conformance::run_all(|| {
-                let store = DoStore::open(&state.storage());
+                let reopened = store.reopen(&state.storage());
                 async move {
                     // The first open above succeeded on this same storage, and the schema exists now.
-                    store.expect("DoStore reopens storage it opened a moment ago")
+                    reopened.expect("DoStore reopens storage it opened a moment ago")
                 }
             })
             .await;
@@ -93,6 +94,35 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
                 }
                 Err(e) => json_response(500, &json!({ "ok": false, "error": e.message })),
             }
+        }
+        (Method::Get, "/__test/store/atomicity") => {
+            let mut setup = ChangeSet::default();
+            setup.put("atomic/keep", b"before".to_vec());
+            setup.put("atomic/shrink", vec![5; 2 * CHUNK_BYTES + 1]);
+            if let Err(e) = store.commit(&setup).await {
+                return json_response(500, &json!({ "ok": false, "error": e.message }));
+            }
+            let mut changes = ChangeSet::default();
+            changes.put("atomic/new", b"never".to_vec());
+            changes.put("atomic/keep", b"after".to_vec());
+            changes.put("atomic/shrink", vec![6; 10]);
+            changes.delete("atomic/missing");
+            let failed = store.commit_then_fail(&changes);
+            let after = match store.scan("atomic/").await {
+                Ok(records) => records,
+                Err(e) => return json_response(500, &json!({ "ok": false, "error": e.message })),
+            };
+            let mut want = setup.puts.into_iter().collect::<Vec<_>>();
+            want.sort();
+            let ok = failed.is_err() && after == want;
+            json_response(
+                if ok { 200 } else { 500 },
+                &json!({
+                    "ok": ok,
+                    "commit_error": failed.err().map(|e| e.message),
+                    "keys_after": after.iter().map(|(k, v)| format!("{k}:{}", v.len())).collect::<Vec<_>>(),
+                }),
+            )
         }
         _ => error_response(404, "Not Found"),
     }

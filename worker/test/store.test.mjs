@@ -23,6 +23,11 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
     ]);
     assert.ok(conf.body.stats.rows_written >= 2000, 'rows written are counted');
 
+    const atomic = await getJson(`${w.url}/__test/store/atomicity?object=atomicity`);
+    t.diagnostic(`atomicity: ${JSON.stringify(atomic.body)}`);
+    assert.equal(atomic.status, 200, `a failed commit left a trace: ${JSON.stringify(atomic.body)}`);
+    assert.match(atomic.body.commit_error, /queen_no_such_table/);
+
     const write = await getJson(`${w.url}/__test/store/durability?object=durability`, { method: 'POST' });
     assert.equal(write.status, 200, JSON.stringify(write.body));
     assert.equal(write.body.ok, true);
