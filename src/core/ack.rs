@@ -108,9 +108,11 @@ impl Broker {
             .get(&queue)
             .map(|q| q.record.options.clone())
             .unwrap_or_else(QueueOptions::push_created);
+        // Acks at or below the cursor are success no-ops: they carry no signal.
+        let committed = self.partitions[&pid].lanes[group].committed;
         let signal = pending
             .iter()
-            .filter(|x| !matches!(x.status, AckStatus::Completed))
+            .filter(|x| !matches!(x.status, AckStatus::Completed) && x.offset as i64 > committed)
             .min_by_key(|x| x.offset);
         let completed_below = |limit: Option<u64>| {
             pending
@@ -222,8 +224,10 @@ impl Broker {
             retry_count,
             failed_at_ms: now,
             created_at_ms: m.created_at_ms,
+            seq: self.next_dead_letter_seq,
         };
         let id = letter.id.clone();
+        self.next_dead_letter_seq += 1;
         self.dead_letters.insert(id.clone(), letter);
         self.save_dead_letter(&id);
     }

@@ -139,16 +139,18 @@ impl Broker {
         }
     }
 
-    /// Dead-letter row ids at a message address, oldest first.
+    /// Dead-letter row ids at a message address, oldest filing first.
     fn rows_at(&self, partition_id: &str, transaction_id: &str) -> Vec<String> {
         let Ok(pid) = partition_id.parse::<u64>() else {
             return Vec::new();
         };
-        self.dead_letters
+        let mut rows: Vec<&DeadLetter> = self
+            .dead_letters
             .values()
             .filter(|d| d.partition_id == pid && d.transaction_id == transaction_id)
-            .map(|d| d.id.clone())
-            .collect()
+            .collect();
+        rows.sort_by_key(|d| d.seq);
+        rows.into_iter().map(|d| d.id.clone()).collect()
     }
 
     /// Deletes the dead-letter rows at a message address (never a live message).

@@ -64,6 +64,7 @@ pub struct Broker {
     next_partition_id: u64,
     subscriptions: BTreeMap<(String, String), Subscription>,
     dead_letters: BTreeMap<String, DeadLetter>,
+    next_dead_letter_seq: u64,
     /// Ready sets per (queue, group).
     groups: BTreeMap<(String, String), ReadySet>,
     /// Lease id -> the lanes it holds (pid, group).
@@ -90,6 +91,7 @@ impl Broker {
             next_partition_id: 1,
             subscriptions: BTreeMap::new(),
             dead_letters: BTreeMap::new(),
+            next_dead_letter_seq: 0,
             groups: BTreeMap::new(),
             leases: HashMap::new(),
             timers: BTreeSet::new(),

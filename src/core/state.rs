@@ -184,6 +184,9 @@ pub struct DeadLetter {
     pub failed_at_ms: i64,
     /// Original push time.
     pub created_at_ms: i64,
+    /// Filing order across the whole broker (newest = highest); survives restarts.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 /// The claimable partitions of one (queue, group), in round-robin order.

@@ -85,9 +85,10 @@ impl Broker {
 
     /// Dead letters, newest first, filtered and paged.
     pub fn dead_letters(&self, query: &DlqQuery) -> Vec<DeadLetterView> {
-        self.dead_letters
-            .values()
-            .rev()
+        let mut newest_first: Vec<&DeadLetter> = self.dead_letters.values().collect();
+        newest_first.sort_by_key(|d| std::cmp::Reverse(d.seq));
+        newest_first
+            .into_iter()
             .filter(|d| query.queue.as_deref().is_none_or(|q| d.queue == q))
             .filter(|d| query.consumer_group.as_deref().is_none_or(|g| d.group == g))
             .skip(query.offset)

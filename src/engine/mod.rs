@@ -25,7 +25,8 @@ pub trait Host {
     fn now_ms(&self) -> i64;
     /// A future that completes after `ms` milliseconds.
     fn sleep(&self, ms: u64) -> LocalBoxFuture<'static, ()>;
-    /// 64 bits of entropy to seed id generation (called once at open).
+    /// 64 bits of entropy to seed id generation, fresh at every call (called at open and at every
+    /// reload; a host that returns the same bits twice risks minting the same lease id twice).
     fn entropy(&self) -> u64;
 }
 

@@ -17,6 +17,7 @@ pub struct Harness {
     pub now: i64,
     pub records: BTreeMap<String, Vec<u8>>,
     pub config: BrokerConfig,
+    pub opens: u64,
 }
 
 impl Harness {
@@ -33,6 +34,7 @@ impl Harness {
             now: T0,
             records: BTreeMap::new(),
             config,
+            opens: 0,
         }
     }
 
@@ -57,7 +59,10 @@ impl Harness {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        self.broker = Broker::from_records(self.config.clone(), 99, records).expect("records load");
+        // A host gives fresh entropy at every open.
+        self.opens += 1;
+        self.broker = Broker::from_records(self.config.clone(), 99 + self.opens, records)
+            .expect("records load");
     }
 
     pub fn advance(&mut self, ms: i64) {
