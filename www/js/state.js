@@ -1,0 +1,80 @@
+// The page's shared state and the one function that reloads it from the broker (used by the poller).
+// Views read `store.state`, change selections with `store.set`, and re-render on `subscribe`.
+
+const enc = encodeURIComponent;
+export const QUEUE_MODE = '__QUEUE_MODE__';
+export const MESSAGE_PAGE = 25;
+
+export const store = {
+  state: {
+    conn: null,
+    queues: [],          // GET /resources/queues -> queues
+    selected: null,      // selected queue name
+    detail: null,        // GET /resources/queues/:q for the selected queue
+    partition: null,     // selected partition name (message browser)
+    msgGroup: QUEUE_MODE,// group whose cursor the message browser shows
+    msgOffset: null,     // first offset shown; null = follow the newest
+    messages: [],        // GET /messages for the selected partition
+    dlqGroup: '',        // '' = all groups
+    dlq: [],             // GET /dlq for the selected queue
+    dlqSelected: new Set(),
+    loadedAt: 0,         // Date.now() when the data arrived
+  },
+  listeners: new Set(),
+  set(patch) {
+    Object.assign(this.state, patch);
+    this.emit();
+  },
+  emit() {
+    for (const f of this.listeners) f(this.state);
+  },
+  subscribe(f) {
+    this.listeners.add(f);
+  },
+};
+
+/** Reloads everything the views show. Throws ApiError on failure (the poller reports it). */
+export async function loadAll() {
+  const s = store.state;
+  const conn = s.conn;
+  if (!conn) return;
+  const { body } = await conn.request('GET', '/api/v1/resources/queues');
+  if (conn !== store.state.conn) return; // reconnected meanwhile
+  const queues = [...(body?.queues || [])].sort((a, b) => a.name.localeCompare(b.name));
+  let selected = s.selected;
+  if (!queues.some((q) => q.name === selected)) selected = queues[0]?.name ?? null;
+
+  let detail = null;
+  let dlq = [];
+  let messages = [];
+  let partition = s.partition;
+  if (selected !== null) {
+    // The queue may vanish between the two calls (deleted elsewhere): treat 404 as "gone".
+    try {
+      detail = (await conn.request('GET', `/api/v1/resources/queues/${enc(selected)}`)).body;
+    } catch (e) {
+      if (e.status !== 404) throw e;
+    }
+  }
+  if (detail) {
+    const parts = detail.partitions || [];
+    if (!parts.some((p) => p.name === partition)) partition = parts[0]?.name ?? null;
+    const group = s.dlqGroup ? `&consumerGroup=${enc(s.dlqGroup)}` : '';
+    dlq = (await conn.request('GET', `/api/v1/dlq?queue=${enc(selected)}${group}&limit=200`)).body?.messages || [];
+    const p = parts.find((x) => x.name === partition);
+    if (p) {
+      const first = p.firstRetainedOffset ?? 0;
+      const next = p.nextOffset ?? first;
+      const start = s.msgOffset === null ? Math.max(first, next - MESSAGE_PAGE) : Math.max(first, Math.min(s.msgOffset, next - 1));
+      const skip = Math.max(0, start - first);
+      const q = `queue=${enc(selected)}&partition=${enc(partition)}&offset=${skip}&limit=${MESSAGE_PAGE}`;
+      messages = (await conn.request('GET', `/api/v1/messages?${q}`)).body?.messages || [];
+    }
+  } else {
+    partition = null;
+  }
+  if (conn !== store.state.conn) return;
+  const ids = new Set(dlq.map((d) => d.id));
+  const dlqSelected = new Set([...s.dlqSelected].filter((id) => ids.has(id)));
+  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, loadedAt: Date.now() });
+}

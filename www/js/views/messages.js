@@ -1,0 +1,72 @@
+// The message browser of one partition: offset, transactionId, created time, payload, and where each
+// message stands for a chosen consumer group (committed, leased, waiting).
+import { h, replaceKeepingFocus, scroller, timeCell, payloadCell } from '../dom.js';
+import { store, QUEUE_MODE, MESSAGE_PAGE } from '../state.js';
+
+let last = '';
+let kick = () => {};
+
+export function initMessages(refreshNow) {
+  kick = refreshNow;
+}
+
+export function renderMessages(s) {
+  const sig = JSON.stringify([s.conn?.label, s.selected, s.partition, s.msgGroup, s.msgOffset, s.messages, s.detail?.partitions]);
+  if (sig === last) return;
+  last = sig;
+  replaceKeepingFocus(document.getElementById('messages-view'), view(s));
+}
+
+function view(s) {
+  if (!s.detail) return h('p', { class: 'muted' }, 'Choose a queue to browse its messages.');
+  const parts = s.detail.partitions || [];
+  const p = parts.find((x) => x.name === s.partition);
+  if (!p) return h('p', { class: 'muted' }, 'This queue has no partitions yet.');
+  const groups = [...new Set([QUEUE_MODE, ...(p.lanes || []).map((l) => l.consumerGroup)])];
+  const group = groups.includes(s.msgGroup) ? s.msgGroup : QUEUE_MODE;
+  const laneOf = (p.lanes || []).find((l) => l.consumerGroup === group);
+  const first = p.firstRetainedOffset ?? 0;
+  const next = p.nextOffset ?? 0;
+  const shownFirst = s.messages[0]?.offset;
+  const controls = h('div', { class: 'row controls' },
+    h('label', { class: 'inline' }, 'Partition ',
+      h('select', { dataset: { focus: 'msg-partition' }, onchange: (e) => { store.set({ partition: e.target.value, msgOffset: null }); kick(); } },
+        parts.map((x) => h('option', { value: x.name, selected: x.name === p.name }, x.name)))),
+    h('label', { class: 'inline' }, 'Cursor of ',
+      h('select', { dataset: { focus: 'msg-group' }, onchange: (e) => store.set({ msgGroup: e.target.value }) },
+        groups.map((g) => h('option', { value: g, selected: g === group }, g === QUEUE_MODE ? 'queue mode' : g)))),
+    h('span', { class: 'pager' },
+      h('button', { type: 'button', class: 'small', dataset: { focus: 'msg-older' }, disabled: shownFirst === undefined || shownFirst <= first,
+        onclick: () => { store.set({ msgOffset: Math.max(first, (shownFirst ?? first) - MESSAGE_PAGE) }); kick(); } }, 'Older'),
+      h('button', { type: 'button', class: 'small', dataset: { focus: 'msg-newer' }, disabled: s.msgOffset === null,
+        onclick: () => {
+          const to = (shownFirst ?? first) + MESSAGE_PAGE;
+          store.set({ msgOffset: to + MESSAGE_PAGE >= next ? null : to }); kick();
+        } }, 'Newer'),
+      h('span', { class: 'muted' }, s.msgOffset === null ? 'following the newest' : 'paged')));
+  if (!s.messages.length) return [controls, h('p', { class: 'empty' }, 'No messages retained in this partition.')];
+  const now = Date.now();
+  const leased = laneOf?.leaseId && Date.parse(laneOf.leaseExpiresAt) > now;
+  const where = (m) => {
+    if (!laneOf) return ['waiting', 'not read yet'];
+    if (m.offset <= laneOf.committedOffset) return ['done', 'committed'];
+    if (leased && laneOf.batchEnd !== null && m.offset <= laneOf.batchEnd) return ['leased', 'leased'];
+    return ['waiting', 'waiting'];
+  };
+  const rows = [...s.messages].reverse().map((m) => {
+    const [cls, label] = where(m);
+    return h('tr', { class: cls },
+      h('td', { class: 'num' }, m.offset),
+      h('td', {}, h('span', { class: `badge ${cls}` }, label)),
+      h('td', {}, h('code', { class: 'id', title: m.transactionId }, m.transactionId)),
+      h('td', {}, timeCell(m.createdAt)),
+      h('td', {}, payloadCell(m.payload ?? m.data)));
+  });
+  return [controls,
+    scroller('Messages, newest first', h('table', { class: 'grid', id: 'messages-table' },
+      h('caption', { class: 'sr-only' }, `Messages of partition ${p.name}, newest first`),
+      h('thead', {}, h('tr', {},
+        h('th', { scope: 'col', class: 'num' }, 'Offset'), h('th', { scope: 'col' }, 'For this group'),
+        h('th', { scope: 'col' }, 'Transaction id'), h('th', { scope: 'col' }, 'Created'), h('th', { scope: 'col' }, 'Payload'))),
+      h('tbody', {}, rows)), 'messages')];
+}
