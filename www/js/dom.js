@@ -47,8 +47,14 @@ export function replaceKeepingFocus(container, nodes) {
   }
 }
 
-/** A horizontally scrollable, keyboard-reachable wrapper for a table. */
+/** A horizontally scrollable, keyboard-reachable wrapper for a table. On narrow screens the CSS stacks the
+ * rows as cards and labels each cell with its column header (copied here into data-label). */
 export function scroller(label, table, key = label) {
+  const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+  for (const tr of table.querySelectorAll('tbody tr')) {
+    [...tr.children].forEach((cell, i) => { if (heads[i]) cell.dataset.label = heads[i]; });
+  }
+  table.classList.add('stack');
   return h('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': label, dataset: { scroll: key } }, table);
 }
 

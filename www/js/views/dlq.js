@@ -42,7 +42,7 @@ function view(s) {
       onclick: () => act('replay', chosen) }, `Replay selected (${chosen.length})`),
     h('button', { type: 'button', class: 'small danger', dataset: { focus: 'dlq-delete-sel' }, disabled: busy || !chosen.length,
       onclick: () => act('delete', chosen) }, `Delete selected (${chosen.length})`));
-  const count = h('p', { class: 'muted', id: 'dlq-count' }, s.dlq.length ? `${n('dead letter', s.dlq.length)}, newest first.` : '');
+  const count = h('span', { class: 'muted', id: 'dlq-count' }, s.dlq.length ? `${n('dead letter', s.dlq.length)}, newest first.` : '');
   if (!s.dlq.length) {
     return [controls, h('p', { class: 'empty', id: 'dlq-empty' }, 'No dead letters. Messages land here when a group runs out of retries.')];
   }
@@ -65,15 +65,16 @@ function view(s) {
         'aria-label': `Replay dead letter at offset ${d.offset ?? '?'}`, onclick: () => act('replay', [d]) }, 'Replay'),
       h('button', { type: 'button', class: 'small danger', disabled: busy, dataset: { focus: `dlq-delete:${d.id}` },
         'aria-label': `Delete dead letter at offset ${d.offset ?? '?'}`, onclick: () => act('delete', [d]) }, 'Delete'))));
-  return [controls, count,
+  const selectAll = h('label', { class: 'check' }, h('input', { type: 'checkbox', id: 'dlq-all', checked: all, dataset: { focus: 'dlq-all' },
+    onchange: (e) => store.set({ dlqSelected: e.target.checked ? new Set(s.dlq.map((d) => d.id)) : new Set() }) }), ' Select all');
+  return [controls, h('div', { class: 'row' }, selectAll, count),
     scroller('Dead letters', h('table', { class: 'grid', id: 'dlq-table' },
       h('caption', { class: 'sr-only' }, 'Dead letters, newest first'),
       h('thead', {}, h('tr', {},
-        h('th', { scope: 'col' }, h('input', { type: 'checkbox', checked: all, 'aria-label': 'Select all dead letters', dataset: { focus: 'dlq-all' },
-          onchange: (e) => store.set({ dlqSelected: e.target.checked ? new Set(s.dlq.map((d) => d.id)) : new Set() }) })),
+        h('th', { scope: 'col' }, 'Select'),
         h('th', { scope: 'col' }, 'Failed'), h('th', { scope: 'col' }, 'Group'), h('th', { scope: 'col' }, 'Partition'),
         h('th', { scope: 'col' }, 'Error'), h('th', { scope: 'col', class: 'num' }, 'Retries'), h('th', { scope: 'col' }, 'Payload'),
-        h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Actions')))),
+        h('th', { scope: 'col' }, 'Actions'))),
       h('tbody', {}, rows)), 'dlq')];
 }
 

@@ -22,8 +22,10 @@ function view(s) {
   const parts = s.detail.partitions || [];
   const p = parts.find((x) => x.name === s.partition);
   if (!p) return h('p', { class: 'muted' }, 'This queue has no partitions yet.');
-  const groups = [...new Set([QUEUE_MODE, ...(p.lanes || []).map((l) => l.consumerGroup)])];
-  const group = groups.includes(s.msgGroup) ? s.msgGroup : QUEUE_MODE;
+  const laneGroups = (p.lanes || []).map((l) => l.consumerGroup);
+  const groups = [...new Set([QUEUE_MODE, ...laneGroups])];
+  // Show a group that has read this partition unless the user chose one.
+  const group = laneGroups.includes(s.msgGroup) || (s.msgGroupChosen && groups.includes(s.msgGroup)) ? s.msgGroup : (laneGroups[0] ?? QUEUE_MODE);
   const laneOf = (p.lanes || []).find((l) => l.consumerGroup === group);
   const first = p.firstRetainedOffset ?? 0;
   const next = p.nextOffset ?? 0;
@@ -33,7 +35,7 @@ function view(s) {
       h('select', { dataset: { focus: 'msg-partition' }, onchange: (e) => { store.set({ partition: e.target.value, msgOffset: null }); kick(); } },
         parts.map((x) => h('option', { value: x.name, selected: x.name === p.name }, x.name)))),
     h('label', { class: 'inline' }, 'Cursor of ',
-      h('select', { dataset: { focus: 'msg-group' }, onchange: (e) => store.set({ msgGroup: e.target.value }) },
+      h('select', { dataset: { focus: 'msg-group' }, onchange: (e) => store.set({ msgGroup: e.target.value, msgGroupChosen: true }) },
         groups.map((g) => h('option', { value: g, selected: g === group }, g === QUEUE_MODE ? 'queue mode' : g)))),
     h('span', { class: 'pager' },
       h('button', { type: 'button', class: 'small', dataset: { focus: 'msg-older' }, disabled: shownFirst === undefined || shownFirst <= first,

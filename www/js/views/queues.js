@@ -46,13 +46,14 @@ function queueList(s) {
     h('td', { class: 'num' }, q.messages?.total ?? 0),
     h('td', { class: 'num' }, q.messages?.pending ?? 0),
     h('td', { class: 'num' }, q.messages?.processing ?? 0)));
-  return scroller('Queue list', h('table', { class: 'grid', id: 'queue-table' },
+  return [scroller('Queue list', h('table', { class: 'grid', id: 'queue-table' },
     h('caption', { class: 'sr-only' }, 'Queues. Choose one to see its partitions and lanes.'),
     h('thead', {}, h('tr', {},
       h('th', { scope: 'col' }, 'Queue'), h('th', { scope: 'col' }, 'Namespace / task'),
       h('th', { scope: 'col', class: 'num' }, 'Partitions'), h('th', { scope: 'col', class: 'num' }, 'Messages'),
       h('th', { scope: 'col', class: 'num' }, 'Pending'), h('th', { scope: 'col', class: 'num' }, 'In flight'))),
-    h('tbody', {}, rows)), 'queues');
+    h('tbody', {}, rows)), 'queues'),
+    h('p', { class: 'hint' }, 'Pending and in flight count the queue-mode group; each consumer group’s own backlog is in its lane below.')];
 }
 
 const OPTION_LABELS = [

@@ -7,6 +7,7 @@ let sim;
 let form;
 let out;
 let scheduled = false;
+let logOpen = true;
 
 export function initSimulator({ refresh }) {
   sim = new Simulator(() => store.state.conn, () => {
@@ -81,8 +82,10 @@ function say(el, text, bad = false, focus = null) {
 
 /** Fills the queue field with the selected queue when the user has not typed one. */
 export function syncSimQueue(s) {
-  const q = form?.querySelector('#sim-queue');
-  if (q && !q.value && s.selected) q.value = s.selected;
+  for (const id of ['sim-queue', 'push-queue']) {
+    const q = document.getElementById(id);
+    if (q && !q.value && s.selected !== null && document.activeElement !== q) q.value = s.selected;
+  }
 }
 
 /** Stops the consumers (on disconnect). */
@@ -110,7 +113,7 @@ function renderSim() {
       h('p', { class: 'counts' }, `${c.delivered} in, ${c.completed} ok, ${c.failed} failed, ${c.deadLettered} DLQ`))))
     : h('p', { class: 'muted' }, 'No consumers running. Fill in the form and press Start.');
   const log = sim.log.length
-    ? h('details', { class: 'log', open: true }, h('summary', {}, 'Events'),
+    ? h('details', { class: 'log', open: logOpen, ontoggle: (e) => { logOpen = e.currentTarget.open; } }, h('summary', {}, 'Events'),
       h('ol', { id: 'sim-log' }, sim.log.slice(0, 20).map((e) => h('li', {},
         h('time', { datetime: e.at.toISOString() }, e.at.toLocaleTimeString([], { hour12: false })), ' ', e.text))))
     : null;
