@@ -24,7 +24,8 @@ fn all(reply: &PopReply, s: AckStatus) -> Vec<(usize, AckStatus)> {
     (0..reply.messages.len()).map(|i| (i, s.clone())).collect()
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w1_batch_ack_completes_and_releases() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -40,7 +41,8 @@ fn w1_batch_ack_completes_and_releases() {
     assert!(h.pop("q", None, 5).messages.is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w2_partial_ack_keeps_lease_until_batch_end() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -54,7 +56,8 @@ fn w2_partial_ack_keeps_lease_until_batch_end() {
     assert_eq!(h.lane("q", QUEUE_MODE_GROUP).committed, 4);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w3_failed_in_the_middle_charges_and_holds_for_retry_delay() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -80,7 +83,8 @@ fn w3_failed_in_the_middle_charges_and_holds_for_retry_delay() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w4_retry_redelivers_at_once_without_charge() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -104,7 +108,8 @@ fn exhaust_budget(h: &mut Harness) -> PopReply {
     r
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w5_exhausted_failed_files_to_dlq_and_passes_the_poison_message() {
     let mut h = Harness::new();
     let r = exhaust_budget(&mut h);
@@ -150,7 +155,8 @@ fn w5_exhausted_failed_files_to_dlq_and_passes_the_poison_message() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w6_exhausted_failed_with_both_dlq_flags_off_drops() {
     let mut h = Harness::new();
     h.configure(
@@ -177,7 +183,8 @@ fn w6_exhausted_failed_with_both_dlq_flags_off_drops() {
     assert_eq!(offsets(&h.pop("q", None, 5)), vec![3, 4]);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w7_dlq_status_files_at_once_with_retries_exhausted() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -196,7 +203,8 @@ fn w7_dlq_status_files_at_once_with_retries_exhausted() {
     assert_eq!(offsets(&h.pop("q", None, 5)), vec![1, 2, 3, 4]);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w8_lease_expiry_redelivers_with_higher_attempt_and_no_charge() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -209,7 +217,8 @@ fn w8_lease_expiry_redelivers_with_higher_attempt_and_no_charge() {
     assert_eq!((lane.retry_count, lane.committed), (0, -1));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w9_ack_with_a_superseded_lease_is_refused() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -221,7 +230,8 @@ fn w9_ack_with_a_superseded_lease_is_refused() {
     assert_eq!(h.lane("q", QUEUE_MODE_GROUP).committed, -1);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w10_unfenced_ack_completes_another_workers_batch() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -239,7 +249,8 @@ fn w10_unfenced_ack_completes_another_workers_batch() {
     let _ = l2;
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w11_same_head_failing_reaches_dlq_on_the_fourth_failure() {
     let mut h = Harness::new();
     let mut r = w_setup(&mut h);
@@ -258,7 +269,8 @@ fn w11_same_head_failing_reaches_dlq_on_the_fourth_failure() {
     assert_eq!(h.dlq("q")[0].retry_count, 3);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w12_extend_with_empty_body_renews_to_now_plus_60() {
     let mut h = Harness::new();
     h.push_n("q", 1);
@@ -273,7 +285,8 @@ fn w12_extend_with_empty_body_renews_to_now_plus_60() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn w13_extend_never_shortens() {
     let mut h = Harness::new();
     h.push_n("q", 1);
@@ -288,7 +301,8 @@ fn w13_extend_never_shortens() {
 // §7.1 subtle behaviours
 // ---------------------------------------------------------------------------------------------
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s1_expiry_does_not_increment_retry_count_queen_default() {
     let mut h = Harness::new();
     w_setup(&mut h);
@@ -301,7 +315,8 @@ fn s1_expiry_does_not_increment_retry_count_queen_default() {
     assert!(h.dlq("q").is_empty(), "a crash loop never reaches the DLQ");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s2_only_failed_charges_once_per_call_and_the_budget_is_per_lane() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -333,7 +348,8 @@ fn s2_only_failed_charges_once_per_call_and_the_budget_is_per_lane() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s3_release_wakes_the_queue_and_failed_waits_for_retry_delay() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -372,7 +388,8 @@ fn s3_release_wakes_the_queue_and_failed_waits_for_retry_delay() {
     assert_eq!(h.pop("q", None, 5).messages.len(), 5);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s4_cursor_stops_at_the_lowest_message_that_will_come_back() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -381,7 +398,8 @@ fn s4_cursor_stops_at_the_lowest_message_that_will_come_back() {
     assert_eq!(offsets(&h.pop("q", None, 5)), vec![2, 3, 4]);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s5_error_chain_uses_any_error_in_the_call() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -396,7 +414,8 @@ fn s5_error_chain_uses_any_error_in_the_call() {
     assert_eq!(h.dlq("q")[0].error_message, "from another item");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s7_dlq_is_on_when_either_flag_is_on() {
     let mut h = Harness::new();
     h.configure(
@@ -414,7 +433,8 @@ fn s7_dlq_is_on_when_either_flag_is_on() {
     assert_eq!(h.dlq("q").len(), 1);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s8_expired_lease_cannot_be_extended() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -426,7 +446,8 @@ fn s8_expired_lease_cannot_be_extended() {
     assert_eq!(none.error.as_deref(), Some("Lease not found"));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s9_multi_partition_pop_shares_one_lease_and_auto_ack_has_none() {
     let mut h = Harness::new();
     for p in ["a", "b", "c"] {
@@ -456,7 +477,8 @@ fn s9_multi_partition_pop_shares_one_lease_and_auto_ack_has_none() {
     assert!(h.pop("auto", None, 10).messages.is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s10_effective_lease_precedence() {
     let mut h = Harness::new();
     h.push_n("pushed", 1);
@@ -509,7 +531,8 @@ fn s10_effective_lease_precedence() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s11_dlq_listing_newest_first_with_paging() {
     let mut h = Harness::new();
     h.push_n("q", 3);
@@ -535,7 +558,8 @@ fn s11_dlq_listing_newest_first_with_paging() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s12_replay_is_atomic_idempotent_and_seen_by_every_group() {
     let mut h = Harness::new();
     h.push_n("q", 1);
@@ -559,7 +583,8 @@ fn s12_replay_is_atomic_idempotent_and_seen_by_every_group() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s12_replay_by_address_replays_newest_row_once_and_removes_all() {
     let mut h = Harness::new();
     h.push_n("q", 1);
@@ -582,7 +607,8 @@ fn s12_replay_by_address_replays_newest_row_once_and_removes_all() {
     assert!(h.dlq("q").is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s13_delete_removes_only_dead_letter_rows() {
     let mut h = Harness::new();
     let pushed = h.push_n("q", 2);
@@ -610,7 +636,8 @@ fn s13_delete_removes_only_dead_letter_rows() {
         .is_some());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s15_subscription_start_fixed_by_first_pop_default_new() {
     let mut h = Harness::with_config(BrokerConfig::default());
     h.push_n("q", 3);
@@ -639,7 +666,8 @@ fn s15_subscription_start_fixed_by_first_pop_default_new() {
     assert_eq!(offsets(&h.pop_with(req)), vec![0, 1, 2, 3]);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s15_new_group_on_many_partitions_skips_history_everywhere() {
     let mut h = Harness::with_config(BrokerConfig::default());
     for p in 0..500 {
@@ -663,7 +691,8 @@ fn s15_new_group_on_many_partitions_skips_history_everywhere() {
     assert_eq!(r.messages.len(), 2);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s15_seek_releases_live_leases_and_resets_counters() {
     let mut h = Harness::new();
     h.push_n("q", 5);
@@ -694,7 +723,8 @@ fn s15_seek_releases_live_leases_and_resets_counters() {
     assert_eq!(offsets(&h.pop("q", Some("g"), 10)), vec![0, 1, 2, 3, 4]);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s16_conflation_delivers_newest_and_answers_empty_pops() {
     let mut h = Harness::new();
     h.push_n("cmd", 4);
@@ -722,7 +752,8 @@ fn s16_conflation_delivers_newest_and_answers_empty_pops() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s16_autopilot_never_overrides_sent_parameters() {
     let mut h = Harness::new();
     for p in 0..4 {
@@ -744,7 +775,8 @@ fn s16_autopilot_never_overrides_sent_parameters() {
     assert_eq!(r.autopilot.unwrap().batch, 3);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn s17_partitions_range_and_batch_is_the_whole_budget() {
     let mut h = Harness::new();
     for p in 0..3 {
@@ -770,7 +802,8 @@ fn s17_partitions_range_and_batch_is_the_whole_budget() {
 // Lane transition-table rows (src/core/lane.rs)
 // ---------------------------------------------------------------------------------------------
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn row_claim_and_row8_expire() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -786,25 +819,29 @@ fn row_claim_and_row8_expire() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn row1_commit_prefix_row2_complete() {
     w2_partial_ack_keeps_lease_until_batch_end();
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn row3_release_retry_row4_release_failed() {
     w4_retry_redelivers_at_once_without_charge();
     w3_failed_in_the_middle_charges_and_holds_for_retry_delay();
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn row5_dead_letter_row6_drop_exhausted_row7_dead_letter() {
     w5_exhausted_failed_files_to_dlq_and_passes_the_poison_message();
     w6_exhausted_failed_with_both_dlq_flags_off_drops();
     w7_dlq_status_files_at_once_with_retries_exhausted();
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn row9_seek() {
     s15_seek_releases_live_leases_and_resets_counters();
 }
@@ -813,7 +850,8 @@ fn row9_seek() {
 // DECIDE choices and other contract points
 // ---------------------------------------------------------------------------------------------
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn decide_delivery_attempt_resets_when_the_claim_starts_elsewhere() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -830,7 +868,8 @@ fn decide_delivery_attempt_resets_when_the_claim_starts_elsewhere() {
     let _ = r;
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn decide_filing_takes_the_head_after_the_prefix_when_gaps_are_left() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -845,7 +884,8 @@ fn decide_filing_takes_the_head_after_the_prefix_when_gaps_are_left() {
     assert_eq!(h.lane("q", QUEUE_MODE_GROUP).committed, 1);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn decide_completed_beyond_batch_end_is_refused_while_leased() {
     let mut h = Harness::new();
     h.push_n("q", 4);
@@ -860,7 +900,8 @@ fn decide_completed_beyond_batch_end_is_refused_while_leased() {
     let _ = r;
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn decide_items_above_the_signal_report_success_and_release() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -868,7 +909,8 @@ fn decide_items_above_the_signal_report_success_and_release() {
     assert!(res[1].success && res[1].lease_released && !res[1].dlq && res[1].error.is_none());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn decide_explicit_dlq_files_even_with_dlq_disabled() {
     let mut h = Harness::new();
     h.configure(
@@ -885,7 +927,8 @@ fn decide_explicit_dlq_files_even_with_dlq_disabled() {
     assert_eq!(h.dlq("q").len(), 1);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn unknown_messages_and_statuses_are_refused_per_item() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -909,7 +952,8 @@ fn unknown_messages_and_statuses_are_refused_per_item() {
     assert_eq!(res[2].error.as_deref(), Some("Invalid status: maybe"));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn push_dedup_reports_the_winner() {
     let mut h = Harness::new();
     let item = |tx: &str, p: &str| PushItem {
@@ -948,7 +992,8 @@ fn push_dedup_reports_the_winner() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn payloads_of_any_json_and_two_megabytes_round_trip() {
     let mut h = Harness::new();
     let big = "x".repeat(2 * 1024 * 1024 + 3);
@@ -971,7 +1016,8 @@ fn payloads_of_any_json_and_two_megabytes_round_trip() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn delayed_processing_and_window_buffer() {
     let mut h = Harness::new();
     h.configure(
@@ -1008,7 +1054,8 @@ fn delayed_processing_and_window_buffer() {
     assert_eq!(h.pop("win", None, 10).messages.len(), 3);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn configure_overwrites_every_option_and_labels() {
     let mut h = Harness::new();
     h.push_n("billing.invoices.v2", 1);
@@ -1049,7 +1096,8 @@ fn configure_overwrites_every_option_and_labels() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn transactions_are_all_or_nothing_and_count_duplicates() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -1096,7 +1144,8 @@ fn transactions_are_all_or_nothing_and_count_duplicates() {
     assert!(matches!(&retried.results[0], TxResult::Push(p) if p.status == PushStatus::Duplicate));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn transaction_failing_midway_asks_the_engine_to_roll_back() {
     let mut h = Harness::new();
     h.push_n("q", 2);
@@ -1120,7 +1169,8 @@ fn transaction_failing_midway_asks_the_engine_to_roll_back() {
     assert!(h.broker.take_changes().is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn delete_queue_removes_everything_including_group_metadata() {
     let mut h = Harness::new();
     h.push_n("q", 2);
@@ -1140,7 +1190,8 @@ fn delete_queue_removes_everything_including_group_metadata() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn delete_group_allows_reconsume() {
     let mut h = Harness::new();
     h.push_n("q", 2);
@@ -1152,7 +1203,8 @@ fn delete_group_allows_reconsume() {
     assert_eq!(h.pop("q", Some("g"), 5).messages.len(), 2);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn retention_and_eviction_delete_whole_segments() {
     let mut h = Harness::new();
     h.configure(
@@ -1192,7 +1244,8 @@ fn retention_and_eviction_delete_whole_segments() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn state_survives_restart_mid_lease() {
     let mut h = Harness::new();
     let r = w_setup(&mut h);
@@ -1207,7 +1260,8 @@ fn state_survives_restart_mid_lease() {
     assert_eq!(h.broker.extend_lease(h.now, &r.lease_id, 60).renewed, 0);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn one_segment_row_per_push_batch_per_partition() {
     let mut h = Harness::new();
     h.push_n("q", 1);

@@ -531,7 +531,8 @@ fn run_seed(seed: u64, steps: usize, canary: bool, verbose: bool) -> Result<(), 
     Ok(())
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn simulation_seeds() {
     let seeds: u64 = std::env::var("SIM_SEEDS")
         .ok()
@@ -544,7 +545,8 @@ fn simulation_seeds() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn canary_store_that_drops_writes_is_caught() {
     let caught = (0..20)
         .filter(|&seed| run_seed(seed, 300, true, false).is_err())
@@ -552,7 +554,8 @@ fn canary_store_that_drops_writes_is_caught() {
     assert_eq!(caught, 20, "every canary run must trip an invariant");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn replay_one() {
     if let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {
         run_seed(seed, 300, false, true).unwrap_or_else(|e| panic!("{e}"));

@@ -62,7 +62,8 @@ impl IdGen {
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn same_seed_same_ids_and_v7_shape() {
         let mut a = IdGen::new(42);
         let mut b = IdGen::new(42);
@@ -73,7 +74,8 @@ mod tests {
         assert_ne!(x, a.uuid_v7(1_700_000_000_000));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn ids_minted_in_one_millisecond_sort_in_mint_order() {
         let mut g = IdGen::new(3);
         let ids: Vec<String> = (0..10_000).map(|_| g.uuid_v7(1_700_000_000_000)).collect();

@@ -198,7 +198,8 @@ impl Lane {
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn claim_counts_redeliveries_only_at_the_same_start() {
         let mut lane = Lane::at(-1);
         assert_eq!(lane.claim(4, "L1", 100), 1);
@@ -212,7 +213,8 @@ mod tests {
         );
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn complete_resets_budget() {
         let mut lane = Lane::at(-1);
         lane.claim(4, "L", 100);

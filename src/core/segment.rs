@@ -84,7 +84,8 @@ mod tests {
         }
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn round_trips_any_json_including_null() {
         let batch = vec![
             msg(0, Value::Null),
@@ -94,14 +95,16 @@ mod tests {
         assert_eq!(decode(&encode(&batch)).unwrap(), batch);
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn refuses_unknown_version() {
         let mut bytes = encode(&[msg(0, json!(1))]);
         bytes[0] = 9;
         assert!(decode(&bytes).unwrap_err().contains("newer"));
     }
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn compresses_realistic_payloads() {
         let batch: Vec<_> = (0..100)
             .map(|i| msg(i, json!({"orderId": i, "customer": "c-1042", "items": [{"sku": "A-1", "qty": 2}], "status": "created"})))

@@ -52,7 +52,8 @@ pub fn parse_iso(text: &str) -> Option<i64> {
 mod tests {
     use super::*;
 
-    #[test]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn formats_and_parses() {
         let ms = 1_785_414_896_789;
         assert_eq!(iso_millis(ms), "2026-07-30T12:34:56.789Z");
