@@ -52,7 +52,13 @@ export function replaceKeepingFocus(container, nodes) {
 export function scroller(label, table, key = label) {
   const heads = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
   for (const tr of table.querySelectorAll('tbody tr')) {
-    [...tr.children].forEach((cell, i) => { if (heads[i]) cell.dataset.label = heads[i]; });
+    [...tr.children].forEach((cell, i) => {
+      if (!heads[i]) return;
+      cell.dataset.label = heads[i];
+      const inner = document.createElement('div');
+      inner.append(...cell.childNodes);
+      cell.append(inner);
+    });
   }
   table.classList.add('stack');
   return h('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': label, dataset: { scroll: key } }, table);
