@@ -12,8 +12,9 @@ const enc = encodeURIComponent;
 
 export class Simulator {
   /** @param {() => {request: Function}|null} getConn  @param {() => void} onChange */
-  constructor(getConn, onChange) {
+  constructor(getConn, onChange, leaseSecondsOf = () => null) {
     this.getConn = getConn;
+    this.leaseSecondsOf = leaseSecondsOf;
     this.onChange = onChange;
     this.consumers = [];
     this.log = [];
@@ -96,6 +97,8 @@ export class Simulator {
       idleMs = 250;
       const leaseId = res.body.leaseId || msgs[0].leaseId;
       c.leaseId = leaseId;
+      const leaseS = cfg.leaseSeconds > 0 ? cfg.leaseSeconds : this.leaseSecondsOf(cfg.queue);
+      c.leaseUntil = leaseS ? Date.now() + leaseS * 1000 : null;
       c.delivered += msgs.length;
       this.totals.delivered += msgs.length;
       const offsets = msgs.map((m) => m.offset);
@@ -111,6 +114,7 @@ export class Simulator {
         this.note(`Consumer ${c.id} crashed holding offsets ${offsets.join(', ')}: no ack, the lease will expire.`);
         this.set(c, 'crashed', 'restarting; its lease runs out on its own');
         c.leaseId = null;
+        c.leaseUntil = null;
         await sleep(500, signal);
         continue;
       }
@@ -133,6 +137,7 @@ export class Simulator {
         await sleep(1000, signal);
       }
       c.leaseId = null;
+      c.leaseUntil = null;
     }
     if (c.state !== 'stopped') this.set(c, 'stopped');
   }

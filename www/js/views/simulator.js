@@ -1,5 +1,6 @@
 // The simulator's form, one card per consumer (state, lease, counters) and a short event log.
 import { h, replaceKeepingFocus, shortId } from '../dom.js';
+import { refreshCountdowns } from '../countdown.js';
 import { store } from '../state.js';
 import { Simulator } from '../simulator.js';
 
@@ -10,11 +11,12 @@ let scheduled = false;
 let logOpen = true;
 
 export function initSimulator({ refresh }) {
+  const leaseSecondsOf = (queue) => (store.state.detail?.name === queue ? store.state.detail.options?.leaseTime ?? null : null);
   sim = new Simulator(() => store.state.conn, () => {
     if (scheduled) return;
     scheduled = true;
     requestAnimationFrame(() => { scheduled = false; renderSim(); });
-  });
+  }, leaseSecondsOf);
   const num = (id, label, value, min, max, hint) => h('div', { class: 'field' },
     h('label', { for: id }, label),
     h('input', { id, type: 'number', value: String(value), min: String(min), max: String(max), step: '1', inputmode: 'numeric', required: true,
@@ -109,7 +111,8 @@ function renderSim() {
     ? h('ul', { class: 'consumers', 'aria-label': 'Simulated consumers' }, sim.consumers.map((c) => h('li', { class: `consumer ${c.state}` },
       h('header', {}, h('h4', {}, `Consumer ${c.id}`), h('span', { class: `badge ${c.state}` }, c.state)),
       h('p', { class: 'detail' }, c.detail || '\u00a0'),
-      h('p', { class: 'muted' }, 'lease ', shortId(c.leaseId)),
+      h('p', { class: 'muted' }, 'lease ', shortId(c.leaseId),
+        c.leaseId && c.leaseUntil ? [' ends ', h('span', { dataset: { until: c.leaseUntil, before: 'in ', after: 'now (expired)' } })] : null),
       h('p', { class: 'counts' }, `${c.delivered} in, ${c.completed} ok, ${c.failed} failed, ${c.deadLettered} DLQ`))))
     : h('p', { class: 'muted' }, 'No consumers running. Fill in the form and press Start.');
   const log = sim.log.length
@@ -118,4 +121,5 @@ function renderSim() {
         h('time', { datetime: e.at.toISOString() }, e.at.toLocaleTimeString([], { hour12: false })), ' ', e.text))))
     : null;
   replaceKeepingFocus(out, [totals, cards, log]);
+  refreshCountdowns();
 }
