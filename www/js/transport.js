@@ -53,6 +53,7 @@ export async function connect(settings) {
         'Private windows and some browser settings block IndexedDB.');
     }
     label = `in-browser broker (IndexedDB “${name}”)`;
+    if (queen.role === 'follower') label += ', held by another tab: this tab forwards to it';
   }
   const conn = {
     label,
@@ -71,7 +72,9 @@ export async function connect(settings) {
       return res;
     },
     close() {
-      try { queen.close?.(); } catch { /* closing is best effort */ }
+      try {
+        Promise.resolve(queen.close?.()).catch(() => {});
+      } catch { /* closing is best effort */ }
     },
   };
   // Probe, so that a wrong URL or token shows up now, in plain words.
@@ -95,7 +98,7 @@ function reason(e) {
 
 /** The broker's answer `status` + `{error}` body, in words. */
 export function describe(status, body) {
-  const said = body && typeof body === 'object' && typeof body.error === 'string' ? body.error : '';
+  const said = (body && typeof body === 'object' && typeof body.error === 'string' ? body.error : '').replace(/\.$/, '');
   switch (true) {
     case status === 401: return said === 'Authentication required'
       ? 'This broker needs a token. Enter it next to the URL and connect again.'
