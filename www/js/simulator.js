@@ -2,6 +2,7 @@
 // time -> ack every message `completed`, or `failed` with the chosen failure rate (or, in "crash" mode,
 // no ack at all so the lease runs out). It only uses the Queen HTTP routes, through conn.request.
 import { sleep } from './dom.js';
+import { leaseHolders } from './state.js';
 
 const enc = encodeURIComponent;
 
@@ -97,6 +98,8 @@ export class Simulator {
       idleMs = 250;
       const leaseId = res.body.leaseId || msgs[0].leaseId;
       c.leaseId = leaseId;
+      leaseHolders.set(leaseId, `simulated consumer ${c.id}`);
+      if (leaseHolders.size > 500) leaseHolders.delete(leaseHolders.keys().next().value);
       const leaseS = cfg.leaseSeconds > 0 ? cfg.leaseSeconds : this.leaseSecondsOf(cfg.queue);
       c.leaseUntil = leaseS ? Date.now() + leaseS * 1000 : null;
       c.delivered += msgs.length;
@@ -111,6 +114,7 @@ export class Simulator {
       if (cfg.failMode === 'crash' && fails.some(Boolean)) {
         c.crashed += 1;
         this.totals.crashed += 1;
+        leaseHolders.set(leaseId, `simulated consumer ${c.id} (crashed)`);
         this.note(`Consumer ${c.id} crashed holding offsets ${offsets.join(', ')}: no ack, the lease will expire.`);
         this.set(c, 'crashed', 'restarting; its lease runs out on its own');
         c.leaseId = null;

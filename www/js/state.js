@@ -5,6 +5,9 @@ const enc = encodeURIComponent;
 export const QUEUE_MODE = '__QUEUE_MODE__';
 export const MESSAGE_PAGE = 25;
 
+/** Lease id -> who holds it, when the page knows (the simulator's consumers register here). */
+export const leaseHolders = new Map();
+
 export const store = {
   state: {
     conn: null,

@@ -1,7 +1,7 @@
 // The queue list and the selected queue's options, partitions and lanes (one lane per partition and
 // consumer group: cursor, backlog, lease with a live countdown, retry budget, redeliveries, retry hold).
 import { h, replaceKeepingFocus, scroller, timeCell, shortId, n } from '../dom.js';
-import { store, QUEUE_MODE } from '../state.js';
+import { store, QUEUE_MODE, leaseHolders } from '../state.js';
 import { refreshCountdowns } from '../countdown.js';
 
 const listEl = () => document.getElementById('queue-list');
@@ -130,7 +130,9 @@ export function lane(l, o) {
     h('dl', { class: 'kv lane-kv' },
       h('dt', {}, 'Committed offset'), h('dd', { dataset: { k: 'committed' } }, l.committedOffset < 0 ? 'none yet' : l.committedOffset),
       h('dt', {}, 'Backlog'), h('dd', { dataset: { k: 'backlog' } }, n('message', l.backlog)),
-      h('dt', {}, 'Lease holder'), h('dd', { dataset: { k: 'lease' } }, leased ? shortId(l.leaseId) : h('span', { class: 'muted' }, 'none')),
+      h('dt', {}, 'Lease holder'), h('dd', { dataset: { k: 'lease' } }, leased
+        ? [leaseHolders.has(l.leaseId) ? `${leaseHolders.get(l.leaseId)}, ` : '', 'lease ', shortId(l.leaseId)]
+        : h('span', { class: 'muted' }, 'none')),
       h('dt', {}, 'Lease expires'), h('dd', { dataset: { k: 'expires' } }, leased
         ? [h('span', { dataset: { until: expires, after: 'expired, free at next pop', before: 'in ' } }), ' ',
           h('progress', { max: '1', value: '1', dataset: { until: expires, span: leaseMs }, 'aria-label': 'Lease time left' })]
