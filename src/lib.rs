@@ -13,4 +13,6 @@
 pub mod core;
 pub mod engine;
 pub mod http;
+#[cfg(target_arch = "wasm32")]
+pub mod js;
 pub mod store;

@@ -1,0 +1,460 @@
+// The in-browser transport: one writer per database across tabs and workers.
+//
+// Every page or worker that opens the broker `name` competes for the Web Lock `queen-edge:<name>`.
+// - The holder is the writer: it opens the broker on IndexedDB (WasmBroker), serves its own requests
+//   locally and answers the others' on the BroadcastChannel `queen-edge:<name>`. It holds the lock with a
+//   promise that settles only on close(), so the browser releases it when the tab or worker goes away.
+// - The others are followers: they forward each request on the channel with a unique id and wait for the
+//   answer. Their lock request stays queued, so when the writer goes away one of them becomes the writer
+//   (opening the broker reloads everything from IndexedDB) and announces itself.
+//
+// Channel messages (structured clone):
+//   {t:'hello', from}                                   a follower asks who the writer is
+//   {t:'writer', writer}                                 "I am the writer" (on takeover and on hello)
+//   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: Uint8Array | undefined)
+//   {t:'ack', id, to, writer}                            the writer has it and is working on it
+//   {t:'res', id, to, writer, status, headers, body}     the answer
+//
+// Delivery: a follower re-sends a request every `resendMillis` until a writer acks it, and re-sends every
+// request not yet answered when a different writer announces itself (the old one died with it). The
+// writer remembers request ids for a while and never runs one twice: a duplicate gets the ack again, or
+// the stored answer. A request that reached an old writer, was committed, and whose answer was lost with
+// that writer is run again by the new one: pushes carry client-minted transactionIds, so a re-run push
+// answers `duplicate` with the original message id instead of storing the message twice.
+
+import init, { WasmBroker } from './pkg/queen_edge.js'
+import { QueenError, asQueenError } from './errors.js'
+import { parseBody, encodeBody } from './http.js'
+
+let wasmReady = null
+
+/** Loads and instantiates the wasm module once per global. */
+export function loadWasm(wasmUrl) {
+  if (!wasmReady) {
+    wasmReady = init(wasmUrl ? { module_or_path: wasmUrl } : undefined).catch((error) => {
+      wasmReady = null
+      throw new QueenError('unavailable', 'could not load the queen-edge wasm module: ' + (error.message || error), { cause: error })
+    })
+  }
+  return wasmReady
+}
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+function randomId() {
+  const bytes = new Uint8Array(8)
+  globalThis.crypto.getRandomValues(bytes)
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')
+}
+
+/** Deletes the IndexedDB database of broker `name` (every open broker on it stops working). */
+export async function deleteDatabase(name, options = {}) {
+  await loadWasm(options.wasmUrl)
+  try {
+    await WasmBroker.deleteDatabase(name)
+  } catch (error) {
+    throw asQueenError(error)
+  }
+}
+
+export class LocalTransport {
+  #name
+  #options
+  #id = randomId()
+  #seq = 0
+  #channel = null
+  #role = 'connecting'
+  #broker = null
+  #persisted = undefined
+  #writerId = null
+  #pending = new Map()
+  #served = new Map()
+  #releaseLock = null
+  #lockAbort = new AbortController()
+  #closed = false
+  #timers = []
+  #maintenance = null
+  #roleListeners = new Set()
+  #lastError = null
+
+  constructor(options) {
+    this.#name = options.name
+    this.#options = {
+      durability: options.durability ?? 'strict',
+      persist: options.persist ?? true,
+      maintenanceIntervalMillis: options.maintenanceIntervalMillis ?? 60000,
+      resendMillis: options.resendMillis ?? 250,
+      noWriterTimeoutMillis: options.noWriterTimeoutMillis ?? 30000,
+      answerCacheMillis: options.answerCacheMillis ?? 60000
+    }
+  }
+
+  /** Opens the broker `options.name` in this global: as the writer if nobody else is, else as a follower. */
+  static async open(options = {}) {
+    if (!options || typeof options.name !== 'string' || options.name === '') {
+      throw new QueenError('invalid', 'Queen.open needs a name: Queen.open({ name: "app" })')
+    }
+    if (!['strict', 'relaxed', 'default'].includes(options.durability ?? 'strict')) {
+      throw new QueenError('invalid', 'durability must be "strict", "relaxed" or "default"')
+    }
+    await loadWasm(options.wasmUrl)
+    const transport = new LocalTransport(options)
+    await transport.#start()
+    return transport
+  }
+
+  get name() {
+    return this.#name
+  }
+
+  /** `'writer'` (this global holds the database) or `'follower'` (requests go to the writer). */
+  get role() {
+    return this.#role
+  }
+
+  /** The browser's answer to `navigator.storage.persist()` when this global became the writer. */
+  get persisted() {
+    return this.#persisted
+  }
+
+  /** The id of the writer this transport last heard from (its own when it is the writer). */
+  get writerId() {
+    return this.#writerId
+  }
+
+  /** This transport's id on the channel. */
+  get id() {
+    return this.#id
+  }
+
+  /** The last error of a failed takeover (the database could not be opened), or null. */
+  get lastError() {
+    return this.#lastError
+  }
+
+  /** The underlying broker while this global is the writer (internal; for benchmarks and tests). */
+  get broker() {
+    return this.#broker
+  }
+
+  onRoleChange(callback) {
+    this.#roleListeners.add(callback)
+    return () => this.#roleListeners.delete(callback)
+  }
+
+  #lockName() {
+    return 'queen-edge:' + this.#name
+  }
+
+  async #start() {
+    if (typeof BroadcastChannel === 'function') {
+      this.#channel = new BroadcastChannel('queen-edge:' + this.#name)
+      this.#channel.onmessage = (event) => this.#onMessage(event.data)
+    }
+    const locks = globalThis.navigator && globalThis.navigator.locks
+    let got
+    if (!locks || !this.#channel) {
+      got = 'no-locks'
+    } else {
+      try {
+        got = await new Promise((resolve, reject) => {
+          locks
+            .request(this.#lockName(), { ifAvailable: true }, (lock) => {
+              if (!lock) {
+                resolve(false)
+                return undefined
+              }
+              return new Promise((release) => {
+                this.#releaseLock = release
+                resolve(true)
+              })
+            })
+            .catch(reject)
+        })
+      } catch {
+        // Web Locks refused here (an opaque origin, e.g. a sandboxed iframe): no other context can share
+        // this origin's storage anyway, so act alone.
+        got = 'no-locks'
+      }
+    }
+    this.#timers.push(setInterval(() => this.#tick(), this.#options.resendMillis))
+    if (got === true || got === 'no-locks') {
+      try {
+        await this.#becomeWriter()
+      } catch (error) {
+        this.#shutdown()
+        throw asQueenError(error)
+      }
+    } else {
+      this.#setRole('follower')
+      this.#post({ t: 'hello', from: this.#id })
+      this.#queueForLock()
+    }
+  }
+
+  #queueForLock() {
+    const locks = globalThis.navigator.locks
+    locks
+      .request(this.#lockName(), { signal: this.#lockAbort.signal }, async () => {
+        if (this.#closed) return undefined
+        try {
+          await this.#becomeWriter()
+        } catch (error) {
+          // The database cannot be opened here (e.g. a newer format): give the lock back and try again
+          // later; meanwhile another context may succeed.
+          this.#lastError = asQueenError(error)
+          for (const entry of this.#pending.values()) {
+            if (entry.local) {
+              this.#pending.delete(entry.msg.id)
+              entry.reject(this.#lastError)
+            }
+          }
+          setTimeout(() => { if (!this.#closed) this.#queueForLock() }, 1000)
+          return undefined
+        }
+        return new Promise((release) => { this.#releaseLock = release })
+      })
+      .catch(() => {
+        // AbortError on close(): nothing to do.
+      })
+  }
+
+  async #becomeWriter() {
+    let broker
+    try {
+      broker = await WasmBroker.open(this.#name, {
+        durability: this.#options.durability,
+        persist: this.#options.persist
+      })
+    } catch (error) {
+      throw asQueenError(error)
+    }
+    if (this.#closed) {
+      broker.close()
+      broker.free()
+      return
+    }
+    this.#broker = broker
+    this.#persisted = broker.persisted
+    this.#writerId = this.#id
+    this.#lastError = null
+    this.#setRole('writer')
+    this.#post({ t: 'writer', writer: this.#id })
+    if (this.#options.maintenanceIntervalMillis > 0) {
+      this.#maintenance = setInterval(() => {
+        if (this.#broker) this.#broker.maintain().catch(() => {})
+      }, this.#options.maintenanceIntervalMillis)
+    }
+    // Requests this global had forwarded to the writer that just went away: run them here.
+    for (const entry of [...this.#pending.values()]) this.#runPendingLocally(entry)
+  }
+
+  #setRole(role) {
+    if (this.#role === role) return
+    this.#role = role
+    for (const callback of this.#roleListeners) {
+      try {
+        callback(role)
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
+  }
+
+  #post(message) {
+    if (!this.#channel) return
+    try {
+      this.#channel.postMessage(message)
+    } catch {
+      // The channel is closed (we are closing).
+    }
+  }
+
+  /** Sends a request through the broker; `body` is JSON-encoded unless a string. */
+  async request(method, path, body, _options) {
+    const encoded = encodeBody(body)
+    const headers = encoded === undefined ? {} : { 'Content-Type': 'application/json' }
+    const response = await this.raw(method, path, headers, encoded === undefined ? undefined : encoder.encode(encoded))
+    const text = response.body && response.body.length ? decoder.decode(response.body) : ''
+    return { status: response.status, headers: response.headers, body: parseBody(text) }
+  }
+
+  /**
+   * One request in HTTP shape: `headers` a plain object, `body` a Uint8Array or undefined. Resolves to
+   * `{status, headers, body: Uint8Array}`.
+   */
+  raw(method, path, headers, body) {
+    if (this.#closed) return Promise.reject(new QueenError('closed', 'this Queen was closed'))
+    if (this.#role === 'writer') return this.#handleLocal(method, path, headers, body)
+    return new Promise((resolve, reject) => {
+      const id = this.#id + ':' + ++this.#seq
+      const now = Date.now()
+      const entry = {
+        msg: { t: 'req', id, from: this.#id, method, path, headers, body },
+        resolve,
+        reject,
+        acked: null,
+        local: false,
+        sentAt: now,
+        createdAt: now
+      }
+      this.#pending.set(id, entry)
+      this.#post(entry.msg)
+    })
+  }
+
+  async #handleLocal(method, path, headers, body) {
+    const broker = this.#broker
+    if (!broker || this.#closed) throw new QueenError('closed', 'this Queen was closed')
+    let response
+    try {
+      response = await broker.handle(method, path, headers, body)
+    } catch (error) {
+      throw asQueenError(error)
+    }
+    if (this.#closed) throw new QueenError('closed', 'this Queen was closed')
+    return response
+  }
+
+  #runPendingLocally(entry) {
+    if (entry.local) return
+    entry.local = true
+    const { method, path, headers, body } = entry.msg
+    this.#handleLocal(method, path, headers, body).then(
+      (response) => this.#settle(entry.msg.id, response, null),
+      (error) => this.#settle(entry.msg.id, null, error)
+    )
+  }
+
+  #settle(id, response, error) {
+    const entry = this.#pending.get(id)
+    if (!entry) return
+    this.#pending.delete(id)
+    if (error) entry.reject(error)
+    else entry.resolve(response)
+  }
+
+  #tick() {
+    const now = Date.now()
+    if (this.#role !== 'writer') {
+      for (const entry of [...this.#pending.values()]) {
+        if (entry.local || entry.acked) continue
+        if (now - entry.createdAt > this.#options.noWriterTimeoutMillis) {
+          const reason = this.#lastError ? ': ' + this.#lastError.message : ''
+          this.#settle(entry.msg.id, null, new QueenError('no_writer',
+            `no tab or worker serving "${this.#name}" answered within ${this.#options.noWriterTimeoutMillis} ms${reason}`))
+          continue
+        }
+        if (now - entry.sentAt >= this.#options.resendMillis * 4) {
+          entry.sentAt = now
+          this.#post(entry.msg)
+        }
+      }
+    }
+    for (const [id, served] of this.#served) {
+      if (served.response && now - served.at > this.#options.answerCacheMillis) this.#served.delete(id)
+    }
+  }
+
+  #onMessage(data) {
+    if (!data || typeof data !== 'object' || this.#closed) return
+    switch (data.t) {
+      case 'hello':
+        if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id })
+        break
+      case 'writer':
+        if (data.writer === this.#id) break
+        this.#writerId = data.writer
+        if (this.#role !== 'writer') {
+          for (const entry of this.#pending.values()) {
+            if (entry.local || entry.acked === data.writer) continue
+            entry.acked = null
+            entry.sentAt = Date.now()
+            this.#post(entry.msg)
+          }
+        }
+        break
+      case 'req':
+        if (this.#role === 'writer') this.#serveForwarded(data)
+        break
+      case 'ack':
+        if (data.to === this.#id) {
+          const entry = this.#pending.get(data.id)
+          if (entry) {
+            entry.acked = data.writer
+            this.#writerId = data.writer
+          }
+        }
+        break
+      case 'res':
+        if (data.to === this.#id) {
+          this.#settle(data.id, { status: data.status, headers: data.headers, body: data.body }, null)
+        }
+        break
+      default:
+        break
+    }
+  }
+
+  #serveForwarded(req) {
+    const known = this.#served.get(req.id)
+    if (known) {
+      if (known.response) this.#post({ t: 'res', id: req.id, to: req.from, writer: this.#id, ...known.response })
+      else this.#post({ t: 'ack', id: req.id, to: req.from, writer: this.#id })
+      return
+    }
+    const served = { at: Date.now(), response: null }
+    this.#served.set(req.id, served)
+    this.#post({ t: 'ack', id: req.id, to: req.from, writer: this.#id })
+    this.#handleLocal(req.method, req.path, req.headers, req.body).then(
+      (response) => {
+        if (this.#closed) return
+        served.response = { status: response.status, headers: response.headers, body: response.body }
+        served.at = Date.now()
+        this.#post({ t: 'res', id: req.id, to: req.from, writer: this.#id, ...served.response })
+      },
+      (error) => {
+        // Closing: say nothing, the follower re-sends to the next writer.
+        if (this.#closed) return
+        const err = asQueenError(error)
+        served.response = {
+          status: err.code === 'quota_exceeded' ? 507 : 503,
+          headers: { 'Content-Type': 'application/json' },
+          body: encoder.encode(JSON.stringify({ error: err.message, code: err.code }))
+        }
+        served.at = Date.now()
+        this.#post({ t: 'res', id: req.id, to: req.from, writer: this.#id, ...served.response })
+      }
+    )
+  }
+
+  #shutdown() {
+    this.#closed = true
+    for (const timer of this.#timers) clearInterval(timer)
+    this.#timers = []
+    if (this.#maintenance) clearInterval(this.#maintenance)
+    this.#maintenance = null
+    if (this.#broker) {
+      this.#broker.close()
+      this.#broker = null
+    }
+    if (this.#releaseLock) this.#releaseLock()
+    this.#releaseLock = null
+    this.#lockAbort.abort()
+    if (this.#channel) this.#channel.close()
+    this.#channel = null
+  }
+
+  /**
+   * Closes this context's part: a writer fences its broker (nothing more reaches IndexedDB) and gives the
+   * lock to the next waiting context; requests still pending here reject with code `closed`.
+   */
+  close() {
+    if (this.#closed) return
+    this.#shutdown()
+    for (const entry of this.#pending.values()) entry.reject(new QueenError('closed', 'this Queen was closed'))
+    this.#pending.clear()
+    this.#setRole('closed')
+  }
+}

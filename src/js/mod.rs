@@ -1,0 +1,475 @@
+//! The npm module's bindings (wasm32 only): a broker in a page or worker on IndexedDB, answering Queen's
+//! HTTP API through [`crate::http::handle`].
+//!
+//! The JavaScript wrapper (`js/index.js`) builds the fluent client, the writer election across tabs and
+//! the Service Worker mode on top of the one class exported here, [`WasmBroker`]:
+//!
+//! - `WasmBroker.open(name, options)` opens (or creates) the IndexedDB database `name`, loads the broker
+//!   and asks for persistent storage; its errors are JS `Error`s with a `code`
+//!   (see [`error_code`]);
+//! - `broker.handle(method, url, headers, body)` answers one Queen HTTP request;
+//! - `broker.maintain()` runs retention and eviction (the wrapper calls it from a timer in the writer);
+//! - `broker.close()` fences the broker: nothing it does afterwards reaches IndexedDB, so a writer that
+//!   hands over to another tab can never write behind the new writer's back.
+//!
+//! Only one `WasmBroker` may write a database at a time; the wrapper guarantees it with a Web Lock.
+
+use crate::core::BrokerConfig;
+use crate::engine::{Engine, Host};
+use crate::http::{self, HttpConfig, HttpRequest};
+use crate::store::idb::{self, Durability, IdbOptions, IdbStore};
+use crate::store::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
+use futures::future::LocalBoxFuture;
+use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
+
+/// The [`Host`] of a browser global (window, dedicated, shared or service worker): `Date.now()`,
+/// `setTimeout` found on the global object, and `crypto.getRandomValues`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BrowserHost;
+
+impl Host for BrowserHost {
+    fn now_ms(&self) -> i64 {
+        js_sys::Date::now() as i64
+    }
+
+    fn sleep(&self, ms: u64) -> LocalBoxFuture<'static, ()> {
+        // setTimeout takes a signed 32-bit delay; longer ones fire at once, so clamp.
+        let delay = ms.min(i32::MAX as u64) as f64;
+        let promise = Promise::new(&mut |resolve, _reject| {
+            let global = js_sys::global();
+            let set_timeout = Reflect::get(&global, &"setTimeout".into())
+                .ok()
+                .and_then(|f| f.dyn_into::<Function>().ok());
+            match set_timeout {
+                Some(set_timeout) => {
+                    if set_timeout
+                        .call2(&global, &resolve, &JsValue::from_f64(delay))
+                        .is_err()
+                    {
+                        let _ = resolve.call0(&JsValue::UNDEFINED);
+                    }
+                }
+                // No timers at all (never seen in a browser): wake at once; the engine re-checks and
+                // parks again, so this degrades to polling rather than hanging.
+                None => {
+                    let _ = resolve.call0(&JsValue::UNDEFINED);
+                }
+            }
+        });
+        Box::pin(async move {
+            let _ = JsFuture::from(promise).await;
+        })
+    }
+
+    fn entropy(&self) -> u64 {
+        let bytes = Uint8Array::new_with_length(8);
+        let filled = Reflect::get(&js_sys::global(), &"crypto".into())
+            .ok()
+            .filter(|c| c.is_object())
+            .and_then(|crypto| {
+                let get: Function = Reflect::get(&crypto, &"getRandomValues".into())
+                    .ok()?
+                    .dyn_into()
+                    .ok()?;
+                get.call1(&crypto, &bytes).ok()
+            })
+            .is_some();
+        let mut out = [0u8; 8];
+        if filled {
+            bytes.copy_to(&mut out);
+        } else {
+            // No Web Crypto (never seen in a browser): Math.random is weaker but ids stay unique
+            // because they also carry the clock.
+            for b in out.iter_mut() {
+                *b = (js_sys::Math::random() * 256.0) as u8;
+            }
+        }
+        u64::from_le_bytes(out)
+    }
+}
+
+/// An [`IdbStore`] that can be fenced off: after [`FencedStore::fence`] every call fails with
+/// [`StoreErrorKind::Unavailable`] and the IndexedDB connection closes once in-flight calls finish.
+///
+/// A closed broker may still have long-polls parked in its engine; the fence guarantees that when they
+/// wake they cannot write to a database another writer now owns.
+#[derive(Debug)]
+pub struct FencedStore {
+    inner: RefCell<Option<Rc<IdbStore>>>,
+}
+
+impl FencedStore {
+    /// Wraps an open store.
+    pub fn new(store: IdbStore) -> Self {
+        FencedStore {
+            inner: RefCell::new(Some(Rc::new(store))),
+        }
+    }
+
+    /// Refuses every later call and lets the connection close.
+    pub fn fence(&self) {
+        self.inner.borrow_mut().take();
+    }
+
+    /// True once [`FencedStore::fence`] was called.
+    pub fn is_fenced(&self) -> bool {
+        self.inner.borrow().is_none()
+    }
+
+    fn current(&self) -> Result<Rc<IdbStore>, StoreError> {
+        self.inner.borrow().clone().ok_or_else(|| {
+            StoreError::new(
+                StoreErrorKind::Unavailable,
+                "this broker was closed (another tab or worker may be the writer now)",
+            )
+        })
+    }
+}
+
+impl Store for FencedStore {
+    async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
+        let store = self.current()?;
+        store.scan(prefix).await
+    }
+
+    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
+        let store = self.current()?;
+        store.commit(changes).await
+    }
+}
+
+/// The `code` of a JS error for a store failure:
+/// `"quota_exceeded"`, `"unavailable"`, `"newer_format"` or `"storage"`.
+pub fn error_code(kind: StoreErrorKind) -> &'static str {
+    match kind {
+        StoreErrorKind::QuotaExceeded => "quota_exceeded",
+        StoreErrorKind::Unavailable => "unavailable",
+        StoreErrorKind::NewerFormat => "newer_format",
+        StoreErrorKind::Other => "storage",
+    }
+}
+
+/// A JS `Error` named `QueenError` with a `code` property.
+fn js_error(code: &str, message: &str) -> JsValue {
+    let error = js_sys::Error::new(message);
+    error.set_name("QueenError");
+    let _ = Reflect::set(&error, &"code".into(), &code.into());
+    error.into()
+}
+
+fn store_js_error(e: &StoreError) -> JsValue {
+    js_error(error_code(e.kind), &e.message)
+}
+
+type BrowserEngine = Engine<FencedStore, BrowserHost>;
+
+struct Inner {
+    engine: BrowserEngine,
+    config: HttpConfig,
+    name: String,
+    persisted: Option<bool>,
+    closed: Cell<bool>,
+}
+
+/// A Queen broker in this page or worker, on the IndexedDB database it was opened with.
+///
+/// Requests go through [`WasmBroker::handle`] in Queen's HTTP shape. Only one `WasmBroker` may be open
+/// on a database across all tabs and workers (the JS wrapper elects it with a Web Lock).
+#[wasm_bindgen]
+pub struct WasmBroker {
+    inner: Rc<Inner>,
+}
+
+fn read_string(options: &JsValue, key: &str) -> Option<String> {
+    if !options.is_object() {
+        return None;
+    }
+    Reflect::get(options, &key.into())
+        .ok()
+        .and_then(|v| v.as_string())
+}
+
+fn read_bool(options: &JsValue, key: &str) -> Option<bool> {
+    if !options.is_object() {
+        return None;
+    }
+    Reflect::get(options, &key.into())
+        .ok()
+        .and_then(|v| v.as_bool())
+}
+
+fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
+    if body.is_undefined() || body.is_null() {
+        return Ok(Vec::new());
+    }
+    if let Some(text) = body.as_string() {
+        return Ok(text.into_bytes());
+    }
+    if let Some(bytes) = body.dyn_ref::<Uint8Array>() {
+        return Ok(bytes.to_vec());
+    }
+    if let Some(buffer) = body.dyn_ref::<js_sys::ArrayBuffer>() {
+        return Ok(Uint8Array::new(buffer).to_vec());
+    }
+    Err(js_error(
+        "bad_request",
+        "body must be a string, a Uint8Array, an ArrayBuffer, null or undefined",
+    ))
+}
+
+fn header_pairs(headers: &JsValue) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if headers.is_undefined() || headers.is_null() {
+        return out;
+    }
+    let entries: Array = if Array::is_array(headers) {
+        headers.clone().unchecked_into()
+    } else if headers.is_object() {
+        Object::entries(headers.unchecked_ref())
+    } else {
+        return out;
+    };
+    for entry in entries.iter() {
+        let pair: Array = match entry.dyn_into() {
+            Ok(pair) => pair,
+            Err(_) => continue,
+        };
+        if let (Some(name), Some(value)) = (pair.get(0).as_string(), pair.get(1).as_string()) {
+            out.push((name, value));
+        }
+    }
+    out
+}
+
+#[wasm_bindgen]
+impl WasmBroker {
+    /// Opens the broker stored in the IndexedDB database `name`, creating it when it does not exist.
+    ///
+    /// `options` (all optional): `durability` (`"strict"`, the default: a commit is on disk before its
+    /// answer; `"relaxed"`: faster, a power loss right after may lose it; `"default"`: the browser's own),
+    /// `persist` (default `true`: ask `navigator.storage.persist()`; the answer is [`WasmBroker::persisted`]).
+    ///
+    /// Rejects with an `Error` whose `code` is `"unavailable"` (no IndexedDB here, e.g. some private
+    /// modes), `"newer_format"` (the database was written by a newer version), `"quota_exceeded"` or
+    /// `"storage"`.
+    pub async fn open(name: String, options: JsValue) -> Result<WasmBroker, JsValue> {
+        let durability = match read_string(&options, "durability").as_deref() {
+            None | Some("strict") => Durability::Strict,
+            Some("relaxed") => Durability::Relaxed,
+            Some("default") => Durability::BrowserDefault,
+            Some(other) => {
+                return Err(js_error(
+                    "bad_request",
+                    &format!(
+                        "durability must be \"strict\", \"relaxed\" or \"default\", not {other:?}"
+                    ),
+                ))
+            }
+        };
+        let ask_persist = read_bool(&options, "persist").unwrap_or(true);
+        let store = IdbStore::open(&name, IdbOptions { durability })
+            .await
+            .map_err(|e| store_js_error(&e))?;
+        let persisted = if ask_persist {
+            // Workers have no persist(); that is an answer too ("not asked"), not an error.
+            idb::persist().await.ok()
+        } else {
+            None
+        };
+        let host = BrowserHost;
+        let started_at_ms = host.now_ms();
+        let engine = Engine::open(FencedStore::new(store), host, BrokerConfig::default())
+            .await
+            .map_err(|e| match e {
+                crate::engine::EngineError::Store(s) => store_js_error(&s),
+                other => js_error("storage", &other.to_string()),
+            })?;
+        let config = HttpConfig {
+            worker_id: "queen-edge-browser".to_string(),
+            started_at_ms,
+            ..HttpConfig::default()
+        };
+        Ok(WasmBroker {
+            inner: Rc::new(Inner {
+                engine,
+                config,
+                name,
+                persisted,
+                closed: Cell::new(false),
+            }),
+        })
+    }
+
+    /// Deletes the IndexedDB database `name` and everything in it. Open brokers on it stop working.
+    #[wasm_bindgen(js_name = deleteDatabase)]
+    pub async fn delete_database(name: String) -> Result<(), JsValue> {
+        IdbStore::delete_database(&name)
+            .await
+            .map_err(|e| store_js_error(&e))
+    }
+
+    /// The database name this broker was opened on.
+    #[wasm_bindgen(getter)]
+    pub fn name(&self) -> String {
+        self.inner.name.clone()
+    }
+
+    /// The browser's answer to `navigator.storage.persist()` at open: `true` (storage will not be evicted
+    /// under pressure), `false` (it may be), or `undefined` (not asked, or not available here, as in
+    /// workers).
+    #[wasm_bindgen(getter)]
+    pub fn persisted(&self) -> Option<bool> {
+        self.inner.persisted
+    }
+
+    /// True once [`WasmBroker::close`] was called.
+    #[wasm_bindgen(getter)]
+    pub fn closed(&self) -> bool {
+        self.inner.closed.get()
+    }
+
+    /// Answers one Queen HTTP request.
+    ///
+    /// `url` is a path with an optional query (`/api/v1/pop/queue/q?batch=10`) or a full URL (only its
+    /// path and query are used). `headers` is a plain object or an array of `[name, value]` pairs (may be
+    /// `undefined`). `body` is a string, a `Uint8Array`, an `ArrayBuffer`, `null` or `undefined`.
+    ///
+    /// Resolves to `{ status, headers, body }` where `headers` is an object and `body` a `Uint8Array`
+    /// (empty for 204). A long-poll pop resolves when messages arrive or its timeout passes. After
+    /// [`WasmBroker::close`] every request answers 503.
+    #[wasm_bindgen(
+        unchecked_return_type = "Promise<{status: number, headers: Record<string, string>, body: Uint8Array}>"
+    )]
+    pub fn handle(&self, method: String, url: String, headers: JsValue, body: JsValue) -> Promise {
+        let inner = self.inner.clone();
+        let body = body_bytes(&body);
+        let headers = header_pairs(&headers);
+        future_to_promise(async move {
+            let body = body?;
+            let target = strip_origin(&url);
+            let mut request = HttpRequest::new(&method, target);
+            request.headers = headers;
+            request.body = body;
+            let response = if inner.closed.get() {
+                closed_response()
+            } else {
+                http::handle(&inner.engine, &inner.config, request).await
+            };
+            let out = Object::new();
+            Reflect::set(&out, &"status".into(), &JsValue::from(response.status))?;
+            let headers = Object::new();
+            for (name, value) in &response.headers {
+                Reflect::set(&headers, &name.as_str().into(), &value.as_str().into())?;
+            }
+            Reflect::set(&out, &"headers".into(), &headers)?;
+            let body = Uint8Array::from(response.body.as_slice());
+            Reflect::set(&out, &"body".into(), &body)?;
+            Ok(out.into())
+        })
+    }
+
+    /// Runs retention and eviction now. Resolves to `{ retentionDeleted, evicted, segmentsDeleted }`.
+    #[wasm_bindgen(
+        unchecked_return_type = "Promise<{retentionDeleted: number, evicted: number, segmentsDeleted: number}>"
+    )]
+    pub fn maintain(&self) -> Promise {
+        let inner = self.inner.clone();
+        future_to_promise(async move {
+            if inner.closed.get() {
+                return Err(js_error("closed", "this broker was closed"));
+            }
+            let report = inner.engine.maintain().await.map_err(|e| match e {
+                crate::engine::EngineError::Store(s) => store_js_error(&s),
+                other => js_error("storage", &other.to_string()),
+            })?;
+            let out = Object::new();
+            Reflect::set(
+                &out,
+                &"retentionDeleted".into(),
+                &(report.retention_deleted as f64).into(),
+            )?;
+            Reflect::set(&out, &"evicted".into(), &(report.evicted as f64).into())?;
+            Reflect::set(
+                &out,
+                &"segmentsDeleted".into(),
+                &(report.segments_deleted as f64).into(),
+            )?;
+            Ok(out.into())
+        })
+    }
+
+    /// The engine's work counters: `{ commits, rowsWritten, bytesWritten, reloads }`.
+    #[wasm_bindgen(
+        unchecked_return_type = "{commits: number, rowsWritten: number, bytesWritten: number, reloads: number}"
+    )]
+    pub fn counters(&self) -> JsValue {
+        let c = self.inner.engine.counters();
+        let out = Object::new();
+        for (key, value) in [
+            ("commits", c.commits),
+            ("rowsWritten", c.rows_written),
+            ("bytesWritten", c.bytes_written),
+            ("reloads", c.reloads),
+        ] {
+            let _ = Reflect::set(&out, &key.into(), &(value as f64).into());
+        }
+        out.into()
+    }
+
+    /// Closes the broker: later requests answer 503, nothing more reaches IndexedDB (parked long-polls
+    /// included), and the database connection closes once in-flight commits finish.
+    pub fn close(&self) {
+        self.inner.closed.set(true);
+        self.inner.engine.store().fence();
+    }
+}
+
+/// The path-and-query part of `url` (`https://h/api/v1/x?q` → `/api/v1/x?q`); a path stays as it is.
+fn strip_origin(url: &str) -> &str {
+    match url.find("://") {
+        Some(scheme_end) => {
+            let rest = &url[scheme_end + 3..];
+            match rest.find('/') {
+                Some(slash) => &rest[slash..],
+                None => "/",
+            }
+        }
+        None => url,
+    }
+}
+
+fn closed_response() -> http::HttpResponse {
+    http::HttpResponse {
+        status: 503,
+        headers: vec![("Content-Type".to_string(), "application/json".to_string())],
+        body: br#"{"error":"this broker was closed"}"#.to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[wasm_bindgen_test::wasm_bindgen_test]
+    fn strip_origin_keeps_path_and_query() {
+        assert_eq!(
+            strip_origin("https://h.example/api/v1/pop?x=1"),
+            "/api/v1/pop?x=1"
+        );
+        assert_eq!(strip_origin("http://h"), "/");
+        assert_eq!(strip_origin("/health"), "/health");
+    }
+
+    #[wasm_bindgen_test::wasm_bindgen_test]
+    fn store_error_kinds_have_codes() {
+        assert_eq!(error_code(StoreErrorKind::QuotaExceeded), "quota_exceeded");
+        assert_eq!(error_code(StoreErrorKind::Unavailable), "unavailable");
+        assert_eq!(error_code(StoreErrorKind::NewerFormat), "newer_format");
+        assert_eq!(error_code(StoreErrorKind::Other), "storage");
+    }
+}
