@@ -87,7 +87,8 @@ async function doConnect() {
   stopSimulator();
   poller.stop();
   store.state.conn?.close();
-  store.set({ conn: null, queues: [], detail: null, dlq: [], messages: [], selected: null, partition: null });
+  store.set({ conn: null, queues: [], detail: null, dlq: [], messages: [], selected: null, partition: null,
+    msgOffset: null, dlqGroup: '', dlqSelected: new Set() });
   try {
     const conn = await connect(settings);
     store.set({ conn });

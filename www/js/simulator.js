@@ -68,6 +68,7 @@ export class Simulator {
 
   async loop(c, signal) {
     const cfg = this.config;
+    const totals = this.totals; // this run's totals: a restart must not mix runs
     const params = new URLSearchParams({ batch: String(cfg.batch), wait: 'false' });
     if (cfg.group) params.set('consumerGroup', cfg.group);
     if (cfg.group && cfg.fromOldest) params.set('subscriptionMode', 'all');
@@ -103,7 +104,7 @@ export class Simulator {
       const leaseS = cfg.leaseSeconds > 0 ? cfg.leaseSeconds : this.leaseSecondsOf(cfg.queue);
       c.leaseUntil = leaseS ? Date.now() + leaseS * 1000 : null;
       c.delivered += msgs.length;
-      this.totals.delivered += msgs.length;
+      totals.delivered += msgs.length;
       const offsets = msgs.map((m) => m.offset);
       const attempt = Math.max(...msgs.map((m) => m.deliveryAttempt || 1));
       this.set(c, 'handling', `${msgs.length} message${msgs.length === 1 ? '' : 's'} (offsets ${offsets[0]}–${offsets[offsets.length - 1]}` +
@@ -113,7 +114,7 @@ export class Simulator {
       const fails = msgs.map(() => Math.random() < cfg.failureRate);
       if (cfg.failMode === 'crash' && fails.some(Boolean)) {
         c.crashed += 1;
-        this.totals.crashed += 1;
+        totals.crashed += 1;
         leaseHolders.set(leaseId, `simulated consumer ${c.id} (crashed)`);
         this.note(`Consumer ${c.id} crashed holding offsets ${offsets.join(', ')}: no ack, the lease will expire.`);
         this.set(c, 'crashed', 'restarting; its lease runs out on its own');
@@ -134,7 +135,7 @@ export class Simulator {
         const body = { acknowledgments };
         if (cfg.group) body.consumerGroup = cfg.group;
         const { body: results } = await conn.request('POST', '/api/v1/ack/batch', body);
-        this.tally(c, msgs, fails, Array.isArray(results) ? results : []);
+        this.tally(c, msgs, fails, Array.isArray(results) ? results : [], totals);
       } catch (e) {
         this.set(c, 'error', e.message);
         this.note(`Consumer ${c.id}: ack failed: ${e.message}`);
@@ -146,25 +147,25 @@ export class Simulator {
     if (c.state !== 'stopped') this.set(c, 'stopped');
   }
 
-  tally(c, msgs, fails, results) {
+  tally(c, msgs, fails, results, totals) {
     msgs.forEach((m, i) => {
       const r = results[i] || {};
       if (r.success === false) {
-        this.totals.refused += 1;
+        totals.refused += 1;
         this.note(`Consumer ${c.id}: ack of offset ${m.offset} refused: ${r.error || 'no reason given'}.`);
         return;
       }
       if (r.dlq) {
         c.deadLettered += 1;
-        this.totals.deadLettered += 1;
+        totals.deadLettered += 1;
         this.note(`Offset ${m.offset} was dead-lettered after ${m.retryCount ?? '?'} retries.`);
       }
       if (fails[i]) {
         c.failed += 1;
-        this.totals.failed += 1;
+        totals.failed += 1;
       } else {
         c.completed += 1;
-        this.totals.completed += 1;
+        totals.completed += 1;
       }
     });
     const failedAt = msgs.findIndex((_, i) => fails[i]);
