@@ -1,5 +1,15 @@
 // Wires the page: the connection form, the poller and its visible refresh state, the alert line, and the
 // views. Each view re-renders itself from `store` when its data changes.
+//
+// Module map (plain ES modules, no build step), one job each:
+//   transport.js   connect (Queen.open in the page / Queen.connect to a worker, from
+//                  /vendor/queen-edge/index.js) and turn every failure into words (ApiError)
+//   state.js       the shared state and loadAll(): the Queen HTTP reads the views need
+//   poller.js      calls loadAll on a timer, one at a time, with back-off; reports the refresh phase
+//   countdown.js   one ticker for every [data-until] countdown (leases, retry holds)
+//   simulator.js   the simulated consumers (pop, hold, ack completed/failed or crash), no DOM
+//   dom.js         element builder, focus-keeping re-render, formatters
+//   views/*.js     queues + lanes, messages, dead letters, forms (configure, push), simulator
 import { connect, ApiError } from './transport.js';
 import { Poller } from './poller.js';
 import { store, loadAll } from './state.js';
