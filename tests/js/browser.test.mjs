@@ -1,0 +1,460 @@
+// Browser tests of the JS module in real headless Chromium (playwright-core, /usr/bin/chromium), on the
+// built module (www/vendor/queen-edge, from scripts/build-js). No mocks.
+//
+//   node tests/js/browser.test.mjs [name-filter ...]
+//
+// Screenshots and logs go to test-artifacts/js/.
+
+import { launch, openPage, uniqueName, assert, assertEq, runTests, ARTIFACTS } from './harness.mjs'
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+const tests = [
+  ['push, pop, ack, nack to the dead-letter queue, replay', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'basic')
+    const name = uniqueName('basic')
+    const r = await page.evaluate(async (name) => {
+      const { Queen } = window.QE
+      const queen = await Queen.open({ name })
+      const out = { role: queen.role, persistedType: typeof queen.persisted }
+      const created = await queen.queue('orders').config({ retryLimit: 0, leaseTime: 30 }).create()
+      out.configured = created.configured
+      const pushed = await queen.queue('orders').push([{ data: { n: 1 } }, { data: { n: 2 } }, { payload: { n: 3 } }, 4])
+      out.pushStatuses = pushed.map((p) => p.status)
+      // Same transactionId again: deduplicated.
+      const again = await queen.queue('orders').push({ data: { n: 1 }, transactionId: pushed[0].transactionId })
+      out.dupStatus = again[0].status
+      out.dupId = again[0].message_id === pushed[0].message_id
+      const msgs = await queen.queue('orders').batch(10).wait(false).pop()
+      out.popped = msgs.map((m) => m.data)
+      out.fields = Object.keys(msgs[0]).sort()
+      out.ack = (await queen.ack(msgs[0], true)).success
+      out.nack = await queen.ack(msgs[1], false, { error: 'boom' })
+      // The nack released the batch's lease: the rest of the span is delivered again.
+      const rest = await queen.queue('orders').batch(10).wait(false).pop()
+      out.redelivered = rest.map((m) => m.data)
+      out.rest = (await queen.ack(rest, true)).success
+      const dlq = await queen.queue('orders').dlq().limit(10).get()
+      out.dlq = dlq.messages.map((d) => ({ data: d.data, error: d.errorMessage }))
+      out.empty = await queen.queue('orders').wait(false).pop()
+      // Replay (admin.retryMessage): the message comes back at the end of its partition.
+      const d = dlq.messages[0]
+      const replay = await queen.admin.retryMessage(d.partitionId, d.transactionId)
+      out.replayed = replay.replayed
+      out.replayedAgain = (await queen.request('POST', `/api/v1/messages/${d.partitionId}/${d.transactionId}/retry`, {})).status
+      const back = await queen.queue('orders').wait(false).pop()
+      out.back = back.map((m) => m.data)
+      out.backAck = (await queen.ack(back[0], true)).success
+      out.dlqAfter = (await queen.queue('orders').dlq().get()).messages.length
+      const health = await queen.request('GET', '/health')
+      out.health = [health.status, health.body.status]
+      await queen.close()
+      out.closedRole = queen.role
+      try {
+        await queen.queue('orders').wait(false).pop()
+        out.afterClose = 'no error'
+      } catch (e) {
+        out.afterClose = e.code
+      }
+      return out
+    }, name)
+    assertEq(r.role, 'writer', 'the only context is the writer')
+    assertEq(r.persistedType, 'boolean', 'persist() was asked and its answer reported')
+    assertEq(r.configured, true, 'create() configured the queue')
+    assertEq(r.pushStatuses, ['queued', 'queued', 'queued', 'queued'], 'push statuses')
+    assertEq(r.dupStatus, 'duplicate', 'a repeated transactionId is a duplicate')
+    assert(r.dupId, 'the duplicate names the original message id')
+    assertEq(r.popped, [{ n: 1 }, { n: 2 }, { n: 3 }, 4], 'pop returns the payloads in order')
+    for (const f of ['consumerGroup', 'createdAt', 'data', 'id', 'leaseId', 'partition', 'partitionId', 'queue', 'transactionId']) {
+      assert(r.fields.includes(f), `messages carry ${f} (have ${r.fields})`)
+    }
+    assertEq(r.ack, true, 'ack true')
+    assertEq(r.nack.success, true, 'nack accepted')
+    assertEq(r.nack.results[0].dlq, true, 'retryLimit 0: the nack dead-letters')
+    assertEq(r.redelivered, [{ n: 3 }, 4], 'the rest of the nacked span comes again')
+    assertEq(r.rest, true, 'batch ack')
+    assertEq(r.dlq, [{ data: { n: 2 }, error: 'boom' }], 'the DLQ holds the nacked message and its error')
+    assertEq(r.empty, [], 'nothing left to pop')
+    assertEq(r.replayed, true, 'retryMessage replays')
+    assertEq(r.replayedAgain, 404, 'a second replay finds no dead letter')
+    assertEq(r.back, [{ n: 2 }], 'the replayed message is delivered again')
+    assertEq(r.backAck, true, 'and acked')
+    assertEq(r.dlqAfter, 0, 'the DLQ is empty after the replay')
+    assertEq(r.health, [200, 'healthy'], '/health through queen.request')
+    assertEq(r.closedRole, 'closed', 'role after close')
+    assertEq(r.afterClose, 'closed', 'calls after close fail with code closed')
+    await context.close()
+  }],
+
+  ['consume: each, limit, onError, renewLease; transaction; renew; seek', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'consume')
+    const name = uniqueName('consume')
+    const r = await page.evaluate(async (name) => {
+      const { Queen } = window.QE
+      const queen = await Queen.open({ name })
+      const out = {}
+      await queen.queue('jobs').config({ retryLimit: 0 }).create()
+      await queen.queue('jobs').push([1, 2, 3, 4, 5].map((n) => ({ data: { n } })))
+      const seen = []
+      await queen.queue('jobs').group('g').subscriptionMode('all').batch(5).wait(false).each().limit(3)
+        .renewLease(true, 50)
+        .consume(async (m) => { seen.push(m.data.n); await new Promise((r) => setTimeout(r, 60)) })
+      out.each = seen
+      // The two not processed were given back (retry ack) and come next.
+      const failed = []
+      await queen.queue('jobs').group('g').batch(5).wait(false).limit(2)
+        .consume(async (batch) => { throw new Error('handler failed on ' + batch.length) })
+        .onError(async (batch, error) => {
+          failed.push(error.message)
+          await queen.ack(batch, 'dlq', { group: 'g', error: error.message })
+        })
+      out.failed = failed
+      out.dlq = (await queen.queue('jobs').dlq('g').get()).messages.map((m) => m.data.n).sort()
+      // The dead-lettering released the lease: the rest of that batch is delivered again.
+      out.after = (await queen.queue('jobs').group('g').batch(5).wait(false).pop()).map((m) => m.data.n)
+      // Transaction: ack one message and push another, atomically.
+      await queen.queue('tx-in').push({ data: { step: 1 } })
+      const [m] = await queen.queue('tx-in').wait(false).pop()
+      const tx = await queen.transaction().ack(m).queue('tx-out').partition('p1').push([{ data: { step: 2 } }]).commit()
+      out.tx = tx.success
+      out.txOut = (await queen.queue('tx-out').partition('p1').wait(false).pop()).map((x) => x.data)
+      out.txIn = await queen.queue('tx-in').wait(false).pop()
+      try {
+        await queen.transaction().commit()
+      } catch (e) {
+        out.emptyTx = e.code
+      }
+      // Renew a lease.
+      await queen.queue('lease').push({ data: 1 })
+      const [l] = await queen.queue('lease').wait(false).pop()
+      const renewed = await queen.renew(l)
+      out.renew = [renewed.success, typeof renewed.newExpiresAt]
+      // Seek a group back to the start: its messages come again.
+      await queen.queue('seek').push([{ data: 'a' }, { data: 'b' }])
+      const first = await queen.queue('seek').group('s').subscriptionMode('all').batch(2).wait(false).pop()
+      await queen.ack(first, true, { group: 's' })
+      out.seek = (await queen.admin.seekConsumerGroup('s', 'seek', { timestamp: '2000-01-01T00:00:00Z' })).success
+      out.afterSeek = (await queen.queue('seek').group('s').batch(2).wait(false).pop()).map((x) => x.data)
+      await queen.close()
+      return out
+    }, name)
+    assertEq(r.each, [1, 2, 3], 'each() + limit(3) handles three messages one by one')
+    assertEq(r.failed, ['handler failed on 2'], 'onError receives the failed batch and the error')
+    assertEq(r.dlq, [4], 'onError dead-lettered the batch: its first message is filed')
+    assertEq(r.after, [5], 'and the rest of the span is delivered again')
+    assertEq(r.tx, true, 'transaction committed')
+    assertEq(r.txOut, [{ step: 2 }], 'the transaction push is visible')
+    assertEq(r.txIn, [], 'the transaction ack is applied')
+    assertEq(r.emptyTx, 'invalid', 'an empty transaction is refused client-side')
+    assertEq(r.renew, [true, 'string'], 'renew extends the lease')
+    assertEq(r.seek, true, 'seek succeeded')
+    assertEq(r.afterSeek, ['a', 'b'], 'after a seek back the group reads again')
+    await context.close()
+  }],
+
+  ['state survives a page reload', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'reload')
+    const name = uniqueName('reload')
+    await page.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('keep').push([{ data: 'a' }, { data: 'b' }, { data: 'c' }])
+      const [m] = await queen.queue('keep').wait(false).pop()
+      await queen.ack(m, true)
+      await queen.queue('keep').dlq() // builder only
+    }, name)
+    await page.reload()
+    await page.waitForFunction(() => window.qeReady === true)
+    const after = await page.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      const msgs = await queen.queue('keep').batch(10).wait(false).pop()
+      await queen.ack(msgs, true)
+      return { role: queen.role, data: msgs.map((m) => m.data) }
+    }, name)
+    assertEq(after.role, 'writer', 'the reloaded page is the writer again')
+    assertEq(after.data, ['b', 'c'], 'unacked messages survive the reload; the acked one does not come back')
+    await page.reload()
+    await page.waitForFunction(() => window.qeReady === true)
+    const last = await page.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      return (await queen.queue('keep').batch(10).wait(false).pop()).length
+    }, name)
+    assertEq(last, 0, 'acks survive a reload')
+    await page.screenshot({ path: `${ARTIFACTS}/reload.png` })
+    await context.close()
+  }],
+
+  ['two tabs: one writer, forwarding, long-polls, disjoint spans, takeover within a second', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const a = await openPage(context, url, 'tab A')
+    const b = await openPage(context, url, 'tab B')
+    const name = uniqueName('tabs')
+    const roleA = await a.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name })
+      return window.queen.role
+    }, name)
+    const roleB = await b.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name })
+      window.roleChangedAt = null
+      window.queen.onRoleChange((role) => { if (role === 'writer') window.roleChangedAt = Date.now() })
+      return window.queen.role
+    }, name)
+    assertEq([roleA, roleB], ['writer', 'follower'], 'the first tab writes, the second follows')
+
+    // A long-poll from the follower is answered by a push in the writer's tab.
+    const longPoll = b.evaluate(async () => {
+      const t0 = Date.now()
+      const msgs = await window.queen.queue('lp').timeoutMillis(10000).pop()
+      return { ms: Date.now() - t0, data: msgs.map((m) => m.data) }
+    })
+    await sleep(400)
+    await a.evaluate(() => window.queen.queue('lp').push({ data: 'wake' }))
+    const lp = await longPoll
+    assertEq(lp.data, ['wake'], 'the follower long-poll got the push')
+    assert(lp.ms >= 300 && lp.ms < 3000, `the follower long-poll parked and woke on the push (${lp.ms} ms)`)
+
+    // Both tabs consume one group over 3 partitions; record every delivery.
+    await a.evaluate(async () => {
+      const q = window.queen
+      await q.queue('work').config({ leaseTime: 60, retryLimit: 5 }).create()
+      for (const p of ['p0', 'p1', 'p2']) {
+        await q.queue('work').partition(p).push(Array.from({ length: 20 }, (_, i) => ({ data: { p, i } })))
+      }
+    })
+    const consume = (page, label) => page.evaluate(async (label) => {
+      const q = window.queen
+      const spans = []
+      const deadline = Date.now() + 15000
+      let idle = 0
+      while (Date.now() < deadline && idle < 6) {
+        const msgs = await q.queue('work').group('g').subscriptionMode('all').batch(4).wait(true).timeoutMillis(300).pop()
+        if (msgs.length === 0) { idle++; continue }
+        idle = 0
+        const claimedAt = performance.timeOrigin + performance.now()
+        await new Promise((r) => setTimeout(r, 15))
+        const ack = await q.ack(msgs, true, { group: 'g' })
+        spans.push({
+          tab: label,
+          partitionId: msgs[0].partitionId,
+          offsets: msgs.map((m) => m.offset),
+          leaseId: msgs[0].leaseId,
+          claimedAt,
+          ackedAt: performance.timeOrigin + performance.now(),
+          ackOk: ack.success
+        })
+      }
+      return spans
+    }, label)
+    const [spansA, spansB] = await Promise.all([consume(a, 'A'), consume(b, 'B')])
+    const spans = [...spansA, ...spansB]
+    const keys = spans.flatMap((s) => s.offsets.map((o) => `${s.partitionId}:${o}`))
+    assertEq(keys.length, 60, 'every message delivered')
+    assertEq(new Set(keys).size, 60, 'no message delivered twice')
+    assert(spans.every((s) => s.ackOk), 'every ack accepted')
+    assert(spansA.length > 0 && spansB.length > 0, `both tabs consumed (A ${spansA.length}, B ${spansB.length} spans)`)
+    for (const x of spans) {
+      for (const y of spans) {
+        if (x === y || x.partitionId !== y.partitionId) continue
+        const overlapTime = x.claimedAt < y.ackedAt && y.claimedAt < x.ackedAt
+        const overlapOffsets = x.offsets.some((o) => y.offsets.includes(o))
+        assert(!overlapOffsets, `spans never share a message (${JSON.stringify([x, y])})`)
+        assert(!(overlapTime && x.tab !== y.tab && x.leaseId === y.leaseId), 'two tabs never hold one lease')
+      }
+    }
+
+    // Nothing acknowledged is lost: A pushes, gets its answer, and its tab closes at once.
+    const pushed = await a.evaluate(() => window.queen.queue('handover').push([{ data: 1 }, { data: 2 }, { data: 3 }]))
+    assertEq(pushed.map((p) => p.status), ['queued', 'queued', 'queued'], 'push acknowledged before the close')
+    // B parks a long-poll at A (the writer) and A's tab goes away while it waits.
+    const parked = b.evaluate(async () => {
+      const msgs = await window.queen.queue('late').timeoutMillis(15000).pop()
+      return msgs.map((m) => m.data)
+    })
+    await sleep(300)
+    const closedAt = Date.now()
+    await a.close()
+    await b.waitForFunction(() => window.roleChangedAt !== null, null, { timeout: 5000 })
+    const takeover = await b.evaluate(() => ({ role: window.queen.role, at: window.roleChangedAt }))
+    assertEq(takeover.role, 'writer', 'tab B took over')
+    const takeoverMs = takeover.at - closedAt
+    console.log(`      takeover after the writer's tab closed: ${takeoverMs} ms`)
+    assert(takeoverMs < 1000, `takeover within a second (${takeoverMs} ms)`)
+    const handed = await b.evaluate(async () => {
+      const msgs = await window.queen.queue('handover').batch(10).wait(false).pop()
+      await window.queen.ack(msgs, true)
+      return msgs.map((m) => m.data)
+    })
+    assertEq(handed, [1, 2, 3], 'messages acknowledged by the old writer are there after the takeover')
+    const again = await b.evaluate(() => window.queen.queue('work').group('g').batch(100).wait(false).pop())
+    assertEq(again.length, 0, 'acked work is not redelivered after the takeover')
+    // A third tab follows B; its push wakes B's re-sent long-poll.
+    const c = await openPage(context, url, 'tab C')
+    const roleC = await c.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name })
+      await window.queen.queue('late').push({ data: 'late' })
+      return window.queen.role
+    }, name)
+    assertEq(roleC, 'follower', 'a new tab follows the new writer')
+    assertEq(await parked, ['late'], 'the long-poll parked at the old writer was re-sent and answered')
+    await b.screenshot({ path: `${ARTIFACTS}/two-tabs-b.png` })
+    await context.close()
+  }],
+
+  ['service-worker mode answers a Queen HTTP client', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'sw')
+    const name = uniqueName('sw')
+    const r = await page.evaluate(async (name) => {
+      const reg = await navigator.serviceWorker.register('/sw.js?name=' + name, { type: 'module', scope: '/' })
+      await navigator.serviceWorker.ready
+      if (!navigator.serviceWorker.controller) {
+        await new Promise((resolve) => navigator.serviceWorker.addEventListener('controllerchange', resolve, { once: true }))
+      }
+      const out = { scope: reg.scope }
+      const health = await fetch('/health')
+      out.health = [health.status, (await health.json()).status]
+      // The fluent client over HTTP, against this origin: every call goes through the service worker.
+      const client = window.QE.Queen.connect(location.origin)
+      out.role = client.role
+      await client.queue('swq').create()
+      out.push = (await client.queue('swq').push([{ data: { hello: 'sw' } }, { data: 2 }])).map((p) => p.status)
+      const msgs = await client.queue('swq').batch(5).wait(false).pop()
+      out.data = msgs.map((m) => m.data)
+      out.ack = (await client.ack(msgs, true)).success
+      // A raw fetch, as any Queen HTTP client sends it.
+      const raw = await fetch('/api/v1/push', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ items: [{ queue: 'swq', payload: 'raw', transactionId: 'raw-1' }] })
+      })
+      out.raw = [raw.status, (await raw.json())[0].status, raw.headers.get('access-control-allow-origin')]
+      const empty = await fetch('/api/v1/pop/queue/nothing-here?wait=false')
+      out.empty = empty.status
+      const notQueen = await fetch('/index.html')
+      out.passThrough = notQueen.status
+      // The page opening the same broker follows the service worker (it holds the database).
+      const queen = await window.QE.Queen.open({ name })
+      out.pageRole = queen.role
+      out.pagePop = (await queen.queue('swq').wait(false).pop()).map((m) => m.data)
+      await queen.close()
+      await reg.unregister()
+      return out
+    }, name)
+    assertEq(r.health, [200, 'healthy'], '/health from the service worker')
+    assertEq(r.role, 'remote', 'Queen.connect is an HTTP client')
+    assertEq(r.push, ['queued', 'queued'], 'push through the service worker')
+    assertEq(r.data, [{ hello: 'sw' }, 2], 'pop through the service worker')
+    assertEq(r.ack, true, 'ack through the service worker')
+    assertEq(r.raw, [201, 'queued', '*'], 'a raw Queen HTTP push (201, CORS)')
+    assertEq(r.empty, 204, 'an empty pop is a 204')
+    assertEq(r.passThrough, 200, 'other paths are not answered by the broker')
+    assertEq(r.pageRole, 'follower', 'the page follows the service worker writer')
+    assertEq(r.pagePop, ['raw'], 'the page sees the same broker')
+    await context.close()
+  }],
+
+  ['clear errors: quota exceeded', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'quota')
+    const name = uniqueName('quota')
+    // Quota: Chromium's DevTools protocol lowers this origin's quota; a big push then fails. (Seen here:
+    // the override only bites when set before the origin first uses IndexedDB, hence a test of its own.)
+    const cdp = await context.newCDPSession(page)
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin: url, quotaSize: 3 * 1024 * 1024 })
+    const quota = await page.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      const out = {}
+      const big = 'x'.repeat(512 * 1024)
+      try {
+        for (let i = 0; i < 40; i++) {
+          // Random text so deflate cannot shrink it below the quota.
+          const bytes = new Uint8Array(600 * 1024)
+          for (let o = 0; o < bytes.length; o += 65536) crypto.getRandomValues(bytes.subarray(o, o + 65536))
+          const noise = Array.from(bytes, (b) => String.fromCharCode(33 + (b % 90))).join('')
+          await queen.queue('big').push({ data: { i, big: big.length, noise } })
+        }
+        out.push = 'no error'
+      } catch (e) {
+        out.push = [e.name, e.code, e.status, e.message]
+      }
+      // The broker still answers (nothing half-written).
+      out.health = (await queen.request('GET', '/health')).status
+      await queen.close()
+      return out
+    }, name)
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin: url })
+    assertEq(quota.push.slice(0, 3), ['QueenError', 'quota_exceeded', 507], `quota exceeded is reported as such: ${quota.push[3]}`)
+    assertEq(quota.health, 200, 'the broker still answers after a refused commit')
+
+    await context.close()
+  }],
+
+  ['clear errors: newer format, IndexedDB unavailable', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'errors')
+    const name = uniqueName('errors')
+    // A database written by a newer format version (meta/format) and by a newer schema version.
+    const newer = await page.evaluate(async (name) => {
+      const out = {}
+      await new Promise((resolve, reject) => {
+        const req = indexedDB.open(name + '-format', 1)
+        req.onupgradeneeded = () => {
+          req.result.createObjectStore('records')
+          req.result.createObjectStore('meta').put(999, 'format')
+        }
+        req.onsuccess = () => { req.result.close(); resolve() }
+        req.onerror = () => reject(req.error)
+      })
+      try {
+        await window.QE.Queen.open({ name: name + '-format' })
+        out.format = 'opened'
+      } catch (e) {
+        out.format = [e.name, e.code, e.message]
+      }
+      await new Promise((resolve) => {
+        const req = indexedDB.open(name + '-schema', 7)
+        req.onupgradeneeded = () => req.result.createObjectStore('x')
+        req.onsuccess = () => { req.result.close(); resolve() }
+      })
+      try {
+        await window.QE.Queen.open({ name: name + '-schema' })
+        out.schema = 'opened'
+      } catch (e) {
+        out.schema = [e.name, e.code]
+      }
+      return out
+    }, name)
+    assertEq(newer.format.slice(0, 2), ['QueenError', 'newer_format'], 'newer format refused with code newer_format')
+    assert(/newer/.test(newer.format[2]), `the message says why: ${newer.format[2]}`)
+    assertEq(newer.schema, ['QueenError', 'newer_format'], 'newer schema version refused with code newer_format')
+
+    // IndexedDB unavailable: an opaque-origin (sandboxed) frame may not use it.
+    const unavailable = await page.evaluate(async (moduleUrl) => {
+      const frame = document.createElement('iframe')
+      frame.setAttribute('sandbox', 'allow-scripts')
+      frame.srcdoc = `<script type="module">
+        import { Queen } from '${moduleUrl}'
+        Queen.open({ name: 'sandboxed' }).then(
+          () => parent.postMessage({ opened: true }, '*'),
+          (e) => parent.postMessage({ name: e.name, code: e.code, message: e.message }, '*'))
+      </` + 'script>'
+      const answer = new Promise((resolve) => window.addEventListener('message', (e) => resolve(e.data), { once: true }))
+      document.body.appendChild(frame)
+      return answer
+    }, url + '/vendor/queen-edge/index.js')
+    assertEq([unavailable.name, unavailable.code], ['QueenError', 'unavailable'], `IndexedDB unavailable: ${unavailable.message}`)
+    await context.close()
+  }]
+]
+
+const env = await launch()
+let failed
+try {
+  failed = await runTests(tests, env, process.argv.slice(2))
+} finally {
+  await env.close()
+}
+console.log(failed ? `browser tests: ${failed} failed` : 'browser tests: all passed')
+process.exit(failed ? 1 : 0)
