@@ -57,7 +57,8 @@ export async function startWorker(root, { readyTimeoutMs = 240_000 } = {}) {
     } catch { /* not listening yet */ }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`wrangler dev was not healthy after ${readyTimeoutMs} ms:\n${logs}`);
+      throw new Error(`wrangler dev was not healthy after ${readyTimeoutMs} ms (it runs scripts/build-worker first` +
+        ` when worker/build is stale: build it before, as scripts/test.d/60-page-playwright does). Output:\n${logs || '(none)'}`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }
