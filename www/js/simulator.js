@@ -158,7 +158,7 @@ export class Simulator {
       if (r.dlq) {
         c.deadLettered += 1;
         totals.deadLettered += 1;
-        this.note(`Offset ${m.offset} was dead-lettered after ${m.retryCount ?? '?'} retries.`);
+        this.note(`Offset ${m.offset} was dead-lettered after ${m.retryCount ?? '?'} ${m.retryCount === 1 ? 'retry' : 'retries'}.`);
       }
       if (fails[i]) {
         c.failed += 1;

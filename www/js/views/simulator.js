@@ -45,7 +45,7 @@ export function initSimulator({ refresh }) {
       ' A new group starts from the oldest message (otherwise only new messages)'),
     h('div', { class: 'row' },
       h('button', { type: 'submit', id: 'sim-start' }, 'Start'),
-      h('button', { type: 'button', id: 'sim-stop', onclick: () => { sim.stop(); refresh(); } }, 'Stop')),
+      h('button', { type: 'button', id: 'sim-stop', onclick: () => { sim.stop(); say(msg, 'Stopped.'); refresh(); } }, 'Stop')),
     msg);
   form.addEventListener('submit', (e) => {
     e.preventDefault();
