@@ -1,0 +1,107 @@
+// Compiled (never run) by tests/js/api-check.mjs with `tsc --strict --noEmit`: the published types
+// describe real interfaces. The @ts-expect-error lines fail the check if a type decays to `any`.
+
+import {
+  Queen,
+  QueenError,
+  serveQueen,
+  QUEUE_DEFAULTS,
+  uuidv7,
+  type Message,
+  type PushResult,
+  type AckResult,
+  type DeadLetterPage,
+  type QueenRole,
+  type RawResponse,
+  type TransactionResult,
+  type QueenErrorCode
+} from '../../../js/index.js'
+
+interface Order {
+  id: number
+  total: number
+}
+
+export async function usage(): Promise<void> {
+  const queen: Queen = await Queen.open({ name: 'app', durability: 'relaxed' })
+  const role: QueenRole = queen.role
+  const persisted: boolean | undefined = queen.persisted
+  const remote: Queen = Queen.connect('https://broker.example', { token: 't', timeoutMillis: 5000 })
+
+  await queen.queue('orders').config({ leaseTime: 30, retryLimit: 2, deadLetterQueue: true }).create()
+  const pushed: PushResult[] = await queen.queue('orders').partition('eu').push([{ data: { id: 1, total: 9 } }])
+  const status: 'queued' | 'duplicate' | 'failed' | 'buffered' = pushed[0].status
+  await queen.queue('orders').push({ data: 1 }).onSuccess((queued) => { queued.map((q) => q.transactionId) })
+
+  const msgs: Message<Order>[] = await queen.queue<Order>('orders').group('billing').batch(10).wait(false).pop()
+  const total: number = msgs[0].data.total
+  const partitionId: string = msgs[0].partitionId
+  const ack: AckResult = await queen.ack(msgs, true, { group: 'billing' })
+  const ok: boolean = ack.success
+  await queen.ack(msgs[0], 'dlq', { group: 'billing', error: 'bad order' })
+  await queen.ack(msgs[0], 'retry')
+  const renewed = await queen.renew(msgs[0])
+  const expires: string | null = renewed.newExpiresAt
+  const many = await queen.renew(msgs)
+  many.map((r) => r.success)
+
+  // consume: a batch by default, one message after each().
+  await queen.queue<Order>('orders').group('g').batch(5).limit(10).consume(async (batch) => {
+    const first: Message<Order> = batch[0]
+    return first.data.id
+  })
+  const consumer = queen.queue<Order>('orders').each().autoAck(false).renewLease(true, 1000)
+    .consume(async (m) => { const id: number = m.data.id; return id })
+    .onError(async (m, error) => { await queen.ack(m, false, { error: String(error) }) })
+  consumer.stop()
+  await consumer
+
+  const page: DeadLetterPage<Order> = await queen.queue<Order>('orders').dlq('billing').limit(20).get()
+  const reason: string | null = page.messages[0].errorMessage
+  const tx: TransactionResult = await queen.transaction().ack(msgs[0]).queue('out').partition('p').push([{ data: 2 }]).commit()
+  const txOk: boolean = tx.success
+  await queen.admin.retryMessage(partitionId, msgs[0].transactionId)
+  await queen.admin.seekConsumerGroup('billing', 'orders', { toEnd: true })
+  await queen.queue('orders').delete()
+
+  const raw: RawResponse = await queen.request('GET', '/health')
+  const code: number = raw.status
+  const unsubscribe: () => void = queen.onRoleChange((r) => { const s: QueenRole = r; return s })
+  unsubscribe()
+
+  try {
+    await queen.queue('x').push({ data: 1 })
+  } catch (e) {
+    if (e instanceof QueenError) {
+      const c: QueenErrorCode = e.code
+      const s: number | undefined = e.status
+      void c, s
+    }
+  }
+  const leaseTime: 300 = QUEUE_DEFAULTS.leaseTime
+  const id: string = uuidv7()
+  await queen.close()
+  await remote.close()
+
+  // The types are real: wrong uses fail to compile.
+  // @ts-expect-error batch takes a number
+  queen.queue('q').batch('ten')
+  // @ts-expect-error data of a typed queue is not a string
+  const wrong: string = msgs[0].data
+  // @ts-expect-error durability is one of three words
+  await Queen.open({ name: 'x', durability: 'sometimes' })
+  // @ts-expect-error open needs a name
+  await Queen.open({})
+  // @ts-expect-error role is a closed set
+  const r2: 'leader' = queen.role
+  // @ts-expect-error each() handlers receive one message, not an array
+  queen.queue<Order>('orders').each().consume(async (m: Message<Order>[]) => m)
+
+  void role, persisted, status, total, ok, expires, reason, txOk, code, leaseTime, id, wrong, r2
+}
+
+// Service worker: the handler takes a fetch event and says whether it answered.
+declare const event: { request: Request; respondWith(r: Response | Promise<Response>): void }
+const handle = serveQueen({ name: 'app' })
+const answered: boolean = handle(event)
+void answered
