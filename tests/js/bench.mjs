@@ -1,0 +1,184 @@
+// Size budget and throughput of the JS module, in one Chromium run.
+//
+//   node tests/js/bench.mjs            measure, print, write test-artifacts/js/bench.json
+//   node tests/js/bench.mjs --write    also replace this script's section of docs/BENCHMARKS.md
+//   node tests/js/bench.mjs --size-only
+//
+// Size: what a browser downloads for Queen.open: the wasm, the wasm-bindgen glue and the wrapper modules
+// (js/*.js), raw and gzipped (zlib level 9). Budget: 150 KB gzipped in all. Exit code 1 when over budget
+// if QE_ENFORCE_SIZE_BUDGET=1 (see docs/decisions.md: the budget is not met yet).
+//
+// Throughput, at batch 1, 10 and 100, durability strict (every answer on disk first):
+// - queen-edge: `queue.push(batch)`, then `queue.batch(n).wait(false).pop()` + `queen.ack(batch)`, through
+//   the fluent API, in the writer tab;
+// - naive baseline: one IndexedDB record per message (autoIncrement key), one readwrite transaction per
+//   push batch; pop = read the n oldest records, ack = delete them in one readwrite transaction.
+// Same payload for both: {i, text: 100 characters}.
+
+import { gzipSync } from 'node:zlib'
+import { readFile, writeFile, mkdir } from 'node:fs/promises'
+import { resolve } from 'node:path'
+import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
+
+const BUDGET_GZ = 150 * 1024
+const args = new Set(process.argv.slice(2))
+const vendor = resolve(ROOT, 'www/vendor/queen-edge')
+
+async function sizeOf(rel) {
+  const bytes = await readFile(resolve(vendor, rel))
+  return { file: rel, raw: bytes.length, gz: gzipSync(bytes, { level: 9 }).length }
+}
+
+const sizes = [
+  await sizeOf('pkg/queen_edge_bg.wasm'),
+  await sizeOf('pkg/queen_edge.js'),
+  ...(await Promise.all(['index.js', 'client.js', 'local.js', 'http.js', 'errors.js'].map(sizeOf)))
+]
+const total = { file: 'total', raw: sizes.reduce((a, s) => a + s.raw, 0), gz: sizes.reduce((a, s) => a + s.gz, 0) }
+const kb = (n) => (n / 1024).toFixed(1) + ' KB'
+console.log('  size (what the browser downloads for Queen.open):')
+for (const s of [...sizes, total]) console.log(`    ${s.file.padEnd(24)} ${kb(s.raw).padStart(10)} raw ${kb(s.gz).padStart(10)} gzip`)
+const overBudget = total.gz > BUDGET_GZ
+console.log(`  budget 150 KB gzipped: ${overBudget ? 'OVER BUDGET by ' + kb(total.gz - BUDGET_GZ) : 'within budget'}`)
+
+let results = null
+if (!args.has('--size-only')) {
+  const env = await launch()
+  try {
+    const context = await env.browser.newContext()
+    const page = await openPage(context, env.url, 'bench')
+    results = await page.evaluate(async ({ prefix }) => {
+      const text = 'x'.repeat(100)
+      const totals = { 1: 300, 10: 2000, 100: 10000 }
+      const out = []
+      const now = () => performance.now()
+
+      async function queenEdge(batch, n) {
+        const queen = await window.QE.Queen.open({ name: `${prefix}-qe-${batch}` })
+        const q = queen.queue('bench')
+        let t0 = now()
+        for (let i = 0; i < n; i += batch) {
+          await q.push(Array.from({ length: batch }, (_, k) => ({ data: { i: i + k, text } })))
+        }
+        const pushMs = now() - t0
+        t0 = now()
+        let got = 0
+        while (got < n) {
+          const msgs = await queen.queue('bench').batch(batch).wait(false).pop()
+          if (msgs.length === 0) throw new Error(`queue-edge: only ${got} of ${n} popped`)
+          const ack = await queen.ack(msgs, true)
+          if (!ack.success) throw new Error('ack failed: ' + ack.error)
+          got += msgs.length
+        }
+        const popAckMs = now() - t0
+        const counters = queen.transport.broker.counters()
+        await queen.close()
+        await window.QE.Queen.deleteDatabase(`${prefix}-qe-${batch}`)
+        return { pushMps: n / (pushMs / 1000), popAckMps: n / (popAckMs / 1000), commits: counters.commits, rows: counters.rowsWritten }
+      }
+
+      async function naive(batch, n) {
+        const name = `${prefix}-naive-${batch}`
+        const db = await new Promise((res, rej) => {
+          const r = indexedDB.open(name, 1)
+          r.onupgradeneeded = () => r.result.createObjectStore('messages', { autoIncrement: true })
+          r.onsuccess = () => res(r.result)
+          r.onerror = () => rej(r.error)
+        })
+        const tx = (mode, fn) => new Promise((res, rej) => {
+          const t = db.transaction('messages', mode, { durability: 'strict' })
+          const result = fn(t.objectStore('messages'))
+          t.oncomplete = () => res(result)
+          t.onabort = () => rej(t.error)
+        })
+        let t0 = now()
+        for (let i = 0; i < n; i += batch) {
+          await tx('readwrite', (s) => { for (let k = 0; k < batch; k++) s.add({ i: i + k, text }) })
+        }
+        const pushMs = now() - t0
+        t0 = now()
+        let got = 0
+        while (got < n) {
+          const keys = []
+          await tx('readonly', (s) => new Promise((resolve) => {
+            const req = s.openCursor()
+            req.onsuccess = () => {
+              const c = req.result
+              if (c && keys.length < batch) {
+                keys.push([c.key, c.value])
+                c.continue()
+              } else resolve()
+            }
+          }))
+          if (keys.length === 0) throw new Error(`naive: only ${got} of ${n} popped`)
+          await tx('readwrite', (s) => { for (const [key] of keys) s.delete(key) })
+          got += keys.length
+        }
+        const popAckMs = now() - t0
+        db.close()
+        await new Promise((res) => { const r = indexedDB.deleteDatabase(name); r.onsuccess = res; r.onerror = res })
+        return { pushMps: n / (pushMs / 1000), popAckMps: n / (popAckMs / 1000), commits: null, rows: null }
+      }
+
+      // Warm-up (wasm tier-up, IndexedDB first use), not measured.
+      await queenEdge(10, 200)
+      await naive(10, 200)
+      for (const batch of [1, 10, 100]) {
+        const n = totals[batch]
+        out.push({ batch, n, queenEdge: await queenEdge(batch, n), naive: await naive(batch, n) })
+      }
+      return out
+    }, { prefix: uniqueName('bench') })
+    results.chromium = env.browser.version()
+  } finally {
+    await env.close()
+  }
+  console.log(`  throughput (Chromium ${results.chromium}, durability strict, messages/s):`)
+  console.log('    batch   queen-edge push   naive push   queen-edge pop+ack   naive pop+ack')
+  for (const r of results) {
+    console.log(`    ${String(r.batch).padStart(5)}   ${r.queenEdge.pushMps.toFixed(0).padStart(15)}   ${r.naive.pushMps.toFixed(0).padStart(10)}   ${r.queenEdge.popAckMps.toFixed(0).padStart(18)}   ${r.naive.popAckMps.toFixed(0).padStart(13)}`)
+  }
+}
+
+await mkdir(ARTIFACTS, { recursive: true })
+await writeFile(resolve(ARTIFACTS, 'bench.json'), JSON.stringify({ sizes, total, budgetGz: BUDGET_GZ, results }, null, 2))
+
+if (args.has('--write')) {
+  const BEGIN = '<!-- BEGIN js-module (written by tests/js/bench.mjs --write; do not edit by hand) -->'
+  const END = '<!-- END js-module -->'
+  const lines = [BEGIN, '## In-browser JS module: size and throughput', '']
+  lines.push(`Measured ${new Date().toISOString().slice(0, 10)} by \`node tests/js/bench.mjs --write\` (after \`scripts/build-js\`).`, '')
+  lines.push('### Download size (what `Queen.open` fetches)', '')
+  lines.push('| file | raw | gzip -9 |', '|---|---:|---:|')
+  for (const s of [...sizes, total]) lines.push(`| ${s.file === 'total' ? '**total**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
+  lines.push('', `Budget: 150 KB gzipped. ${overBudget ? `**Over budget by ${kb(total.gz - BUDGET_GZ)}** (see docs/decisions.md, "JS module size").` : 'Within budget.'}`, '')
+  if (results) {
+    lines.push(`### Throughput (messages/s, headless Chromium ${results.chromium}, durability strict, one tab)`, '')
+    lines.push('queen-edge goes through the fluent API (push a batch; pop a batch + ack it). The naive baseline keeps one',
+      'IndexedDB record per message (one readwrite transaction per batch) and deletes it on ack.', '')
+    lines.push('| batch | messages | queen-edge push | naive push | queen-edge pop+ack | naive pop+ack |', '|---:|---:|---:|---:|---:|---:|')
+    for (const r of results) {
+      lines.push(`| ${r.batch} | ${r.n} | ${r.queenEdge.pushMps.toFixed(0)} | ${r.naive.pushMps.toFixed(0)} | ${r.queenEdge.popAckMps.toFixed(0)} | ${r.naive.popAckMps.toFixed(0)} |`)
+    }
+  }
+  lines.push(END)
+  const path = resolve(ROOT, 'docs/BENCHMARKS.md')
+  let doc
+  try {
+    doc = await readFile(path, 'utf8')
+  } catch {
+    doc = '# Benchmarks\n\nEach section is written by the script it names; edit the scripts, not the numbers.\n'
+  }
+  const section = lines.join('\n')
+  const start = doc.indexOf(BEGIN)
+  const end = doc.indexOf(END)
+  if (start >= 0 && end > start) doc = doc.slice(0, start) + section + doc.slice(end + END.length)
+  else doc = doc.replace(/\n*$/, '\n\n') + section + '\n'
+  await writeFile(path, doc)
+  console.log('  wrote docs/BENCHMARKS.md (js-module section)')
+}
+
+if (overBudget && process.env.QE_ENFORCE_SIZE_BUDGET === '1') {
+  console.log('  FAIL  size budget (QE_ENFORCE_SIZE_BUDGET=1)')
+  process.exit(1)
+}
