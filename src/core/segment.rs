@@ -48,8 +48,57 @@ pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
     let json = serde_json::to_vec(messages).expect("stored messages serialize");
     let mut out = Vec::with_capacity(json.len() / 3 + 8);
     out.push(SEGMENT_FORMAT_V1);
-    out.extend_from_slice(&miniz_oxide::deflate::compress_to_vec(&json, 6));
+    deflate_into(&json, &mut out);
     out
+}
+
+const DEFLATE_LEVEL: u8 = 6;
+
+thread_local! {
+    /// One compressor per thread, reset between segments: a fresh `CompressorOxide` allocates and
+    /// clears a few hundred KiB of tables, which dominated small pushes.
+    static COMPRESSOR: std::cell::RefCell<Option<Box<CompressorOxide>>> = const { std::cell::RefCell::new(None) };
+}
+
+use miniz_oxide::deflate::core::{
+    compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
+};
+
+/// Raw DEFLATE of `input`, appended to `out` (the same stream `miniz_oxide::deflate::compress_to_vec`
+/// produces, with a reused compressor).
+fn deflate_into(mut input: &[u8], out: &mut Vec<u8>) {
+    COMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let compressor = slot.get_or_insert_with(|| {
+            Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
+                DEFLATE_LEVEL.into(),
+                0,
+                0,
+            )))
+        });
+        compressor.reset();
+        let start = out.len();
+        out.resize(start + (input.len() / 2).max(64), 0);
+        let mut pos = start;
+        loop {
+            let (status, bytes_in, bytes_out) =
+                compress(compressor, input, &mut out[pos..], TDEFLFlush::Finish);
+            pos += bytes_out;
+            match status {
+                TDEFLStatus::Done => break,
+                TDEFLStatus::Okay => {
+                    input = &input[bytes_in..];
+                    if out.len() - pos < 64 {
+                        let grow = out.len().max(64);
+                        out.resize(out.len() + grow, 0);
+                    }
+                }
+                // Compressing an in-memory buffer into a growing buffer cannot fail.
+                other => unreachable!("deflate failed: {other:?}"),
+            }
+        }
+        out.truncate(pos);
+    });
 }
 
 /// Decodes a segment. Fails on an unknown version or corrupt bytes.
@@ -93,6 +142,24 @@ mod tests {
             msg(2, json!({"a": [1, 2.5, "x"]})),
         ];
         assert_eq!(decode(&encode(&batch)).unwrap(), batch);
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn reused_compressor_matches_the_one_shot_stream() {
+        let big: Vec<_> = (0..500)
+            .map(|i| msg(i, json!({"i": i, "pad": "abc".repeat(i as usize % 40)})))
+            .collect();
+        for batch in [&big[..1], &big[..]] {
+            let json = serde_json::to_vec(batch).unwrap();
+            let mut ours = Vec::new();
+            deflate_into(&json, &mut ours);
+            assert_eq!(
+                ours,
+                miniz_oxide::deflate::compress_to_vec(&json, DEFLATE_LEVEL)
+            );
+            assert_eq!(decode(&encode(batch)).unwrap(), batch.to_vec());
+        }
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
