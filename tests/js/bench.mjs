@@ -144,10 +144,12 @@ await mkdir(ARTIFACTS, { recursive: true })
 await writeFile(resolve(ARTIFACTS, 'bench.json'), JSON.stringify({ sizes, total, budgetGz: BUDGET_GZ, results }, null, 2))
 
 if (args.has('--write')) {
-  const BEGIN = '<!-- BEGIN js-module (written by tests/js/bench.mjs --write; do not edit by hand) -->'
-  const END = '<!-- END js-module -->'
+  const BEGIN = '<!-- js-module:begin -->'
+  const END = '<!-- js-module:end -->'
   const lines = [BEGIN, '## In-browser JS module: size and throughput', '']
-  lines.push(`Measured ${new Date().toISOString().slice(0, 10)} by \`node tests/js/bench.mjs --write\` (after \`scripts/build-js\`).`, '')
+  const os = await import('node:os')
+  const machine = `${os.cpus().length} cores, ${os.cpus()[0]?.model?.trim()}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; node ${process.version}`
+  lines.push(`Machine: ${machine}. Measured ${new Date().toISOString().slice(0, 16)}Z by \`node tests/js/bench.mjs --write\` (after \`scripts/build-js\`).`, '')
   lines.push('### Download size (what `Queen.open` fetches)', '')
   lines.push('| file | raw | gzip -9 |', '|---|---:|---:|')
   for (const s of [...sizes, total]) lines.push(`| ${s.file === 'total' ? '**total**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
