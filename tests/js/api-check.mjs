@@ -146,5 +146,18 @@ if (!(error instanceof Error) || error.code !== 'quota_exceeded' || error.status
   fail('QueenError carries name, code and status')
 }
 
+// 4. A bundler takes the module as it is (esbuild, the one in node_modules via wrangler): no unresolved
+//    imports, and the wasm stays a `new URL(..., import.meta.url)` asset next to the bundle.
+try {
+  const out = resolve(ROOT, 'test-artifacts/js/bundle/index.js')
+  execFileSync(resolve(ROOT, 'node_modules/.bin/esbuild'), [resolve(ROOT, 'js/index.js'), '--bundle', '--format=esm',
+    '--platform=browser', '--log-level=warning', '--outfile=' + out], { stdio: 'pipe' })
+  const bundled = await readFile(out, 'utf8')
+  if (!/new URL\(["']queen_edge_bg\.wasm["'], import\.meta\.url\)/.test(bundled)) fail('the bundle lost the wasm URL')
+  else console.log('  ok    esbuild bundles js/index.js (wasm loaded from new URL(..., import.meta.url))')
+} catch (error) {
+  fail('esbuild --bundle js/index.js: ' + (error.stderr ? error.stderr.toString() : error.message))
+}
+
 console.log(failures ? `api check: ${failures} failed` : 'api check: all passed')
 process.exit(failures ? 1 : 0)
