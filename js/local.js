@@ -14,6 +14,7 @@
 //   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: Uint8Array | undefined)
 //   {t:'ack', id, to, writer}                            the writer has it and is working on it
 //   {t:'res', id, to, writer, status, headers, body}     the answer
+//   {t:'gone', from}                                     a follower closed (or its page is going away)
 //
 // Delivery: a follower re-sends a request every `resendMillis` until a writer acks it, and re-sends every
 // request not yet answered when a different writer announces itself (the old one died with it). The
@@ -21,6 +22,10 @@
 // the stored answer. A request that reached an old writer, was committed, and whose answer was lost with
 // that writer is run again by the new one: pushes carry client-minted transactionIds, so a re-run push
 // answers `duplicate` with the original message id instead of storing the message twice.
+//
+// A follower that goes away with a long-poll parked at the writer says so ('gone'); when that pop later
+// claims messages, the writer gives them back at once (a `retry` ack: no retry charged) instead of
+// leaving them leased to nobody until the lease expires.
 
 import init, { WasmBroker } from './pkg/queen_edge.js'
 import { QueenError, asQueenError } from './errors.js'
@@ -77,6 +82,8 @@ export class LocalTransport {
   #maintenance = null
   #roleListeners = new Set()
   #lastError = null
+  #gone = new Set()
+  #onPageHide = null
 
   constructor(options) {
     this.#name = options.name
@@ -179,6 +186,11 @@ export class LocalTransport {
       }
     }
     this.#timers.push(setInterval(() => this.#tick(), this.#options.resendMillis))
+    if (typeof globalThis.addEventListener === 'function' && typeof globalThis.document !== 'undefined') {
+      // A closing tab: say so while the channel still works, so the writer frees what it claims for us.
+      this.#onPageHide = (event) => { if (!event.persisted) this.#post({ t: 'gone', from: this.#id }) }
+      globalThis.addEventListener('pagehide', this.#onPageHide)
+    }
     if (got === true || got === 'no-locks') {
       try {
         await this.#becomeWriter()
@@ -378,6 +390,10 @@ export class LocalTransport {
       case 'req':
         if (this.#role === 'writer') this.#serveForwarded(data)
         break
+      case 'gone':
+        if (this.#gone.size > 1000) this.#gone.clear()
+        this.#gone.add(data.from)
+        break
       case 'ack':
         if (data.to === this.#id) {
           const entry = this.#pending.get(data.id)
@@ -410,6 +426,10 @@ export class LocalTransport {
     this.#handleLocal(req.method, req.path, req.headers, req.body).then(
       (response) => {
         if (this.#closed) return
+        if (this.#gone.has(req.from)) {
+          this.#releaseOrphanedPop(req, response)
+          return
+        }
         served.response = { status: response.status, headers: response.headers, body: response.body }
         served.at = Date.now()
         this.#post({ t: 'res', id: req.id, to: req.from, writer: this.#id, ...served.response })
@@ -429,6 +449,30 @@ export class LocalTransport {
     )
   }
 
+  /** A pop answered for a follower that is gone: give its messages back (`retry`: no retry charged). */
+  #releaseOrphanedPop(req, response) {
+    if (req.method !== 'GET' || !String(req.path).startsWith('/api/v1/pop') || response.status !== 200) return
+    let body
+    try {
+      body = JSON.parse(decoder.decode(response.body))
+    } catch {
+      return
+    }
+    const messages = (body && Array.isArray(body.messages) ? body.messages : []).filter((m) => m && m.leaseId)
+    if (!messages.length) return
+    const groups = new Map()
+    for (const m of messages) {
+      const group = m.consumerGroup || '__QUEUE_MODE__'
+      if (!groups.has(group)) groups.set(group, [])
+      groups.get(group).push({ transactionId: m.transactionId, partitionId: m.partitionId, status: 'retry', leaseId: m.leaseId })
+    }
+    for (const [consumerGroup, acknowledgments] of groups) {
+      const payload = encoder.encode(JSON.stringify({ acknowledgments, consumerGroup }))
+      this.#handleLocal('POST', '/api/v1/ack/batch', { ...req.headers, 'Content-Type': 'application/json' }, payload)
+        .catch(() => {})
+    }
+  }
+
   #shutdown() {
     this.#closed = true
     for (const timer of this.#timers) clearInterval(timer)
@@ -442,6 +486,8 @@ export class LocalTransport {
     if (this.#releaseLock) this.#releaseLock()
     this.#releaseLock = null
     this.#lockAbort.abort()
+    if (this.#onPageHide) globalThis.removeEventListener('pagehide', this.#onPageHide)
+    this.#onPageHide = null
     if (this.#channel) this.#channel.close()
     this.#channel = null
   }
@@ -452,6 +498,7 @@ export class LocalTransport {
    */
   close() {
     if (this.#closed) return
+    if (this.#role === 'follower') this.#post({ t: 'gone', from: this.#id })
     this.#shutdown()
     for (const entry of this.#pending.values()) entry.reject(new QueenError('closed', 'this Queen was closed'))
     this.#pending.clear()

@@ -302,6 +302,34 @@ const tests = [
     await context.close()
   }],
 
+  ['a closing follower tab gives back what its parked long-poll claims', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const a = await openPage(context, url, 'writer')
+    const b = await openPage(context, url, 'follower')
+    const name = uniqueName('gone')
+    await a.evaluate(async (name) => { window.queen = await window.QE.Queen.open({ name }) }, name)
+    const roleB = await b.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name })
+      // Parked at the writer; never awaited: the tab closes first.
+      window.queen.queue('orphan').group('g').subscriptionMode('all').timeoutMillis(20000).pop()
+      return window.queen.role
+    }, name)
+    assertEq(roleB, 'follower', 'second tab follows')
+    await sleep(300)
+    await b.close()
+    await sleep(200)
+    const r = await a.evaluate(async () => {
+      const q = window.queen
+      await q.queue('orphan').push({ data: 'x' })
+      // The orphaned pop claims it and the writer gives it back straight away.
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const msgs = await q.queue('orphan').group('g').subscriptionMode('all').wait(true).timeoutMillis(2000).pop()
+      return msgs.map((m) => [m.data, m.deliveryAttempt])
+    })
+    assertEq(r.map((x) => x[0]), ['x'], 'the message is deliverable at once, not leased to the closed tab')
+    await context.close()
+  }],
+
   ['service-worker mode answers a Queen HTTP client', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'sw')
