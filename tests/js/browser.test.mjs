@@ -452,11 +452,21 @@ const tests = [
       } catch (e) {
         out.schema = [e.name, e.code]
       }
+      try {
+        await window.QE.Queen.open({ name: name + '-bad', durability: 'sometimes' })
+      } catch (e) {
+        out.badOption = e.code
+      }
+      const relaxed = await window.QE.Queen.open({ name: name + '-relaxed', durability: 'relaxed' })
+      out.relaxed = (await relaxed.queue('r').push({ data: 1 }))[0].status
+      await relaxed.close()
       return out
     }, name)
     assertEq(newer.format.slice(0, 2), ['QueenError', 'newer_format'], 'newer format refused with code newer_format')
     assert(/newer/.test(newer.format[2]), `the message says why: ${newer.format[2]}`)
     assertEq(newer.schema, ['QueenError', 'newer_format'], 'newer schema version refused with code newer_format')
+    assertEq(newer.badOption, 'invalid', 'an unknown durability is refused')
+    assertEq(newer.relaxed, 'queued', 'durability relaxed opens and commits')
 
     // IndexedDB unavailable: an opaque-origin (sandboxed) frame may not use it.
     const unavailable = await page.evaluate(async (moduleUrl) => {
