@@ -54,7 +54,8 @@ if (!args.has('--size-only')) {
       const now = () => performance.now()
 
       async function queenEdge(batch, n) {
-        const queen = await window.QE.Queen.open({ name: `${prefix}-qe-${batch}` })
+        const dbName = `${prefix}-qe-${batch}-${Math.random().toString(36).slice(2, 8)}`
+        const queen = await window.QE.Queen.open({ name: dbName })
         const q = queen.queue('bench')
         let t0 = now()
         for (let i = 0; i < n; i += batch) {
@@ -73,12 +74,12 @@ if (!args.has('--size-only')) {
         const popAckMs = now() - t0
         const counters = queen.transport.broker.counters()
         await queen.close()
-        await window.QE.Queen.deleteDatabase(`${prefix}-qe-${batch}`)
+        await window.QE.Queen.deleteDatabase(dbName)
         return { pushMps: n / (pushMs / 1000), popAckMps: n / (popAckMs / 1000), commits: counters.commits, rows: counters.rowsWritten }
       }
 
       async function naive(batch, n) {
-        const name = `${prefix}-naive-${batch}`
+        const name = `${prefix}-naive-${batch}-${Math.random().toString(36).slice(2, 8)}`
         const db = await new Promise((res, rej) => {
           const r = indexedDB.open(name, 1)
           r.onupgradeneeded = () => r.result.createObjectStore('messages', { autoIncrement: true })
@@ -123,9 +124,20 @@ if (!args.has('--size-only')) {
       // Warm-up (wasm tier-up, IndexedDB first use), not measured.
       await queenEdge(10, 200)
       await naive(10, 200)
+      // Three interleaved runs per batch size; the median of each figure is reported.
+      const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)]
       for (const batch of [1, 10, 100]) {
         const n = totals[batch]
-        out.push({ batch, n, queenEdge: await queenEdge(batch, n), naive: await naive(batch, n) })
+        const runs = []
+        for (let rep = 0; rep < 3; rep++) runs.push({ qe: await queenEdge(batch, n), nv: await naive(batch, n) })
+        const pick = (side, key) => median(runs.map((r) => r[side][key]))
+        out.push({
+          batch,
+          n,
+          queenEdge: { pushMps: pick('qe', 'pushMps'), popAckMps: pick('qe', 'popAckMps'), commits: runs[0].qe.commits, rows: runs[0].qe.rows },
+          naive: { pushMps: pick('nv', 'pushMps'), popAckMps: pick('nv', 'popAckMps') },
+          spread: runs.map((r) => [Math.round(r.qe.pushMps), Math.round(r.qe.popAckMps), Math.round(r.nv.pushMps), Math.round(r.nv.popAckMps)])
+        })
       }
       return out
     }, { prefix: uniqueName('bench') })
@@ -157,7 +169,10 @@ if (args.has('--write')) {
   if (results) {
     lines.push(`### Throughput (messages/s, headless Chromium ${results.chromium}, durability strict, one tab)`, '')
     lines.push('queen-edge goes through the fluent API (push a batch; pop a batch + ack it). The naive baseline keeps one',
-      'IndexedDB record per message (one readwrite transaction per batch) and deletes it on ack.', '')
+      'IndexedDB record per message (one readwrite transaction per batch) and deletes it on ack. Median of three',
+      'interleaved runs; on this shared 2-core machine single runs vary by about ±30 %. queen-edge writes one',
+      'IndexedDB row per commit (push: the batch\'s segment; pop: the lease; ack: the cursor), so its advantage grows',
+      'with the batch; at batch 1 the per-call cost of the wasm engine and the JSON round trip dominates.', '')
     lines.push('| batch | messages | queen-edge push | naive push | queen-edge pop+ack | naive pop+ack |', '|---:|---:|---:|---:|---:|---:|')
     for (const r of results) {
       lines.push(`| ${r.batch} | ${r.n} | ${r.queenEdge.pushMps.toFixed(0)} | ${r.naive.pushMps.toFixed(0)} | ${r.queenEdge.popAckMps.toFixed(0)} | ${r.naive.popAckMps.toFixed(0)} |`)
