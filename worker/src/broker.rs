@@ -1,26 +1,30 @@
 //! The `Broker` Durable Object: one broker (every queue of it) per object, on SQLite-backed storage.
 //!
 //! The entry Worker (`lib.rs`) forwards `/api/v1/*`, `/health`, `/metrics*` (and, in tests only, `/__test/*`)
-//! here unchanged. Until the engine is wired in, the object answers `/health` for real (it opens its
-//! [`DoStore`]), `OPTIONS` with the CORS preflight, and every other route with
-//! `501 {"error": "..."}`.
+//! here unchanged. The object opens one [`Engine`] over a [`DoStore`] on its first request and keeps it while
+//! the object lives; every request is read into an [`HttpRequest`] and answered by
+//! `queen_edge::http::handle`. Requests interleave at their awaits (a long-poll parks without blocking
+//! pushes); the engine serialises commands itself.
 //!
-//! # Hooking the engine in
-//!
-//! Edit [`Broker::handle_api`] only: build the engine once (keep it in a `RefCell` field created in
-//! [`DurableObject::new`], or lazily on first use), over [`Broker::store`] and [`Broker::config`], then turn the
-//! [`ApiRequest`] into whatever `queen_edge::http::handle` takes and its answer into [`api_response`].
+//! If the store cannot be opened (or the engine cannot load), `/health` answers 503 `unhealthy` and every
+//! other route 503 `{"error": ...}`; the next request tries again.
 
-use std::cell::RefCell;
+use std::rc::Rc;
 
-use queen_edge::store::StoreError;
+use futures::lock::Mutex;
+use queen_edge::engine::Engine;
+use queen_edge::http::{handle, HttpRequest, HttpResponse};
 use serde_json::json;
 use worker::{
     durable_object, DurableObject, Env, Headers, Method, Request, Response, Result, State,
 };
 
-use crate::config::{flag, BrokerConfig};
+use crate::config::{flag, WorkerConfig};
 use crate::do_store::DoStore;
+use crate::host::WorkerHost;
+
+/// The engine a `Broker` object runs.
+pub type BrokerEngine = Engine<DoStore, WorkerHost>;
 
 /// The CORS headers the wire contract puts on every JSON response (§0.1).
 pub const CORS_HEADERS: [(&str, &str); 4] = [
@@ -36,48 +40,28 @@ pub const CORS_HEADERS: [(&str, &str); 4] = [
     ("Access-Control-Max-Age", "86400"),
 ];
 
-/// A request as the runtime-agnostic HTTP layer wants it: everything read, nothing borrowed from the runtime.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiRequest {
-    /// Upper-case method, e.g. `GET`.
-    pub method: String,
-    /// The URL path, still percent-encoded, e.g. `/api/v1/pop/queue/q1`.
-    pub path: String,
-    /// The raw query string without `?` (empty when absent).
-    pub query: String,
-    /// Header names (lower-case, as the runtime gives them) and values, in the runtime's order.
-    pub headers: Vec<(String, String)>,
-    /// The whole body.
-    pub body: Vec<u8>,
+/// Reads `req` completely (the body is consumed) into the HTTP layer's request type.
+pub async fn read_request(mut req: Request) -> Result<HttpRequest> {
+    let url = req.url()?;
+    let method = req.method().to_string().to_ascii_uppercase();
+    let headers = req.headers().entries().collect();
+    let body = if matches!(req.method(), Method::Get | Method::Head) {
+        Vec::new()
+    } else {
+        req.bytes().await?
+    };
+    Ok(HttpRequest {
+        method,
+        path: url.path().to_string(),
+        query: url.query().unwrap_or("").to_string(),
+        headers,
+        body,
+    })
 }
 
-impl ApiRequest {
-    /// Reads `req` completely (the body is consumed).
-    pub async fn read(mut req: Request) -> Result<Self> {
-        let url = req.url()?;
-        let method = req.method().to_string().to_ascii_uppercase();
-        let headers = req.headers().entries().collect();
-        let body = if matches!(req.method(), Method::Get | Method::Head) {
-            Vec::new()
-        } else {
-            req.bytes().await?
-        };
-        Ok(ApiRequest {
-            method,
-            path: url.path().to_string(),
-            query: url.query().unwrap_or("").to_string(),
-            headers,
-            body,
-        })
-    }
-
-    /// The first value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
+/// Turns the HTTP layer's answer into a workerd response.
+pub fn write_response(answer: HttpResponse) -> Result<Response> {
+    api_response(answer.status, &answer.headers, answer.body)
 }
 
 /// Builds a response from a status, headers and body; adds the CORS headers unless `headers` already set them.
@@ -118,80 +102,59 @@ pub fn error_response(status: u16, message: &str) -> Result<Response> {
 pub struct Broker {
     state: State,
     env: Env,
-    config: BrokerConfig,
-    store: RefCell<Option<DoStore>>,
+    config: WorkerConfig,
+    engine: Mutex<Option<Rc<BrokerEngine>>>,
 }
 
 impl Broker {
-    /// The object's store, opened on first use and kept for the object's lifetime.
-    pub fn store(&self) -> std::result::Result<DoStore, StoreError> {
-        if let Some(store) = self.store.borrow().as_ref() {
-            return Ok(store.clone());
+    /// The object's engine, opened on first use (over a fresh [`DoStore`]) and kept for the object's life.
+    pub async fn engine(&self) -> std::result::Result<Rc<BrokerEngine>, String> {
+        let mut slot = self.engine.lock().await;
+        if let Some(engine) = slot.as_ref() {
+            return Ok(engine.clone());
         }
-        let store = DoStore::open(&self.state.storage())?;
-        *self.store.borrow_mut() = Some(store.clone());
-        Ok(store)
+        let store = DoStore::open(&self.state.storage()).map_err(|e| e.message)?;
+        let engine = Engine::open(store, WorkerHost, self.config.broker.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let engine = Rc::new(engine);
+        *slot = Some(engine.clone());
+        Ok(engine)
     }
 
-    /// Limits and defaults from the environment.
-    pub fn config(&self) -> &BrokerConfig {
+    /// Settings read from the environment when the object started.
+    pub fn config(&self) -> &WorkerConfig {
         &self.config
     }
 
-    /// `GET /health`: healthy when the store opens and answers a scan.
-    async fn health(&self) -> Result<Response> {
-        use queen_edge::store::Store;
-        let probe = match self.store() {
-            Ok(store) => store.scan("\u{0}health-probe/").await.map(|_| ()),
-            Err(e) => Err(e),
-        };
-        let id = self.state.id().to_string();
-        let base = json!({
-            "server": "queen-edge",
-            "worker_id": id,
-            "version": env!("CARGO_PKG_VERSION"),
-            "shared_state": { "enabled": false },
-            "queen": { "worker_id": id, "status": "active" },
-        });
-        let mut body = base;
-        match probe {
-            Ok(()) => {
-                body["status"] = json!("healthy");
-                body["database"] = json!("connected");
-                json_response(200, &body)
-            }
-            Err(e) => {
-                body["status"] = json!("unhealthy");
-                body["database"] = json!("disconnected");
-                body["error"] = json!(e.message);
-                json_response(503, &body)
-            }
+    async fn unavailable(&self, path: &str, message: String) -> Result<Response> {
+        if path == "/health" {
+            let id = self.config.http.worker_id.clone();
+            return json_response(
+                503,
+                &json!({
+                    "status": "unhealthy",
+                    "database": "disconnected",
+                    "server": self.config.http.server_name,
+                    "worker_id": id,
+                    "version": self.config.http.version,
+                    "error": message,
+                }),
+            );
         }
-    }
-
-    /// Every route of the Queen API (and `/metrics*`). **The engine hook**: replace the placeholder below.
-    async fn handle_api(&self, req: ApiRequest) -> Result<Response> {
-        if req.method == "OPTIONS" {
-            return api_response(204, &[], Vec::new());
-        }
-        if req.path == "/health" {
-            return self.health().await;
-        }
-        error_response(
-            501,
-            "queen-edge: the broker engine is not wired into the Durable Object yet",
-        )
+        error_response(503, &format!("broker unavailable: {message}"))
     }
 }
 
 impl DurableObject for Broker {
     fn new(state: State, env: Env) -> Self {
-        let config = BrokerConfig::from_env(&env);
+        let worker_id = state.id().to_string();
+        let config = WorkerConfig::from_env(&env, worker_id, js_sys::Date::now() as i64);
         Broker {
             state,
             env,
             config,
-            store: RefCell::new(None),
+            engine: Mutex::new(None),
         }
     }
 
@@ -203,7 +166,12 @@ impl DurableObject for Broker {
             }
             return crate::selftest::handle(&self.state, req).await;
         }
-        let req = ApiRequest::read(req).await?;
-        self.handle_api(req).await
+        let engine = match self.engine().await {
+            Ok(engine) => engine,
+            Err(message) => return self.unavailable(&path, message).await,
+        };
+        let request = read_request(req).await?;
+        let answer = handle(&engine, &self.config.http, request).await;
+        write_response(answer)
     }
 }

@@ -1,61 +1,61 @@
 //! Settings read from the Worker's environment (`[vars]` in `wrangler.toml`, secrets via `wrangler secret`).
 //!
 //! Every setting has a default, so a missing or unparsable variable never stops the broker; the defaults are
-//! the ones in the wire contract (§1.3, §2, §7.3 of `shared/spec/wire-contract.md`).
+//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`).
 
+use queen_edge::core::BrokerConfig;
+use queen_edge::http::{AuthConfig, AuthToken, HttpConfig, Role};
 use worker::Env;
 
-/// Broker-wide limits and defaults handed to the engine.
+/// Secrets that hold bearer tokens, and the role each grants.
+pub const TOKEN_SECRETS: [(&str, Role); 3] = [
+    ("API_TOKEN", Role::Admin),
+    ("API_TOKEN_READ_WRITE", Role::ReadWrite),
+    ("API_TOKEN_READ_ONLY", Role::ReadOnly),
+];
+
+/// Everything the Durable Object hands to the engine and the HTTP layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerConfig {
-    /// `DEFAULT_SUBSCRIPTION_MODE`: `new` (product default) or `all` (what Queen 0.15's tests need).
-    pub default_subscription_mode: String,
-    /// `DEFAULT_BATCH_SIZE`: pop batch when the client sends none (default 1).
-    pub default_batch_size: u32,
-    /// `DEFAULT_TIMEOUT`: long-poll deadline in ms when the client sends none (default 30000).
-    pub default_timeout_ms: u64,
-    /// `MAX_TIMEOUT`: long-poll deadlines are clamped to this many ms (default 60000).
-    pub max_timeout_ms: u64,
-    /// `RETENTION_INTERVAL`: ms between retention sweeps (default 300000).
-    pub retention_interval_ms: u64,
-    /// `EVICTION_INTERVAL`: ms between eviction sweeps (default 60000).
-    pub eviction_interval_ms: u64,
-    /// `MAX_BODY_BYTES`: largest request body accepted, in bytes (default 16 MiB).
-    pub max_body_bytes: usize,
+pub struct WorkerConfig {
+    /// Core settings (`DEFAULT_SUBSCRIPTION_MODE`: `new`, the default, or `all`).
+    pub broker: BrokerConfig,
+    /// HTTP settings: `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT` (long-poll ms when `wait=true` comes without
+    /// `timeout`), `MAX_TIMEOUT` (cap on long-polls), and the bearer tokens of [`TOKEN_SECRETS`] (auth is on
+    /// when at least one is set).
+    pub http: HttpConfig,
 }
 
-impl Default for BrokerConfig {
-    fn default() -> Self {
-        BrokerConfig {
-            default_subscription_mode: "new".into(),
-            default_batch_size: 1,
-            default_timeout_ms: 30_000,
-            max_timeout_ms: 60_000,
-            retention_interval_ms: 300_000,
-            eviction_interval_ms: 60_000,
-            max_body_bytes: 16 * 1024 * 1024,
+impl WorkerConfig {
+    /// Reads the settings from `env`; `worker_id` is reported by `/health`, `now_ms` starts the uptime.
+    pub fn from_env(env: &Env, worker_id: String, now_ms: i64) -> Self {
+        let mut broker = BrokerConfig::default();
+        match var(env, "DEFAULT_SUBSCRIPTION_MODE").as_deref() {
+            Some("all") => broker.default_subscription_new = false,
+            Some("new") => broker.default_subscription_new = true,
+            _ => {}
         }
-    }
-}
-
-impl BrokerConfig {
-    /// Reads the settings from `env`, falling back to [`BrokerConfig::default`] field by field.
-    pub fn from_env(env: &Env) -> Self {
-        let d = BrokerConfig::default();
-        let mode = var(env, "DEFAULT_SUBSCRIPTION_MODE")
-            .filter(|m| m == "new" || m == "all")
-            .unwrap_or(d.default_subscription_mode);
-        BrokerConfig {
-            default_subscription_mode: mode,
-            default_batch_size: parsed(env, "DEFAULT_BATCH_SIZE").unwrap_or(d.default_batch_size),
-            default_timeout_ms: parsed(env, "DEFAULT_TIMEOUT").unwrap_or(d.default_timeout_ms),
-            max_timeout_ms: parsed(env, "MAX_TIMEOUT").unwrap_or(d.max_timeout_ms),
-            retention_interval_ms: parsed(env, "RETENTION_INTERVAL")
-                .unwrap_or(d.retention_interval_ms),
-            eviction_interval_ms: parsed(env, "EVICTION_INTERVAL")
-                .unwrap_or(d.eviction_interval_ms),
-            max_body_bytes: parsed(env, "MAX_BODY_BYTES").unwrap_or(d.max_body_bytes),
+        let mut http = HttpConfig {
+            worker_id,
+            started_at_ms: now_ms,
+            ..HttpConfig::default()
+        };
+        if let Some(v) = parsed(env, "MAX_BODY_BYTES") {
+            http.limits.max_body_bytes = v;
         }
+        if let Some(v) = parsed(env, "DEFAULT_TIMEOUT") {
+            http.limits.default_wait_ms = v;
+        }
+        if let Some(v) = parsed(env, "MAX_TIMEOUT") {
+            http.limits.max_wait_ms = v;
+        }
+        let tokens: Vec<AuthToken> = TOKEN_SECRETS
+            .iter()
+            .filter_map(|(name, role)| var(env, name).map(|t| AuthToken::new(t, *role)))
+            .collect();
+        if !tokens.is_empty() {
+            http.auth = Some(AuthConfig { tokens });
+        }
+        WorkerConfig { broker, http }
     }
 }
 

@@ -1,20 +1,20 @@
 //! The queen-edge Cloudflare Worker: a thin entry Worker in front of one `Broker` Durable Object per broker.
 //!
 //! Routing (see `wrangler.toml` at the repository root):
-//! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: authenticated (see [`auth`]) and forwarded unchanged to
-//!   the Durable Object named by [`broker_name`].
+//! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: forwarded unchanged to the Durable Object named by
+//!   [`broker_name`], which authenticates (bearer tokens, see `config.rs`) and answers through `src/http`.
 //! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
 //!   this code: Workers serves matching files first).
 
 #![warn(missing_docs)]
 
-pub mod auth;
 // The #[durable_object] macro generates undocumented wasm-bindgen glue (`new`, `fetch`) inside this module.
 #[allow(missing_docs)]
 pub mod broker;
 pub mod config;
 pub mod do_store;
+pub mod host;
 pub mod selftest;
 
 use worker::{event, Context, Env, Request, Response, Result};
@@ -98,19 +98,6 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 
     if !is_broker_path(&path) {
         return env.assets(ASSETS_BINDING)?.fetch_request(req).await;
-    }
-
-    if req.method() != worker::Method::Options {
-        if let Some(token) = var(&env, "API_TOKEN") {
-            let skip =
-                var(&env, "JWT_SKIP_PATHS").unwrap_or_else(|| auth::DEFAULT_SKIP_PATHS.to_string());
-            if !auth::is_skipped(&path, &skip) {
-                let header = req.headers().get("authorization")?;
-                if let Err(e) = auth::check_bearer(header.as_deref(), &token) {
-                    return error_response(401, e.message());
-                }
-            }
-        }
     }
 
     match broker_name(&req, &env) {

@@ -54,7 +54,7 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
   }
 });
 
-test('without QUEEN_TEST_ROUTES the test routes do not exist; health, CORS and assets answer', async () => {
+test('without QUEEN_TEST_ROUTES the test routes do not exist; health, CORS, API and assets answer', async () => {
   const fresh = tempPersistDir();
   const w = await startWrangler({ persistTo: fresh.dir });
   try {
@@ -71,6 +71,7 @@ test('without QUEEN_TEST_ROUTES the test routes do not exist; health, CORS and a
     assert.equal(pre.headers.get('access-control-allow-origin'), '*');
 
     const api = await getJson(`${w.url}/api/v1/resources/queues`);
+    assert.equal(api.status, 200, JSON.stringify(api.body));
     assert.equal(api.headers.get('access-control-allow-origin'), '*');
     assert.match(api.headers.get('content-type') ?? '', /application\/json/);
 
