@@ -175,4 +175,5 @@ pub fn offsets(reply: &PopReply) -> Vec<u64> {
     reply.messages.iter().map(|m| m.offset).collect()
 }
 
+#[allow(unused_imports)]
 pub use AckStatus::{Completed as C, Dlq as D, Failed as F, Retry as R};
