@@ -427,7 +427,8 @@ impl Route {
                         "Content-Type".to_string(),
                         prometheus::CONTENT_TYPE.to_string(),
                     )],
-                    body: prometheus::render(&stats, uptime_s(config, now)).into_bytes(),
+                    body: prometheus::render(&stats, &engine.counters(), uptime_s(config, now))
+                        .into_bytes(),
                 })
             }
             Route::Status => Ok(json_response(200, &status(engine, config))),
@@ -728,6 +729,18 @@ fn status<S: Store, H: Host>(engine: &Engine<S, H>, config: &HttpConfig) -> Valu
             "workers": [{"workerId": config.worker_id, "status": "active", "uptime": uptime_s(config, now)}],
             "errors": {},
             "statsAge": 0,
+            "storage": storage_counters(engine),
         })
+    })
+}
+
+/// The store's write counters since the broker opened (rows are what Durable Objects bill).
+fn storage_counters<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
+    let c = engine.counters();
+    json!({
+        "commits": c.commits,
+        "rowsWritten": c.rows_written,
+        "bytesWritten": c.bytes_written,
+        "reloads": c.reloads,
     })
 }

@@ -5,6 +5,7 @@
 //! messages and live leases.
 
 use crate::core::api::BrokerStats;
+use crate::engine::EngineCounters;
 use std::fmt::Write;
 
 /// The content type of the answer.
@@ -23,9 +24,34 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-/// Renders the metrics text.
-pub(crate) fn render(stats: &BrokerStats, uptime_s: i64) -> String {
+/// Renders the metrics text, including the store's write counters.
+pub(crate) fn render(stats: &BrokerStats, store: &EngineCounters, uptime_s: i64) -> String {
     let mut out = String::new();
+    for (name, help, value) in [
+        (
+            "queen_store_commits_total",
+            "Change sets committed to the store.",
+            store.commits,
+        ),
+        (
+            "queen_store_rows_written_total",
+            "Store rows written (puts plus deletes).",
+            store.rows_written,
+        ),
+        (
+            "queen_store_bytes_written_total",
+            "Bytes of values written to the store.",
+            store.bytes_written,
+        ),
+        (
+            "queen_store_reloads_total",
+            "Reloads from the store after a failed commit.",
+            store.reloads,
+        ),
+    ] {
+        family(&mut out, name, "counter", help);
+        let _ = writeln!(out, "{name} {value}");
+    }
     family(
         &mut out,
         "queen_uptime_seconds",
@@ -96,7 +122,15 @@ mod tests {
             dlq_depth_by_queue: vec![("a\"b\\c\nd".into(), 2)],
             ..Default::default()
         };
-        let text = render(&stats, 5);
+        let text = render(
+            &stats,
+            &EngineCounters {
+                rows_written: 7,
+                ..Default::default()
+            },
+            5,
+        );
+        assert!(text.contains("queen_store_rows_written_total 7"), "{text}");
         assert!(
             text.contains("queen_dlq_depth_by_queue{queue=\"a\\\"b\\\\c\\nd\"} 2"),
             "{text}"
