@@ -10,7 +10,7 @@
 //! - `query`: query-string parsing and percent-decoding;
 //! - `wire`: JSON request bodies, validated into core command types (wire DTOs stay out of the core);
 //! - `render`: core replies to JSON answers;
-//! - `timestamp`: ISO-8601 parsing and the two output precisions;
+//! - ISO-8601 timestamps come from `crate::core::timefmt` (shared with the core);
 //! - `auth`: bearer tokens and roles;
 //! - `error`: the `{"error": ...}` answers and how engine errors map to statuses;
 //! - `prometheus`: the `/metrics/prometheus` text;
@@ -26,7 +26,6 @@ mod prometheus;
 mod query;
 mod render;
 mod router;
-mod timestamp;
 mod wire;
 
 pub use auth::{AuthConfig, AuthToken, Role};

@@ -1,7 +1,7 @@
 //! Core replies → JSON answers, with the contract's field names (and the appendix's additions).
 
-use super::timestamp::{iso_micros, iso_millis};
 use crate::core::api::*;
+use crate::core::timefmt::{iso_micros, iso_millis};
 use serde_json::{json, Value};
 
 fn push_status(status: &PushStatus) -> &'static str {

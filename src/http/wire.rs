@@ -10,9 +10,9 @@
 
 use super::error::HttpError;
 use super::query::clip;
-use super::timestamp::parse_iso;
 use super::Limits;
 use crate::core::api::*;
+use crate::core::timefmt::parse_iso;
 use serde_json::{Map, Value};
 
 /// The body as JSON. `required`: an empty body is a 400; otherwise it is `None`.
