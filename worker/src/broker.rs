@@ -16,7 +16,8 @@ use queen_edge::engine::Engine;
 use queen_edge::http::{handle, HttpRequest, HttpResponse};
 use serde_json::json;
 use worker::{
-    durable_object, DurableObject, Env, Headers, Method, Request, Response, Result, State,
+    console_error, console_log, durable_object, DurableObject, Env, Headers, Method, Request,
+    Response, Result, State,
 };
 
 use crate::config::{flag, WorkerConfig};
@@ -97,6 +98,10 @@ pub fn error_response(status: u16, message: &str) -> Result<Response> {
     json_response(status, &json!({ "error": message }))
 }
 
+/// How often the alarm runs retention and eviction (`Engine::maintain`) unless the var
+/// `MAINTENANCE_INTERVAL_MS` says otherwise.
+pub const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The Durable Object class `Broker` (bound as `BROKER` in `wrangler.toml`).
 #[durable_object]
 pub struct Broker {
@@ -119,7 +124,26 @@ impl Broker {
             .map_err(|e| e.to_string())?;
         let engine = Rc::new(engine);
         *slot = Some(engine.clone());
+        drop(slot);
+        // Retention and eviction run from the object's alarm; make sure one is scheduled.
+        if let Ok(None) = self.state.storage().get_alarm().await {
+            let _ = self
+                .state
+                .storage()
+                .set_alarm(self.maintenance_interval())
+                .await;
+        }
         Ok(engine)
+    }
+
+    /// The maintenance period: the var `MAINTENANCE_INTERVAL_MS` (at least 100 ms), else one minute.
+    fn maintenance_interval(&self) -> std::time::Duration {
+        self.env
+            .var("MAINTENANCE_INTERVAL_MS")
+            .ok()
+            .and_then(|v| v.to_string().parse::<u64>().ok())
+            .map(|ms| std::time::Duration::from_millis(ms.max(100)))
+            .unwrap_or(MAINTENANCE_INTERVAL)
     }
 
     /// Settings read from the environment when the object started.
@@ -173,5 +197,27 @@ impl DurableObject for Broker {
         let request = read_request(req).await?;
         let answer = handle(&engine, &self.config.http, request).await;
         write_response(answer)
+    }
+
+    /// Runs retention and eviction, then schedules the next run. A failure is logged and retried at
+    /// the next alarm; it never loses data (maintenance only deletes what the queue's options expire).
+    async fn alarm(&self) -> Result<Response> {
+        match self.engine().await {
+            Ok(engine) => match engine.maintain().await {
+                Ok(report) => console_log!(
+                    "maintenance: {} retained-out, {} evicted, {} segments deleted",
+                    report.retention_deleted,
+                    report.evicted,
+                    report.segments_deleted
+                ),
+                Err(e) => console_error!("maintenance failed: {e}"),
+            },
+            Err(e) => console_error!("maintenance skipped, broker unavailable: {e}"),
+        }
+        self.state
+            .storage()
+            .set_alarm(self.maintenance_interval())
+            .await?;
+        Response::ok("maintained")
     }
 }
