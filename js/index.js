@@ -4,7 +4,7 @@
 //   const queen = await Queen.open({ name: 'app' })          // broker in this page, on IndexedDB
 //   const remote = Queen.connect('https://broker.example', { token })  // same API over HTTP
 //
-// Types: index.d.ts. Design: docs/js-module.md.
+// Types: index.d.ts. Design: README.md (In the browser) and docs/decisions.md.
 
 import { QueenClient } from './client.js'
 import { HttpTransport } from './http.js'
