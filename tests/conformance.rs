@@ -1280,3 +1280,23 @@ fn one_segment_row_per_push_batch_per_partition() {
         "a push to an existing partition writes exactly one row"
     );
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn dead_letter_order_survives_restarts() {
+    let mut h = Harness::new();
+    h.push_n("q", 2);
+    let first = h.pop("q", Some("a"), 1);
+    h.ack_msgs(&first, &[(0, D)]);
+    h.restart();
+    let second = h.pop("q", Some("b"), 1);
+    h.ack_msgs(&second, &[(0, D)]);
+    let dlq = h.dlq("q");
+    assert_eq!(
+        dlq.iter()
+            .map(|d| d.consumer_group.as_str())
+            .collect::<Vec<_>>(),
+        vec!["b", "a"],
+        "newest first"
+    );
+}

@@ -166,6 +166,7 @@ impl Broker {
                 "d" => {
                     let d: DeadLetter =
                         serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
+                    self.next_dead_letter_seq = self.next_dead_letter_seq.max(d.seq + 1);
                     self.dead_letters.insert(d.id.clone(), d);
                 }
                 _ => {}
