@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use futures::lock::Mutex;
 use queen_edge::engine::Engine;
-use queen_edge::http::{handle, HttpRequest, HttpResponse};
+use queen_edge::http::{handle, HttpRequest, HttpResponse, CORS_HEADERS};
 use serde_json::json;
 use worker::{
     console_error, console_log, durable_object, DurableObject, Env, Headers, Method, Request,
@@ -26,20 +26,6 @@ use crate::host::WorkerHost;
 
 /// The engine a `Broker` object runs.
 pub type BrokerEngine = Engine<DoStore, WorkerHost>;
-
-/// The CORS headers the wire contract puts on every JSON response (§0.1).
-pub const CORS_HEADERS: [(&str, &str); 4] = [
-    ("Access-Control-Allow-Origin", "*"),
-    (
-        "Access-Control-Allow-Methods",
-        "GET, POST, PUT, DELETE, OPTIONS",
-    ),
-    (
-        "Access-Control-Allow-Headers",
-        "Content-Type, Authorization",
-    ),
-    ("Access-Control-Max-Age", "86400"),
-];
 
 /// Reads `req` completely (the body is consumed) into the HTTP layer's request type.
 pub async fn read_request(mut req: Request) -> Result<HttpRequest> {
