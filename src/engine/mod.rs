@@ -15,7 +15,8 @@ use crate::core::api::*;
 use crate::core::{Broker, BrokerConfig};
 use crate::store::{ChangeSet, Store, StoreError};
 use futures::future::{select, Either, LocalBoxFuture};
-use futures::lock::Mutex;
+use futures::lock::{Mutex, MutexGuard};
+use std::collections::BTreeSet;
 use std::cell::{Cell, RefCell};
 use waiters::Waiters;
 
@@ -138,7 +139,12 @@ impl<S: Store, H: Host> Engine<S, H> {
         self.reload_locked().await
     }
 
-    async fn reload_locked(&self) -> EngineResult<()> {
+    /// Reloads with the gate already held (boxed: it is awaited from several places).
+    fn reload_locked(&self) -> LocalBoxFuture<'_, EngineResult<()>> {
+        Box::pin(self.reload_locked_inner())
+    }
+
+    async fn reload_locked_inner(&self) -> EngineResult<()> {
         let core = Self::load(&self.store, &self.host, &self.config).await?;
         *self.core.borrow_mut() = core;
         self.needs_reload.set(false);
@@ -151,14 +157,16 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Applies one command under the gate and commits its changes before returning.
+    ///
+    /// Only the synchronous middle is generic over the command; the awaits around it ([`Self::enter`],
+    /// [`Self::settle`]) are boxed futures shared by every command, so each command's future stays small
+    /// (this keeps the store's futures from being copied into every command, which matters for the
+    /// size of the wasm module a browser downloads).
     async fn run<R>(
         &self,
         command: impl FnOnce(&mut Broker, i64) -> CoreResult<R>,
     ) -> EngineResult<R> {
-        let _gate = self.gate.lock().await;
-        if self.needs_reload.get() {
-            self.reload_locked().await?;
-        }
+        let _gate = self.enter().await?;
         let now = self.host.now_ms();
         let (outcome, changes, woken, discard) = {
             let mut core = self.core.borrow_mut();
@@ -171,15 +179,39 @@ impl<S: Store, H: Host> Engine<S, H> {
                 discard,
             )
         };
-        if discard {
-            // The command refused after touching state (a transaction that rolled back): the store
-            // still holds the state before it, so reload from there.
-            self.reload_locked().await?;
-            return outcome.map_err(EngineError::Core);
-        }
-        self.commit(&changes).await?;
-        self.waiters.wake(&woken);
+        self.settle(changes, woken, discard).await?;
         outcome.map_err(EngineError::Core)
+    }
+
+    /// Takes the command gate, reloading first if an earlier commit failed.
+    fn enter(&self) -> LocalBoxFuture<'_, EngineResult<MutexGuard<'_, ()>>> {
+        Box::pin(async move {
+            let gate = self.gate.lock().await;
+            if self.needs_reload.get() {
+                self.reload_locked().await?;
+            }
+            Ok(gate)
+        })
+    }
+
+    /// Makes a command's effects durable (or, for a command that refused after touching state, drops
+    /// them by reloading), then wakes the long-polls of the queues it touched.
+    fn settle(
+        &self,
+        changes: ChangeSet,
+        woken: BTreeSet<String>,
+        discard: bool,
+    ) -> LocalBoxFuture<'_, EngineResult<()>> {
+        Box::pin(async move {
+            if discard {
+                // The command refused after touching state (a transaction that rolled back): the
+                // store still holds the state before it, so reload from there.
+                return self.reload_locked().await;
+            }
+            self.commit(&changes).await?;
+            self.waiters.wake(&woken);
+            Ok(())
+        })
     }
 
     async fn commit(&self, changes: &ChangeSet) -> EngineResult<()> {
