@@ -1,20 +1,37 @@
-//! Segments: the immutable, compressed blocks that hold message payloads.
+//! Segments: the immutable blocks that hold message payloads.
 //!
-//! One segment per push batch per partition. Format version 1:
+//! One segment per push batch per partition. Two formats, told apart by the first byte:
 //!
 //! ```text
-//! byte 0      format version (1)
-//! bytes 1..   raw DEFLATE (miniz_oxide, level 6) of a JSON array of StoredMessage
+//! format 1 (DEFLATE)   byte 0 = 1, bytes 1.. = raw DEFLATE (miniz_oxide, level 6) of a JSON array
+//!                      of StoredMessage
+//! format 2 (JSON)      byte 0 = 2, bytes 1.. = the same JSON array, uncompressed
 //! ```
 //!
-//! Readers refuse versions they do not know, so a future format can be added beside this one. A pop
+//! Builds with the `deflate` feature (the default: the Worker, native tools) write format 1 and read
+//! both. The npm module is built without it and writes format 2: miniz_oxide is about 17 KB of the
+//! gzipped download, and a browser's IndexedDB sits on the user's own disk (docs/decisions.md, "JS
+//! module size"). A build without `deflate` refuses format 1 with a clear error rather than guessing.
+//!
+//! Readers refuse versions they do not know, so a future format can be added beside these. A pop
 //! decodes only the segments that cover the offsets it reads.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// Format 1: DEFLATE-compressed JSON (written by builds with the `deflate` feature).
+pub const SEGMENT_FORMAT_DEFLATE: u8 = 1;
+/// Format 2: uncompressed JSON (written by builds without the `deflate` feature).
+pub const SEGMENT_FORMAT_JSON: u8 = 2;
+/// The newest format any build understands.
+const NEWEST_FORMAT: u8 = SEGMENT_FORMAT_JSON;
+
 /// The segment format this build writes.
-pub const SEGMENT_FORMAT_V1: u8 = 1;
+#[cfg(feature = "deflate")]
+pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_DEFLATE;
+/// The segment format this build writes.
+#[cfg(not(feature = "deflate"))]
+pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_JSON;
 
 /// One message as stored in a segment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,78 +59,109 @@ pub struct StoredMessage {
     pub payload: Value,
 }
 
-/// Encodes a batch of messages (offsets ascending, contiguous) into a segment.
+/// Encodes a batch of messages (offsets ascending, contiguous) into a segment of [`WRITE_FORMAT`].
 pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
+    encode_as(WRITE_FORMAT, messages)
+}
+
+/// Encodes a batch in a given format ([`SEGMENT_FORMAT_JSON`], or [`SEGMENT_FORMAT_DEFLATE`] in builds
+/// with the `deflate` feature).
+///
+/// # Panics
+/// On a format this build cannot write (a programming error: the formats are constants).
+pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
     // Serializing plain data structs to JSON cannot fail.
     let json = serde_json::to_vec(messages).expect("stored messages serialize");
-    let mut out = Vec::with_capacity(json.len() / 3 + 8);
-    out.push(SEGMENT_FORMAT_V1);
-    deflate_into(&json, &mut out);
+    let mut out = Vec::with_capacity(json.len() + 1);
+    out.push(format);
+    match format {
+        SEGMENT_FORMAT_JSON => out.extend_from_slice(&json),
+        #[cfg(feature = "deflate")]
+        SEGMENT_FORMAT_DEFLATE => deflate::deflate_into(&json, &mut out),
+        _ => panic!("this build cannot write segment format {format}"),
+    }
     out
 }
 
-const DEFLATE_LEVEL: u8 = 6;
+/// DEFLATE with one reused compressor per thread (builds with the `deflate` feature).
+#[cfg(feature = "deflate")]
+mod deflate {
+    pub(super) const DEFLATE_LEVEL: u8 = 6;
 
-thread_local! {
-    /// One compressor per thread, reset between segments: a fresh `CompressorOxide` allocates and
-    /// clears a few hundred KiB of tables, which dominated small pushes.
-    static COMPRESSOR: std::cell::RefCell<Option<Box<CompressorOxide>>> = const { std::cell::RefCell::new(None) };
-}
+    thread_local! {
+        /// One compressor per thread, reset between segments: a fresh `CompressorOxide` allocates and
+        /// clears a few hundred KiB of tables, which dominated small pushes.
+        static COMPRESSOR: std::cell::RefCell<Option<Box<CompressorOxide>>> = const { std::cell::RefCell::new(None) };
+    }
 
-use miniz_oxide::deflate::core::{
-    compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
-};
+    use miniz_oxide::deflate::core::{
+        compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
+    };
 
-/// Raw DEFLATE of `input`, appended to `out` (the same stream `miniz_oxide::deflate::compress_to_vec`
-/// produces, with a reused compressor).
-fn deflate_into(mut input: &[u8], out: &mut Vec<u8>) {
-    COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let compressor = slot.get_or_insert_with(|| {
-            Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
-                DEFLATE_LEVEL.into(),
-                0,
-                0,
-            )))
-        });
-        compressor.reset();
-        let start = out.len();
-        out.resize(start + (input.len() / 2).max(64), 0);
-        let mut pos = start;
-        loop {
-            let (status, bytes_in, bytes_out) =
-                compress(compressor, input, &mut out[pos..], TDEFLFlush::Finish);
-            pos += bytes_out;
-            match status {
-                TDEFLStatus::Done => break,
-                TDEFLStatus::Okay => {
-                    input = &input[bytes_in..];
-                    if out.len() - pos < 64 {
-                        let grow = out.len().max(64);
-                        out.resize(out.len() + grow, 0);
+    /// Raw DEFLATE of `input`, appended to `out` (the same stream `miniz_oxide::deflate::compress_to_vec`
+    /// produces, with a reused compressor).
+    pub(super) fn deflate_into(mut input: &[u8], out: &mut Vec<u8>) {
+        COMPRESSOR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            let compressor = slot.get_or_insert_with(|| {
+                Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
+                    DEFLATE_LEVEL.into(),
+                    0,
+                    0,
+                )))
+            });
+            compressor.reset();
+            let start = out.len();
+            out.resize(start + (input.len() / 2).max(64), 0);
+            let mut pos = start;
+            loop {
+                let (status, bytes_in, bytes_out) =
+                    compress(compressor, input, &mut out[pos..], TDEFLFlush::Finish);
+                pos += bytes_out;
+                match status {
+                    TDEFLStatus::Done => break,
+                    TDEFLStatus::Okay => {
+                        input = &input[bytes_in..];
+                        if out.len() - pos < 64 {
+                            let grow = out.len().max(64);
+                            out.resize(out.len() + grow, 0);
+                        }
                     }
+                    // Compressing an in-memory buffer into a growing buffer cannot fail.
+                    other => unreachable!("deflate failed: {other:?}"),
                 }
-                // Compressing an in-memory buffer into a growing buffer cannot fail.
-                other => unreachable!("deflate failed: {other:?}"),
             }
-        }
-        out.truncate(pos);
-    });
+            out.truncate(pos);
+        });
+    }
 }
 
-/// Decodes a segment. Fails on an unknown version or corrupt bytes.
+/// Decodes a segment. Fails on an unknown version, corrupt bytes, or (in a build without the
+/// `deflate` feature) a DEFLATE segment.
 pub fn decode(bytes: &[u8]) -> Result<Vec<StoredMessage>, String> {
     match bytes.first() {
-        Some(&SEGMENT_FORMAT_V1) => {
+        Some(&SEGMENT_FORMAT_JSON) => decode_json(&bytes[1..]),
+        #[cfg(feature = "deflate")]
+        Some(&SEGMENT_FORMAT_DEFLATE) => {
             let json = miniz_oxide::inflate::decompress_to_vec(&bytes[1..])
                 .map_err(|e| format!("segment does not inflate: {e:?}"))?;
-            serde_json::from_slice(&json).map_err(|e| format!("segment JSON is corrupt: {e}"))
+            decode_json(&json)
         }
+        #[cfg(not(feature = "deflate"))]
+        Some(&SEGMENT_FORMAT_DEFLATE) => Err(
+            "segment is DEFLATE-compressed (format 1), which this build (without the `deflate` \
+             feature) cannot read"
+                .to_string(),
+        ),
         Some(v) => Err(format!(
-            "segment format version {v} is newer than this build understands (1)"
+            "segment format version {v} is newer than this build understands ({NEWEST_FORMAT})"
         )),
         None => Err("empty segment".to_string()),
     }
+}
+
+fn decode_json(json: &[u8]) -> Result<Vec<StoredMessage>, String> {
+    serde_json::from_slice(json).map_err(|e| format!("segment JSON is corrupt: {e}"))
 }
 
 #[cfg(test)]
@@ -142,8 +190,25 @@ mod tests {
             msg(2, json!({"a": [1, 2.5, "x"]})),
         ];
         assert_eq!(decode(&encode(&batch)).unwrap(), batch);
+        assert_eq!(
+            decode(&encode_as(SEGMENT_FORMAT_JSON, &batch)).unwrap(),
+            batch
+        );
     }
 
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn json_segments_are_the_plain_array_after_the_version_byte() {
+        let batch = vec![msg(0, json!({"k": 1}))];
+        let bytes = encode_as(SEGMENT_FORMAT_JSON, &batch);
+        assert_eq!(bytes[0], 2);
+        assert_eq!(&bytes[1..], serde_json::to_vec(&batch).unwrap().as_slice());
+        let mut corrupt = bytes.clone();
+        corrupt.truncate(bytes.len() - 1);
+        assert!(decode(&corrupt).unwrap_err().contains("corrupt"));
+    }
+
+    #[cfg(feature = "deflate")]
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn reused_compressor_matches_the_one_shot_stream() {
@@ -153,12 +218,14 @@ mod tests {
         for batch in [&big[..1], &big[..]] {
             let json = serde_json::to_vec(batch).unwrap();
             let mut ours = Vec::new();
-            deflate_into(&json, &mut ours);
+            deflate::deflate_into(&json, &mut ours);
             assert_eq!(
                 ours,
-                miniz_oxide::deflate::compress_to_vec(&json, DEFLATE_LEVEL)
+                miniz_oxide::deflate::compress_to_vec(&json, deflate::DEFLATE_LEVEL)
             );
-            assert_eq!(decode(&encode(batch)).unwrap(), batch.to_vec());
+            let segment = encode_as(SEGMENT_FORMAT_DEFLATE, batch);
+            assert_eq!(segment[0], 1);
+            assert_eq!(decode(&segment).unwrap(), batch.to_vec());
         }
     }
 
@@ -168,8 +235,10 @@ mod tests {
         let mut bytes = encode(&[msg(0, json!(1))]);
         bytes[0] = 9;
         assert!(decode(&bytes).unwrap_err().contains("newer"));
+        assert!(decode(&[]).unwrap_err().contains("empty"));
     }
 
+    #[cfg(feature = "deflate")]
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn compresses_realistic_payloads() {
@@ -178,7 +247,7 @@ mod tests {
             .collect();
         let raw = serde_json::to_vec(&batch).unwrap().len();
         assert!(
-            encode(&batch).len() * 3 < raw,
+            encode_as(SEGMENT_FORMAT_DEFLATE, &batch).len() * 3 < raw,
             "deflate should shrink repetitive JSON at least 3x"
         );
     }

@@ -250,13 +250,14 @@ impl IdbStore {
             .map_err(|e| js_store_error(StoreErrorKind::Other, "reading the format version", &e))?;
         match value.as_f64() {
             Some(v) if v <= f64::from(FORMAT_VERSION) => Ok(()),
+            // Versions are small integers; printed as one (formatting an f64 costs ~14 KB of wasm).
             Some(v) => Err(StoreError::new(
                 StoreErrorKind::NewerFormat,
                 format!(
-                    "IndexedDB database {:?} holds data in format version {v}, written by a newer \
+                    "IndexedDB database {:?} holds data in format version {}, written by a newer \
                      queen-edge; this build understands format version {FORMAT_VERSION} at most. Update \
                      this page or worker (or delete the database to start over).",
-                    self.name
+                    self.name, v as i64
                 ),
             )),
             None => Err(StoreError::other(format!(
@@ -353,7 +354,7 @@ impl Store for IdbStore {
             out.push((key, value.to_vec()));
         }
         // IndexedDB sorts by UTF-16 code units; the contract is UTF-8 byte order (see module docs).
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 
