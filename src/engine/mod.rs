@@ -16,8 +16,8 @@ use crate::core::{Broker, BrokerConfig};
 use crate::store::{ChangeSet, Store, StoreError};
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::lock::{Mutex, MutexGuard};
-use std::collections::BTreeSet;
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use waiters::Waiters;
 
 /// What the engine needs from the runtime it lives in: a clock and a way to sleep.
