@@ -58,7 +58,7 @@ fn json<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::other(format!("stored record {key:?} is unreadable: {e}"))
+    StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
 }
 
 impl Broker {

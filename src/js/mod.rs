@@ -266,7 +266,7 @@ impl WasmBroker {
                 return Err(js_error(
                     "bad_request",
                     &format!(
-                        "durability must be \"strict\", \"relaxed\" or \"default\", not {other:?}"
+                        "durability must be \"strict\", \"relaxed\" or \"default\", not \"{other}\""
                     ),
                 ))
             }

@@ -254,14 +254,14 @@ impl IdbStore {
             Some(v) => Err(StoreError::new(
                 StoreErrorKind::NewerFormat,
                 format!(
-                    "IndexedDB database {:?} holds data in format version {}, written by a newer \
+                    "IndexedDB database \"{}\" holds data in format version {}, written by a newer \
                      queen-edge; this build understands format version {FORMAT_VERSION} at most. Update \
                      this page or worker (or delete the database to start over).",
                     self.name, v as i64
                 ),
             )),
             None => Err(StoreError::other(format!(
-                "IndexedDB database {:?} has no format version: it is not a queen-edge database",
+                "IndexedDB database \"{}\" has no format version: it is not a queen-edge database",
                 self.name
             ))),
         }
@@ -300,7 +300,7 @@ impl IdbStore {
         StoreError::new(
             StoreErrorKind::Unavailable,
             format!(
-                "IndexedDB database {:?} was closed (another connection is upgrading or deleting it, or \
+                "IndexedDB database \"{}\" was closed (another connection is upgrading or deleting it, or \
                  the browser closed it); reopen it",
                 self.name
             ),
@@ -349,7 +349,7 @@ impl Store for IdbStore {
                 StoreError::other("scan: a key in the records store is not a string")
             })?;
             let value = value.dyn_into::<Uint8Array>().map_err(|_| {
-                StoreError::other(format!("scan: the value of {key:?} is not a Uint8Array"))
+                StoreError::other(format!("scan: the value of \"{key}\" is not a Uint8Array"))
             })?;
             out.push((key, value.to_vec()));
         }
@@ -464,7 +464,7 @@ fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, Store
     tx.object_store(name).map_err(|e| {
         js_store_error(
             StoreErrorKind::Other,
-            &format!("opening object store {name:?} (not a queen-edge database?)"),
+            &format!("opening object store \"{name}\" (not a queen-edge database?)"),
             &e,
         )
     })
@@ -624,14 +624,14 @@ fn open_error(name: &str, e: &JsValue) -> StoreError {
         StoreErrorKind::NewerFormat => StoreError::new(
             StoreErrorKind::NewerFormat,
             format!(
-                "IndexedDB database {name:?} has a newer schema than this build's version \
+                "IndexedDB database \"{name}\" has a newer schema than this build's version \
                  {SCHEMA_VERSION} ({message}); it was written by a newer queen-edge. Update this page or \
                  worker (or delete the database to start over)."
             ),
         ),
         kind => StoreError::new(
             kind,
-            format!("IndexedDB database {name:?} cannot be opened: {error_name}: {message}"),
+            format!("IndexedDB database \"{name}\" cannot be opened: {error_name}: {message}"),
         ),
     }
 }
