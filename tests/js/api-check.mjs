@@ -3,12 +3,15 @@
 //      @ts-expect-error lines in it fail the check if something decays to `any`);
 //   2. js/index.d.ts, printed without comments, equals the checked-in tests/js/api-snapshot.d.ts, so an
 //      API change shows up as a diff (QE_UPDATE_API_SNAPSHOT=1 rewrites the snapshot);
-//   3. what js/index.js really exports (names, class methods and getters) matches the declarations.
+//   3. what js/index.js really exports (names, class methods and getters) matches the declarations, and so
+//      does what the shipped minified bundle js/dist/queen-edge.js exports (scripts/build-js builds it);
+//   4. the bundle still loads its wasm from next to itself and carries a source map with the sources.
 //
 //   node tests/js/api-check.mjs
 
 import ts from 'typescript'
 import { readFile, writeFile } from 'node:fs/promises'
+import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { execFileSync } from 'node:child_process'
 import { ROOT } from './harness.mjs'
@@ -89,15 +92,6 @@ for (const statement of source.statements) {
   }
 }
 
-const runtime = await import(resolve(ROOT, 'js/index.js'))
-const runtimeNames = Object.keys(runtime).sort()
-const declaredNames = [...declared.keys()].sort()
-if (JSON.stringify(runtimeNames) !== JSON.stringify(declaredNames)) {
-  fail(`exports differ:\n      js/index.js:   ${runtimeNames.join(', ')}\n      js/index.d.ts: ${declaredNames.join(', ')}`)
-} else {
-  console.log(`  ok    js/index.js exports exactly the ${runtimeNames.length} declared values`)
-}
-
 // Methods and accessors a class really has (own prototype chain up to Object, without constructors).
 function runtimeMembers(cls) {
   const names = new Set()
@@ -116,47 +110,77 @@ function runtimeStatics(cls) {
   return names
 }
 const INTERNAL = new Set(['transport']) // QueenClient's getter for the transport: not part of the API
-for (const [name, decl] of declared) {
-  const value = runtime[name]
-  if (decl.kind === 'class') {
-    if (typeof value !== 'function') {
-      fail(`${name} is declared as a class but is ${typeof value}`)
-      continue
+
+async function checkRuntime(rel) {
+  const before = failures
+  const runtime = await import(resolve(ROOT, rel))
+  const runtimeNames = Object.keys(runtime).sort()
+  const declaredNames = [...declared.keys()].sort()
+  if (JSON.stringify(runtimeNames) !== JSON.stringify(declaredNames)) {
+    fail(`exports differ:\n      ${rel}:   ${runtimeNames.join(', ')}\n      js/index.d.ts: ${declaredNames.join(', ')}`)
+  } else {
+    console.log(`  ok    ${rel} exports exactly the ${runtimeNames.length} declared values`)
+  }
+  for (const [name, decl] of declared) {
+    const value = runtime[name]
+    if (decl.kind === 'class') {
+      if (typeof value !== 'function') {
+        fail(`${rel}: ${name} is declared as a class but is ${typeof value}`)
+        continue
+      }
+      const have = [...runtimeMembers(value)].filter((m) => !INTERNAL.has(m)).sort()
+      // Fields (readonly properties) live on instances, not on the prototype: compare methods and accessors.
+      const want = [...decl.members].filter((m) => !decl.fields.has(m)).sort()
+      const missing = want.filter((m) => !have.includes(m))
+      const extra = have.filter((m) => !want.includes(m))
+      if (missing.length || extra.length) {
+        fail(`${rel}: ${name}: members differ (missing at runtime: ${missing.join(', ') || '-'}; undeclared: ${extra.join(', ') || '-'})`)
+      }
+      const statics = [...runtimeStatics(value)].sort()
+      const wantStatics = [...decl.statics].sort()
+      if (JSON.stringify(statics) !== JSON.stringify(wantStatics)) {
+        fail(`${rel}: ${name}: static members differ (runtime: ${statics.join(', ') || '-'}; declared: ${wantStatics.join(', ') || '-'})`)
+      }
+    } else if (decl.kind === 'function' && typeof value !== 'function') {
+      fail(`${rel}: ${name} is declared as a function but is ${typeof value}`)
     }
-    const have = [...runtimeMembers(value)].filter((m) => !INTERNAL.has(m)).sort()
-    // Fields (readonly properties) live on instances, not on the prototype: compare methods and accessors.
-    const want = [...decl.members].filter((m) => !decl.fields.has(m)).sort()
-    const missing = want.filter((m) => !have.includes(m))
-    const extra = have.filter((m) => !want.includes(m))
-    if (missing.length || extra.length) {
-      fail(`${name}: members differ (missing at runtime: ${missing.join(', ') || '-'}; undeclared: ${extra.join(', ') || '-'})`)
-    }
-    const statics = [...runtimeStatics(value)].sort()
-    const wantStatics = [...decl.statics].sort()
-    if (JSON.stringify(statics) !== JSON.stringify(wantStatics)) {
-      fail(`${name}: static members differ (runtime: ${statics.join(', ') || '-'}; declared: ${wantStatics.join(', ') || '-'})`)
-    }
-  } else if (decl.kind === 'function' && typeof value !== 'function') {
-    fail(`${name} is declared as a function but is ${typeof value}`)
+  }
+  if (failures === before) console.log(`  ok    ${rel}: every declared class has exactly its declared methods and accessors`)
+  const error = new runtime.QueenError('quota_exceeded', 'x', { status: 507 })
+  if (!(error instanceof Error) || error.code !== 'quota_exceeded' || error.status !== 507 || error.name !== 'QueenError') {
+    fail(`${rel}: QueenError carries name, code and status`)
   }
 }
-if (!failures) console.log('  ok    every declared class has exactly its declared methods and accessors at runtime')
-const error = new runtime.QueenError('quota_exceeded', 'x', { status: 507 })
-if (!(error instanceof Error) || error.code !== 'quota_exceeded' || error.status !== 507 || error.name !== 'QueenError') {
-  fail('QueenError carries name, code and status')
-}
 
-// 4. A bundler takes the module as it is (esbuild, the one in node_modules via wrangler): no unresolved
-//    imports, and the wasm stays a `new URL(..., import.meta.url)` asset next to the bundle.
-try {
-  const out = resolve(ROOT, 'test-artifacts/js/bundle/index.js')
-  execFileSync(resolve(ROOT, 'node_modules/.bin/esbuild'), [resolve(ROOT, 'js/index.js'), '--bundle', '--format=esm',
-    '--platform=browser', '--log-level=warning', '--outfile=' + out], { stdio: 'pipe' })
-  const bundled = await readFile(out, 'utf8')
-  if (!/new URL\(["']queen_edge_bg\.wasm["'], import\.meta\.url\)/.test(bundled)) fail('the bundle lost the wasm URL')
-  else console.log('  ok    esbuild bundles js/index.js (wasm loaded from new URL(..., import.meta.url))')
-} catch (error) {
-  fail('esbuild --bundle js/index.js: ' + (error.stderr ? error.stderr.toString() : error.message))
+// 3. The readable sources, and the minified bundle users get (minifying renames locals and class names,
+//    never properties: the members and the exported names must be the same).
+await checkRuntime('js/index.js')
+const BUNDLE = 'js/dist/queen-edge.js'
+if (!existsSync(resolve(ROOT, BUNDLE))) fail(`${BUNDLE} is missing: run scripts/build-js`)
+else await checkRuntime(BUNDLE)
+
+// 4. The bundle finds its wasm next to itself (the glue's `new URL(..., import.meta.url)` survives
+//    bundling and minifying), and the source map links back to every source with its text inside.
+if (existsSync(resolve(ROOT, BUNDLE))) {
+  const bundled = await readFile(resolve(ROOT, BUNDLE), 'utf8')
+  if (!/new URL\(["']queen_edge_bg\.wasm["'],\s*import\.meta\.url\)/.test(bundled)) fail('the bundle lost the wasm URL')
+  else if (!existsSync(resolve(ROOT, 'js/dist/queen_edge_bg.wasm'))) fail('js/dist/queen_edge_bg.wasm is missing')
+  else console.log('  ok    the bundle loads queen_edge_bg.wasm from new URL(..., import.meta.url), and it is there')
+  try {
+    if (!bundled.trimEnd().endsWith('//# sourceMappingURL=queen-edge.js.map')) throw new Error('no sourceMappingURL comment')
+    const map = JSON.parse(await readFile(resolve(ROOT, 'js/dist/queen-edge.js.map'), 'utf8'))
+    const want = ['../index.js', '../client.js', '../local.js', '../http.js', '../errors.js', '../pkg/queen_edge.js']
+    const missing = want.filter((s) => !map.sources.includes(s))
+    if (missing.length) throw new Error('sources missing: ' + missing.join(', '))
+    if (!map.sourcesContent || map.sourcesContent.length !== map.sources.length || map.sourcesContent.some((c) => !c)) {
+      throw new Error('sourcesContent incomplete')
+    }
+    const client = map.sourcesContent[map.sources.indexOf('../client.js')]
+    if (client !== (await readFile(resolve(ROOT, 'js/client.js'), 'utf8'))) throw new Error('sourcesContent is not the current js/client.js')
+    console.log(`  ok    source map: ${map.sources.length} sources, their text inside`)
+  } catch (error) {
+    fail('source map of the bundle: ' + error.message)
+  }
 }
 
 console.log(failures ? `api check: ${failures} failed` : 'api check: all passed')

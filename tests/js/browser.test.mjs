@@ -1,5 +1,6 @@
 // Browser tests of the JS module in real headless Chromium (playwright-core, /usr/bin/chromium), on the
-// built module (www/vendor/queen-edge, from scripts/build-js). No mocks.
+// built module as users get it: the minified bundle www/vendor/queen-edge/queen-edge.js and its wasm
+// (from scripts/build-js). No mocks.
 //
 //   node tests/js/browser.test.mjs [name-filter ...]
 //
@@ -383,6 +384,34 @@ const tests = [
     await context.close()
   }],
 
+  ['dedicated worker: the bundle loads its wasm and opens the broker; the page follows it', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'worker')
+    const name = uniqueName('worker')
+    const r = await page.evaluate(async (name) => {
+      const worker = new Worker('/worker.js', { type: 'module' })
+      const answer = await new Promise((resolve, reject) => {
+        worker.onmessage = (e) => resolve(e.data)
+        worker.onerror = (e) => reject(new Error('worker error: ' + e.message))
+        worker.postMessage({ name })
+      })
+      // The page opening the same broker follows the worker (it holds the database).
+      const queen = await window.QE.Queen.open({ name })
+      answer.pageRole = queen.role
+      answer.pagePop = (await queen.queue('wq').wait(false).pop()).map((m) => m.data)
+      await queen.close()
+      worker.terminate()
+      return answer
+    }, name)
+    assertEq(r.error, undefined, 'the worker opened the broker')
+    assertEq(r.role, 'writer', 'the worker is the writer')
+    assertEq(r.push, ['queued', 'queued'], 'push in the worker')
+    assertEq([r.first, r.ack], [{ from: 'worker' }, true], 'pop and ack in the worker')
+    assertEq(r.pageRole, 'follower', 'the page follows the worker writer')
+    assertEq(r.pagePop, [2], 'the page sees the same broker')
+    await context.close()
+  }],
+
   ['clear errors: quota exceeded', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'quota')
@@ -481,7 +510,7 @@ const tests = [
       const answer = new Promise((resolve) => window.addEventListener('message', (e) => resolve(e.data), { once: true }))
       document.body.appendChild(frame)
       return answer
-    }, url + '/vendor/queen-edge/index.js')
+    }, url + '/vendor/queen-edge/queen-edge.js')
     assertEq([unavailable.name, unavailable.code], ['QueenError', 'unavailable'], `IndexedDB unavailable: ${unavailable.message}`)
     await context.close()
   }]

@@ -1,6 +1,7 @@
 // A static file server for the browser tests (no dependencies).
 //
-//   /vendor/queen-edge/*  -> www/vendor/queen-edge/ (the built module, staged by scripts/build-js)
+//   /vendor/queen-edge/*  -> www/vendor/queen-edge/ (the built bundle + wasm + source map, staged by
+//                            scripts/build-js)
 //   everything else       -> tests/js/fixtures/
 //
 // `startServer()` listens on 127.0.0.1 on a free port and resolves to { url, close }. Run directly
@@ -23,6 +24,7 @@ const TYPES = {
   '.mjs': 'text/javascript; charset=utf-8',
   '.wasm': 'application/wasm',
   '.json': 'application/json',
+  '.map': 'application/json',
   '.ts': 'text/plain; charset=utf-8',
   '.css': 'text/css'
 }

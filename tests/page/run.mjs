@@ -20,7 +20,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WWW = join(ROOT, 'www');
 const SHOTS = join(ROOT, 'test-artifacts', 'page');
 const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
-const MODULE = join(WWW, 'vendor', 'queen-edge', 'index.js');
+const MODULE = join(WWW, 'vendor', 'queen-edge', 'queen-edge.js');
 const ALL_MODES = ['browser', 'worker'];
 const modes = (process.env.QE_PAGE_MODES || ALL_MODES.join(',')).split(',').map((s) => s.trim()).filter(Boolean);
 

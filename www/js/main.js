@@ -3,7 +3,7 @@
 //
 // Module map (plain ES modules, no build step), one job each:
 //   transport.js   connect (Queen.open in the page / Queen.connect to a worker, from
-//                  /vendor/queen-edge/index.js) and turn every failure into words (ApiError)
+//                  /vendor/queen-edge/queen-edge.js) and turn every failure into words (ApiError)
 //   state.js       the shared state and loadAll(): the Queen HTTP reads the views need
 //   poller.js      calls loadAll on a timer, one at a time, with back-off; reports the refresh phase
 //   countdown.js   one ticker for every [data-until] countdown (leases, retry holds)

@@ -1,7 +1,7 @@
 // Connects to a broker and wraps its `request(method, path, body)` so that every failure becomes an
 // ApiError with a message in plain words. Data only flows through the Queen HTTP API.
 
-const MODULE_URL = '/vendor/queen-edge/index.js';
+const MODULE_URL = '/vendor/queen-edge/queen-edge.js';
 
 /** A failed broker call, with `message` written for people. */
 export class ApiError extends Error {
