@@ -23,6 +23,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
 
 export class HttpTransport {
   #base
+  #query
   #headers
   #timeoutMillis
   #retryAttempts
@@ -32,13 +33,18 @@ export class HttpTransport {
   #inflight = new Set()
 
   /**
-   * @param {string} url base URL, e.g. `https://broker.example.workers.dev`
+   * @param {string} url base URL, e.g. `https://broker.example.workers.dev`; a query string in it (e.g.
+   *   `?broker=eu`, which picks the broker of a queen-edge worker) is sent with every request
    * @param {object} [options] `token`, `headers`, `timeoutMillis` (30000), `retryAttempts` (3),
    *   `retryDelayMillis` (1000), `fetch`
    */
   constructor(url, options = {}) {
     if (typeof url !== 'string' || !url) throw new QueenError('invalid', 'Queen.connect needs a URL')
-    this.#base = url.replace(/\/+$/, '')
+    // The query (and fragment) of the base URL must not end up in front of the request path.
+    const noFragment = url.split('#')[0]
+    const q = noFragment.indexOf('?')
+    this.#base = (q < 0 ? noFragment : noFragment.slice(0, q)).replace(/\/+$/, '')
+    this.#query = q < 0 ? '' : noFragment.slice(q + 1)
     this.#headers = { ...(options.headers || {}) }
     if (options.token) this.#headers.Authorization = 'Bearer ' + options.token
     this.#timeoutMillis = options.timeoutMillis ?? 30000
@@ -61,6 +67,7 @@ export class HttpTransport {
     const headers = { ...this.#headers }
     if (encoded !== undefined) headers['Content-Type'] = 'application/json'
     const timeoutMs = options.timeoutMs ?? this.#timeoutMillis
+    const target = this.#base + path + (this.#query ? (path.includes('?') ? '&' : '?') + this.#query : '')
     let lastError = null
     for (let attempt = 0; attempt < this.#retryAttempts; attempt++) {
       if (attempt > 0) await sleep(this.#retryDelayMillis * 2 ** (attempt - 1))
@@ -69,7 +76,7 @@ export class HttpTransport {
       this.#inflight.add(controller)
       const timer = setTimeout(() => controller.abort(new QueenError('timeout', `no answer within ${timeoutMs} ms`)), timeoutMs)
       try {
-        const res = await this.#fetch(this.#base + path, {
+        const res = await this.#fetch(target, {
           method,
           headers,
           body: encoded,
