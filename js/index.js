@@ -83,7 +83,7 @@ const QUEEN_PATH = /^\/(api\/v1\/|health$|metrics$|metrics\/)/
 const CORS = {
   'Access-Control-Allow-Origin': '*',
   'Access-Control-Allow-Methods': 'GET, POST, PUT, DELETE, OPTIONS',
-  'Access-Control-Allow-Headers': 'Content-Type, Authorization'
+  'Access-Control-Allow-Headers': 'Content-Type, Authorization, X-Queen-Broker'
 }
 
 /**

@@ -1055,7 +1055,7 @@ fn cors_on_every_answer_and_preflight_is_204() {
         ),
         (
             "Access-Control-Allow-Headers",
-            "Content-Type, Authorization",
+            "Content-Type, Authorization, X-Queen-Broker",
         ),
         ("Access-Control-Max-Age", "86400"),
     ] {

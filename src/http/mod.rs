@@ -210,7 +210,8 @@ pub async fn handle<S: Store, H: Host>(
     response
 }
 
-/// The CORS headers of contract §0.1, on every answer.
+/// The CORS headers of contract §0.1, on every answer. `X-Queen-Broker` (the Worker's broker selection,
+/// an addition of ours) is allowed too, so a page on another origin can pick a broker by header.
 pub const CORS_HEADERS: [(&str, &str); 4] = [
     ("Access-Control-Allow-Origin", "*"),
     (
@@ -219,7 +220,7 @@ pub const CORS_HEADERS: [(&str, &str); 4] = [
     ),
     (
         "Access-Control-Allow-Headers",
-        "Content-Type, Authorization",
+        "Content-Type, Authorization, X-Queen-Broker",
     ),
     ("Access-Control-Max-Age", "86400"),
 ];

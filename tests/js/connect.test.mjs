@@ -325,7 +325,7 @@ const tests = [
     await pusherContext.close()
   }],
 
-  ['broker selection: a query in the connect URL (?broker=) goes with every request, cross origin', async ({ browser, url }) => {
+  ['broker selection: a query in the connect URL (?broker=) or the X-Queen-Broker header, cross origin', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'broker')
     const q = uniqueName('sel')
@@ -340,6 +340,10 @@ const tests = [
       out.tenantSees = msgs.map((m) => m.data)
       out.ack = (await tenant.ack(msgs, true)).success
       out.queues = (await tenant.admin.listQueues()).queues.map((x) => x.name).filter((n) => n === q)
+      // The same broker picked by header: CORS allows X-Queen-Broker, so the preflight passes.
+      const byHeader = Queen.connect(url, { token, headers: { 'X-Queen-Broker': 'tenant-b' } })
+      out.headerPush = (await byHeader.queue(q).push([{ data: 'b3' }])).map((p) => p.status)
+      out.tenantSeesHeaderPush = (await tenant.queue(q).batch(10).wait(true).timeoutMillis(2000).pop()).map((m) => m.data)
       return out
     }, { moduleUrl: url + MODULE_PATH, url: worker.url, token: ADMIN_TOKEN, q })
     assertEq(r.name, worker.url, 'the base URL without its query is the name')
@@ -348,6 +352,8 @@ const tests = [
     assertEq(r.tenantSees, ['b1', 'b2'], 'broker tenant-b has them (pop with its own query plus ?broker=)')
     assertEq(r.ack, true, 'ack on broker tenant-b')
     assertEq(r.queues, [q], 'admin calls go to broker tenant-b too')
+    assertEq(r.headerPush, ['queued'], 'push to broker tenant-b by the X-Queen-Broker header, cross origin')
+    assertEq(r.tenantSeesHeaderPush, ['b3'], 'it reached broker tenant-b')
     await context.close()
   }],
 
