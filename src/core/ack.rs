@@ -228,7 +228,7 @@ impl Broker {
         };
         let id = letter.id.clone();
         self.next_dead_letter_seq += 1;
-        self.dead_letters.insert(id.clone(), letter);
+        self.dead_letters.insert(id.clone(), Box::new(letter));
         self.save_dead_letter(&id);
     }
 

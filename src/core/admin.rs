@@ -91,7 +91,7 @@ impl Broker {
             .get(id)
             .cloned()
             .ok_or_else(|| CoreError::not_found(format!("Dead letter {id} not found")))?;
-        Ok(self.replay(now, letter, vec![id.to_string()]))
+        Ok(self.replay(now, *letter, vec![id.to_string()]))
     }
 
     /// Replays the dead letter at a message address (`admin.retryMessage`): the newest row there is
@@ -108,7 +108,7 @@ impl Broker {
             .last()
             .and_then(|id| self.dead_letters.get(id).cloned())
             .ok_or_else(|| CoreError::not_found("No dead letter at this address"))?;
-        Ok(self.replay(now, newest, rows))
+        Ok(self.replay(now, *newest, rows))
     }
 
     fn replay(&mut self, now: i64, letter: DeadLetter, remove: Vec<String>) -> ReplayReply {
@@ -148,6 +148,7 @@ impl Broker {
             .dead_letters
             .values()
             .filter(|d| d.partition_id == pid && d.transaction_id == transaction_id)
+            .map(|d| &**d)
             .collect();
         rows.sort_by_key(|d| d.seq);
         rows.into_iter().map(|d| d.id.clone()).collect()

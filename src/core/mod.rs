@@ -54,19 +54,24 @@ impl Default for BrokerConfig {
 }
 
 /// The broker state machine. See the module documentation.
+///
+/// The maps hold their values boxed: every `BTreeMap<K, V>` is its own copy of the B-tree code, but with
+/// a pointer for `V` the copies for one key type are identical and wasm-opt merges them. That is about
+/// 10 KB of the npm module's gzipped download (docs/decisions.md, "JS module size"), for one allocation
+/// per queue, partition, lane, segment, subscription and dead letter.
 pub struct Broker {
     config: BrokerConfig,
     ids: IdGen,
     /// The latest `now` seen; time never goes backwards inside the core.
     now_ms: i64,
-    queues: BTreeMap<String, Queue>,
-    partitions: BTreeMap<u64, Partition>,
+    queues: BTreeMap<String, Box<Queue>>,
+    partitions: BTreeMap<u64, Box<Partition>>,
     next_partition_id: u64,
-    subscriptions: BTreeMap<(String, String), Subscription>,
-    dead_letters: BTreeMap<String, DeadLetter>,
+    subscriptions: BTreeMap<(String, String), Box<Subscription>>,
+    dead_letters: BTreeMap<String, Box<DeadLetter>>,
     next_dead_letter_seq: u64,
     /// Ready sets per (queue, group).
-    groups: BTreeMap<(String, String), ReadySet>,
+    groups: BTreeMap<(String, String), Box<ReadySet>>,
     /// Lease id -> the lanes it holds (pid, group).
     leases: HashMap<String, Vec<(u64, String)>>,
     /// (instant, pid, group): re-check a lane then (lease expiry, hold end, delayed message due).
@@ -192,9 +197,14 @@ impl Broker {
         if !self.partitions.get(&pid)?.lanes.contains_key(group) {
             let cursor = self.initial_cursor(pid, group);
             let p = self.partitions.get_mut(&pid)?;
-            p.lanes.insert(group.to_string(), Lane::at(cursor));
+            p.lanes
+                .insert(group.to_string(), Box::new(Lane::at(cursor)));
         }
-        self.partitions.get_mut(&pid)?.lanes.get_mut(group)
+        self.partitions
+            .get_mut(&pid)?
+            .lanes
+            .get_mut(group)
+            .map(|l| &mut **l)
     }
 
     /// Re-evaluates whether lane (pid, group) belongs in its ready set, and arms its timer.
@@ -210,7 +220,7 @@ impl Broker {
         let lane_state = p
             .lanes
             .get(group)
-            .cloned()
+            .map(|l| (**l).clone())
             .unwrap_or_else(|| Lane::at(self.initial_cursor(pid, group)));
         let has_backlog = lane_state.committed + 1 < p.next_offset as i64;
         let wait_until = if lane_state.is_leased(now) {
@@ -241,7 +251,7 @@ impl Broker {
         if self.groups.contains_key(&key) {
             return;
         }
-        self.groups.insert(key, ReadySet::default());
+        self.groups.insert(key, Box::default());
         let pids: Vec<u64> = self
             .queues
             .get(queue)

@@ -201,7 +201,7 @@ impl Broker {
     ) -> Subscription {
         let key = (queue.to_string(), group.to_string());
         if let Some(sub) = self.subscriptions.get(&key) {
-            return sub.clone();
+            return (**sub).clone();
         }
         let (start_ms, mode) = match (
             req.subscription_from.as_deref(),
@@ -225,7 +225,7 @@ impl Broker {
             created_at_ms: now,
             mode,
         };
-        self.subscriptions.insert(key, sub.clone());
+        self.subscriptions.insert(key, Box::new(sub.clone()));
         self.save_subscription(queue, group);
         sub
     }

@@ -38,10 +38,10 @@ impl Broker {
         };
         self.queues.insert(
             name.to_string(),
-            Queue {
+            Box::new(Queue {
                 record,
                 partitions: BTreeMap::new(),
-            },
+            }),
         );
         self.save_queue(name);
     }
@@ -54,7 +54,7 @@ impl Broker {
         let pid = self.next_partition_id;
         self.next_partition_id += 1;
         self.partitions
-            .insert(pid, Partition::new(pid, queue, name, now));
+            .insert(pid, Box::new(Partition::new(pid, queue, name, now)));
         if let Some(q) = self.queues.get_mut(queue) {
             q.partitions.insert(name.to_string(), pid);
         }
@@ -167,10 +167,10 @@ impl Broker {
                     .expect("batched partitions exist");
                 p.segments.insert(
                     first,
-                    SegmentEntry {
+                    Box::new(SegmentEntry {
                         last,
                         bytes: std::rc::Rc::new(bytes),
-                    },
+                    }),
                 );
                 p.queue.clone()
             };

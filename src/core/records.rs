@@ -134,10 +134,10 @@ impl Broker {
                         serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
                     self.queues.insert(
                         record.name.clone(),
-                        Queue {
+                        Box::new(Queue {
                             record,
                             partitions: Default::default(),
-                        },
+                        }),
                     );
                 }
                 "p" => {
@@ -147,7 +147,7 @@ impl Broker {
                     p.first_offset = rec.first_offset;
                     p.next_offset = rec.first_offset;
                     self.next_partition_id = self.next_partition_id.max(rec.id + 1);
-                    self.partitions.insert(rec.id, p);
+                    self.partitions.insert(rec.id, Box::new(p));
                 }
                 "s" => self.load_segment(&key, value)?,
                 "l" => {
@@ -161,13 +161,13 @@ impl Broker {
                     let sub: Subscription =
                         serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
                     self.subscriptions
-                        .insert((sub.queue.clone(), sub.group.clone()), sub);
+                        .insert((sub.queue.clone(), sub.group.clone()), Box::new(sub));
                 }
                 "d" => {
                     let d: DeadLetter =
                         serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
                     self.next_dead_letter_seq = self.next_dead_letter_seq.max(d.seq + 1);
-                    self.dead_letters.insert(d.id.clone(), d);
+                    self.dead_letters.insert(d.id.clone(), Box::new(d));
                 }
                 _ => {}
             }
@@ -192,7 +192,7 @@ impl Broker {
                     let at = lane.lease_expires_ms.max(lane.hold_until_ms);
                     self.timers.insert((at, pid, group.clone()));
                 }
-                p.lanes.insert(group, lane);
+                p.lanes.insert(group, Box::new(lane));
             }
         }
         // Clock: never earlier than anything stored.
@@ -225,10 +225,10 @@ impl Broker {
         p.next_offset = p.next_offset.max(last + 1);
         p.segments.insert(
             first,
-            SegmentEntry {
+            Box::new(SegmentEntry {
                 last,
                 bytes: std::rc::Rc::new(value),
-            },
+            }),
         );
         Ok(())
     }

@@ -75,12 +75,12 @@ pub struct Partition {
     pub next_offset: u64,
     /// Push time of each retained message: `created[i]` is offset `first_offset + i`.
     pub created: VecDeque<i64>,
-    /// Segments by first offset.
-    pub segments: BTreeMap<u64, SegmentEntry>,
+    /// Segments by first offset (boxed, like the broker's maps: see [`super::Broker`]).
+    pub segments: BTreeMap<u64, Box<SegmentEntry>>,
     /// Transaction id -> offset, for dedup and ack lookup.
     pub dedup: HashMap<String, u64>,
     /// Lanes by group.
-    pub lanes: BTreeMap<String, Lane>,
+    pub lanes: BTreeMap<String, Box<Lane>>,
 }
 
 impl Partition {

@@ -10,7 +10,7 @@ impl Broker {
             .lanes
             .get(group)
             .cloned()
-            .unwrap_or_else(|| Lane::at(self.initial_cursor(p.id, group)));
+            .unwrap_or_else(|| Box::new(Lane::at(self.initial_cursor(p.id, group))));
         let committed = lane.committed.max(p.first_offset as i64 - 1);
         let leased = lane.is_leased(now);
         LaneView {
@@ -85,7 +85,7 @@ impl Broker {
 
     /// Dead letters, newest first, filtered and paged.
     pub fn dead_letters(&self, query: &DlqQuery) -> Vec<DeadLetterView> {
-        let mut newest_first: Vec<&DeadLetter> = self.dead_letters.values().collect();
+        let mut newest_first: Vec<&DeadLetter> = self.dead_letters.values().map(|d| &**d).collect();
         newest_first.sort_by_key(|d| std::cmp::Reverse(d.seq));
         newest_first
             .into_iter()
@@ -186,5 +186,6 @@ impl Broker {
     pub fn subscription(&self, queue: &str, group: &str) -> Option<&Subscription> {
         self.subscriptions
             .get(&(queue.to_string(), group.to_string()))
+            .map(|s| &**s)
     }
 }
