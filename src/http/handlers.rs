@@ -638,10 +638,10 @@ fn overview<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
                 )
             },
         );
-        let namespaces: std::collections::BTreeSet<&str> =
-            queues.iter().map(|q| q.namespace.as_str()).collect();
-        let tasks: std::collections::BTreeSet<&str> =
-            queues.iter().map(|q| q.task.as_str()).collect();
+        let namespaces: std::collections::BTreeSet<String> =
+            queues.iter().map(|q| q.namespace.clone()).collect();
+        let tasks: std::collections::BTreeSet<String> =
+            queues.iter().map(|q| q.task.clone()).collect();
         json!({
             "queues": queues.len(),
             "partitions": queues.iter().map(|q| q.partitions.len()).sum::<usize>(),
@@ -665,7 +665,7 @@ fn overview<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
 /// `/resources/namespaces` (`by_namespace`) or `/resources/tasks`.
 fn labels<S: Store, H: Host>(engine: &Engine<S, H>, by_namespace: bool) -> Value {
     engine.read(|b, now| {
-        let mut groups: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+        let mut groups: BTreeMap<String, Box<(u64, u64, u64, u64)>> = BTreeMap::new();
         for q in b.list_queues(now) {
             let key = if by_namespace { &q.namespace } else { &q.task };
             let c = render::queue_counts(&q, now);
@@ -678,7 +678,8 @@ fn labels<S: Store, H: Host>(engine: &Engine<S, H>, by_namespace: bool) -> Value
         let field = if by_namespace { "namespace" } else { "task" };
         let list: Vec<Value> = groups
             .into_iter()
-            .map(|(name, (queues, partitions, total, pending))| {
+            .map(|(name, counts)| {
+                let (queues, partitions, total, pending) = *counts;
                 json!({
                     field: name,
                     "queues": queues,
