@@ -156,9 +156,8 @@ fn parse_rfc3339(text: &str, offset: bool) -> Option<i64> {
             nanos *= 10;
         }
     }
-    let offset_minutes = if !offset {
-        0
-    } else if r.one_of(b"Zz").is_some() {
+    // No offset expected, or `Z`: UTC.
+    let offset_minutes = if !offset || r.one_of(b"Zz").is_some() {
         0
     } else {
         let sign = if r.one_of(b"+-")? == b'-' { -1 } else { 1 };
