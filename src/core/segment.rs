@@ -154,7 +154,8 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<StoredMessage>, String> {
                 .to_string(),
         ),
         Some(v) => Err(format!(
-            "segment format version {v} is newer than this build understands ({NEWEST_FORMAT})"
+            "unknown segment format {v}: this build reads formats up to {NEWEST_FORMAT} (written by a \
+             newer queen-edge?)"
         )),
         None => Err("empty segment".to_string()),
     }

@@ -49,7 +49,7 @@ pub struct PartitionRecord {
     pub first_offset: u64,
 }
 
-/// One stored segment: offsets `first..=last`, compressed.
+/// One stored segment: offsets `first..=last`, encoded (src/core/segment.rs).
 #[derive(Debug, Clone)]
 pub struct SegmentEntry {
     /// Last offset in it.
@@ -246,8 +246,12 @@ impl SegmentCache {
             slots.push_front(hit);
             return decoded;
         }
-        // Segments were validated when loaded or written; a decode failure here means memory corruption.
-        let decoded = Rc::new(segment::decode(&entry.bytes).unwrap_or_default());
+        // Segments were validated when loaded or written; a decode failure here means memory corruption,
+        // and skipping the segment would lose its messages silently: stop instead.
+        let decoded = Rc::new(
+            segment::decode(&entry.bytes)
+                .expect("segments are validated when they are loaded and when they are written"),
+        );
         slots.push_front(((pid, first), decoded.clone()));
         slots.truncate(CACHE_SLOTS);
         decoded

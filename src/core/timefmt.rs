@@ -119,8 +119,8 @@ impl Reader<'_> {
     }
 }
 
-/// RFC 3339 (`date-time`): `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, `T` and `Z` in either case, a
-/// space for `T` (RFC 3339 §5.6 note, as `time` reads it);
+/// RFC 3339 (`date-time`): `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, `Z` in either case, any one
+/// byte for the `T` (RFC 3339 §5.6 allows a space; `time` reads any byte there, and so do we);
 /// `offset` false reads the same without the offset (UTC). Unix milliseconds, rounded down.
 fn parse_rfc3339(text: &str, offset: bool) -> Option<i64> {
     let mut r = Reader {
@@ -132,7 +132,9 @@ fn parse_rfc3339(text: &str, offset: bool) -> Option<i64> {
     let month = r.digits(2)?;
     r.one_of(b"-")?;
     let day = r.digits(2)?;
-    r.one_of(b"Tt ")?;
+    // Any one byte between date and time (see above); a non-ASCII one fails on the digits after it.
+    r.bytes.get(r.at)?;
+    r.at += 1;
     let hour = r.digits(2)?;
     r.one_of(b":")?;
     let minute = r.digits(2)?;
@@ -183,8 +185,10 @@ fn parse_rfc3339(text: &str, offset: bool) -> Option<i64> {
         days_from_civil(year, month, day) * 1440 + i64::from(hour) * 60 + i64::from(minute);
     let utc_minutes = local_minutes - offset_minutes;
     let (second, nanos) = if second == 60 {
-        // A leap second exists only as 23:59:60 UTC; it reads as the last instant of that minute.
-        if utc_minutes.rem_euclid(1440) != 1439 {
+        // A leap second exists only as 23:59:60 UTC on the last day of a month (as `time` checks);
+        // it reads as the last instant of that minute.
+        let (utc_year, utc_month, utc_day) = civil_from_days(utc_minutes.div_euclid(1440));
+        if utc_minutes.rem_euclid(1440) != 1439 || utc_day != days_in_month(utc_year, utc_month) {
             return None;
         }
         (59, 999_999_999)
@@ -259,29 +263,71 @@ mod tests {
         )
     }
 
-    /// A timestamp that is RFC 3339 in shape, with every field allowed one step out of range.
+    /// The old `parse_iso` (before this module parsed by itself): `time`, then `time` with a `Z` added.
+    fn old_parse_iso(text: &str) -> Option<i64> {
+        let text = text.trim();
+        if text.is_empty() || text.len() > 64 {
+            return None;
+        }
+        oracle(text).or_else(|| oracle(&format!("{text}Z")))
+    }
+
+    /// A timestamp that is RFC 3339 in shape, with every field allowed one step out of range, biased
+    /// towards the edges: century and boundary years, month ends, 23:59:60, any separator byte.
     fn timestamp() -> impl proptest::strategy::Strategy<Value = String> {
         use proptest::prelude::*;
+        let year = prop_oneof![
+            prop::sample::select(vec![0u32, 1, 1900, 1970, 2000, 2016, 2024, 2100, 9999]),
+            0u32..=9999,
+        ];
+        let day = prop_oneof![27u32..=32, 0u32..=32];
+        let separator = prop_oneof![
+            prop::sample::select(vec!['T', 't', ' ']),
+            proptest::char::range(' ', '~'),
+        ];
+        let clock = prop_oneof![
+            Just((23u32, 59u32, 60u32)),
+            (0u32..=24, 0u32..=60, prop_oneof![Just(60u32), 0u32..=61]),
+        ];
+        let offset = prop_oneof![
+            prop::sample::select(vec!["Z", "z", "", "+00:00", "-00:00", "+23:59", "-23:59"])
+                .prop_map(str::to_string),
+            (prop::sample::select(vec!['+', '-']), 0u32..=24, 0u32..=60)
+                .prop_map(|(s, h, m)| format!("{s}{h:02}:{m:02}")),
+        ];
         (
-            (
-                0u32..=9999,
-                0u32..=13,
-                0u32..=32,
-                prop::sample::select(vec!["T", "t", " "]),
-            ),
-            (0u32..=24, 0u32..=60, 0u32..=61),
+            (year, 0u32..=13, day, separator),
+            clock,
             prop::option::of("[0-9]{0,12}"),
-            prop_oneof![
-                Just("Z".to_string()),
-                Just("z".to_string()),
-                Just(String::new()),
-                (prop::sample::select(vec!['+', '-']), 0u32..=24, 0u32..=60)
-                    .prop_map(|(s, h, m)| format!("{s}{h:02}:{m:02}")),
-            ],
+            offset,
         )
             .prop_map(|((y, mo, d, t), (h, mi, s), frac, off)| {
                 let frac = frac.map(|f| format!(".{f}")).unwrap_or_default();
                 format!("{y:04}-{mo:02}-{d:02}{t}{h:02}:{mi:02}:{s:02}{frac}{off}")
+            })
+    }
+
+    /// A [`timestamp`] with one byte replaced, inserted or deleted.
+    fn mutated_timestamp() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        (
+            timestamp(),
+            0usize..40,
+            0u8..3,
+            proptest::char::range(' ', '~'),
+        )
+            .prop_map(|(text, at, how, c)| {
+                let mut chars: Vec<char> = text.chars().collect();
+                let at = at.min(chars.len());
+                match how {
+                    0 if at < chars.len() => chars[at] = c,
+                    1 => chars.insert(at, c),
+                    _ if at < chars.len() => {
+                        chars.remove(at);
+                    }
+                    _ => chars.push(c),
+                }
+                chars.into_iter().collect()
             })
     }
 
@@ -293,13 +339,30 @@ mod tests {
         }
 
         #[test]
-        fn refuses_what_the_time_crate_refuses(text in "[0-9]{0,5}[-:.Tt+Zz0-9]{0,28}") {
+        fn mutated_timestamps_parse_as_the_time_crate_does(text in mutated_timestamp()) {
             proptest::prop_assert_eq!(parse_rfc3339(&text, true), oracle(&text), "{}", text);
+        }
+
+        #[test]
+        fn parse_iso_answers_as_before(text in prop_oneof_timestamps()) {
+            proptest::prop_assert_eq!(parse_iso(&text), old_parse_iso(&text), "{:?}", text);
         }
 
         #[test]
         fn formats_as_the_time_crate_does(ms in -62_167_219_200_000i64..253_402_300_800_000) {
             proptest::prop_assert_eq!(iso_millis(ms), oracle_format(ms));
         }
+    }
+
+    /// Inputs for `parse_iso`: timestamps, mutated ones, naive ones, padded with whitespace, and junk.
+    fn prop_oneof_timestamps() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            timestamp(),
+            mutated_timestamp(),
+            (timestamp(), "[ \\t\\n]{0,2}", "[ \\t\\n]{0,2}")
+                .prop_map(|(t, a, b)| format!("{a}{t}{b}")),
+            "[0-9]{0,5}[-:.Tt+Zz0-9 ]{0,70}",
+        ]
     }
 }

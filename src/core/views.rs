@@ -9,8 +9,8 @@ impl Broker {
         let lane = p
             .lanes
             .get(group)
-            .cloned()
-            .unwrap_or_else(|| Box::new(Lane::at(self.initial_cursor(p.id, group))));
+            .map(|l| (**l).clone())
+            .unwrap_or_else(|| Lane::at(self.initial_cursor(p.id, group)));
         let committed = lane.committed.max(p.first_offset as i64 - 1);
         let leased = lane.is_leased(now);
         LaneView {
