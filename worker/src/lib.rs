@@ -17,9 +17,9 @@ pub mod do_store;
 pub mod host;
 pub mod selftest;
 
-use worker::{event, Context, Env, Request, Response, Result};
+use worker::{event, Context, Env, Method, Request, Response, Result};
 
-use crate::broker::error_response;
+use crate::broker::{api_response, error_response};
 use crate::config::{flag, var};
 
 /// Name of the Durable Object namespace binding.
@@ -98,6 +98,13 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 
     if !is_broker_path(&path) {
         return env.assets(ASSETS_BINDING)?.fetch_request(req).await;
+    }
+
+    // A CORS preflight is answered here, as the broker would (204 and the CORS headers for any path):
+    // it carries neither a token nor the X-Queen-Broker value, so forwarding it would only wake a
+    // Durable Object, perhaps the wrong one.
+    if req.method() == Method::Options {
+        return api_response(204, &[], Vec::new());
     }
 
     match broker_name(&req, &env) {

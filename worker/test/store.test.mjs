@@ -69,6 +69,10 @@ test('without QUEEN_TEST_ROUTES the test routes do not exist; health, CORS, API 
     const pre = await fetch(`${w.url}/api/v1/push`, { method: 'OPTIONS' });
     assert.equal(pre.status, 204);
     assert.equal(pre.headers.get('access-control-allow-origin'), '*');
+    assert.match(pre.headers.get('access-control-allow-headers') ?? '', /X-Queen-Broker/);
+    // Answered by the entry Worker even for a broker name that would be refused (no DO is woken).
+    const preOther = await fetch(`${w.url}/api/v1/push?broker=${'x'.repeat(80)}`, { method: 'OPTIONS' });
+    assert.equal(preOther.status, 204);
 
     const api = await getJson(`${w.url}/api/v1/resources/queues`);
     assert.equal(api.status, 200, JSON.stringify(api.body));
