@@ -141,27 +141,24 @@ impl<S: Store, H: Host> Engine<S, H> {
 
     /// Reloads with the gate already held (boxed: it is awaited from several places).
     fn reload_locked(&self) -> LocalBoxFuture<'_, EngineResult<()>> {
-        Box::pin(self.reload_locked_inner())
-    }
-
-    async fn reload_locked_inner(&self) -> EngineResult<()> {
-        let core = Self::load(&self.store, &self.host, &self.config).await?;
-        *self.core.borrow_mut() = core;
-        self.needs_reload.set(false);
-        let mut c = self.counters.get();
-        c.reloads += 1;
-        self.counters.set(c);
-        // Anything may have changed: let every parked pop look again.
-        self.waiters.wake_all();
-        Ok(())
+        Box::pin(async move {
+            let core = Self::load(&self.store, &self.host, &self.config).await?;
+            *self.core.borrow_mut() = core;
+            self.needs_reload.set(false);
+            let mut c = self.counters.get();
+            c.reloads += 1;
+            self.counters.set(c);
+            // Anything may have changed: let every parked pop look again.
+            self.waiters.wake_all();
+            Ok(())
+        })
     }
 
     /// Applies one command under the gate and commits its changes before returning.
     ///
     /// Only the synchronous middle is generic over the command; the awaits around it ([`Self::enter`],
-    /// [`Self::settle`]) are boxed futures shared by every command, so each command's future stays small
-    /// (this keeps the store's futures from being copied into every command, which matters for the
-    /// size of the wasm module a browser downloads).
+    /// [`Self::settle`]) are boxed futures shared by every command rather than copied into each
+    /// command's future.
     async fn run<R>(
         &self,
         command: impl FnOnce(&mut Broker, i64) -> CoreResult<R>,
