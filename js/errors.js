@@ -6,7 +6,8 @@
  *   `newer_format` (the database was written by a newer queen-edge), `storage` (any other IndexedDB
  *   failure);
  * - broker answers: `bad_request`, `unauthorized`, `forbidden`, `not_found`, `conflict`, `too_large`,
- *   `unsupported`, `server_error`;
+ *   `unsupported`, `not_built` (a view route on a broker opened without `views: true`),
+ *   `server_error`;
  * - transport: `network`, `timeout`, `closed` (the Queen was closed), `no_writer` (no tab answered);
  * - client side: `invalid` (a call that cannot be sent, e.g. an empty transaction).
  */
@@ -33,6 +34,7 @@ const CODE_BY_STATUS = {
   409: 'conflict',
   413: 'too_large',
   415: 'unsupported',
+  501: 'not_built',
   503: 'unavailable',
   507: 'quota_exceeded'
 }

@@ -14,6 +14,7 @@ export type QueenErrorCode =
   | 'conflict'
   | 'too_large'
   | 'unsupported'
+  | 'not_built'
   | 'server_error'
   | 'network'
   | 'timeout'
@@ -384,7 +385,14 @@ export interface OpenOptions {
   noWriterTimeoutMillis?: number
   /** Writer: how long answers to forwarded requests are kept for re-sends, ms (default 60000). */
   answerCacheMillis?: number
-  /** Where the .wasm file is (default: next to the module). */
+  /**
+   * Load the build with the view (dashboard) routes: queue listings and details, the message browser,
+   * overview, namespaces, tasks, status and metrics, with the `admin` methods that read them (default
+   * false: a smaller download; those routes then answer 501, QueenError code `not_built`). The tab or
+   * worker that becomes the writer answers for every context, so pass the same value everywhere.
+   */
+  views?: boolean
+  /** Where the .wasm file is (default: next to the module; with `views`, the views build's file). */
   wasmUrl?: string | URL
 }
 

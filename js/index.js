@@ -107,7 +107,7 @@ export function serveQueen(options) {
   }
   const origin = globalThis.location ? globalThis.location.origin : null
   // Start loading early: the first request then does not wait for the wasm download.
-  loadWasm(options && options.wasmUrl).catch(() => {})
+  loadWasm(options && options.wasmUrl, Boolean(options && options.views === true)).catch(() => {})
   return (event) => {
     const request = event.request
     let url

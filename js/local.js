@@ -31,17 +31,29 @@ import init, { WasmBroker } from './pkg/queen_edge.js'
 import { QueenError, asQueenError } from './errors.js'
 import { parseBody, encodeBody } from './http.js'
 
-let wasmReady = null
+// Two builds of the broker: without the view (dashboard) routes, what Queen.open loads by default and
+// what every page downloads; and with them (`views: true`), fetched only when asked for: a separate
+// chunk (its glue) and wasm file (docs/decisions.md, "views").
+const wasmReady = { lean: null, views: null }
 
-/** Loads and instantiates the wasm module once per global. */
-export function loadWasm(wasmUrl) {
-  if (!wasmReady) {
-    wasmReady = init(wasmUrl ? { module_or_path: wasmUrl } : undefined).catch((error) => {
-      wasmReady = null
-      throw new QueenError('unavailable', 'could not load the queen-edge wasm module: ' + (error.message || error), { cause: error })
+/**
+ * Loads and instantiates one build of the wasm module once per global; resolves to its `WasmBroker`
+ * class. `wasmUrl` overrides where that build's `.wasm` file is fetched from.
+ */
+export function loadWasm(wasmUrl, views = false) {
+  const kind = views ? 'views' : 'lean'
+  if (!wasmReady[kind]) {
+    const options = wasmUrl ? { module_or_path: wasmUrl } : undefined
+    const loading = views
+      ? import('./pkg/queen_edge_views.js').then((glue) => glue.default(options).then(() => glue.WasmBroker))
+      : init(options).then(() => WasmBroker)
+    wasmReady[kind] = loading.catch((error) => {
+      wasmReady[kind] = null
+      const which = views ? 'queen-edge wasm module (with views)' : 'queen-edge wasm module'
+      throw new QueenError('unavailable', `could not load the ${which}: ` + (error.message || error), { cause: error })
     })
   }
-  return wasmReady
+  return wasmReady[kind]
 }
 
 const encoder = new TextEncoder()
@@ -84,8 +96,10 @@ export class LocalTransport {
   #lastError = null
   #gone = new Set()
   #onPageHide = null
+  #Broker
 
-  constructor(options) {
+  constructor(options, Broker) {
+    this.#Broker = Broker
     this.#name = options.name
     this.#options = {
       durability: options.durability ?? 'strict',
@@ -105,8 +119,8 @@ export class LocalTransport {
     if (!['strict', 'relaxed', 'default'].includes(options.durability ?? 'strict')) {
       throw new QueenError('invalid', 'durability must be "strict", "relaxed" or "default"')
     }
-    await loadWasm(options.wasmUrl)
-    const transport = new LocalTransport(options)
+    const Broker = await loadWasm(options.wasmUrl, options.views === true)
+    const transport = new LocalTransport(options, Broker)
     await transport.#start()
     return transport
   }
@@ -235,7 +249,7 @@ export class LocalTransport {
   async #becomeWriter() {
     let broker
     try {
-      broker = await WasmBroker.open(this.#name, {
+      broker = await this.#Broker.open(this.#name, {
         durability: this.#options.durability,
         persist: this.#options.persist
       })

@@ -51,6 +51,15 @@ impl HttpError {
         Self::not_found("no_such_route")
     }
 
+    /// 501: the route exists in Queen's API but this build leaves it out (a cargo feature).
+    #[cfg(not(feature = "views"))]
+    pub(crate) fn not_built(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 501,
+            message: message.into(),
+        }
+    }
+
     /// 413: over a configured size or count limit.
     pub(crate) fn too_large(message: impl Into<String>) -> Self {
         HttpError {

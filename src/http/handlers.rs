@@ -5,14 +5,14 @@ use super::error::{json_response, no_content, HttpError};
 use super::query::{clip, Query};
 use super::render;
 use super::router::{self, Route};
+use super::views;
 use super::wire::{self, check_id, check_name};
-use super::{prometheus, HttpConfig, HttpRequest, HttpResponse};
+use super::{HttpConfig, HttpRequest, HttpResponse};
 use crate::core::api::*;
 use crate::core::timefmt::{iso_millis, parse_iso};
 use crate::engine::{Engine, EngineError, Host};
 use crate::store::Store;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 
 /// A key prefix no record uses: `/health` scans it to check that the store answers.
 const HEALTH_PROBE_PREFIX: &str = "\u{7f}health-probe/";
@@ -149,33 +149,16 @@ impl Route {
                     &json!({"deleted": true, "queue": queue, "existed": existed}),
                 ))
             }
-            Route::ListQueues => {
-                let namespace = query.non_empty("namespace");
-                let task = query.non_empty("task");
-                let queues = engine.read(|b, now| {
-                    b.list_queues(now)
-                        .iter()
-                        .filter(|q| namespace.is_none_or(|n| q.namespace == n))
-                        .filter(|q| task.is_none_or(|t| q.task == t))
-                        .map(|q| render::queue_summary(q, now))
-                        .collect::<Vec<_>>()
-                });
-                Ok(json_response(200, &json!({ "queues": queues })))
-            }
-            Route::GetQueue { queue } => {
-                check_name("Queue name", &queue, true, limits)?;
-                let view = engine.read(|b, now| {
-                    b.queue_view(now, &queue)
-                        .map(|q| render::queue_detail(&q, now))
-                });
-                match view {
-                    Some(v) => Ok(json_response(200, &v)),
-                    None => Err(HttpError::not_found("Queue not found")),
-                }
-            }
-            Route::Overview => Ok(json_response(200, &overview(engine))),
-            Route::Namespaces => Ok(json_response(200, &labels(engine, true))),
-            Route::Tasks => Ok(json_response(200, &labels(engine, false))),
+            view @ (Route::ListQueues
+            | Route::GetQueue { .. }
+            | Route::Overview
+            | Route::Namespaces
+            | Route::Tasks
+            | Route::ListMessages
+            | Route::GetMessage { .. }
+            | Route::Metrics
+            | Route::Prometheus
+            | Route::Status) => views::answer(engine, config, view, query),
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
@@ -241,24 +224,6 @@ impl Route {
                         "deleted": deleted,
                     }),
                 ))
-            }
-            Route::ListMessages => list_messages(engine, config, query),
-            Route::GetMessage {
-                partition_id,
-                transaction_id,
-            } => {
-                check_id("partitionId", &partition_id, limits)?;
-                check_id("transactionId", &transaction_id, limits)?;
-                let found = engine.read(|b, now| {
-                    b.message(&partition_id, &transaction_id).map(|m| {
-                        let q = b.queue_view(now, &m.queue);
-                        render::message(&m, q.as_ref(), now)
-                    })
-                });
-                match found {
-                    Some(v) => Ok(json_response(200, &v)),
-                    None => Err(HttpError::not_found("Message not found")),
-                }
             }
             Route::DeleteGroup { group } => {
                 check_name("consumerGroup", &group, false, limits)?;
@@ -395,43 +360,6 @@ impl Route {
                     }),
                 ))
             }
-            Route::Metrics => {
-                let (stats, now) = engine.read(|b, now| (b.stats(now), now));
-                Ok(json_response(
-                    200,
-                    &json!({
-                        "uptime": uptime_s(config, now),
-                        "requests": {"total": 0, "rate": 0},
-                        "messages": {"total": stats.pushed, "rate": 0},
-                        "database": {"poolSize": 1, "idleConnections": 1, "waitingRequests": 0},
-                        "memory": {"rss": 0, "heapTotal": 0, "heapUsed": 0, "external": 0, "arrayBuffers": 0},
-                        "cpu": {"user": 0, "system": 0},
-                        "broker": {
-                            "pushed": stats.pushed,
-                            "popped": stats.popped,
-                            "acked": stats.acked,
-                            "queues": stats.queues,
-                            "partitions": stats.partitions,
-                            "messages": stats.messages,
-                            "liveLeases": stats.live_leases,
-                            "dlqDepth": stats.dlq_depth,
-                        },
-                    }),
-                ))
-            }
-            Route::Prometheus => {
-                let (stats, now) = engine.read(|b, now| (b.stats(now), now));
-                Ok(HttpResponse {
-                    status: 200,
-                    headers: vec![(
-                        "Content-Type".to_string(),
-                        prometheus::CONTENT_TYPE.to_string(),
-                    )],
-                    body: prometheus::render(&stats, &engine.counters(), uptime_s(config, now))
-                        .into_bytes(),
-                })
-            }
-            Route::Status => Ok(json_response(200, &status(engine, config))),
         }
     }
 }
@@ -529,14 +457,6 @@ fn ack_answer(results: &[AckResult]) -> HttpResponse {
     )
 }
 
-fn uptime_s(config: &HttpConfig, now: i64) -> i64 {
-    if config.started_at_ms > 0 {
-        (now - config.started_at_ms).max(0) / 1000
-    } else {
-        0
-    }
-}
-
 /// A fresh UUIDv4 from the host's entropy, for trace ids.
 fn mint_uuid<H: Host>(host: &H) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -553,195 +473,4 @@ fn mint_uuid<H: Host>(host: &H) -> String {
         .into_uuid()
         .hyphenated()
         .to_string()
-}
-
-/// `GET /api/v1/messages`: messages of the filtered queues/partitions, oldest first per partition.
-fn list_messages<S: Store, H: Host>(
-    engine: &Engine<S, H>,
-    config: &HttpConfig,
-    query: &Query,
-) -> Result<HttpResponse, HttpError> {
-    let limits = &config.limits;
-    let limit = query
-        .uint("limit", 0, limits.max_page as u64)?
-        .unwrap_or(200) as usize;
-    let offset = query.uint("offset", 0, u32::MAX as u64)?.unwrap_or(0) as usize;
-    let queue = query.non_empty("queue");
-    let partition = query.non_empty("partition");
-    let namespace = query
-        .non_empty("ns")
-        .or_else(|| query.non_empty("namespace"));
-    let task = query.non_empty("task");
-    let status = query.non_empty("status");
-    if let Some(s) = status {
-        if !["pending", "processing", "completed", "dead_letter"].contains(&s) {
-            return Err(HttpError::bad_request(format!(
-                "status must be one of pending, processing, completed, dead_letter; got '{}'",
-                clip(s)
-            )));
-        }
-    }
-    let want = offset.saturating_add(limit);
-    let messages = engine.read(|b, now| -> Result<Vec<Value>, HttpError> {
-        let mut out = Vec::new();
-        for q in b.list_queues(now) {
-            if queue.is_some_and(|n| q.name != n)
-                || namespace.is_some_and(|n| q.namespace != n)
-                || task.is_some_and(|t| q.task != t)
-            {
-                continue;
-            }
-            for p in &q.partitions {
-                if partition.is_some_and(|n| p.name != n) {
-                    continue;
-                }
-                let views = b
-                    .messages(&q.name, &p.name, p.first_retained_offset, want.max(1))
-                    .map_err(HttpError::from)?;
-                for m in views {
-                    let v = render::message(&m, Some(&q), now);
-                    if status.is_none_or(|s| v["status"] == s) {
-                        out.push(v);
-                    }
-                }
-                if out.len() >= want {
-                    break;
-                }
-            }
-            if out.len() >= want {
-                break;
-            }
-        }
-        Ok(out.into_iter().skip(offset).take(limit).collect())
-    })?;
-    Ok(json_response(
-        200,
-        &json!({
-            "messages": messages,
-            "mode": {"hasQueueMode": true, "busGroupsCount": 0, "type": "queue"},
-        }),
-    ))
-}
-
-fn overview<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
-    engine.read(|b, now| {
-        let queues = b.list_queues(now);
-        let stats = b.stats(now);
-        let totals = queues.iter().map(|q| render::queue_counts(q, now)).fold(
-            (0u64, 0u64, 0u64, 0u64),
-            |a, c| {
-                (
-                    a.0 + c.total,
-                    a.1 + c.pending,
-                    a.2 + c.processing,
-                    a.3 + c.completed,
-                )
-            },
-        );
-        let namespaces: std::collections::BTreeSet<String> =
-            queues.iter().map(|q| q.namespace.clone()).collect();
-        let tasks: std::collections::BTreeSet<String> =
-            queues.iter().map(|q| q.task.clone()).collect();
-        json!({
-            "queues": queues.len(),
-            "partitions": queues.iter().map(|q| q.partitions.len()).sum::<usize>(),
-            "namespaces": namespaces.len(),
-            "tasks": tasks.len(),
-            "messages": {
-                "total": totals.0,
-                "pending": totals.1,
-                "processing": totals.2,
-                "completed": totals.3,
-                "failed": 0,
-                "deadLetter": stats.dlq_depth,
-            },
-            "lag": {},
-            "throughput": {},
-            "statsAge": 0,
-        })
-    })
-}
-
-/// `/resources/namespaces` (`by_namespace`) or `/resources/tasks`.
-fn labels<S: Store, H: Host>(engine: &Engine<S, H>, by_namespace: bool) -> Value {
-    engine.read(|b, now| {
-        let mut groups: BTreeMap<String, Box<(u64, u64, u64, u64)>> = BTreeMap::new();
-        for q in b.list_queues(now) {
-            let key = if by_namespace { &q.namespace } else { &q.task };
-            let c = render::queue_counts(&q, now);
-            let e = groups.entry(key.clone()).or_default();
-            e.0 += 1;
-            e.1 += q.partitions.len() as u64;
-            e.2 += c.total;
-            e.3 += c.pending;
-        }
-        let field = if by_namespace { "namespace" } else { "task" };
-        let list: Vec<Value> = groups
-            .into_iter()
-            .map(|(name, counts)| {
-                let (queues, partitions, total, pending) = *counts;
-                json!({
-                    field: name,
-                    "queues": queues,
-                    "partitions": partitions,
-                    "messages": {"total": total, "pending": pending},
-                })
-            })
-            .collect();
-        if by_namespace {
-            json!({ "namespaces": list })
-        } else {
-            json!({ "tasks": list })
-        }
-    })
-}
-
-/// `GET /api/v1/status`: a summary from the live counters (the broker keeps no time series).
-fn status<S: Store, H: Host>(engine: &Engine<S, H>, config: &HttpConfig) -> Value {
-    engine.read(|b, now| {
-        let stats = b.stats(now);
-        let queues = b.list_queues(now);
-        let c = queues.iter().map(|q| render::queue_counts(q, now)).fold(
-            (0u64, 0u64, 0u64),
-            |a, c| (a.0 + c.pending, a.1 + c.processing, a.2 + c.completed),
-        );
-        json!({
-            "timeRange": {"from": iso_millis(now - 3_600_000), "to": iso_millis(now)},
-            "bucketMinutes": 1,
-            "pointCount": 0,
-            "throughput": [],
-            "queues": {"total": stats.queues, "partitions": stats.partitions},
-            "messages": {
-                "total": stats.messages,
-                "pending": c.0,
-                "processing": c.1,
-                "completed": c.2,
-                "pushed": stats.pushed,
-                "popped": stats.popped,
-                "acked": stats.acked,
-            },
-            "leases": {"active": stats.live_leases},
-            "deadLetterQueue": {
-                "total": stats.dlq_depth,
-                "byQueue": stats.dlq_depth_by_queue.iter()
-                    .map(|(q, n)| json!({"queue": q, "count": n}))
-                    .collect::<Vec<_>>(),
-            },
-            "workers": [{"workerId": config.worker_id, "status": "active", "uptime": uptime_s(config, now)}],
-            "errors": {},
-            "statsAge": 0,
-            "storage": storage_counters(engine),
-        })
-    })
-}
-
-/// The store's write counters since the broker opened (rows are what Durable Objects bill).
-fn storage_counters<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
-    let c = engine.counters();
-    json!({
-        "commits": c.commits,
-        "rowsWritten": c.rows_written,
-        "bytesWritten": c.bytes_written,
-        "reloads": c.reloads,
-    })
 }

@@ -13,8 +13,9 @@
 //! - ISO-8601 timestamps come from `crate::core::timefmt` (shared with the core);
 //! - `auth`: bearer tokens and roles;
 //! - `error`: the `{"error": ...}` answers and how engine errors map to statuses;
-//! - `prometheus`: the `/metrics/prometheus` text;
-//! - `handlers`: one function per route, calling the engine.
+//! - `handlers`: one function per route, calling the engine;
+//! - `views`: the read-only dashboard routes (listings, message browser, status, metrics and the
+//!   `/metrics/prometheus` text), a cargo feature the npm module's default build leaves out.
 //!
 //! Every malformed request gets a 4xx with a JSON error that says what is wrong, and changes nothing.
 //! A 5xx means the store failed (the client may retry).
@@ -22,10 +23,10 @@
 mod auth;
 mod error;
 mod handlers;
-mod prometheus;
 mod query;
 mod render;
 mod router;
+mod views;
 mod wire;
 
 pub use auth::{AuthConfig, AuthToken, Role};

@@ -7,7 +7,8 @@
 // Size: what a browser downloads for Queen.open, i.e. what scripts/build-js ships in js/dist and stages in
 // www/vendor/queen-edge: the one minified ES module queen-edge.js (wrapper js/*.js + wasm-bindgen glue,
 // bundled by esbuild) and the wasm it fetches, queen_edge_bg.wasm; each raw and gzipped (zlib level 9).
-// The source map (queen-edge.js.map) is printed but not counted: only devtools fetch it. Budget: 150 KB
+// The source map (queen-edge.js.map) is printed but not counted: only devtools fetch it. Also printed: what
+// `Queen.open({ views: true })` fetches on top (the views build's glue chunk and wasm). Budget: 150 KB
 // gzipped in all. Exit code 1 when over budget if QE_ENFORCE_SIZE_BUDGET=1 (see docs/decisions.md: the
 // budget is not met yet).
 //
@@ -35,11 +36,17 @@ async function sizeOf(rel) {
 const sizes = [await sizeOf('queen-edge.js'), await sizeOf('queen_edge_bg.wasm')]
 const total = { file: 'total', raw: sizes.reduce((a, s) => a + s.raw, 0), gz: sizes.reduce((a, s) => a + s.gz, 0) }
 const sourceMap = await sizeOf('queen-edge.js.map')
+const viewsSizes = [await sizeOf('queen_edge_views.js'), await sizeOf('queen_edge_views_bg.wasm')]
+// With views the page fetches the bundle, the views glue chunk and the views wasm (not the default wasm).
+const viewsFetched = [sizes[0], ...viewsSizes]
+const viewsTotal = { file: 'total with views', raw: viewsFetched.reduce((a, s) => a + s.raw, 0), gz: viewsFetched.reduce((a, s) => a + s.gz, 0) }
 const kb = (n) => (n / 1024).toFixed(1) + ' KB'
 const row = (s) => `    ${s.file.padEnd(24)} ${kb(s.raw).padStart(10)} raw ${kb(s.gz).padStart(10)} gzip`
 console.log('  size (what the browser downloads for Queen.open, from www/vendor/queen-edge):')
 for (const s of [...sizes, total]) console.log(row(s))
 console.log(row(sourceMap) + '   (devtools only; not counted)')
+console.log('  Queen.open({ views: true }) fetches queen-edge.js and, instead of queen_edge_bg.wasm, these:')
+for (const s of [...viewsSizes, viewsTotal]) console.log(row(s))
 const overBudget = total.gz > BUDGET_GZ
 console.log(`  budget 150 KB gzipped: ${overBudget ? 'OVER BUDGET by ' + kb(total.gz - BUDGET_GZ) : 'within budget'}`)
 
@@ -155,7 +162,7 @@ if (!args.has('--size-only')) {
 }
 
 await mkdir(ARTIFACTS, { recursive: true })
-await writeFile(resolve(ARTIFACTS, 'bench.json'), JSON.stringify({ sizes, total, sourceMap, budgetGz: BUDGET_GZ, results }, null, 2))
+await writeFile(resolve(ARTIFACTS, 'bench.json'), JSON.stringify({ sizes, total, sourceMap, viewsSizes, viewsTotal, budgetGz: BUDGET_GZ, results }, null, 2))
 
 if (args.has('--write')) {
   const BEGIN = '<!-- js-module:begin -->'
@@ -169,6 +176,10 @@ if (args.has('--write')) {
   for (const s of [...sizes, total]) lines.push(`| ${s.file === 'total' ? '**total**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
   lines.push('', '`queen-edge.js` is the one minified ES module (the wrapper `js/*.js` and the wasm-bindgen glue, bundled',
     `by esbuild); its source map (\`queen-edge.js.map\`, ${kb(sourceMap.raw)}) is fetched only by devtools and not counted.`)
+  lines.push('', 'With `Queen.open({ views: true })` (the view routes: queue listings, message browser, status, metrics; the',
+    'dashboard page uses it) the browser fetches `queen-edge.js` and, instead of `queen_edge_bg.wasm`, the build with views:', '')
+  lines.push('| file | raw | gzip -9 |', '|---|---:|---:|')
+  for (const s of [...viewsSizes, viewsTotal]) lines.push(`| ${s.file.startsWith('total') ? '**' + s.file + '**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
   lines.push('', `Budget: 150 KB gzipped. ${overBudget ? `**Over budget by ${kb(total.gz - BUDGET_GZ)}** (see docs/decisions.md, "JS module size").` : 'Within budget.'}`, '')
   if (results) {
     lines.push(`### Throughput (messages/s, headless Chromium ${results.chromium}, durability strict, one tab)`, '')

@@ -187,6 +187,49 @@ const tests = [
     await context.close()
   }],
 
+  ['views: the default build answers view routes 501 not_built; views: true has them, fetched only then', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const fetched = []
+    context.on('request', (r) => fetched.push(new URL(r.url()).pathname))
+    const a = await openPage(context, url, 'views A')
+    const name = uniqueName('views')
+    const lean = await a.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('v').push([{ data: 1 }, { data: 2 }])
+      const failure = await queen.admin.listQueues().then(() => null, (e) => ({ code: e.code, status: e.status, message: e.message }))
+      const dlq = await queen.queue('v').dlq().limit(5).get()
+      const health = (await queen.request('GET', '/health')).status
+      await queen.close()
+      return { failure, dlq: Array.isArray(dlq.messages), health }
+    }, name)
+    assertEq(lean.failure && [lean.failure.code, lean.failure.status], ['not_built', 501], 'a view route on the default build is 501 not_built')
+    assert(/views: true/.test(lean.failure.message), 'the error says how to get the view routes: ' + lean.failure.message)
+    assertEq([lean.dlq, lean.health], [true, 200], 'the fluent API (dlq().get()) and /health work without views')
+    assert(!fetched.some((p) => /queen_edge_views/.test(p)), 'the default build never fetches the views files')
+    assert(fetched.some((p) => p.endsWith('/queen_edge_bg.wasm')), 'the default build fetched its own wasm')
+
+    const full = await a.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name, views: true })
+      const queues = (await window.queen.admin.listQueues()).queues.map((q) => q.name)
+      const detail = await window.queen.admin.getQueue('v')
+      const prometheus = await window.queen.request('GET', '/metrics/prometheus')
+      return { role: window.queen.role, queues, total: detail.totals.total, prometheus: prometheus.status }
+    }, name)
+    assertEq(full.role, 'writer', 'the views build took the database over')
+    assertEq([full.queues.includes('v'), full.total, full.prometheus], [true, 2, 200], 'the views build serves the view routes on the same data')
+    assert(fetched.some((p) => p.endsWith('/queen_edge_views_bg.wasm')) && fetched.some((p) => p.endsWith('/queen_edge_views.js')),
+      'views: true fetched the views glue and wasm')
+
+    // A follower on the default build: its view requests are answered by the writer, which has views.
+    const b = await openPage(context, url, 'views B')
+    const follower = await b.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      return { role: queen.role, queues: (await queen.admin.listQueues()).queues.map((q) => q.name) }
+    }, name)
+    assertEq([follower.role, follower.queues.includes('v')], ['follower', true], 'a default-build follower gets view answers from a views writer')
+    await context.close()
+  }],
+
   ['two tabs: one writer, forwarding, long-polls, disjoint spans, takeover within a second', async ({ browser, url }) => {
     const context = await browser.newContext()
     const a = await openPage(context, url, 'tab A')

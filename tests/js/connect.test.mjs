@@ -43,7 +43,7 @@ const READ_ONLY_TOKEN = 'connect-ro-' + Math.random().toString(36).slice(2)
  */
 async function scenario({ moduleUrl, mode, url, token, name, q }) {
   const { Queen, QueenError } = await import(moduleUrl)
-  const queen = mode === 'connect' ? Queen.connect(url, { token }) : await Queen.open({ name })
+  const queen = mode === 'connect' ? Queen.connect(url, { token }) : await Queen.open({ name, views: true })
   const keys = (o) => (o && typeof o === 'object' ? Object.keys(o).sort() : typeof o)
   const data = (ms) => ms.map((m) => m.data)
   // An ack result without the ids the broker minted.

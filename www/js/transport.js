@@ -47,7 +47,9 @@ export async function connect(settings) {
     const name = (settings.db || '').trim();
     if (!name) throw new ApiError('Give the in-browser database a name.');
     try {
-      queen = await Queen.open({ name });
+      // views: the dashboard reads the queue listings and the message browser (the build with view
+      // routes; plain Queen.open loads the smaller one without them).
+      queen = await Queen.open({ name, views: true });
     } catch (e) {
       throw new ApiError(`Could not open the in-browser broker on IndexedDB database “${name}”: ${reason(e)}. ` +
         'Private windows and some browser settings block IndexedDB.');

@@ -1,0 +1,47 @@
+//! The read-only view routes, for dashboards: queue listings and details, the message browser,
+//! overview, namespaces and tasks, status, and metrics (JSON and Prometheus).
+//!
+//! They are a cargo feature, `views` (default on: the Worker and native builds have them). The npm
+//! module ships two builds: without views for `Queen.open` (about 14 KB gzipped smaller, the size every
+//! page downloads) and with them for `Queen.open({ views: true })`, which the dashboard page uses
+//! (docs/decisions.md). A build without views answers these routes 501 with an error that says how to
+//! get them; every other route works the same in both.
+
+use super::error::HttpError;
+use super::query::Query;
+use super::router::Route;
+use super::{HttpConfig, HttpResponse};
+use crate::engine::{Engine, Host};
+use crate::store::Store;
+
+#[cfg(feature = "views")]
+mod prometheus;
+#[cfg(feature = "views")]
+mod render;
+#[cfg(feature = "views")]
+mod routes;
+
+/// Answers a view route (the routes `handlers` sends here).
+#[cfg(feature = "views")]
+pub(super) fn answer<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    config: &HttpConfig,
+    route: Route,
+    query: &Query,
+) -> Result<HttpResponse, HttpError> {
+    routes::answer(engine, config, route, query)
+}
+
+/// Answers a view route (the routes `handlers` sends here) in a build without views: 501 with what to do instead.
+#[cfg(not(feature = "views"))]
+pub(super) fn answer<S: Store, H: Host>(
+    _engine: &Engine<S, H>,
+    _config: &HttpConfig,
+    _route: Route,
+    _query: &Query,
+) -> Result<HttpResponse, HttpError> {
+    Err(HttpError::not_built(
+        "This is a view (dashboard) route, and this queen-edge module was built without views. \
+         Open the broker with Queen.open({ name, views: true }) in every tab and worker that uses it.",
+    ))
+}

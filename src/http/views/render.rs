@@ -1,0 +1,178 @@
+//! Rendering for the view routes (feature `views`): counts, queue summaries and details, messages.
+
+use crate::core::api::*;
+use crate::core::timefmt::iso_millis;
+use serde_json::{json, Value};
+
+/// A lane's in-flight count: the leased span when the lease is live.
+fn processing(lane: &LaneView, now: i64) -> u64 {
+    match (lane.lease_expires_at_ms, lane.batch_end) {
+        (Some(x), Some(end)) if x > now && lane.lease_id.is_some() => {
+            (end as i64 - lane.committed).max(0) as u64
+        }
+        _ => 0,
+    }
+}
+
+/// Message counts of a partition as seen by the queue-mode group.
+pub(crate) struct Counts {
+    pub(crate) total: u64,
+    pub(crate) pending: u64,
+    pub(crate) processing: u64,
+    pub(crate) completed: u64,
+    pub(crate) dead_letter: u64,
+}
+
+pub(crate) fn partition_counts(p: &PartitionView, now: i64) -> Counts {
+    let lane = p
+        .lanes
+        .iter()
+        .find(|l| l.consumer_group == QUEUE_MODE_GROUP);
+    let (pending, processing) = match lane {
+        Some(l) => {
+            let inflight = processing(l, now);
+            (l.backlog.saturating_sub(inflight).min(p.messages), inflight)
+        }
+        None => (p.messages, 0),
+    };
+    Counts {
+        total: p.messages,
+        pending,
+        processing,
+        completed: p.messages.saturating_sub(pending + processing),
+        dead_letter: p.dead_letters,
+    }
+}
+
+fn counts_json(c: &Counts) -> Value {
+    json!({
+        "total": c.total,
+        "pending": c.pending,
+        "processing": c.processing,
+        "completed": c.completed,
+        "failed": 0,
+        "deadLetter": c.dead_letter,
+    })
+}
+
+fn sum(counts: impl Iterator<Item = Counts>) -> Counts {
+    counts.fold(
+        Counts {
+            total: 0,
+            pending: 0,
+            processing: 0,
+            completed: 0,
+            dead_letter: 0,
+        },
+        |a, c| Counts {
+            total: a.total + c.total,
+            pending: a.pending + c.pending,
+            processing: a.processing + c.processing,
+            completed: a.completed + c.completed,
+            dead_letter: a.dead_letter + c.dead_letter,
+        },
+    )
+}
+
+/// Totals over a queue's partitions.
+pub(crate) fn queue_counts(q: &QueueView, now: i64) -> Counts {
+    sum(q.partitions.iter().map(|p| partition_counts(p, now)))
+}
+
+/// A queue in `GET /resources/queues`.
+pub(crate) fn queue_summary(q: &QueueView, now: i64) -> Value {
+    let c = queue_counts(q, now);
+    json!({
+        "id": q.id,
+        "name": q.name,
+        "namespace": q.namespace,
+        "task": q.task,
+        "createdAt": iso_millis(q.created_at_ms),
+        "partitions": q.partitions.len(),
+        "messages": {"total": c.total, "pending": c.pending, "processing": c.processing},
+    })
+}
+
+fn lane(l: &LaneView) -> Value {
+    json!({
+        "consumerGroup": l.consumer_group,
+        "committedOffset": l.committed,
+        "backlog": l.backlog,
+        "leaseId": l.lease_id,
+        "leaseExpiresAt": l.lease_expires_at_ms.map(iso_millis),
+        "batchEnd": l.batch_end,
+        "retryCount": l.retry_count,
+        "attemptCount": l.attempt_count,
+        "holdUntil": l.hold_until_ms.map(iso_millis),
+    })
+}
+
+/// `GET /resources/queues/:queue`.
+pub(crate) fn queue_detail(q: &QueueView, now: i64) -> Value {
+    let partitions: Vec<Value> = q
+        .partitions
+        .iter()
+        .map(|p| {
+            json!({
+                "id": p.id,
+                "name": p.name,
+                "createdAt": iso_millis(p.created_at_ms),
+                "stats": counts_json(&partition_counts(p, now)),
+                "oldestMessage": p.oldest_message_ms.map(iso_millis),
+                "newestMessage": p.newest_message_ms.map(iso_millis),
+                "nextOffset": p.next_offset,
+                "firstRetainedOffset": p.first_retained_offset,
+                "lanes": p.lanes.iter().map(lane).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "id": q.id,
+        "name": q.name,
+        "namespace": q.namespace,
+        "task": q.task,
+        "createdAt": iso_millis(q.created_at_ms),
+        "options": crate::http::render::options(&q.options),
+        "partitions": partitions,
+        "totals": counts_json(&queue_counts(q, now)),
+    })
+}
+
+/// A stored message for the message browser.
+pub(crate) fn message(m: &MessageView, q: Option<&QueueView>, now: i64) -> Value {
+    let part = q.and_then(|q| q.partitions.iter().find(|p| p.id == m.partition_id));
+    let status = part
+        .and_then(|p| {
+            p.lanes
+                .iter()
+                .find(|l| l.consumer_group == QUEUE_MODE_GROUP)
+        })
+        .map(|l| {
+            if (m.offset as i64) <= l.committed {
+                "completed"
+            } else if processing(l, now) > 0 && l.batch_end.is_some_and(|e| m.offset <= e) {
+                "processing"
+            } else {
+                "pending"
+            }
+        })
+        .unwrap_or("pending");
+    json!({
+        "id": m.id,
+        "transactionId": m.transaction_id,
+        "partitionId": m.partition_id,
+        "queuePath": format!("{}/{}", m.queue, m.partition),
+        "queue": m.queue,
+        "partition": m.partition,
+        "namespace": q.map(|q| q.namespace.clone()),
+        "task": q.map(|q| q.task.clone()),
+        "status": status,
+        "traceId": m.trace_id,
+        "producerSub": Value::Null,
+        "queuePriority": q.map(|q| q.options.priority),
+        "createdAt": iso_millis(m.created_at_ms),
+        "offset": m.offset,
+        "payload": m.payload,
+        "data": m.payload,
+    })
+}
