@@ -72,7 +72,7 @@ pub type CoreResult<T> = Result<T, CoreError>;
 // ---------------------------------------------------------------------------------------------
 
 /// The 15 queue options of wire-contract §2.1, with wire units (seconds, except `retry_delay_ms`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct QueueOptions {
     /// Default lease length in seconds.
     pub lease_time_s: u64,

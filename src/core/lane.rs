@@ -27,39 +27,35 @@
 //! `head` is the first offset after the committed prefix (`max(C,p)+1`), which is `s` whenever the
 //! consumer acked everything below `s`.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// A lane's stored state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Lane {
     /// `C`: last committed offset, -1 when nothing is committed.
     #[serde(rename = "c")]
     pub committed: i64,
     /// `L`: the lease id of the current (or last) claim.
-    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "l", skip_serializing_if = "Option::is_none")]
     pub lease_id: Option<String>,
     /// `X`: lease expiry, Unix ms.
-    #[serde(rename = "x", default)]
+    #[serde(rename = "x")]
     pub lease_expires_ms: i64,
     /// `E`: inclusive end of the current (or last) claim; -1 before any claim.
-    #[serde(rename = "e", default = "minus_one")]
+    #[serde(rename = "e")]
     pub batch_end: i64,
     /// `R`: retry budget used.
-    #[serde(rename = "r", default)]
+    #[serde(rename = "r")]
     pub retry_count: u32,
     /// `A`: redelivery counter.
-    #[serde(rename = "a", default)]
+    #[serde(rename = "a")]
     pub attempt_count: u32,
     /// `S`: C+1 at the last claim, -1 before any claim.
-    #[serde(rename = "s", default = "minus_one")]
+    #[serde(rename = "s")]
     pub claim_start: i64,
     /// `H`: not claimable before this instant (0 = no hold).
-    #[serde(rename = "h", default)]
+    #[serde(rename = "h")]
     pub hold_until_ms: i64,
-}
-
-fn minus_one() -> i64 {
-    -1
 }
 
 impl Lane {

@@ -19,6 +19,7 @@
 mod ack;
 mod admin;
 pub mod api;
+mod fields;
 pub mod ids;
 pub mod lane;
 mod pop;

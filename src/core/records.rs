@@ -13,16 +13,18 @@
 //! | `g/<queue>/<group>` | subscription (JSON) |
 //! | `d/<dead-letter id>` | dead letter (JSON) |
 
+use super::api::QueueOptions;
+use super::fields::{FieldError, Fields};
 use super::segment;
 use super::state::*;
 use super::Broker;
 use crate::store::{Record, StoreError, StoreErrorKind};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// The record format this build writes.
 pub const FORMAT_VERSION: u32 = 1;
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct FormatRecord {
     version: u32,
@@ -115,8 +117,7 @@ impl Broker {
             let kind = key.split('/').next().unwrap_or("");
             match kind {
                 "m" if key == "m/format" => {
-                    let rec: FormatRecord =
-                        serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
+                    let rec = decode(&key, &value, format_record)?;
                     if rec.version > FORMAT_VERSION {
                         return Err(StoreError::new(
                             StoreErrorKind::NewerFormat,
@@ -130,8 +131,7 @@ impl Broker {
                     self.next_partition_id = self.next_partition_id.max(rec.next_partition_id);
                 }
                 "q" => {
-                    let record: QueueRecord =
-                        serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
+                    let record = decode(&key, &value, queue_record)?;
                     self.queues.insert(
                         record.name.clone(),
                         Box::new(Queue {
@@ -141,8 +141,7 @@ impl Broker {
                     );
                 }
                 "p" => {
-                    let rec: PartitionRecord =
-                        serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
+                    let rec = decode(&key, &value, partition_record)?;
                     let mut p = Partition::new(rec.id, &rec.queue, &rec.name, rec.created_at_ms);
                     p.first_offset = rec.first_offset;
                     p.next_offset = rec.first_offset;
@@ -152,20 +151,17 @@ impl Broker {
                 "s" => self.load_segment(&key, value)?,
                 "l" => {
                     let pid = parse_pid(&key)?;
-                    let lane: Lane =
-                        serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
+                    let lane = decode(&key, &value, lane)?;
                     let group = unesc(key.splitn(3, '/').nth(2).unwrap_or(""));
                     lanes.push((pid, group, lane));
                 }
                 "g" => {
-                    let sub: Subscription =
-                        serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
+                    let sub = decode(&key, &value, subscription)?;
                     self.subscriptions
                         .insert((sub.queue.clone(), sub.group.clone()), Box::new(sub));
                 }
                 "d" => {
-                    let d: DeadLetter =
-                        serde_json::from_slice(&value).map_err(|e| corrupt(&key, e))?;
+                    let d = decode(&key, &value, dead_letter)?;
                     self.next_dead_letter_seq = self.next_dead_letter_seq.max(d.seq + 1);
                     self.dead_letters.insert(d.id.clone(), Box::new(d));
                 }
@@ -234,6 +230,112 @@ impl Broker {
     }
 }
 
+/// Decodes the record at `key` with `read` (module [`super::fields`]); any failure names the record.
+fn decode<T>(
+    key: &str,
+    bytes: &[u8],
+    read: fn(&mut Fields) -> Result<T, FieldError>,
+) -> Result<T, StoreError> {
+    Fields::parse(bytes)
+        .and_then(|mut fields| read(&mut fields))
+        .map_err(|e| corrupt(key, e))
+}
+
+// One reader per record type, field for field what its derived `Serialize` writes (state.rs, lane.rs,
+// api.rs): the same names, and the same defaults for fields older builds did not write.
+
+fn format_record(f: &mut Fields) -> Result<FormatRecord, FieldError> {
+    Ok(FormatRecord {
+        version: f.u32("version")?,
+        next_partition_id: f.u64("nextPartitionId")?,
+    })
+}
+
+fn queue_record(f: &mut Fields) -> Result<QueueRecord, FieldError> {
+    Ok(QueueRecord {
+        id: f.string("id")?,
+        name: f.string("name")?,
+        namespace: f.string("namespace")?,
+        task: f.string("task")?,
+        created_at_ms: f.i64("created_at_ms")?,
+        options: queue_options(&mut f.object("options")?)?,
+    })
+}
+
+fn queue_options(f: &mut Fields) -> Result<QueueOptions, FieldError> {
+    Ok(QueueOptions {
+        lease_time_s: f.u64("lease_time_s")?,
+        retry_limit: f.u32("retry_limit")?,
+        retry_delay_ms: f.u64("retry_delay_ms")?,
+        max_size: f.u64("max_size")?,
+        ttl_s: f.u64("ttl_s")?,
+        dead_letter_queue: f.bool("dead_letter_queue")?,
+        dlq_after_max_retries: f.bool("dlq_after_max_retries")?,
+        delayed_processing_s: f.u64("delayed_processing_s")?,
+        window_buffer_s: f.u64("window_buffer_s")?,
+        retention_enabled: f.bool("retention_enabled")?,
+        retention_s: f.u64("retention_s")?,
+        completed_retention_s: f.u64("completed_retention_s")?,
+        max_wait_time_s: f.u64("max_wait_time_s")?,
+        encryption_enabled: f.bool("encryption_enabled")?,
+        priority: f.i64("priority")?,
+    })
+}
+
+fn partition_record(f: &mut Fields) -> Result<PartitionRecord, FieldError> {
+    Ok(PartitionRecord {
+        id: f.u64("id")?,
+        queue: f.string("queue")?,
+        name: f.string("name")?,
+        created_at_ms: f.i64("created_at_ms")?,
+        first_offset: f.u64("first_offset")?,
+    })
+}
+
+fn lane(f: &mut Fields) -> Result<Lane, FieldError> {
+    Ok(Lane {
+        committed: f.i64("c")?,
+        lease_id: f.opt_string("l")?,
+        lease_expires_ms: f.i64_or("x", 0)?,
+        batch_end: f.i64_or("e", -1)?,
+        retry_count: f.u32_or("r", 0)?,
+        attempt_count: f.u32_or("a", 0)?,
+        claim_start: f.i64_or("s", -1)?,
+        hold_until_ms: f.i64_or("h", 0)?,
+    })
+}
+
+fn subscription(f: &mut Fields) -> Result<Subscription, FieldError> {
+    Ok(Subscription {
+        group: f.string("group")?,
+        queue: f.string("queue")?,
+        start_ms: f.opt_i64("start_ms")?,
+        conflation: f.bool("conflation")?,
+        created_at_ms: f.i64("created_at_ms")?,
+        mode: f.string("mode")?,
+    })
+}
+
+fn dead_letter(f: &mut Fields) -> Result<DeadLetter, FieldError> {
+    Ok(DeadLetter {
+        id: f.string("id")?,
+        partition_id: f.u64("partition_id")?,
+        queue: f.string("queue")?,
+        partition: f.string("partition")?,
+        group: f.string("group")?,
+        message_id: f.string("message_id")?,
+        transaction_id: f.string("transaction_id")?,
+        offset: f.u64("offset")?,
+        payload: f.value("payload")?,
+        trace_id: f.opt_string("trace_id")?,
+        error: f.string("error")?,
+        retry_count: f.u32("retry_count")?,
+        failed_at_ms: f.i64("failed_at_ms")?,
+        created_at_ms: f.i64("created_at_ms")?,
+        seq: f.u64_or("seq", 0)?,
+    })
+}
+
 fn parse_pid(key: &str) -> Result<u64, StoreError> {
     key.split('/')
         .nth(1)
@@ -243,4 +345,209 @@ fn parse_pid(key: &str) -> Result<u64, StoreError> {
 
 fn unesc(text: &str) -> String {
     text.replace("%2F", "/").replace("%25", "%")
+}
+
+#[cfg(test)]
+mod tests {
+    //! The readers against the derived `Serialize`: whatever this build writes, it reads back equal;
+    //! and records older builds wrote (without the fields added since) read with their defaults.
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    fn round_trip<T: Serialize + PartialEq + std::fmt::Debug>(
+        value: &T,
+        read: fn(&mut Fields) -> Result<T, FieldError>,
+    ) {
+        let back = decode("test/key", &json(value), read).expect("reads what it wrote");
+        assert_eq!(&back, value);
+    }
+
+    fn payload() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map(".{0,4}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn options() -> impl Strategy<Value = QueueOptions> {
+        (
+            (
+                any::<u64>(),
+                any::<u32>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<u64>(),
+            ),
+            (
+                any::<bool>(),
+                any::<bool>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<bool>(),
+            ),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<u64>(),
+                any::<bool>(),
+                any::<i64>(),
+            ),
+        )
+            .prop_map(
+                |((a, b, c, d, e), (f, g, h, i, j), (k, l, m, n, o))| QueueOptions {
+                    lease_time_s: a,
+                    retry_limit: b,
+                    retry_delay_ms: c,
+                    max_size: d,
+                    ttl_s: e,
+                    dead_letter_queue: f,
+                    dlq_after_max_retries: g,
+                    delayed_processing_s: h,
+                    window_buffer_s: i,
+                    retention_enabled: j,
+                    retention_s: k,
+                    completed_retention_s: l,
+                    max_wait_time_s: m,
+                    encryption_enabled: n,
+                    priority: o,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn queue_and_partition_records(
+            names in prop::collection::vec(".{0,12}", 4),
+            created in any::<i64>(),
+            id in any::<u64>(),
+            first in any::<u64>(),
+            options in options(),
+        ) {
+            round_trip(&QueueRecord {
+                id: names[0].clone(),
+                name: names[1].clone(),
+                namespace: names[2].clone(),
+                task: names[3].clone(),
+                created_at_ms: created,
+                options,
+            }, queue_record);
+            round_trip(&PartitionRecord {
+                id,
+                queue: names[0].clone(),
+                name: names[1].clone(),
+                created_at_ms: created,
+                first_offset: first,
+            }, partition_record);
+        }
+
+        #[test]
+        fn lanes(
+            c in any::<i64>(), l in proptest::option::of(".{0,12}"), x in any::<i64>(),
+            e in any::<i64>(), r in any::<u32>(), a in any::<u32>(), s in any::<i64>(), h in any::<i64>(),
+        ) {
+            round_trip(&Lane {
+                committed: c,
+                lease_id: l,
+                lease_expires_ms: x,
+                batch_end: e,
+                retry_count: r,
+                attempt_count: a,
+                claim_start: s,
+                hold_until_ms: h,
+            }, lane);
+        }
+
+        #[test]
+        fn subscriptions_and_dead_letters(
+            names in prop::collection::vec(".{0,12}", 7),
+            start in proptest::option::of(any::<i64>()),
+            flag in any::<bool>(),
+            numbers in (any::<u64>(), any::<u64>(), any::<u32>(), any::<i64>(), any::<i64>(), any::<u64>()),
+            trace in proptest::option::of(".{0,12}"),
+            payload in payload(),
+        ) {
+            round_trip(&Subscription {
+                group: names[0].clone(),
+                queue: names[1].clone(),
+                start_ms: start,
+                conflation: flag,
+                created_at_ms: numbers.3,
+                mode: names[2].clone(),
+            }, subscription);
+            round_trip(&DeadLetter {
+                id: names[0].clone(),
+                partition_id: numbers.0,
+                queue: names[1].clone(),
+                partition: names[2].clone(),
+                group: names[3].clone(),
+                message_id: names[4].clone(),
+                transaction_id: names[5].clone(),
+                offset: numbers.1,
+                payload,
+                trace_id: trace,
+                error: names[6].clone(),
+                retry_count: numbers.2,
+                failed_at_ms: numbers.3,
+                created_at_ms: numbers.4,
+                seq: numbers.5,
+            }, dead_letter);
+        }
+    }
+
+    #[test]
+    fn format_record_reads_back() {
+        let rec = FormatRecord {
+            version: 1,
+            next_partition_id: 42,
+        };
+        let back = decode("m/format", &json(&rec), format_record).unwrap();
+        assert_eq!((back.version, back.next_partition_id), (1, 42));
+    }
+
+    #[test]
+    fn fields_added_later_have_their_defaults() {
+        let lane = decode("l/1/g", br#"{"c":5}"#, lane).unwrap();
+        assert_eq!(
+            lane,
+            Lane {
+                committed: 5,
+                ..Lane::at(5)
+            }
+        );
+        let d = decode(
+            "d/x",
+            json(&json!({
+                "id": "x", "partition_id": 1, "queue": "q", "partition": "p", "group": "g",
+                "message_id": "m", "transaction_id": "t", "offset": 3, "payload": null,
+                "error": "boom", "retry_count": 2, "failed_at_ms": 10, "created_at_ms": 9
+            }))
+            .as_slice(),
+            dead_letter,
+        )
+        .unwrap();
+        assert_eq!((d.trace_id, d.seq, d.payload), (None, 0, Value::Null));
+    }
+
+    #[test]
+    fn a_bad_record_names_its_key_and_field() {
+        let e = decode("l/0000000000000001/g", br#"{"c":"five"}"#, lane).unwrap_err();
+        assert!(
+            e.message.contains("l/0000000000000001/g") && e.message.contains("field `c`"),
+            "{}",
+            e.message
+        );
+        let e = decode("q/orders", br#"{"id":"1"}"#, queue_record).unwrap_err();
+        assert!(e.message.contains("missing field `name`"), "{}", e.message);
+    }
 }

@@ -16,7 +16,8 @@
 //! Readers refuse versions they do not know, so a future format can be added beside these. A pop
 //! decodes only the segments that cover the offsets it reads.
 
-use serde::{Deserialize, Serialize};
+use super::fields::{FieldError, Fields};
+use serde::Serialize;
 use serde_json::Value;
 
 /// Format 1: DEFLATE-compressed JSON (written by builds with the `deflate` feature).
@@ -34,7 +35,7 @@ pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_DEFLATE;
 pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_JSON;
 
 /// One message as stored in a segment.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredMessage {
     /// 0-based offset in its partition.
     #[serde(rename = "o")]
@@ -162,7 +163,30 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<StoredMessage>, String> {
 }
 
 fn decode_json(json: &[u8]) -> Result<Vec<StoredMessage>, String> {
-    serde_json::from_slice(json).map_err(|e| format!("segment JSON is corrupt: {e}"))
+    let corrupt = |e: FieldError| format!("segment JSON is corrupt: {e}");
+    let Value::Array(items) = serde_json::from_slice(json).map_err(|e| corrupt(e.to_string()))?
+    else {
+        return Err(corrupt("expected an array of messages".to_string()));
+    };
+    items
+        .into_iter()
+        .map(|item| Fields::of(item).and_then(|mut f| stored_message(&mut f)))
+        .collect::<Result<_, _>>()
+        .map_err(corrupt)
+}
+
+/// One message of a segment, field for field what [`StoredMessage`]'s derived `Serialize` writes
+/// (module `fields` says why this is not a derived `Deserialize`).
+fn stored_message(f: &mut Fields) -> Result<StoredMessage, FieldError> {
+    Ok(StoredMessage {
+        offset: f.u64("o")?,
+        id: f.string("i")?,
+        transaction_id: f.string("t")?,
+        trace_id: f.opt_string("r")?,
+        producer_sub: f.opt_string("s")?,
+        created_at_ms: f.i64("c")?,
+        payload: f.value("p")?,
+    })
 }
 
 #[cfg(test)]

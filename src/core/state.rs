@@ -3,13 +3,13 @@
 use super::api::QueueOptions;
 pub use super::lane::Lane;
 use super::segment::{self, StoredMessage};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
 
 /// A queue's stored configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueRecord {
     /// Queue id.
     pub id: String,
@@ -35,7 +35,7 @@ pub struct Queue {
 }
 
 /// A partition's stored metadata (its messages live in segments).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PartitionRecord {
     /// Partition id.
     pub id: u64,
@@ -136,7 +136,7 @@ impl Partition {
 }
 
 /// Where a named group starts on a queue, fixed by its first pop.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Subscription {
     /// Group name.
     pub group: String,
@@ -153,7 +153,7 @@ pub struct Subscription {
 }
 
 /// A dead-letter row: a per-group copy of a message that was given up on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeadLetter {
     /// Row id (UUIDv7, so ids sort by filing time).
     pub id: String,
@@ -174,7 +174,6 @@ pub struct DeadLetter {
     /// Payload snapshot.
     pub payload: serde_json::Value,
     /// Original trace id.
-    #[serde(default)]
     pub trace_id: Option<String>,
     /// Error chain result.
     pub error: String,
@@ -185,7 +184,6 @@ pub struct DeadLetter {
     /// Original push time.
     pub created_at_ms: i64,
     /// Filing order across the whole broker (newest = highest); survives restarts.
-    #[serde(default)]
     pub seq: u64,
 }
 
