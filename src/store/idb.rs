@@ -588,7 +588,10 @@ fn describe(e: &JsValue) -> (String, String) {
     if name.is_empty() && message.is_empty() {
         (
             String::new(),
-            e.as_string().unwrap_or_else(|| format!("{e:?}")),
+            // JSON rather than `{:?}`: a JsValue's Debug pulls a large formatter into the glue.
+            e.as_string()
+                .or_else(|| js_sys::JSON::stringify(e).ok().and_then(|s| s.as_string()))
+                .unwrap_or_else(|| "a thrown value that is not an Error".to_string()),
         )
     } else {
         (name, message)
