@@ -76,7 +76,7 @@ pub struct Broker {
     /// Lease id -> the lanes it holds (pid, group).
     leases: HashMap<String, Vec<(u64, String)>>,
     /// (instant, pid, group): re-check a lane then (lease expiry, hold end, delayed message due).
-    timers: BTreeSet<(i64, u64, String)>,
+    timers: Timers,
     ready_seq: u64,
     cache: SegmentCache,
     stats: Counters,
@@ -100,7 +100,7 @@ impl Broker {
             next_dead_letter_seq: 0,
             groups: BTreeMap::new(),
             leases: HashMap::new(),
-            timers: BTreeSet::new(),
+            timers: Timers::default(),
             ready_seq: 0,
             cache: SegmentCache::default(),
             stats: Counters::default(),
@@ -145,19 +145,14 @@ impl Broker {
 
     /// The earliest instant at which a lease expires, a retry hold ends or a delayed message comes due.
     pub fn next_deadline_ms(&self) -> Option<i64> {
-        self.timers.iter().next().map(|(at, _, _)| *at)
+        self.timers.next_at()
     }
 
     /// Clamps `now` so it never goes backwards, then fires every timer that is due.
     fn tick(&mut self, now: i64) -> i64 {
         self.now_ms = self.now_ms.max(now);
         let now = self.now_ms;
-        while let Some(first) = self.timers.iter().next().cloned() {
-            if first.0 > now {
-                break;
-            }
-            self.timers.remove(&first);
-            let (_, pid, group) = first;
+        while let Some((_, pid, group)) = self.timers.pop_due(now) {
             if let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) {
                 self.refresh(&queue, &group, pid);
                 self.woken.insert(queue);

@@ -5,7 +5,8 @@ pub use super::lane::Lane;
 use super::segment::{self, StoredMessage};
 use serde::Serialize;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::rc::Rc;
 
 /// A queue's stored configuration.
@@ -188,9 +189,13 @@ pub struct DeadLetter {
 }
 
 /// The claimable partitions of one (queue, group), in round-robin order.
+///
+/// `order` is a sorted `Vec` of `(seq, pid)` rather than a `BTreeSet`: a partition joins with the
+/// newest `seq`, so inserts append, and the B-tree code for this key type was about 1.5 KB of the gzipped
+/// browser module (docs/decisions.md). A removal shifts the tail (16 bytes per ready partition).
 #[derive(Debug, Clone, Default)]
 pub struct ReadySet {
-    order: BTreeSet<(u64, u64)>,
+    order: Vec<(u64, u64)>,
     seq_of: HashMap<u64, u64>,
 }
 
@@ -201,14 +206,18 @@ impl ReadySet {
             return false;
         }
         self.seq_of.insert(pid, seq);
-        self.order.insert((seq, pid));
+        let key = (seq, pid);
+        let at = self.order.partition_point(|k| *k < key);
+        self.order.insert(at, key);
         true
     }
 
     /// Removes `pid` if present.
     pub fn remove(&mut self, pid: u64) {
         if let Some(seq) = self.seq_of.remove(&pid) {
-            self.order.remove(&(seq, pid));
+            if let Ok(at) = self.order.binary_search(&(seq, pid)) {
+                self.order.remove(at);
+            }
         }
     }
 
@@ -220,6 +229,47 @@ impl ReadySet {
     /// Number of ready partitions.
     pub fn len(&self) -> usize {
         self.order.len()
+    }
+}
+
+/// When lanes must be looked at again (a lease expires, a retry hold ends, a delayed message comes
+/// due), earliest first, as `(instant, partition id, group)`.
+///
+/// Entries are hints: a due one makes the core re-check that lane, so an entry that went stale (the
+/// lease was acked early) costs one re-check and nothing else. A binary heap rather than a `BTreeSet`:
+/// the B-tree code for this key type was about 2.5 KB of the gzipped browser module (docs/decisions.md).
+/// Equal entries are popped together, so a timer set twice fires once, as in a set.
+#[derive(Debug, Clone, Default)]
+pub struct Timers {
+    heap: BinaryHeap<Reverse<(i64, u64, String)>>,
+}
+
+impl Timers {
+    /// Adds a timer.
+    pub fn insert(&mut self, timer: (i64, u64, String)) {
+        self.heap.push(Reverse(timer));
+    }
+
+    /// The earliest instant, if any.
+    pub fn next_at(&self) -> Option<i64> {
+        self.heap.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    /// Takes out the earliest timer if it is due at `now` (and its duplicates).
+    pub fn pop_due(&mut self, now: i64) -> Option<(i64, u64, String)> {
+        if self.next_at()? > now {
+            return None;
+        }
+        let Reverse(first) = self.heap.pop()?;
+        while self.heap.peek().is_some_and(|Reverse(t)| *t == first) {
+            self.heap.pop();
+        }
+        Some(first)
+    }
+
+    /// Keeps only the timers `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&(i64, u64, String)) -> bool) {
+        self.heap.retain(|Reverse(t)| keep(t));
     }
 }
 
