@@ -3,7 +3,6 @@
 use super::api::*;
 use super::state::*;
 use super::Broker;
-use std::collections::BTreeMap;
 
 /// Item error for a message that does not exist (or is no longer retained).
 pub const MESSAGE_NOT_FOUND: &str = "Message not found";
@@ -44,8 +43,8 @@ impl Broker {
             })
             .collect();
 
-        // Lookup and fencing, per item; survivors grouped by lane (partition).
-        let mut lanes: BTreeMap<u64, Vec<Pending>> = BTreeMap::new();
+        // Lookup and fencing, per item; survivors grouped by lane (partition) below.
+        let mut survivors: Vec<(u64, Pending)> = Vec::new();
         for (index, item) in items.iter().enumerate() {
             let found = item.partition_id.parse::<u64>().ok().and_then(|pid| {
                 let p = self.partitions.get(&pid)?;
@@ -77,15 +76,26 @@ impl Broker {
                 results[index].error = Some(NOT_IN_SPAN.to_string());
                 continue;
             }
-            lanes.entry(pid).or_default().push(Pending {
-                index,
-                offset,
-                status: item.status.clone(),
-                error: item.error.clone().filter(|e| !e.is_empty()),
-            });
+            survivors.push((
+                pid,
+                Pending {
+                    index,
+                    offset,
+                    status: item.status.clone(),
+                    error: item.error.clone().filter(|e| !e.is_empty()),
+                },
+            ));
         }
 
-        for (pid, pending) in lanes {
+        // Lanes in partition-id order, each lane's items in call order (the sort is stable). A sorted
+        // Vec, not a BTreeMap: one B-tree key/value type fewer in the browser module.
+        survivors.sort_by_key(|(pid, _)| *pid);
+        let mut rest = survivors.into_iter().peekable();
+        while let Some((pid, first)) = rest.next() {
+            let mut pending = vec![first];
+            while let Some((_, next)) = rest.next_if(|(other, _)| *other == pid) {
+                pending.push(next);
+            }
             self.resolve_lane(now, pid, &group, &pending, &mut results);
         }
         results

@@ -33,6 +33,7 @@ mod views;
 use crate::store::{ChangeSet, Record, StoreError};
 use api::*;
 use ids::IdGen;
+use litemap::LiteMap;
 use state::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -68,11 +69,11 @@ pub struct Broker {
     queues: BTreeMap<String, Box<Queue>>,
     partitions: BTreeMap<u64, Box<Partition>>,
     next_partition_id: u64,
-    subscriptions: BTreeMap<(String, String), Box<Subscription>>,
+    subscriptions: LiteMap<(String, String), Box<Subscription>>,
     dead_letters: BTreeMap<String, Box<DeadLetter>>,
     next_dead_letter_seq: u64,
     /// Ready sets per (queue, group).
-    groups: BTreeMap<(String, String), Box<ReadySet>>,
+    groups: LiteMap<(String, String), Box<ReadySet>>,
     /// Lease id -> the lanes it holds (pid, group).
     leases: HashMap<String, Vec<(u64, String)>>,
     /// (instant, pid, group): re-check a lane then (lease expiry, hold end, delayed message due).
@@ -95,10 +96,10 @@ impl Broker {
             queues: BTreeMap::new(),
             partitions: BTreeMap::new(),
             next_partition_id: 1,
-            subscriptions: BTreeMap::new(),
+            subscriptions: LiteMap::new(),
             dead_letters: BTreeMap::new(),
             next_dead_letter_seq: 0,
-            groups: BTreeMap::new(),
+            groups: LiteMap::new(),
             leases: HashMap::new(),
             timers: Timers::default(),
             ready_seq: 0,

@@ -181,9 +181,13 @@ impl Broker {
 
     /// A partition gained messages: every group with a ready set on its queue may claim it now.
     pub(super) fn after_append(&mut self, queue: &str, pid: u64) {
-        let groups: Vec<String> = self
+        // The ready sets of `queue` are adjacent in the sorted map, from (queue, "") on.
+        let start = self
             .groups
-            .range((queue.to_string(), String::new())..)
+            .find_index(&(queue.to_string(), String::new()))
+            .unwrap_or_else(|insert_at| insert_at);
+        let groups: Vec<String> = (start..self.groups.len())
+            .map_while(|i| self.groups.get_indexed(i))
             .take_while(|((q, _), _)| q == queue)
             .map(|((_, g), _)| g.clone())
             .collect();
