@@ -187,7 +187,7 @@ impl Broker {
         self.save_lane(pid, group);
         self.refresh(&queue, group, pid);
         if released {
-            self.woken.insert(queue.clone());
+            self.wake_queue(queue.clone());
         }
         let (queue_name, partition_name) = {
             let p = &self.partitions[&pid];

@@ -22,7 +22,7 @@ impl Broker {
         self.save_queue(&req.queue);
         let pid = self.ensure_partition(now, &req.queue, DEFAULT_PARTITION);
         // Lease lengths, holds and visibility rules may have changed: let parked pops look again.
-        self.woken.insert(req.queue.clone());
+        self.wake_queue(req.queue.clone());
         let q = &self.queues[&req.queue].record;
         Ok(ConfigureReply {
             queue_id: q.id.clone(),
@@ -79,7 +79,7 @@ impl Broker {
             self.changes.delete(subscription_key(&key.0, &key.1));
         }
         self.groups.retain(|(q, _), _| q != queue);
-        self.woken.insert(queue.to_string());
+        self.wake_queue(queue.to_string());
         true
     }
 
@@ -201,7 +201,7 @@ impl Broker {
             self.seek_lane(now, pid, &group, cursor);
             updated += 1;
         }
-        self.woken.insert(queue.to_string());
+        self.wake_queue(queue.to_string());
         Ok(SeekReply {
             partitions_updated: updated,
         })
@@ -235,7 +235,7 @@ impl Broker {
             .ok_or_else(|| CoreError::not_found("Partition not found"))?;
         let cursor = self.partitions[&pid].next_offset as i64 - 1;
         self.seek_lane(now, pid, &group, cursor);
-        self.woken.insert(queue.to_string());
+        self.wake_queue(queue.to_string());
         Ok(cursor)
     }
 
@@ -265,7 +265,7 @@ impl Broker {
             p.lanes.remove(group);
             let queue_name = p.queue.clone();
             self.changes.delete(lane_key(pid, group));
-            self.woken.insert(queue_name);
+            self.wake_queue(queue_name);
             deleted += 1;
         }
         let mut metadata_deleted = false;
@@ -327,7 +327,7 @@ impl Broker {
                     self.refresh(queue, g, pid);
                 }
             }
-            self.woken.insert(queue.clone());
+            self.wake_queue(queue.clone());
         }
         keys.len() as u32
     }

@@ -35,7 +35,7 @@ use api::*;
 use ids::IdGen;
 use litemap::LiteMap;
 use state::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 
 pub use state::Subscription;
 
@@ -82,7 +82,8 @@ pub struct Broker {
     cache: SegmentCache,
     stats: Counters,
     changes: ChangeSet,
-    woken: BTreeSet<String>,
+    /// Queues that gained claimable work during the current command, each once.
+    woken: Vec<String>,
     discard: bool,
 }
 
@@ -106,7 +107,7 @@ impl Broker {
             cache: SegmentCache::default(),
             stats: Counters::default(),
             changes: ChangeSet::default(),
-            woken: BTreeSet::new(),
+            woken: Vec::new(),
             discard: false,
         }
     }
@@ -134,8 +135,15 @@ impl Broker {
     }
 
     /// Queues that gained claimable work since the last call (to wake parked pops).
-    pub fn take_woken_queues(&mut self) -> BTreeSet<String> {
+    pub fn take_woken_queues(&mut self) -> Vec<String> {
         std::mem::take(&mut self.woken)
+    }
+
+    /// Notes that `queue` gained claimable work (a short list: the queues one command touched).
+    fn wake_queue(&mut self, queue: impl AsRef<str> + Into<String>) {
+        if !self.woken.iter().any(|q| q == queue.as_ref()) {
+            self.woken.push(queue.into());
+        }
     }
 
     /// True when the last command must be rolled back by reloading from the store (a failed
@@ -156,7 +164,7 @@ impl Broker {
         while let Some((_, pid, group)) = self.timers.pop_due(now) {
             if let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) {
                 self.refresh(&queue, &group, pid);
-                self.woken.insert(queue);
+                self.wake_queue(queue);
             }
         }
         now

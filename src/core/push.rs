@@ -194,6 +194,6 @@ impl Broker {
         for group in groups {
             self.refresh(queue, &group, pid);
         }
-        self.woken.insert(queue.to_string());
+        self.wake_queue(queue.to_string());
     }
 }

@@ -17,7 +17,6 @@ use crate::store::{ChangeSet, Store, StoreError};
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::lock::{Mutex, MutexGuard};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
 use waiters::Waiters;
 
 /// What the engine needs from the runtime it lives in: a clock and a way to sleep.
@@ -213,7 +212,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     fn settle(
         &self,
         changes: ChangeSet,
-        woken: BTreeSet<String>,
+        woken: Vec<String>,
         discard: bool,
     ) -> LocalBoxFuture<'_, EngineResult<()>> {
         Box::pin(async move {

@@ -473,10 +473,10 @@ fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, Store
 /// Issues one request per put and delete. Any synchronous failure is returned; the caller aborts.
 fn issue_changes(tx: &IdbTransaction, changes: &ChangeSet) -> Result<(), JsValue> {
     let records = tx.object_store(RECORDS_STORE)?;
-    for key in &changes.deletes {
+    for key in changes.deletes() {
         records.delete(&JsValue::from_str(key))?;
     }
-    for (key, value) in &changes.puts {
+    for (key, value) in changes.puts() {
         // `from` copies the bytes out of wasm memory into a buffer of exactly this length.
         let bytes = Uint8Array::from(value.as_slice());
         records.put_with_key(&bytes, &JsValue::from_str(key))?;

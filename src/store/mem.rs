@@ -96,10 +96,10 @@ impl Store for MemStore {
             return Ok(());
         }
         let mut records = self.inner.records.borrow_mut();
-        for key in &changes.deletes {
+        for key in changes.deletes() {
             records.remove(key);
         }
-        for (key, value) in &changes.puts {
+        for (key, value) in changes.puts() {
             records.insert(key.clone(), value.clone());
         }
         Ok(())

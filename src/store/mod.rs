@@ -20,7 +20,7 @@ mod mem;
 pub use idb::{Durability, IdbOptions, IdbStore};
 pub use mem::MemStore;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// One stored record: a key and its value.
@@ -28,54 +28,57 @@ pub type Record = (String, Vec<u8>);
 
 /// The writes of one command: records to put and keys to delete, applied all or nothing.
 ///
-/// A key is never both put and deleted: [`ChangeSet::put`] cancels an earlier delete of the same key and
-/// [`ChangeSet::delete`] cancels an earlier put. Both maps are ordered so a commit is deterministic.
+/// One ordered map from key to its last write in this set (`Some(value)`: put; `None`: delete), so a key
+/// is never both put and deleted and a commit is deterministic. (One map rather than a put map and a
+/// delete set: one B-tree key/value type fewer in the browser module, docs/decisions.md.)
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ChangeSet {
-    /// Records to write, by key.
-    pub puts: BTreeMap<String, Vec<u8>>,
-    /// Keys to remove.
-    pub deletes: BTreeSet<String>,
+    writes: BTreeMap<String, Option<Vec<u8>>>,
 }
 
 impl ChangeSet {
     /// Records `value` under `key`, replacing any earlier put or delete of it in this set.
     pub fn put(&mut self, key: impl Into<String>, value: Vec<u8>) {
-        let key = key.into();
-        self.deletes.remove(&key);
-        self.puts.insert(key, value);
+        self.writes.insert(key.into(), Some(value));
     }
 
     /// Records the removal of `key`, replacing any earlier put of it in this set.
     pub fn delete(&mut self, key: impl Into<String>) {
-        let key = key.into();
-        self.puts.remove(&key);
-        self.deletes.insert(key);
+        self.writes.insert(key.into(), None);
+    }
+
+    /// The records to write, in key order.
+    pub fn puts(&self) -> impl Iterator<Item = (&String, &Vec<u8>)> + '_ {
+        self.writes
+            .iter()
+            .filter_map(|(key, value)| value.as_ref().map(|v| (key, v)))
+    }
+
+    /// The keys to remove, in key order.
+    pub fn deletes(&self) -> impl Iterator<Item = &String> + '_ {
+        self.writes
+            .iter()
+            .filter_map(|(key, value)| value.is_none().then_some(key))
     }
 
     /// True when the set writes nothing.
     pub fn is_empty(&self) -> bool {
-        self.puts.is_empty() && self.deletes.is_empty()
+        self.writes.is_empty()
     }
 
     /// Number of records written or deleted (the unit Durable Objects bill by).
     pub fn rows(&self) -> usize {
-        self.puts.len() + self.deletes.len()
+        self.writes.len()
     }
 
     /// Total bytes of the values put.
     pub fn bytes(&self) -> usize {
-        self.puts.iter().map(|(k, v)| k.len() + v.len()).sum()
+        self.puts().map(|(k, v)| k.len() + v.len()).sum()
     }
 
     /// Merges `other` into `self`; `other`'s operations win on the same key.
     pub fn absorb(&mut self, other: ChangeSet) {
-        for key in other.deletes {
-            self.delete(key);
-        }
-        for (key, value) in other.puts {
-            self.put(key, value);
-        }
+        self.writes.extend(other.writes);
     }
 }
 

@@ -41,10 +41,10 @@ impl Harness {
     /// Applies the pending change set to the record map (what the engine commits).
     pub fn commit(&mut self) -> ChangeSet {
         let changes = self.broker.take_changes();
-        for k in &changes.deletes {
+        for k in changes.deletes() {
             self.records.remove(k);
         }
-        for (k, v) in &changes.puts {
+        for (k, v) in changes.puts() {
             self.records.insert(k.clone(), v.clone());
         }
         self.broker.take_woken_queues();

@@ -248,7 +248,7 @@ fn plan(changes: &ChangeSet) -> Vec<Statement> {
     let mut out = Vec::new();
 
     // 1. Deleted keys, every chunk.
-    let deletes: Vec<&String> = changes.deletes.iter().collect();
+    let deletes: Vec<&String> = changes.deletes().collect();
     for batch in deletes.chunks(MAX_BINDINGS) {
         out.push(Statement {
             sql: format!(
@@ -264,7 +264,7 @@ fn plan(changes: &ChangeSet) -> Vec<Statement> {
 
     // 2. Chunks beyond the new length of each put key (left over from a longer old value).
     let mut by_count: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
-    for (key, value) in &changes.puts {
+    for (key, value) in changes.puts() {
         by_count
             .entry(chunks(value).len())
             .or_default()
@@ -301,7 +301,7 @@ fn plan(changes: &ChangeSet) -> Vec<Statement> {
             bindings: std::mem::take(rows),
         });
     };
-    for (key, value) in &changes.puts {
+    for (key, value) in changes.puts() {
         for (i, chunk) in chunks(value).into_iter().enumerate() {
             if rows.len() + 3 > MAX_BINDINGS
                 || (!rows.is_empty() && batch_bytes + chunk.len() > MAX_BATCH_BYTES)

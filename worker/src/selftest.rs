@@ -112,7 +112,10 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
                 Ok(records) => records,
                 Err(e) => return json_response(500, &json!({ "ok": false, "error": e.message })),
             };
-            let mut want = setup.puts.into_iter().collect::<Vec<_>>();
+            let mut want = setup
+                .puts()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Vec<_>>();
             want.sort();
             let ok = failed.is_err() && after == want;
             json_response(
