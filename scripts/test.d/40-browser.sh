@@ -5,7 +5,8 @@
 #      values, key order) in a page, a dedicated worker, a shared worker and a service worker.
 # Needs wasm-pack 0.15.1, wasm-bindgen-cli equal to Cargo.lock's wasm-bindgen, chromium and
 # chromium-driver, node. `wasm-pack test` runs no wasm-opt, so no binaryen is needed here.
-# Both run without the default `deflate` feature, as the npm module is built (plain-JSON segments);
+# Both run without the default `deflate` feature and with `talc` (the allocator), as the npm module is
+# built (plain-JSON segments);
 # DEFLATE segments are covered natively (30-cargo-test) and in workerd (70-worker).
 set -euo pipefail
 
@@ -31,7 +32,7 @@ fi
 
 cd "$ROOT"
 echo "== 40-browser: wasm-pack test --node"
-wasm-pack test --node -- --no-default-features
+wasm-pack test --node -- --no-default-features --features talc
 echo "== 40-browser: wasm-pack test --headless --chrome"
-wasm-pack test --headless --chrome -- --no-default-features
+wasm-pack test --headless --chrome -- --no-default-features --features talc
 echo "== 40-browser: ok"
