@@ -8,9 +8,9 @@
 // www/vendor/queen-edge: the one minified ES module queen-edge.js (wrapper js/*.js + wasm-bindgen glue,
 // bundled by esbuild) and the wasm it fetches, queen_edge_bg.wasm; each raw and gzipped (zlib level 9).
 // The source map (queen-edge.js.map) is printed but not counted: only devtools fetch it. Also printed: what
-// `Queen.open({ views: true })` fetches on top (the views build's glue chunk and wasm). Budget: 150 KB
-// gzipped in all. Exit code 1 when over budget if QE_ENFORCE_SIZE_BUDGET=1 (see docs/decisions.md: the
-// budget is not met yet).
+// `Queen.open({ views: true })` fetches instead (the views build's glue chunk and wasm). Budget: 150 KB
+// gzipped in all for `Queen.open`; over it, the exit code is 1 (QE_ENFORCE_SIZE_BUDGET=0 only reports;
+// scripts/test.d/50-js-size-bench sets that for the stable fallback build, see docs/decisions.md).
 //
 // Throughput, at batch 1, 10 and 100, durability strict (every answer on disk first):
 // - queen-edge: `queue.push(batch)`, then `queue.batch(n).wait(false).pop()` + `queen.ack(batch)`, through
@@ -210,7 +210,7 @@ if (args.has('--write')) {
   console.log('  wrote docs/BENCHMARKS.md (js-module section)')
 }
 
-if (overBudget && process.env.QE_ENFORCE_SIZE_BUDGET === '1') {
-  console.log('  FAIL  size budget (QE_ENFORCE_SIZE_BUDGET=1)')
+if (overBudget && process.env.QE_ENFORCE_SIZE_BUDGET !== '0') {
+  console.log('  FAIL  size budget: the download for Queen.open is over 150 KB gzipped (QE_ENFORCE_SIZE_BUDGET=0 only reports)')
   process.exit(1)
 }
