@@ -60,7 +60,9 @@ impl Default for BrokerConfig {
 /// The maps hold their values boxed: every `BTreeMap<K, V>` is its own copy of the B-tree code, but with
 /// a pointer for `V` the copies for one key type are identical and wasm-opt merges them. That is about
 /// 10 KB of the npm module's gzipped download (docs/decisions.md, "JS module size"), for one allocation
-/// per queue, partition, lane, segment, subscription and dead letter.
+/// per queue, partition, lane, segment, subscription and dead letter. For the same reason the small
+/// (queue, group)-keyed maps are `LiteMap`s (sorted vectors), the timers a binary heap and the woken
+/// queues a list: a B-tree key type fewer each.
 pub struct Broker {
     config: BrokerConfig,
     ids: IdGen,
