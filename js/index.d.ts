@@ -389,7 +389,8 @@ export interface OpenOptions {
    * Load the build with the view (dashboard) routes: queue listings and details, the message browser,
    * overview, namespaces, tasks, status and metrics, with the `admin` methods that read them (default
    * false: a smaller download; those routes then answer 501, QueenError code `not_built`). The tab or
-   * worker that becomes the writer answers for every context, so pass the same value everywhere.
+   * worker that becomes the writer answers for every context, so pass the same value everywhere. Not
+   * available in a service worker (browsers forbid the `import()` that loads it there): code `invalid`.
    */
   views?: boolean
   /** Where the .wasm file is (default: next to the module; with `views`, the views build's file). */
@@ -428,7 +429,7 @@ export class Queen {
   /** The same API over HTTP to a queen-edge worker or a Queen server. */
   static connect(url: string, options?: ConnectOptions): Queen
   /** Deletes the IndexedDB database of broker `name`. */
-  static deleteDatabase(name: string, options?: { wasmUrl?: string | URL }): Promise<void>
+  static deleteDatabase(name: string, options?: { views?: boolean; wasmUrl?: string | URL }): Promise<void>
   /** `'writer'` / `'follower'` / `'closed'` in the browser, `'remote'` over HTTP. */
   readonly role: QueenRole
   /** The answer to `navigator.storage.persist()` when this context became the writer; `undefined` when not asked or not available. */

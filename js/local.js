@@ -42,6 +42,13 @@ const wasmReady = { lean: null, views: null }
  */
 export function loadWasm(wasmUrl, views = false) {
   const kind = views ? 'views' : 'lean'
+  if (views && typeof globalThis.ServiceWorkerGlobalScope === 'function' &&
+      globalThis instanceof globalThis.ServiceWorkerGlobalScope) {
+    // Browsers forbid import() in service workers, and the views build is a chunk loaded with import().
+    return Promise.reject(new QueenError('invalid',
+      'views: true is not available in a service worker (browsers forbid import() there); ' +
+      'serve the view routes from a page or a dedicated worker, or open the broker without views'))
+  }
   if (!wasmReady[kind]) {
     const options = wasmUrl ? { module_or_path: wasmUrl } : undefined
     const loading = views
@@ -65,11 +72,15 @@ function randomId() {
   return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')
 }
 
-/** Deletes the IndexedDB database of broker `name` (every open broker on it stops working). */
+/**
+ * Deletes the IndexedDB database of broker `name` (every open broker on it stops working). With
+ * `views: true` it uses the views build (the one `options.wasmUrl` then points at), so a page that only
+ * loads that build does not fetch the other.
+ */
 export async function deleteDatabase(name, options = {}) {
-  await loadWasm(options.wasmUrl)
+  const Broker = await loadWasm(options.wasmUrl, options.views === true)
   try {
-    await WasmBroker.deleteDatabase(name)
+    await Broker.deleteDatabase(name)
   } catch (error) {
     throw asQueenError(error)
   }

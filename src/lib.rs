@@ -20,6 +20,10 @@ pub mod store;
 /// The npm module's allocator (feature `talc`, wasm32 only): talc instead of std's dlmalloc, about
 /// 2 KB of the gzipped download smaller (docs/decisions.md, "JS module size"). The browser module is
 /// single-threaded, which talc's wasm allocator requires.
-#[cfg(all(feature = "talc", target_arch = "wasm32", not(target_feature = "atomics")))]
+#[cfg(all(
+    feature = "talc",
+    target_arch = "wasm32",
+    not(target_feature = "atomics")
+))]
 #[global_allocator]
 static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();

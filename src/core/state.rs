@@ -238,16 +238,26 @@ impl ReadySet {
 /// Entries are hints: a due one makes the core re-check that lane, so an entry that went stale (the
 /// lease was acked early) costs one re-check and nothing else. A binary heap rather than a `BTreeSet`:
 /// the B-tree code for this key type was about 2.5 KB of the gzipped browser module (docs/decisions.md).
-/// Equal entries are popped together, so a timer set twice fires once, as in a set.
+/// Like a set, it holds an entry once: every push re-checks the leased lanes of its partition and
+/// re-arms the same timer, which must not pile up copies.
 #[derive(Debug, Clone, Default)]
 pub struct Timers {
     heap: BinaryHeap<Reverse<(i64, u64, String)>>,
 }
 
 impl Timers {
-    /// Adds a timer.
+    /// Adds a timer, unless the same one is already set (a scan: the heap holds one entry per leased
+    /// or held lane, and comparing the instant first keeps it cheap).
     pub fn insert(&mut self, timer: (i64, u64, String)) {
-        self.heap.push(Reverse(timer));
+        if !self.heap.iter().any(|Reverse(t)| *t == timer) {
+            self.heap.push(Reverse(timer));
+        }
+    }
+
+    /// Number of timers set.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.heap.len()
     }
 
     /// The earliest instant, if any.
@@ -255,16 +265,12 @@ impl Timers {
         self.heap.peek().map(|Reverse((at, _, _))| *at)
     }
 
-    /// Takes out the earliest timer if it is due at `now` (and its duplicates).
+    /// Takes out the earliest timer if it is due at `now`.
     pub fn pop_due(&mut self, now: i64) -> Option<(i64, u64, String)> {
         if self.next_at()? > now {
             return None;
         }
-        let Reverse(first) = self.heap.pop()?;
-        while self.heap.peek().is_some_and(|Reverse(t)| *t == first) {
-            self.heap.pop();
-        }
-        Some(first)
+        self.heap.pop().map(|Reverse(first)| first)
     }
 
     /// Keeps only the timers `keep` accepts.
@@ -320,4 +326,41 @@ pub struct Counters {
     pub popped: u64,
     /// Ack items accepted.
     pub acked: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers_fire_earliest_first_and_hold_an_entry_once() {
+        let mut timers = Timers::default();
+        for _ in 0..3 {
+            timers.insert((20, 1, "g".to_string()));
+        }
+        timers.insert((10, 2, "g".to_string()));
+        timers.insert((20, 1, "h".to_string()));
+        assert_eq!(
+            timers.len(),
+            3,
+            "re-arming the same timer does not add a copy"
+        );
+        assert_eq!(timers.next_at(), Some(10));
+        assert_eq!(timers.pop_due(5), None);
+        assert_eq!(timers.pop_due(25), Some((10, 2, "g".to_string())));
+        assert_eq!(timers.pop_due(25), Some((20, 1, "g".to_string())));
+        timers.retain(|(_, pid, _)| *pid != 1);
+        assert_eq!((timers.len(), timers.pop_due(25)), (0, None));
+    }
+
+    #[test]
+    fn ready_sets_keep_join_order() {
+        let mut set = ReadySet::default();
+        assert!(set.insert(7, 3) && set.insert(5, 1) && set.insert(9, 2));
+        assert!(!set.insert(7, 4), "a partition is in the set once");
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![5, 9, 7]);
+        set.remove(9);
+        set.remove(42);
+        assert_eq!((set.iter().collect::<Vec<_>>(), set.len()), (vec![5, 7], 2));
+    }
 }

@@ -297,6 +297,7 @@ export class Queen {
     static open(options: OpenOptions): Promise<Queen>;
     static connect(url: string, options?: ConnectOptions): Queen;
     static deleteDatabase(name: string, options?: {
+        views?: boolean;
         wasmUrl?: string | URL;
     }): Promise<void>;
     readonly role: QueenRole;

@@ -41,7 +41,8 @@ pub(super) fn answer<S: Store, H: Host>(
     _query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     Err(HttpError::not_built(
-        "This is a view (dashboard) route, and this queen-edge module was built without views. \
-         Open the broker with Queen.open({ name, views: true }) in every tab and worker that uses it.",
+        "This is a view (dashboard) route, and the broker answering it was opened without views (the \
+         default build of the queen-edge module). Open the database with Queen.open({ name, views: true }) \
+         in every tab and worker that uses it: the one holding the database answers for all of them.",
     ))
 }
