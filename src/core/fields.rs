@@ -149,7 +149,8 @@ fn as_u32(v: Value) -> Option<u32> {
     v.as_u64().and_then(|n| u32::try_from(n).ok())
 }
 
-fn json_type(v: &Value) -> &'static str {
+/// How a value's JSON type reads in an error ("a string", "null", ...); the HTTP layer uses it too.
+pub(crate) fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

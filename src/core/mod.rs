@@ -19,7 +19,7 @@
 mod ack;
 mod admin;
 pub mod api;
-mod fields;
+pub(crate) mod fields;
 pub mod ids;
 pub mod lane;
 mod pop;

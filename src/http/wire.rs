@@ -12,6 +12,7 @@ use super::error::HttpError;
 use super::query::clip;
 use super::Limits;
 use crate::core::api::*;
+use crate::core::fields::json_type;
 use crate::core::timefmt::parse_iso;
 use serde_json::{Map, Value};
 
@@ -43,17 +44,6 @@ pub(crate) fn parse_optional_object(body: &[u8]) -> Result<Map<String, Value>, H
         None => Ok(Map::new()),
         Some(Value::Object(map)) => Ok(map),
         Some(_) => Err(HttpError::bad_request("Request body must be a JSON object")),
-    }
-}
-
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
@@ -193,7 +183,7 @@ fn opt_int(map: &Map<String, Value>, key: &str) -> Result<Option<i64>, HttpError
             }),
         Some(v) => Err(HttpError::bad_request(format!(
             "{key} must be an integer, got {}",
-            type_name(v)
+            json_type(v)
         ))),
     }
 }
@@ -204,7 +194,7 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(v) => Err(HttpError::bad_request(format!(
             "{key} must be a boolean, got {}",
-            type_name(v)
+            json_type(v)
         ))),
     }
 }
@@ -259,7 +249,7 @@ pub(crate) fn push_item(
     let Value::Object(map) = v else {
         return Err(HttpError::bad_request(format!(
             "{path} must be an object, got {}",
-            type_name(v)
+            json_type(v)
         )));
     };
     let queue = match map.get("queue") {
@@ -334,7 +324,7 @@ pub(crate) fn ack_item(v: &Value, path: &str, limits: &Limits) -> Result<AckItem
     let Value::Object(map) = v else {
         return Err(HttpError::bad_request(format!(
             "{path} must be an object, got {}",
-            type_name(v)
+            json_type(v)
         )));
     };
     let transaction_id = match map.get("transactionId") {
@@ -372,7 +362,7 @@ pub(crate) fn ack_item(v: &Value, path: &str, limits: &Limits) -> Result<AckItem
         Some(v) => {
             return Err(HttpError::bad_request(format!(
                 "status must be a string, got {}{}",
-                type_name(v),
+                json_type(v),
                 at(path, "status")
             )))
         }
@@ -487,7 +477,7 @@ pub(crate) fn transaction(
         let Value::Object(op_map) = op else {
             return Err(HttpError::bad_request(format!(
                 "{path} must be an object, got {}",
-                type_name(op)
+                json_type(op)
             )));
         };
         let kind = match op_map.get("type") {
@@ -581,7 +571,7 @@ pub(crate) fn configure(body: &[u8], limits: &Limits) -> Result<ConfigureRequest
         Some(v) => {
             return Err(HttpError::bad_request(format!(
                 "options must be an object, got {}",
-                type_name(v)
+                json_type(v)
             )))
         }
     };
@@ -634,7 +624,7 @@ pub(crate) fn seek_target(body: &[u8]) -> Result<SeekTarget, HttpError> {
         }),
         Some(v) => Err(HttpError::bad_request(format!(
             "timestamp must be an ISO-8601 string, got {}",
-            type_name(v)
+            json_type(v)
         ))),
     }
 }
@@ -654,7 +644,7 @@ pub(crate) fn subscription_timestamp(body: &[u8]) -> Result<i64, HttpError> {
         }
         Some(v) => Err(HttpError::bad_request(format!(
             "subscriptionTimestamp must be an ISO-8601 string, got {}",
-            type_name(v)
+            json_type(v)
         ))),
     }
 }

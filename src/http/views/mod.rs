@@ -7,13 +7,6 @@
 //! (docs/decisions.md). A build without views answers these routes 501 with an error that says how to
 //! get them; every other route works the same in both.
 
-use super::error::HttpError;
-use super::query::Query;
-use super::router::Route;
-use super::{HttpConfig, HttpResponse};
-use crate::engine::{Engine, Host};
-use crate::store::Store;
-
 #[cfg(feature = "views")]
 mod prometheus;
 #[cfg(feature = "views")]
@@ -23,24 +16,18 @@ mod routes;
 
 /// Answers a view route (the routes `handlers` sends here).
 #[cfg(feature = "views")]
-pub(super) fn answer<S: Store, H: Host>(
-    engine: &Engine<S, H>,
-    config: &HttpConfig,
-    route: Route,
-    query: &Query,
-) -> Result<HttpResponse, HttpError> {
-    routes::answer(engine, config, route, query)
-}
+pub(super) use routes::answer;
 
-/// Answers a view route (the routes `handlers` sends here) in a build without views: 501 with what to do instead.
+/// Answers a view route (the routes `handlers` sends here) in a build without views: 501 with what to
+/// do instead.
 #[cfg(not(feature = "views"))]
-pub(super) fn answer<S: Store, H: Host>(
-    _engine: &Engine<S, H>,
-    _config: &HttpConfig,
-    _route: Route,
-    _query: &Query,
-) -> Result<HttpResponse, HttpError> {
-    Err(HttpError::not_built(
+pub(super) fn answer<S: crate::store::Store, H: crate::engine::Host>(
+    _engine: &crate::engine::Engine<S, H>,
+    _config: &super::HttpConfig,
+    _route: super::router::Route,
+    _query: &super::query::Query,
+) -> Result<super::HttpResponse, super::error::HttpError> {
+    Err(super::error::HttpError::not_built(
         "This is a view (dashboard) route, and the broker answering it was opened without views (the \
          default build of the queen-edge module). Open the database with Queen.open({ name, views: true }) \
          in every tab and worker that uses it: the one holding the database answers for all of them.",

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Answers one view route; any other route is a bug in the caller.
-pub(super) fn answer<S: Store, H: Host>(
+pub(in crate::http) fn answer<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     route: Route,
