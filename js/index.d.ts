@@ -386,6 +386,14 @@ export interface OpenOptions {
   /** Writer: how long answers to forwarded requests are kept for re-sends, ms (default 60000). */
   answerCacheMillis?: number
   /**
+   * Storage quota in bytes of stored messages: a push that would pass it is refused with status 507
+   * (code `quota_exceeded`, with an error saying the broker is full); pops, acks, dead-letter replay
+   * and deletes keep working. Default: none (the browser's own quota then answers `quota_exceeded`).
+   */
+  maxStoredBytes?: number
+  /** Bytes of decoded messages the writer keeps in memory (default 32 MiB). */
+  cacheBytes?: number
+  /**
    * Load the build with the view (dashboard) routes: queue listings and details, the message browser,
    * overview, namespaces, tasks, status and metrics, with the `admin` methods that read them (default
    * false: a smaller download; those routes then answer 501, QueenError code `not_built`). The tab or

@@ -118,7 +118,9 @@ export class LocalTransport {
       maintenanceIntervalMillis: options.maintenanceIntervalMillis ?? 60000,
       resendMillis: options.resendMillis ?? 250,
       noWriterTimeoutMillis: options.noWriterTimeoutMillis ?? 30000,
-      answerCacheMillis: options.answerCacheMillis ?? 60000
+      answerCacheMillis: options.answerCacheMillis ?? 60000,
+      maxStoredBytes: options.maxStoredBytes,
+      cacheBytes: options.cacheBytes
     }
   }
 
@@ -262,7 +264,9 @@ export class LocalTransport {
     try {
       broker = await this.#Broker.open(this.#name, {
         durability: this.#options.durability,
-        persist: this.#options.persist
+        persist: this.#options.persist,
+        maxStoredBytes: this.#options.maxStoredBytes,
+        cacheBytes: this.#options.cacheBytes
       })
     } catch (error) {
       throw asQueenError(error)

@@ -1262,7 +1262,7 @@ fn state_survives_restart_mid_lease() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn one_segment_row_per_push_batch_per_partition() {
+fn two_rows_per_push_batch_per_partition_the_segment_and_its_index_entry() {
     let mut h = Harness::new();
     h.push_n("q", 1);
     let items = (0..100)
@@ -1275,9 +1275,13 @@ fn one_segment_row_per_push_batch_per_partition() {
         1
     );
     assert_eq!(
+        changes.puts().filter(|(k, _)| k.starts_with("x/")).count(),
+        1
+    );
+    assert_eq!(
         changes.rows(),
-        1,
-        "a push to an existing partition writes exactly one row"
+        2,
+        "a push to an existing partition writes the segment and its index entry, nothing else"
     );
 }
 

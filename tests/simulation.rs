@@ -109,14 +109,7 @@ impl Sim {
         if canary {
             store.drop_writes(true);
         }
-        let engine = run(Engine::open(
-            store.clone(),
-            host.clone(),
-            BrokerConfig {
-                default_subscription_new: false,
-            },
-        ))
-        .unwrap();
+        let engine = run(Engine::open(store.clone(), host.clone(), sim_config())).unwrap();
         let sim = Sim {
             rng: Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
             host,
@@ -395,9 +388,7 @@ impl Sim {
         self.engine = run(Engine::open(
             self.store.clone(),
             self.host.clone(),
-            BrokerConfig {
-                default_subscription_new: false,
-            },
+            sim_config(),
         ))
         .map_err(|e| format!("reopen failed: {e}"))?;
         self.note("restart".into());
@@ -452,7 +443,7 @@ impl Sim {
         for (p, _) in self.pushed.keys() {
             *per_partition.entry(p.as_str()).or_default() += 1;
         }
-        let (views, missing, ghosts) = self.engine.read(|b, now| {
+        let (views, missing, ghosts) = run(self.engine.read_loaded(|b, now| {
             let views = b.queue_view(now, QUEUE);
             let missing: Vec<_> = if full {
                 self.pushed
@@ -472,7 +463,8 @@ impl Sim {
                 .cloned()
                 .collect();
             (views, missing, ghosts)
-        });
+        }))
+        .map_err(|e| format!("the checker's read failed: {e}"))?;
         if let Some(m) = missing.first() {
             return Err(format!(
                 "acknowledged push {m:?} is lost ({} missing)",
@@ -559,5 +551,15 @@ fn canary_store_that_drops_writes_is_caught() {
 fn replay_one() {
     if let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) {
         run_seed(seed, 300, false, true).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// The broker configuration of every simulated open: a segment cache far smaller than the backlog, so
+/// pops, acks and dedup read segments from the store on demand and the cache evicts all the time.
+fn sim_config() -> BrokerConfig {
+    BrokerConfig {
+        default_subscription_new: false,
+        cache_bytes: 2 * 1024,
+        ..BrokerConfig::default()
     }
 }

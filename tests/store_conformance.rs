@@ -11,7 +11,7 @@ async fn mem_store_conformance() {
     })
     .await
     .expect("MemStore must pass the conformance suite");
-    assert_eq!(passed.len(), 9, "every check ran: {passed:?}");
+    assert_eq!(passed.len(), 10, "every check ran: {passed:?}");
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -46,11 +46,7 @@ impl Broker {
         // Lookup and fencing, per item; survivors grouped by lane (partition) below.
         let mut survivors: Vec<(u64, Pending)> = Vec::new();
         for (index, item) in items.iter().enumerate() {
-            let found = item.partition_id.parse::<u64>().ok().and_then(|pid| {
-                let p = self.partitions.get(&pid)?;
-                let offset = *p.dedup.get(&item.transaction_id)?;
-                (offset >= p.first_offset).then_some((pid, offset))
-            });
+            let found = self.find_retained(&item.partition_id, &item.transaction_id);
             let Some((pid, offset)) = found else {
                 results[index].error = Some(MESSAGE_NOT_FOUND.to_string());
                 continue;
@@ -99,6 +95,47 @@ impl Broker {
             self.resolve_lane(now, pid, &group, &pending, &mut results);
         }
         results
+    }
+
+    /// The (pid, offset) of the retained message at a wire address, if any.
+    pub(super) fn find_retained(
+        &self,
+        partition_id: &str,
+        transaction_id: &str,
+    ) -> Option<(u64, u64)> {
+        let pid = partition_id.parse::<u64>().ok()?;
+        let offset = self.find_transaction(pid, transaction_id)?;
+        (offset >= self.partitions.get(&pid)?.first_offset).then_some((pid, offset))
+    }
+
+    /// The segments an ack of `items` for `group` will read that are not loaded: the candidates for
+    /// each item's transaction id, and the segment of each touched lane's head (which an exhausted
+    /// retry budget files as a dead letter).
+    pub fn segments_needed_for_ack(
+        &self,
+        group: Option<&str>,
+        items: &[AckItem],
+    ) -> Vec<(u64, u64)> {
+        let group = Self::group_name(group);
+        let mut out = Vec::new();
+        for item in items {
+            let Ok(pid) = item.partition_id.parse::<u64>() else {
+                continue;
+            };
+            self.transaction_candidates(pid, &item.transaction_id, &mut out);
+            let Some(p) = self.partitions.get(&pid) else {
+                continue;
+            };
+            let committed = p
+                .lanes
+                .get(&group)
+                .map_or(p.first_offset as i64 - 1, |l| l.committed);
+            let head = (committed + 1).max(p.first_offset as i64) as u64;
+            if let Some(seg) = p.segment_of(head) {
+                self.want_segment(pid, seg.first, &mut out);
+            }
+        }
+        out
     }
 
     /// Applies one lane's share of an ack call (the §3.5 table).

@@ -45,9 +45,11 @@ impl Broker {
         for pid in q.partitions.values() {
             if let Some(p) = self.partitions.remove(pid) {
                 self.changes.delete(partition_key(*pid));
-                for first in p.segments.keys() {
-                    self.changes.delete(segment_key(*pid, *first));
+                for seg in &p.segments {
+                    self.changes.delete(segment_key(*pid, seg.first));
+                    self.changes.delete(index_entry_key(*pid, seg.first));
                 }
+                self.stored_bytes = self.stored_bytes.saturating_sub(p.stored_bytes());
                 for (group, lane) in &p.lanes {
                     self.changes.delete(lane_key(*pid, group));
                     if let Some(lease) = &lane.lease_id {
@@ -332,6 +334,26 @@ impl Broker {
         keys.len() as u32
     }
 
+    /// The segments a transaction of `operations` will read that are not loaded.
+    pub fn segments_needed_for_transaction(&self, operations: &[TxOperation]) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for op in operations {
+            let more = match op {
+                TxOperation::Push(items) => self.segments_needed_for_push(items),
+                TxOperation::Ack { item, group } => {
+                    self.segments_needed_for_ack(group.as_deref(), std::slice::from_ref(item))
+                }
+                TxOperation::Unknown(_) => Vec::new(),
+            };
+            for key in more {
+                if !out.contains(&key) {
+                    out.push(key);
+                }
+            }
+        }
+        out
+    }
+
     /// Applies a transaction atomically (wire-contract §1.6): every operation or none.
     pub fn transaction(&mut self, now: i64, operations: Vec<TxOperation>) -> TxReply {
         let now = self.tick(now);
@@ -398,6 +420,16 @@ impl Broker {
     }
 
     fn precheck_transaction(&self, now: i64, operations: &[TxOperation]) -> Option<String> {
+        let push_bytes = operations
+            .iter()
+            .map(|op| match op {
+                TxOperation::Push(items) => Self::push_size(items),
+                _ => 0,
+            })
+            .sum();
+        if let Err(full) = self.check_quota(push_bytes) {
+            return Some(full.message);
+        }
         for op in operations {
             match op {
                 TxOperation::Unknown(kind) => {
@@ -406,11 +438,9 @@ impl Broker {
                 TxOperation::Push(_) => {}
                 TxOperation::Ack { item, group } => {
                     let group = Self::group_name(group.as_deref());
-                    let found = item.partition_id.parse::<u64>().ok().and_then(|pid| {
-                        let p = self.partitions.get(&pid)?;
-                        let offset = *p.dedup.get(&item.transaction_id)?;
-                        (offset >= p.first_offset).then_some(p)
-                    });
+                    let found = self
+                        .find_retained(&item.partition_id, &item.transaction_id)
+                        .map(|(pid, _)| &self.partitions[&pid]);
                     let Some(p) = found else {
                         return Some(MESSAGE_NOT_FOUND.to_string());
                     };
@@ -494,46 +524,33 @@ impl Broker {
 
     /// Drops offsets below `new_first` from partition `pid`. Returns segments deleted.
     fn trim_partition(&mut self, pid: u64, new_first: u64) -> u64 {
-        let doomed: Vec<u64> = {
-            let p = &self.partitions[&pid];
-            p.segments
-                .iter()
-                .filter(|(_, e)| e.last < new_first)
-                .map(|(f, _)| *f)
-                .collect()
-        };
-        let mut txids = Vec::new();
-        for first in &doomed {
-            let entry = self.partitions[&pid].segments[first].clone();
-            txids.extend(
-                self.cache
-                    .get(pid, *first, &entry)
-                    .iter()
-                    .map(|m| m.transaction_id.clone()),
-            );
-            self.changes.delete(segment_key(pid, *first));
-        }
-        self.cache.forget_partition(pid);
-        let queue = {
+        let (queue, doomed) = {
             let p = self
                 .partitions
                 .get_mut(&pid)
                 .expect("trimmed partition exists");
-            for first in &doomed {
-                p.segments.remove(first);
+            let keep_from = p.segments.partition_point(|s| s.last < new_first);
+            let doomed: Vec<SegmentMeta> = p.segments.drain(..keep_from).collect();
+            if let Some(next) = p
+                .segments
+                .front()
+                .map(|s| s.seq)
+                .or(doomed.last().map(|s| s.seq + 1))
+            {
+                p.txids.forget_below(next);
             }
-            for t in txids {
-                p.dedup.remove(&t);
-            }
-            let drop = (new_first - p.first_offset) as usize;
-            p.created.drain(..drop.min(p.created.len()));
             p.first_offset = new_first;
             let floor = new_first as i64 - 1;
             for lane in p.lanes.values_mut() {
                 lane.committed = lane.committed.max(floor);
             }
-            p.queue.clone()
+            (p.queue.clone(), doomed)
         };
+        for seg in &doomed {
+            self.changes.delete(segment_key(pid, seg.first));
+            self.changes.delete(index_entry_key(pid, seg.first));
+            self.stored_bytes = self.stored_bytes.saturating_sub(seg.stored_bytes as u64);
+        }
         let groups: Vec<String> = self.partitions[&pid].lanes.keys().cloned().collect();
         for g in groups {
             self.save_lane(pid, &g);

@@ -30,6 +30,8 @@ pub enum ErrorKind {
     Conflict,
     /// The request exceeds a configured limit (HTTP 413).
     TooLarge,
+    /// The broker holds as many bytes as its storage quota allows (HTTP 507).
+    Full,
 }
 
 impl CoreError {
@@ -44,6 +46,13 @@ impl CoreError {
     pub fn not_found(message: impl Into<String>) -> Self {
         CoreError {
             kind: ErrorKind::NotFound,
+            message: message.into(),
+        }
+    }
+    /// A 507-class refusal: the storage quota is reached.
+    pub fn full(message: impl Into<String>) -> Self {
+        CoreError {
+            kind: ErrorKind::Full,
             message: message.into(),
         }
     }

@@ -28,6 +28,7 @@ mod records;
 pub mod segment;
 mod state;
 pub mod timefmt;
+pub mod txindex;
 mod views;
 
 use crate::store::{ChangeSet, Record, StoreError};
@@ -37,7 +38,13 @@ use litemap::LiteMap;
 use state::*;
 use std::collections::{BTreeMap, HashMap};
 
+pub use records::{
+    needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES, SEGMENT_PREFIX,
+};
 pub use state::Subscription;
+
+/// Default byte budget of the decoded-segment cache: a quarter of a Durable Object's 128 MB.
+pub const DEFAULT_CACHE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Broker-wide settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,12 +52,19 @@ pub struct BrokerConfig {
     /// Where a named group starts when its first pop sends no mode: `true` = only new messages (seed
     /// 003, the product default), `false` = everything retained (Queen 0.15's default).
     pub default_subscription_new: bool,
+    /// Byte budget of the decoded-segment cache (decoded JSON bytes).
+    pub cache_bytes: usize,
+    /// Storage quota: pushes that would take the stored segment bytes past it are refused (507).
+    /// `None`: no quota.
+    pub max_stored_bytes: Option<u64>,
 }
 
 impl Default for BrokerConfig {
     fn default() -> Self {
         BrokerConfig {
             default_subscription_new: true,
+            cache_bytes: DEFAULT_CACHE_BYTES,
+            max_stored_bytes: None,
         }
     }
 }
@@ -82,6 +96,8 @@ pub struct Broker {
     timers: Timers,
     ready_seq: u64,
     cache: SegmentCache,
+    /// Bytes of every stored segment record (what the storage quota counts).
+    stored_bytes: u64,
     stats: Counters,
     changes: ChangeSet,
     /// Queues that gained claimable work during the current command, each once.
@@ -92,6 +108,7 @@ pub struct Broker {
 impl Broker {
     /// An empty broker.
     pub fn new(config: BrokerConfig, seed: u64) -> Self {
+        let cache = SegmentCache::new(config.cache_bytes);
         Broker {
             config,
             ids: IdGen::new(seed),
@@ -106,7 +123,8 @@ impl Broker {
             leases: HashMap::new(),
             timers: Timers::default(),
             ready_seq: 0,
-            cache: SegmentCache::default(),
+            cache,
+            stored_bytes: 0,
             stats: Counters::default(),
             changes: ChangeSet::default(),
             woken: Vec::new(),
@@ -114,7 +132,9 @@ impl Broker {
         }
     }
 
-    /// Rebuilds a broker from every stored record (what the engine does at open and after a failure).
+    /// Rebuilds a broker from stored records: at least every record under [`INDEX_PREFIXES`] (what the
+    /// engine reads at open and after a failure); segment records given too are decoded into the cache.
+    /// Opening format 1 data leaves its upgrade in the pending change set ([`Self::take_changes`]).
     pub fn from_records(
         config: BrokerConfig,
         seed: u64,
@@ -123,12 +143,81 @@ impl Broker {
         let record_count = records.len() as u64;
         let mut broker = Broker::new(config, seed);
         broker.load(records)?;
+        broker.stored_bytes = broker.partitions.values().map(|p| p.stored_bytes()).sum();
         // Mix what was loaded into the id stream, so a host that reseeds with the same value after a
         // reload does not mint the same ids again.
         broker.ids = IdGen::new(
             seed ^ (broker.now_ms as u64).rotate_left(21) ^ record_count.rotate_left(47),
         );
         Ok(broker)
+    }
+
+    /// Keeps a segment read from the store (key `s/<pid>/<first>`) in the cache. Fails when the bytes do
+    /// not decode, or do not hold the offsets the index says they hold.
+    pub fn load_segment(&self, pid: u64, first: u64, bytes: &[u8]) -> Result<(), StoreError> {
+        let key = segment_key(pid, first);
+        let messages = segment::decode(bytes).map_err(|e| {
+            StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
+        })?;
+        let expected = self
+            .partitions
+            .get(&pid)
+            .and_then(|p| p.segment_of(first))
+            .filter(|s| s.first == first);
+        if let Some(meta) = expected {
+            let offsets_match = messages.len() as u64 == meta.last - meta.first + 1
+                && messages
+                    .iter()
+                    .zip(meta.first..)
+                    .all(|(m, o)| m.offset == o);
+            if !offsets_match {
+                return Err(StoreError::other(format!(
+                    "storage is damaged: segment \"{key}\" does not hold offsets {}..={}",
+                    meta.first, meta.last
+                )));
+            }
+        }
+        let weight = segment::decoded_weight(&messages);
+        self.cache
+            .insert(pid, first, std::rc::Rc::new(messages), weight);
+        Ok(())
+    }
+
+    /// Trims the segment cache to its budget (the engine calls this between commands).
+    pub fn trim_cache(&self) {
+        self.cache.trim();
+    }
+
+    /// Segments read by the last command that were not loaded (the engine reloads and reruns it).
+    pub fn take_segment_misses(&self) -> Vec<(u64, u64)> {
+        self.cache.take_misses()
+    }
+
+    /// Bytes and segments held by the segment cache, and its budget.
+    pub fn cache_usage(&self) -> (usize, usize, usize) {
+        let (bytes, segments) = self.cache.usage();
+        (bytes, segments, self.cache.budget_bytes())
+    }
+
+    /// Bytes of stored segment records, and the quota if one is set.
+    pub fn storage_usage(&self) -> (u64, Option<u64>) {
+        (self.stored_bytes, self.config.max_stored_bytes)
+    }
+
+    /// Refuses (507) a push of about `incoming_bytes` that would take the stored bytes past the quota.
+    fn check_quota(&self, incoming_bytes: u64) -> CoreResult<()> {
+        let Some(max) = self.config.max_stored_bytes else {
+            return Ok(());
+        };
+        if self.stored_bytes.saturating_add(incoming_bytes) > max {
+            return Err(CoreError::full(format!(
+                "the broker is full: it stores {} bytes of messages and its quota (MAX_STORED_BYTES) is \
+                 {max}; a push of about {incoming_bytes} bytes does not fit. Consume and acknowledge \
+                 messages, delete queues or let retention remove old messages, or raise the quota",
+                self.stored_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// The change set accumulated since the last call.

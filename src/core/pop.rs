@@ -178,6 +178,82 @@ impl Broker {
         Ok(reply)
     }
 
+    /// The segments a pop of `req` will read that are not loaded.
+    ///
+    /// Follows the claim order of [`Self::pop`] (ready sets, free lanes, the batch budget shared across
+    /// partitions) without changing anything, and names the segments covering each span it would claim,
+    /// ignoring delays (which only shorten spans). What it misses (a group's first pop, whose
+    /// subscription is not made yet) the engine repairs by rerunning the pop.
+    pub fn segments_needed_for_pop(&self, now: i64, req: &PopRequest) -> Vec<(u64, u64)> {
+        let now = now.max(self.now_ms);
+        let group = Self::group_name(req.group.as_deref());
+        let queues = match &req.target {
+            PopTarget::Queue { queue } | PopTarget::Partition { queue, .. } => vec![queue.clone()],
+            PopTarget::Discovery { namespace, task } => {
+                self.discover(namespace.as_deref(), task.as_deref())
+            }
+        };
+        let mut budget =
+            req.batch
+                .unwrap_or(if req.autopilot { AUTOPILOT_BATCH } else { 1 }) as u64;
+        let mut partitions_left = match (&req.target, req.partitions) {
+            (PopTarget::Partition { .. }, _) => 1,
+            (_, Some(n)) => n.min(MAX_PARTITIONS_PER_POP),
+            (_, None) if req.autopilot => AUTOPILOT_MAX_PARTITIONS,
+            (_, None) => 1,
+        };
+        let mut out = Vec::new();
+        for queue in queues {
+            let Some(q) = self.queues.get(&queue) else {
+                continue;
+            };
+            let pids: Vec<u64> = match &req.target {
+                PopTarget::Partition { partition, .. } => {
+                    q.partitions.get(partition).copied().into_iter().collect()
+                }
+                _ => match self.groups.get(&(queue.clone(), group.clone())) {
+                    Some(ready) => ready.iter().collect(),
+                    // No ready set yet: every partition may be claimable.
+                    None => q.partitions.values().copied().collect(),
+                },
+            };
+            for pid in pids {
+                if budget == 0 || partitions_left == 0 {
+                    return out;
+                }
+                let Some(p) = self.partitions.get(&pid) else {
+                    continue;
+                };
+                let committed = match p.lanes.get(&group) {
+                    Some(lane) if !lane.is_free(now) => continue,
+                    Some(lane) => lane.committed,
+                    None => self.initial_cursor(pid, &group),
+                };
+                let start = (committed.max(p.first_offset as i64 - 1) + 1) as u64;
+                if start >= p.next_offset {
+                    continue;
+                }
+                let last = if req.conflation {
+                    p.next_offset - 1
+                } else {
+                    (start + budget - 1).min(p.next_offset - 1)
+                };
+                let first = if req.conflation { last } else { start };
+                let mut offset = first;
+                while offset <= last {
+                    let Some(seg) = p.segment_of(offset) else {
+                        break;
+                    };
+                    self.want_segment(pid, seg.first, &mut out);
+                    offset = seg.last + 1;
+                }
+                budget = budget.saturating_sub(last - first + 1);
+                partitions_left -= 1;
+            }
+        }
+        out
+    }
+
     /// Queues carrying the labels, highest priority first.
     fn discover(&self, namespace: Option<&str>, task: Option<&str>) -> Vec<String> {
         let mut found: Vec<(i64, String)> = self

@@ -2,10 +2,13 @@
 //! `(partition, transactionId)` dedup.
 
 use super::api::*;
+use super::records;
 use super::segment::{self, StoredMessage};
 use super::state::*;
+use super::txindex;
 use super::Broker;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// Namespace and task labels derived from a queue name: `billing.invoices.v2` -> (`billing`, `invoices`).
 pub fn labels_from_name(name: &str) -> (String, String) {
@@ -63,21 +66,96 @@ impl Broker {
         pid
     }
 
-    /// The message id stored at `offset` of partition `pid`.
+    /// The message stored at `offset` of partition `pid`, from the segment cache. `None` when no segment
+    /// holds the offset, or when its segment is not loaded (a miss the engine sees and repairs).
     pub(super) fn stored_message(&self, pid: u64, offset: u64) -> Option<StoredMessage> {
         let p = self.partitions.get(&pid)?;
-        let (first, entry) = p.segments.range(..=offset).next_back()?;
-        if entry.last < offset {
-            return None;
+        let seg = p.segment_of(offset)?;
+        let decoded = self.cache.get(pid, seg.first)?;
+        decoded.get((offset - seg.first) as usize).cloned()
+    }
+
+    /// The offset of the stored message of partition `pid` with `transaction_id`, if any (retained or
+    /// not: a trimmed message's segment may still be stored). Reads the candidate segments the
+    /// transaction-id index names; a candidate that is not loaded is a miss.
+    pub(super) fn find_transaction(&self, pid: u64, transaction_id: &str) -> Option<u64> {
+        let p = self.partitions.get(&pid)?;
+        for seq in p.txids.candidates(txindex::fingerprint(transaction_id)) {
+            let Some(seg) = p.segment_by_seq(seq) else {
+                continue;
+            };
+            let Some(decoded) = self.cache.get(pid, seg.first) else {
+                continue;
+            };
+            if let Some(m) = decoded.iter().find(|m| m.transaction_id == transaction_id) {
+                return Some(m.offset);
+            }
         }
-        let decoded = self.cache.get(pid, *first, entry);
-        decoded.get((offset - first) as usize).cloned()
+        None
+    }
+
+    /// The segments [`Self::find_transaction`] would read for `transaction_id` that are not loaded.
+    pub(super) fn transaction_candidates(
+        &self,
+        pid: u64,
+        transaction_id: &str,
+        out: &mut Vec<(u64, u64)>,
+    ) {
+        let Some(p) = self.partitions.get(&pid) else {
+            return;
+        };
+        for seq in p.txids.candidates(txindex::fingerprint(transaction_id)) {
+            if let Some(seg) = p.segment_by_seq(seq) {
+                self.want_segment(pid, seg.first, out);
+            }
+        }
+    }
+
+    /// Adds segment (pid, first) to `out` unless it is loaded or already there.
+    pub(super) fn want_segment(&self, pid: u64, first: u64, out: &mut Vec<(u64, u64)>) {
+        if !self.cache.contains(pid, first) && !out.contains(&(pid, first)) {
+            out.push((pid, first));
+        }
+    }
+
+    /// The segments a push of `items` will read (to check transaction ids against stored ones) that
+    /// are not loaded.
+    pub fn segments_needed_for_push(&self, items: &[PushItem]) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for item in items {
+            let Some(transaction_id) = item.transaction_id.as_deref().filter(|t| !t.is_empty())
+            else {
+                continue;
+            };
+            let partition = if item.partition.is_empty() {
+                DEFAULT_PARTITION
+            } else {
+                &item.partition
+            };
+            if let Some(pid) = self
+                .queues
+                .get(&item.queue)
+                .and_then(|q| q.partitions.get(partition))
+            {
+                self.transaction_candidates(*pid, transaction_id, &mut out);
+            }
+        }
+        out
     }
 
     /// Pushes `items` (wire-contract §1.2). Results come back in input order.
     pub fn push(&mut self, now: i64, items: Vec<PushItem>) -> CoreResult<Vec<PushResult>> {
         let now = self.tick(now);
+        self.check_quota(Self::push_size(&items))?;
         Ok(self.push_items(now, items, 0))
+    }
+
+    /// About how many bytes `items` add to storage (their payloads as JSON text, before compression).
+    pub(super) fn push_size(items: &[PushItem]) -> u64 {
+        items
+            .iter()
+            .map(|i| segment::json_size(&i.payload) as u64)
+            .sum()
     }
 
     /// Appends items; `index_base` offsets the reported indexes (transactions number results flat).
@@ -107,13 +185,17 @@ impl Broker {
                 Some(t) => t,
                 None => self.ids.uuid_v7(now),
             };
-            let p = self.partitions.get_mut(&pid).expect("ensured above");
-            if let Some(&offset) = p.dedup.get(&transaction_id) {
-                let winner = batches
-                    .get(&pid)
-                    .and_then(|b| b.iter().find(|m| m.offset == offset).map(|m| m.id.clone()))
-                    .or_else(|| self.stored_message(pid, offset).map(|m| m.id))
-                    .unwrap_or_default();
+            // Duplicates of this batch first, then of stored segments.
+            let in_batch = batches
+                .get(&pid)
+                .and_then(|b| b.iter().find(|m| m.transaction_id == transaction_id))
+                .map(|m| (m.offset, m.id.clone()));
+            let stored = || {
+                let offset = self.find_transaction(pid, &transaction_id)?;
+                let id = self.stored_message(pid, offset).map(|m| m.id)?;
+                Some((offset, id))
+            };
+            if let Some((offset, winner)) = in_batch.or_else(stored) {
                 results.push(PushResult {
                     index: index_base + i,
                     status: PushStatus::Duplicate,
@@ -127,10 +209,9 @@ impl Broker {
                 });
                 continue;
             }
+            let p = self.partitions.get_mut(&pid).expect("ensured above");
             let offset = p.next_offset;
             p.next_offset += 1;
-            p.created.push_back(now);
-            p.dedup.insert(transaction_id.clone(), offset);
             let id = self.ids.uuid_v7(now);
             batches.entry(pid).or_default().push(StoredMessage {
                 offset,
@@ -155,28 +236,47 @@ impl Broker {
         }
         for (pid, batch) in batches {
             self.stats.pushed += batch.len() as u64;
-            let first = batch[0].offset;
-            let last = batch[batch.len() - 1].offset;
-            let bytes = segment::encode(&batch);
-            self.changes
-                .put(super::records::segment_key(pid, first), bytes.clone());
-            let queue = {
-                let p = self
-                    .partitions
-                    .get_mut(&pid)
-                    .expect("batched partitions exist");
-                p.segments.insert(
-                    first,
-                    Box::new(SegmentEntry {
-                        last,
-                        bytes: std::rc::Rc::new(bytes),
-                    }),
-                );
-                p.queue.clone()
-            };
-            self.after_append(&queue, pid);
+            self.append_segment(now, pid, batch);
         }
         results
+    }
+
+    /// Stores `batch` (offsets contiguous, from the partition's old end) as one new segment of `pid`:
+    /// the segment and its index entry go in the change set, the decoded batch in the cache.
+    fn append_segment(&mut self, now: i64, pid: u64, batch: Vec<StoredMessage>) {
+        let first = batch[0].offset;
+        let last = batch[batch.len() - 1].offset;
+        let bytes = segment::encode(&batch);
+        let fingerprints: Vec<u32> = batch
+            .iter()
+            .map(|m| txindex::fingerprint(&m.transaction_id))
+            .collect();
+        let queue = {
+            let p = self
+                .partitions
+                .get_mut(&pid)
+                .expect("batched partitions exist");
+            let meta = SegmentMeta {
+                first,
+                last,
+                seq: p.next_segment_seq,
+                created_ms: now,
+                stored_bytes: bytes.len() as u32,
+            };
+            p.next_segment_seq += 1;
+            p.txids.add(meta.seq, fingerprints.iter().copied());
+            p.segments.push_back(meta);
+            self.changes.put(
+                records::index_entry_key(pid, first),
+                records::encode_index_entry(&meta, &fingerprints),
+            );
+            p.queue.clone()
+        };
+        self.stored_bytes += bytes.len() as u64;
+        self.changes.put(records::segment_key(pid, first), bytes);
+        let weight = segment::decoded_weight(&batch);
+        self.cache.insert(pid, first, Rc::new(batch), weight);
+        self.after_append(&queue, pid);
     }
 
     /// A partition gained messages: every group with a ready set on its queue may claim it now.

@@ -8,21 +8,49 @@
 //! | `m/format` | `{"version":1,"nextPartitionId":n}` |
 //! | `q/<queue>` | queue record (JSON) |
 //! | `p/<pid>` | partition record (JSON) |
-//! | `s/<pid>/<first offset>` | segment (see [`super::segment`]) |
+//! | `s/<pid>/<first offset>` | segment (see [`super::segment`]): read on demand, never at open |
+//! | `x/<pid>/<first offset>` | that segment's index entry (binary, below): read at open |
 //! | `l/<pid>/<group>` | lane (JSON) |
 //! | `g/<queue>/<group>` | subscription (JSON) |
 //! | `d/<dead-letter id>` | dead letter (JSON) |
-
+//!
+//! A segment's index entry is written in the same commit as the segment:
+//!
+//! ```text
+//! byte 0       1 (entry version)
+//! bytes 1..9   last offset, u64 little-endian
+//! bytes 9..13  segment number in its partition, u32 LE
+//! bytes 13..21 push time, i64 LE (Unix ms)
+//! bytes 21..25 bytes of the stored segment, u32 LE
+//! bytes 25..   one u32 LE transaction-id fingerprint per message (module `txindex`), in offset order
+//! ```
+//!
+//! Format version 1 stored no index entries; opening it reads every segment once and writes them
+//! ([`Broker::load`] puts them in the pending change set, with format version 2).
+//!
+//! Opening reads every prefix but `s/` ([`INDEX_PREFIXES`]); memory then holds everything but message
+//! bytes, so open time and memory grow with partitions, lanes, dead letters and segments, plus the 8
+//! bytes a message of the transaction-id index.
 use super::api::QueueOptions;
 use super::fields::{FieldError, Fields};
 use super::segment;
 use super::state::*;
+use super::txindex;
 use super::Broker;
 use crate::store::{Record, StoreError, StoreErrorKind};
 use serde::Serialize;
 
-/// The record format this build writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The record format this build writes (2: segments have index entries).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The key prefixes an open reads: everything but segments.
+pub const INDEX_PREFIXES: [&str; 7] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/"];
+
+/// The prefix of segment records, read on demand.
+pub const SEGMENT_PREFIX: &str = "s/";
+
+const INDEX_ENTRY_VERSION: u8 = 1;
+const INDEX_ENTRY_HEADER: usize = 25;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -41,8 +69,89 @@ pub(super) fn queue_key(name: &str) -> String {
 pub(super) fn partition_key(pid: u64) -> String {
     format!("p/{pid:016x}")
 }
-pub(super) fn segment_key(pid: u64, first: u64) -> String {
+/// True when `records` (the index prefixes) hold format 1 data, whose segments have no index entries
+/// yet: the open must read the segments once to write them.
+pub fn needs_segment_upgrade(records: &[Record]) -> bool {
+    let version = records
+        .iter()
+        .find(|(k, _)| k == "m/format")
+        .and_then(|(k, v)| decode(k, v, format_record).ok())
+        .map(|f| f.version);
+    match version {
+        Some(v) => v < FORMAT_VERSION,
+        None => records.iter().any(|(k, _)| k.starts_with("p/")),
+    }
+}
+
+/// The key of segment (pid, first).
+pub fn segment_key(pid: u64, first: u64) -> String {
     format!("s/{pid:016x}/{first:016x}")
+}
+pub(super) fn index_entry_key(pid: u64, first: u64) -> String {
+    format!("x/{pid:016x}/{first:016x}")
+}
+
+/// The (pid, first offset) a segment or index entry key names.
+pub fn parse_segment_key(key: &str) -> Option<(u64, u64)> {
+    let mut parts = key.split('/').skip(1);
+    let pid = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let first = u64::from_str_radix(parts.next()?, 16).ok()?;
+    Some((pid, first))
+}
+
+/// A segment's index entry (see the module documentation).
+pub(super) fn encode_index_entry(meta: &SegmentMeta, fingerprints: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(INDEX_ENTRY_HEADER + 4 * fingerprints.len());
+    out.push(INDEX_ENTRY_VERSION);
+    out.extend_from_slice(&meta.last.to_le_bytes());
+    out.extend_from_slice(&meta.seq.to_le_bytes());
+    out.extend_from_slice(&meta.created_ms.to_le_bytes());
+    out.extend_from_slice(&meta.stored_bytes.to_le_bytes());
+    for f in fingerprints {
+        out.extend_from_slice(&f.to_le_bytes());
+    }
+    out
+}
+
+/// Reads an index entry back: the segment's metadata and its fingerprints.
+fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<(SegmentMeta, Vec<u32>), StoreError> {
+    let (_, first) = parse_segment_key(key).ok_or_else(|| corrupt(key, "bad key"))?;
+    if bytes.first() != Some(&INDEX_ENTRY_VERSION) {
+        return Err(corrupt(
+            key,
+            format!("unknown index entry version {:?}", bytes.first()),
+        ));
+    }
+    if bytes.len() < INDEX_ENTRY_HEADER || (bytes.len() - INDEX_ENTRY_HEADER) % 4 != 0 {
+        return Err(corrupt(
+            key,
+            format!("index entry of {} bytes", bytes.len()),
+        ));
+    }
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let meta = SegmentMeta {
+        first,
+        last: u64_at(1),
+        seq: u32_at(9),
+        created_ms: u64_at(13) as i64,
+        stored_bytes: u32_at(21),
+    };
+    let fingerprints: Vec<u32> = (INDEX_ENTRY_HEADER..bytes.len())
+        .step_by(4)
+        .map(u32_at)
+        .collect();
+    if meta.last < first || fingerprints.len() as u64 != meta.last - first + 1 {
+        return Err(corrupt(
+            key,
+            format!(
+                "index entry covers offsets {first}..={} but has {} fingerprints",
+                meta.last,
+                fingerprints.len()
+            ),
+        ));
+    }
+    Ok((meta, fingerprints))
 }
 pub(super) fn lane_key(pid: u64, group: &str) -> String {
     format!("l/{pid:016x}/{}", esc(group))
@@ -111,8 +220,15 @@ impl Broker {
     }
 
     /// Rebuilds state from records (keys in ascending order, as `Store::scan` returns them).
+    ///
+    /// `records` holds at least the [`INDEX_PREFIXES`]. Segment records (`s/`) given too are decoded
+    /// into the cache; a segment without an index entry (format 1) gets one, put in the pending change
+    /// set for the caller to commit.
     pub(super) fn load(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         let mut lanes = Vec::new();
+        let mut entries: Vec<(u64, SegmentMeta, Vec<u32>)> = Vec::new();
+        let mut segments: Vec<(String, u64, u64, Vec<u8>)> = Vec::new();
+        let mut format_version = 0;
         for (key, value) in records {
             let kind = key.split('/').next().unwrap_or("");
             match kind {
@@ -128,6 +244,7 @@ impl Broker {
                             ),
                         ));
                     }
+                    format_version = rec.version;
                     self.next_partition_id = self.next_partition_id.max(rec.next_partition_id);
                 }
                 "q" => {
@@ -148,7 +265,17 @@ impl Broker {
                     self.next_partition_id = self.next_partition_id.max(rec.id + 1);
                     self.partitions.insert(rec.id, Box::new(p));
                 }
-                "s" => self.load_segment(&key, value)?,
+                "s" => {
+                    let (pid, first) =
+                        parse_segment_key(&key).ok_or_else(|| corrupt(&key, "bad key"))?;
+                    segments.push((key, pid, first, value));
+                }
+                "x" => {
+                    let (pid, _) =
+                        parse_segment_key(&key).ok_or_else(|| corrupt(&key, "bad key"))?;
+                    let (meta, fingerprints) = decode_index_entry(&key, &value)?;
+                    entries.push((pid, meta, fingerprints));
+                }
                 "l" => {
                     let pid = parse_pid(&key)?;
                     let lane = decode(&key, &value, lane)?;
@@ -168,14 +295,67 @@ impl Broker {
                 _ => {}
             }
         }
+        let mut migrated = false;
+        for (key, pid, first, value) in segments {
+            let messages = segment::decode(&value).map_err(|e| corrupt(&key, e))?;
+            let weight = segment::decoded_weight(&messages);
+            let has_entry = entries
+                .iter()
+                .any(|(p, m, _)| *p == pid && m.first == first);
+            if !has_entry {
+                // Format 1: build the index entry from the segment itself.
+                let (Some(head), Some(tail)) = (messages.first(), messages.last()) else {
+                    return Err(corrupt(&key, "segment holds no messages"));
+                };
+                if head.offset != first {
+                    return Err(corrupt(&key, "segment's first offset differs from its key"));
+                }
+                let meta = SegmentMeta {
+                    first,
+                    last: tail.offset,
+                    seq: 0, // numbered below, once every segment of the partition is known
+                    created_ms: head.created_at_ms,
+                    stored_bytes: value.len() as u32,
+                };
+                let fingerprints = messages
+                    .iter()
+                    .map(|m| txindex::fingerprint(&m.transaction_id))
+                    .collect();
+                entries.push((pid, meta, fingerprints));
+                migrated = true;
+            }
+            self.cache
+                .insert(pid, first, std::rc::Rc::new(messages), weight);
+        }
+        if migrated {
+            entries.sort_by_key(|(pid, meta, _)| (*pid, meta.first));
+            let mut last_pid = None;
+            let mut seq = 0;
+            for (pid, meta, _) in entries.iter_mut() {
+                if last_pid != Some(*pid) {
+                    (last_pid, seq) = (Some(*pid), 0);
+                }
+                meta.seq = seq;
+                seq += 1;
+            }
+        }
         // Keys sort "p/" before "q/": attach partitions to their queues once both are loaded.
-        self.partitions
-            .retain(|_, p| self.queues.contains_key(&p.queue));
+        if let Some(orphan) = self
+            .partitions
+            .values()
+            .find(|p| !self.queues.contains_key(&p.queue))
+        {
+            return Err(damaged(format!(
+                "partition {} names queue \"{}\", which is not stored",
+                orphan.id, orphan.queue
+            )));
+        }
         for p in self.partitions.values() {
             if let Some(q) = self.queues.get_mut(&p.queue) {
                 q.partitions.insert(p.name.clone(), p.id);
             }
         }
+        self.attach_segments(entries, migrated)?;
         for (pid, group, lane) in lanes {
             if let Some(p) = self.partitions.get_mut(&pid) {
                 if let Some(lease) = lane.lease_id.clone() {
@@ -191,6 +371,9 @@ impl Broker {
                 p.lanes.insert(group, Box::new(lane));
             }
         }
+        if migrated || (format_version > 0 && format_version < FORMAT_VERSION) {
+            self.save_format();
+        }
         // Clock: never earlier than anything stored.
         let newest = self
             .partitions
@@ -202,32 +385,67 @@ impl Broker {
         Ok(())
     }
 
-    fn load_segment(&mut self, key: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        let pid = parse_pid(key)?;
-        let messages = segment::decode(&value).map_err(|e| corrupt(key, e))?;
-        let Some(p) = self.partitions.get_mut(&pid) else {
-            return Ok(());
-        };
-        let (Some(first), Some(last)) = (messages.first(), messages.last()) else {
-            return Ok(());
-        };
-        let (first, last) = (first.offset, last.offset);
-        for m in messages.iter() {
-            if m.offset >= p.first_offset {
-                p.created.push_back(m.created_at_ms);
+    /// Gives each partition its segments (entries sorted by partition and first offset), checking that
+    /// they are contiguous and cover every retained offset; with `write`, also puts each index entry in
+    /// the pending change set (the format 1 upgrade).
+    fn attach_segments(
+        &mut self,
+        mut entries: Vec<(u64, SegmentMeta, Vec<u32>)>,
+        write: bool,
+    ) -> Result<(), StoreError> {
+        entries.sort_by_key(|(pid, meta, _)| (*pid, meta.first));
+        let mut by_partition: Vec<(u64, Vec<(SegmentMeta, Vec<u32>)>)> = Vec::new();
+        for (pid, meta, fingerprints) in entries {
+            match by_partition.last_mut() {
+                Some((p, list)) if *p == pid => list.push((meta, fingerprints)),
+                _ => by_partition.push((pid, vec![(meta, fingerprints)])),
             }
-            p.dedup.insert(m.transaction_id.clone(), m.offset);
         }
-        p.next_offset = p.next_offset.max(last + 1);
-        p.segments.insert(
-            first,
-            Box::new(SegmentEntry {
-                last,
-                bytes: std::rc::Rc::new(value),
-            }),
-        );
+        for (pid, list) in by_partition {
+            let Some(p) = self.partitions.get_mut(&pid) else {
+                return Err(damaged(format!(
+                    "segments are stored for partition {pid}, which is not"
+                )));
+            };
+            let mut expected: Option<u64> = None;
+            let mut fingerprints_of = Vec::new();
+            for (meta, fingerprints) in list {
+                if let Some(next) = expected {
+                    if meta.first != next {
+                        return Err(damaged(format!(
+                            "partition {pid} of queue \"{}\" is missing offsets {next}..{}",
+                            p.queue, meta.first
+                        )));
+                    }
+                }
+                expected = Some(meta.last + 1);
+                if write {
+                    self.changes.put(
+                        index_entry_key(pid, meta.first),
+                        encode_index_entry(&meta, &fingerprints),
+                    );
+                }
+                fingerprints_of.extend(fingerprints.into_iter().map(|f| (f, meta.seq)));
+                p.next_segment_seq = p.next_segment_seq.max(meta.seq + 1);
+                p.next_offset = p.next_offset.max(meta.last + 1);
+                p.segments.push_back(meta);
+            }
+            let head = p.segments.front().map_or(p.next_offset, |s| s.first);
+            if head > p.first_offset {
+                return Err(damaged(format!(
+                    "partition {pid} of queue \"{}\" is missing offsets {}..{head}",
+                    p.queue, p.first_offset
+                )));
+            }
+            p.txids = TxIndex::from_entries(fingerprints_of);
+        }
         Ok(())
     }
+}
+
+/// Storage that lost records the broker needs: a hard error, never a silent skip.
+fn damaged(what: String) -> StoreError {
+    StoreError::other(format!("storage is damaged: {what}"))
 }
 
 /// Decodes the record at `key` with `read` (module [`super::fields`]); any failure names the record.

@@ -60,6 +60,38 @@ pub struct StoredMessage {
     pub payload: Value,
 }
 
+/// About how many bytes a JSON value takes as text (strings and numbers by length, without escapes):
+/// cheap, allocation-free, and close enough for cache weights and quota checks.
+pub fn json_size(value: &Value) -> usize {
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_size(v) + 1).sum::<usize>(),
+        Value::Object(fields) => {
+            2 + fields
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_size(v))
+                .sum::<usize>()
+        }
+    }
+}
+
+/// The weight of a decoded segment in the cache: about its bytes as JSON text.
+pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
+    messages
+        .iter()
+        .map(|m| {
+            64 + m.id.len()
+                + m.transaction_id.len()
+                + m.trace_id.as_ref().map_or(0, String::len)
+                + m.producer_sub.as_ref().map_or(0, String::len)
+                + json_size(&m.payload)
+        })
+        .sum()
+}
+
 /// Encodes a batch of messages (offsets ascending, contiguous) into a segment of [`WRITE_FORMAT`].
 pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
     encode_as(WRITE_FORMAT, messages)

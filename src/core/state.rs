@@ -2,7 +2,8 @@
 
 use super::api::QueueOptions;
 pub use super::lane::Lane;
-use super::segment::{self, StoredMessage};
+use super::segment::StoredMessage;
+pub use super::txindex::TxIndex;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::cmp::Reverse;
@@ -50,16 +51,24 @@ pub struct PartitionRecord {
     pub first_offset: u64,
 }
 
-/// One stored segment: offsets `first..=last`, encoded (src/core/segment.rs).
-#[derive(Debug, Clone)]
-pub struct SegmentEntry {
+/// What memory holds of one stored segment: its place, its push time and its size. The bytes stay in the
+/// store (record `s/<pid>/<first>`) and are read on demand into the [`SegmentCache`]; the transaction ids
+/// of its messages are fingerprinted in the partition's [`TxIndex`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// First offset in it.
+    pub first: u64,
     /// Last offset in it.
     pub last: u64,
-    /// The encoded bytes.
-    pub bytes: Rc<Vec<u8>>,
+    /// Its number in the partition (0, 1, 2, ... in push order; never reused), as the [`TxIndex`] names it.
+    pub seq: u32,
+    /// Push time of its messages (one push batch shares one `now`), Unix ms.
+    pub created_ms: i64,
+    /// Bytes of the stored segment record.
+    pub stored_bytes: u32,
 }
 
-/// A partition in memory.
+/// A partition in memory: its metadata, lanes and the index of its segments, never its messages.
 #[derive(Debug, Clone)]
 pub struct Partition {
     /// Partition id.
@@ -74,12 +83,12 @@ pub struct Partition {
     pub first_offset: u64,
     /// Next offset to assign.
     pub next_offset: u64,
-    /// Push time of each retained message: `created[i]` is offset `first_offset + i`.
-    pub created: VecDeque<i64>,
-    /// Segments by first offset (boxed, like the broker's maps: see [`super::Broker`]).
-    pub segments: BTreeMap<u64, Box<SegmentEntry>>,
-    /// Transaction id -> offset, for dedup and ack lookup.
-    pub dedup: HashMap<String, u64>,
+    /// Stored segments in offset order (contiguous: each starts after the one before ends).
+    pub segments: VecDeque<SegmentMeta>,
+    /// Number the next segment gets.
+    pub next_segment_seq: u32,
+    /// Transaction id fingerprints -> segment numbers, for dedup and ack lookup.
+    pub txids: TxIndex,
     /// Lanes by group.
     pub lanes: BTreeMap<String, Box<Lane>>,
 }
@@ -94,9 +103,9 @@ impl Partition {
             created_at_ms: now,
             first_offset: 0,
             next_offset: 0,
-            created: VecDeque::new(),
-            segments: BTreeMap::new(),
-            dedup: HashMap::new(),
+            segments: VecDeque::new(),
+            next_segment_seq: 0,
+            txids: TxIndex::default(),
             lanes: BTreeMap::new(),
         }
     }
@@ -112,27 +121,61 @@ impl Partition {
         }
     }
 
+    /// The segment holding `offset`, if one is stored.
+    pub fn segment_of(&self, offset: u64) -> Option<&SegmentMeta> {
+        let after = self.segments.partition_point(|s| s.first <= offset);
+        let seg = self.segments.get(after.checked_sub(1)?)?;
+        (seg.last >= offset).then_some(seg)
+    }
+
+    /// The segment numbered `seq`, if still stored.
+    pub fn segment_by_seq(&self, seq: u32) -> Option<&SegmentMeta> {
+        let at = self.segments.partition_point(|s| s.seq < seq);
+        self.segments.get(at).filter(|s| s.seq == seq)
+    }
+
     /// Push time of a retained offset.
     pub fn created_at(&self, offset: u64) -> Option<i64> {
-        offset
-            .checked_sub(self.first_offset)
-            .and_then(|i| self.created.get(i as usize).copied())
+        if offset < self.first_offset {
+            return None;
+        }
+        self.segment_of(offset).map(|s| s.created_ms)
+    }
+
+    /// Push time of the oldest retained message.
+    pub fn oldest_created(&self) -> Option<i64> {
+        self.created_at(self.first_offset)
     }
 
     /// Push time of the newest message.
     pub fn newest_created(&self) -> Option<i64> {
-        self.created.back().copied()
+        if self.retained() == 0 {
+            return None;
+        }
+        self.segments.back().map(|s| s.created_ms)
     }
 
-    /// The last offset whose message was pushed at or before `instant` (-1 / floor if none).
+    /// The last offset whose message was pushed at or before `instant` (`first_offset - 1` if none).
+    ///
+    /// Push times never decrease along a partition (the core's clock never goes backwards), so this is
+    /// a binary search over the segments.
     pub fn last_offset_created_at_or_before(&self, instant: i64) -> i64 {
-        let count = self.created.partition_point(|&c| c <= instant);
-        self.first_offset as i64 + count as i64 - 1
+        let floor = self.first_offset as i64 - 1;
+        let count = self.segments.partition_point(|s| s.created_ms <= instant);
+        match count.checked_sub(1).and_then(|i| self.segments.get(i)) {
+            Some(seg) => (seg.last as i64).max(floor),
+            None => floor,
+        }
     }
 
     /// Retained message count.
     pub fn retained(&self) -> u64 {
         self.next_offset - self.first_offset
+    }
+
+    /// Bytes of the stored segment records.
+    pub fn stored_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.stored_bytes as u64).sum()
     }
 }
 
@@ -279,41 +322,132 @@ impl Timers {
     }
 }
 
-/// A small cache of decoded segments, so sequential pops decode each segment once.
-#[derive(Debug, Default)]
+/// Decoded segments kept in memory, within a byte budget, least recently used first out.
+///
+/// The core reads messages only from here. The engine fills it before a command with what the command's
+/// planner says it will read (`Broker::segments_needed_*`), and trims it to the budget between commands,
+/// never during one, so a command finds everything that was loaded for it. A read of a segment that is
+/// not here is recorded as a miss ([`SegmentCache::take_misses`]); the engine then drops the command's
+/// effects, loads what was missed and runs it again.
+#[derive(Debug)]
 pub struct SegmentCache {
-    slots: RefCell<VecDeque<CachedSegment>>,
+    budget_bytes: usize,
+    inner: RefCell<CacheInner>,
 }
 
-/// A decoded segment keyed by (partition id, first offset).
-type CachedSegment = ((u64, u64), Rc<Vec<StoredMessage>>);
+#[derive(Debug, Default)]
+struct CacheInner {
+    slots: HashMap<(u64, u64), CachedSegment>,
+    used_bytes: usize,
+    clock: u64,
+    misses: Vec<(u64, u64)>,
+}
 
-const CACHE_SLOTS: usize = 64;
+#[derive(Debug)]
+struct CachedSegment {
+    messages: Rc<Vec<StoredMessage>>,
+    weight: usize,
+    last_used: u64,
+}
 
 impl SegmentCache {
-    /// The decoded segment (pid, first), decoding and caching it on a miss.
-    pub fn get(&self, pid: u64, first: u64, entry: &SegmentEntry) -> Rc<Vec<StoredMessage>> {
-        let mut slots = self.slots.borrow_mut();
-        if let Some(pos) = slots.iter().position(|(k, _)| *k == (pid, first)) {
-            let hit = slots.remove(pos).expect("position is in range");
-            let decoded = hit.1.clone();
-            slots.push_front(hit);
-            return decoded;
+    /// An empty cache that [`Self::trim`] keeps under `budget_bytes` (weights are decoded JSON bytes).
+    pub fn new(budget_bytes: usize) -> Self {
+        SegmentCache {
+            budget_bytes,
+            inner: RefCell::default(),
         }
-        // Segments were validated when loaded or written; a decode failure here means memory corruption,
-        // and skipping the segment would lose its messages silently: stop instead.
-        let decoded = Rc::new(
-            segment::decode(&entry.bytes)
-                .expect("segments are validated when they are loaded and when they are written"),
-        );
-        slots.push_front(((pid, first), decoded.clone()));
-        slots.truncate(CACHE_SLOTS);
-        decoded
+    }
+
+    /// The decoded segment (pid, first), or `None` (recorded as a miss) when it is not loaded.
+    pub fn get(&self, pid: u64, first: u64) -> Option<Rc<Vec<StoredMessage>>> {
+        let mut inner = self.inner.borrow_mut();
+        inner.clock += 1;
+        let clock = inner.clock;
+        match inner.slots.get_mut(&(pid, first)) {
+            Some(slot) => {
+                slot.last_used = clock;
+                Some(slot.messages.clone())
+            }
+            None => {
+                if !inner.misses.contains(&(pid, first)) {
+                    inner.misses.push((pid, first));
+                }
+                None
+            }
+        }
+    }
+
+    /// True when segment (pid, first) is loaded.
+    pub fn contains(&self, pid: u64, first: u64) -> bool {
+        self.inner.borrow().slots.contains_key(&(pid, first))
+    }
+
+    /// Keeps a decoded segment; `weight` is its decoded size in bytes.
+    pub fn insert(&self, pid: u64, first: u64, messages: Rc<Vec<StoredMessage>>, weight: usize) {
+        let mut inner = self.inner.borrow_mut();
+        inner.clock += 1;
+        let last_used = inner.clock;
+        let slot = CachedSegment {
+            messages,
+            weight,
+            last_used,
+        };
+        if let Some(old) = inner.slots.insert((pid, first), slot) {
+            inner.used_bytes -= old.weight;
+        }
+        inner.used_bytes += weight;
+    }
+
+    /// Evicts least recently used segments until the cache fits its budget.
+    pub fn trim(&self) {
+        let mut inner = self.inner.borrow_mut();
+        if inner.used_bytes <= self.budget_bytes {
+            return;
+        }
+        let mut by_age: Vec<(u64, (u64, u64))> =
+            inner.slots.iter().map(|(k, s)| (s.last_used, *k)).collect();
+        by_age.sort_unstable();
+        for (_, key) in by_age {
+            if inner.used_bytes <= self.budget_bytes {
+                break;
+            }
+            if let Some(old) = inner.slots.remove(&key) {
+                inner.used_bytes -= old.weight;
+            }
+        }
     }
 
     /// Forgets cached segments of a partition.
     pub fn forget_partition(&self, pid: u64) {
-        self.slots.borrow_mut().retain(|((p, _), _)| *p != pid);
+        let mut inner = self.inner.borrow_mut();
+        let doomed: Vec<(u64, u64)> = inner
+            .slots
+            .keys()
+            .filter(|(p, _)| *p == pid)
+            .copied()
+            .collect();
+        for key in doomed {
+            if let Some(old) = inner.slots.remove(&key) {
+                inner.used_bytes -= old.weight;
+            }
+        }
+    }
+
+    /// The segments read but not loaded since the last call.
+    pub fn take_misses(&self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.inner.borrow_mut().misses)
+    }
+
+    /// Bytes held (decoded weights) and segments held.
+    pub fn usage(&self) -> (usize, usize) {
+        let inner = self.inner.borrow();
+        (inner.used_bytes, inner.slots.len())
+    }
+
+    /// The byte budget [`Self::trim`] keeps to.
+    pub fn budget_bytes(&self) -> usize {
+        self.budget_bytes
     }
 }
 

@@ -41,7 +41,7 @@ impl Broker {
             next_offset: p.next_offset,
             first_retained_offset: p.first_offset,
             messages: p.retained(),
-            oldest_message_ms: p.created.front().copied(),
+            oldest_message_ms: p.oldest_created(),
             newest_message_ms: p.newest_created(),
             lanes: groups.iter().map(|g| self.lane_view(p, g, now)).collect(),
             dead_letters: self
@@ -147,14 +147,52 @@ impl Broker {
             .collect())
     }
 
+    /// The segments [`Self::messages`] with the same arguments reads that are not loaded.
+    pub fn segments_needed_for_messages(
+        &self,
+        queue: &str,
+        partition: &str,
+        from_offset: u64,
+        limit: usize,
+    ) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let Some(p) = self
+            .queues
+            .get(queue)
+            .and_then(|q| q.partitions.get(partition))
+            .and_then(|pid| self.partitions.get(pid))
+        else {
+            return out;
+        };
+        let mut offset = from_offset.max(p.first_offset);
+        let end = offset.saturating_add(limit as u64).min(p.next_offset);
+        while offset < end {
+            let Some(seg) = p.segment_of(offset) else {
+                break;
+            };
+            self.want_segment(p.id, seg.first, &mut out);
+            offset = seg.last + 1;
+        }
+        out
+    }
+
+    /// The segments [`Self::message`] with the same arguments reads that are not loaded.
+    pub fn segments_needed_for_message(
+        &self,
+        partition_id: &str,
+        transaction_id: &str,
+    ) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        if let Ok(pid) = partition_id.parse::<u64>() {
+            self.transaction_candidates(pid, transaction_id, &mut out);
+        }
+        out
+    }
+
     /// One retained message by address.
     pub fn message(&self, partition_id: &str, transaction_id: &str) -> Option<MessageView> {
-        let p = self.partitions.get(&partition_id.parse::<u64>().ok()?)?;
-        let offset = *p.dedup.get(transaction_id)?;
-        if offset < p.first_offset {
-            return None;
-        }
-        self.message_view(p, offset)
+        let (pid, offset) = self.find_retained(partition_id, transaction_id)?;
+        self.message_view(&self.partitions[&pid], offset)
     }
 
     /// Counters since open and current gauges.

@@ -12,7 +12,9 @@
 mod waiters;
 
 use crate::core::api::*;
-use crate::core::{Broker, BrokerConfig};
+use crate::core::{
+    needs_segment_upgrade, segment_key, Broker, BrokerConfig, INDEX_PREFIXES, SEGMENT_PREFIX,
+};
 use crate::store::{ChangeSet, Store, StoreError};
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::lock::{Mutex, MutexGuard};
@@ -76,7 +78,15 @@ pub struct EngineCounters {
     pub bytes_written: u64,
     /// Reloads after a failed commit.
     pub reloads: u64,
+    /// Segments read from the store on demand.
+    pub segments_read: u64,
+    /// Commands run again because they read a segment their planner did not load.
+    pub reruns: u64,
 }
+
+/// Most runs of one command (see [`Engine::run`]); each run after the first loads what the one before
+/// it missed, so a second run settles unless the store changes under the engine.
+const MAX_RUNS: usize = 3;
 
 /// A broker over a store, serving one command at a time.
 pub struct Engine<S: Store, H: Host> {
@@ -106,9 +116,50 @@ impl<S: Store, H: Host> Engine<S, H> {
         })
     }
 
+    /// Reads the index records (never the segments, except once to upgrade format 1 data) and builds
+    /// the core from them, committing the upgrade if there was one.
     async fn load(store: &S, host: &H, config: &BrokerConfig) -> EngineResult<Broker> {
-        let records = store.scan("").await?;
-        Broker::from_records(config.clone(), host.entropy(), records).map_err(EngineError::Store)
+        let mut records = Vec::new();
+        for prefix in INDEX_PREFIXES {
+            records.extend(store.scan(prefix).await?);
+        }
+        if needs_segment_upgrade(&records) {
+            records.extend(store.scan(SEGMENT_PREFIX).await?);
+            records.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        let mut core = Broker::from_records(config.clone(), host.entropy(), records)
+            .map_err(EngineError::Store)?;
+        let upgrade = core.take_changes();
+        if !upgrade.is_empty() {
+            store.commit(&upgrade).await?;
+        }
+        Ok(core)
+    }
+
+    /// Reads `segments` from the store into the core's cache. A segment the index names but the store
+    /// lacks is damage, reported as an error (never skipped).
+    async fn fetch_segments(&self, segments: &[(u64, u64)]) -> EngineResult<()> {
+        if segments.is_empty() {
+            return Ok(());
+        }
+        let keys: Vec<String> = segments
+            .iter()
+            .map(|(pid, first)| segment_key(*pid, *first))
+            .collect();
+        let values = self.store.get(&keys).await?;
+        let core = self.core.borrow();
+        for ((pid, first), (key, value)) in segments.iter().zip(keys.iter().zip(values)) {
+            let Some(bytes) = value else {
+                return Err(EngineError::Store(StoreError::other(format!(
+                    "storage is damaged: segment \"{key}\" is indexed but not stored"
+                ))));
+            };
+            core.load_segment(*pid, *first, &bytes)?;
+        }
+        let mut c = self.counters.get();
+        c.segments_read += segments.len() as u64;
+        self.counters.set(c);
+        Ok(())
     }
 
     /// The store underneath.
@@ -130,6 +181,26 @@ impl<S: Store, H: Host> Engine<S, H> {
     pub fn read<R>(&self, f: impl FnOnce(&Broker, i64) -> R) -> R {
         let now = self.host.now_ms();
         f(&self.core.borrow(), now)
+    }
+
+    /// Runs a read-only view that reads messages, under the command gate (so it sees only committed
+    /// state), loading the segments it reads: a run that misses some loads them and runs again.
+    pub async fn read_loaded<R>(&self, f: impl Fn(&Broker, i64) -> R) -> EngineResult<R> {
+        let _gate = self.enter().await?;
+        // Trimmed before the first run only: what a run missed and was loaded stays for the next.
+        self.core.borrow().trim_cache();
+        for _attempt in 0..MAX_RUNS {
+            let now = self.host.now_ms();
+            let result = f(&self.core.borrow(), now);
+            let missed = self.core.borrow().take_segment_misses();
+            if missed.is_empty() {
+                return Ok(result);
+            }
+            self.fetch_segments(&missed).await?;
+        }
+        Err(EngineError::Store(StoreError::other(format!(
+            "a read kept reading segments that were not loaded ({MAX_RUNS} runs)"
+        ))))
     }
 
     /// Drops the in-memory state and reloads it from the store (also what a restart does).
@@ -155,44 +226,82 @@ impl<S: Store, H: Host> Engine<S, H> {
 
     /// Applies one command under the gate and commits its changes before returning.
     ///
+    /// `needs` names the segments the command will read (the core's `segments_needed_*` planners); they
+    /// are loaded first. The command may run more than once: if it reads a segment its planner did not
+    /// name, its effects are dropped (reload), the segment is loaded and it runs again, so it must be
+    /// repeatable (take its input by reference, or clone it).
+    ///
     /// Generic over the command, but nothing here awaits anything of its own: the command runs inside
     /// [`Self::run_erased`] through a `dyn FnMut`, so every command shares one future for the gate, the
     /// commit and the wakeups instead of carrying its own copy (about 2.3 KB gzipped of the browser
     /// module, docs/decisions.md).
     async fn run<R>(
         &self,
-        command: impl FnOnce(&mut Broker, i64) -> CoreResult<R>,
+        needs: impl Fn(&Broker, i64) -> Vec<(u64, u64)>,
+        mut command: impl FnMut(&mut Broker, i64) -> CoreResult<R>,
     ) -> EngineResult<R> {
-        let mut command = Some(command);
         let mut outcome = None;
-        self.run_erased(&mut |core, now| {
-            if let Some(command) = command.take() {
-                outcome = Some(command(core, now));
-            }
+        self.run_erased(&needs, &mut |core, now| {
+            outcome = Some(command(core, now));
         })
         .await?;
         match outcome {
             Some(outcome) => outcome.map_err(EngineError::Core),
-            None => unreachable!("run_erased calls the command once when it returns Ok"),
+            None => unreachable!("run_erased calls the command when it returns Ok"),
         }
     }
 
-    /// The command-independent part of [`Self::run`]: takes the gate, calls `command` exactly once with
-    /// the state and the time, then settles what it changed. Returns `Ok` only after `command` ran.
+    /// A command that reads no segment (configure, seek, extend a lease, ...).
+    async fn run_plain<R>(
+        &self,
+        command: impl FnMut(&mut Broker, i64) -> CoreResult<R>,
+    ) -> EngineResult<R> {
+        self.run(|_, _| Vec::new(), command).await
+    }
+
+    /// The command-independent part of [`Self::run`]: takes the gate, loads what `needs` names, calls
+    /// `command` with the state and the time (again after a miss, see [`Self::run`]), then settles what
+    /// it changed. Returns `Ok` only after `command` ran.
     fn run_erased<'a>(
         &'a self,
+        needs: &'a dyn Fn(&Broker, i64) -> Vec<(u64, u64)>,
         command: &'a mut dyn FnMut(&mut Broker, i64),
     ) -> LocalBoxFuture<'a, EngineResult<()>> {
         Box::pin(async move {
             let _gate = self.enter().await?;
-            let now = self.host.now_ms();
-            let (changes, woken, discard) = {
-                let mut core = self.core.borrow_mut();
-                command(&mut core, now);
-                let discard = core.take_discard_flag();
-                (core.take_changes(), core.take_woken_queues(), discard)
-            };
-            self.settle(changes, woken, discard).await
+            let mut missed: Vec<(u64, u64)> = Vec::new();
+            // Trimmed before the first run only: nothing loaded for a command is evicted during it.
+            self.core.borrow().trim_cache();
+            for _attempt in 0..MAX_RUNS {
+                let now = self.host.now_ms();
+                let wanted = {
+                    let core = self.core.borrow();
+                    let mut wanted = needs(&core, now);
+                    wanted.append(&mut missed);
+                    wanted
+                };
+                self.fetch_segments(&wanted).await?;
+                let (changes, woken, discard) = {
+                    let mut core = self.core.borrow_mut();
+                    command(&mut core, now);
+                    let discard = core.take_discard_flag();
+                    (core.take_changes(), core.take_woken_queues(), discard)
+                };
+                missed = self.core.borrow().take_segment_misses();
+                if missed.is_empty() {
+                    return self.settle(changes, woken, discard).await;
+                }
+                // The command read a segment that was not loaded: what it did may rest on a message it
+                // did not see. Drop it, load what it missed and run it again.
+                let mut c = self.counters.get();
+                c.reruns += 1;
+                self.counters.set(c);
+                self.reload_locked().await?;
+            }
+            Err(EngineError::Store(StoreError::other(format!(
+                "a command kept reading segments that were not loaded ({MAX_RUNS} runs); nothing was \
+                 changed: {missed:?}"
+            ))))
         })
     }
 
@@ -247,7 +356,11 @@ impl<S: Store, H: Host> Engine<S, H> {
 
     /// Pushes messages (wire-contract §1.2).
     pub async fn push(&self, items: Vec<PushItem>) -> EngineResult<Vec<PushResult>> {
-        self.run(|b, now| b.push(now, items)).await
+        self.run(
+            |b, _| b.segments_needed_for_push(&items),
+            |b, now| b.push(now, items.clone()),
+        )
+        .await
     }
 
     /// Pops (claims) messages; with `wait_ms`, parks until something is claimable or the time passes.
@@ -259,10 +372,13 @@ impl<S: Store, H: Host> Engine<S, H> {
         };
         loop {
             let (reply, next_timer_ms) = self
-                .run(|b, now| {
-                    let reply = b.pop(now, &request)?;
-                    Ok((reply, b.next_deadline_ms()))
-                })
+                .run(
+                    |b, now| b.segments_needed_for_pop(now, &request),
+                    |b, now| {
+                        let reply = b.pop(now, &request)?;
+                        Ok((reply, b.next_deadline_ms()))
+                    },
+                )
                 .await?;
             let (Some(deadline), Some(queue)) = (deadline, parked_queue.as_ref()) else {
                 return Ok(reply);
@@ -289,34 +405,43 @@ impl<S: Store, H: Host> Engine<S, H> {
         group: Option<String>,
         items: Vec<AckItem>,
     ) -> EngineResult<Vec<AckResult>> {
-        self.run(|b, now| Ok(b.ack(now, group.as_deref(), &items)))
-            .await
+        self.run(
+            |b, _| b.segments_needed_for_ack(group.as_deref(), &items),
+            |b, now| Ok(b.ack(now, group.as_deref(), &items)),
+        )
+        .await
     }
 
     /// Extends every live lane of a lease (wire-contract §1.5).
     pub async fn extend_lease(&self, lease_id: &str, seconds: u64) -> EngineResult<ExtendReply> {
-        self.run(|b, now| Ok(b.extend_lease(now, lease_id, seconds)))
+        self.run_plain(|b, now| Ok(b.extend_lease(now, lease_id, seconds)))
             .await
     }
 
     /// Applies a transaction, all or nothing (wire-contract §1.6).
     pub async fn transaction(&self, operations: Vec<TxOperation>) -> EngineResult<TxReply> {
-        self.run(|b, now| Ok(b.transaction(now, operations))).await
+        self.run(
+            |b, _| b.segments_needed_for_transaction(&operations),
+            |b, now| Ok(b.transaction(now, operations.clone())),
+        )
+        .await
     }
 
     /// Creates a queue or overwrites its options (wire-contract §1.7).
     pub async fn configure(&self, request: ConfigureRequest) -> EngineResult<ConfigureReply> {
-        self.run(|b, now| b.configure(now, request)).await
+        self.run_plain(|b, now| b.configure(now, request.clone()))
+            .await
     }
 
     /// Deletes a queue and everything in it; returns whether it existed.
     pub async fn delete_queue(&self, queue: &str) -> EngineResult<bool> {
-        self.run(|b, now| Ok(b.delete_queue(now, queue))).await
+        self.run_plain(|b, now| Ok(b.delete_queue(now, queue)))
+            .await
     }
 
     /// Replays a dead letter by its row id.
     pub async fn replay_dead_letter(&self, id: &str) -> EngineResult<ReplayReply> {
-        self.run(|b, now| b.replay_dead_letter(now, id)).await
+        self.run_plain(|b, now| b.replay_dead_letter(now, id)).await
     }
 
     /// Replays the dead letter(s) at a message address.
@@ -325,7 +450,7 @@ impl<S: Store, H: Host> Engine<S, H> {
         partition_id: &str,
         transaction_id: &str,
     ) -> EngineResult<ReplayReply> {
-        self.run(|b, now| b.replay_address(now, partition_id, transaction_id))
+        self.run_plain(|b, now| b.replay_address(now, partition_id, transaction_id))
             .await
     }
 
@@ -335,7 +460,7 @@ impl<S: Store, H: Host> Engine<S, H> {
         partition_id: &str,
         transaction_id: &str,
     ) -> EngineResult<usize> {
-        self.run(|b, now| b.delete_dead_letters(now, partition_id, transaction_id))
+        self.run_plain(|b, now| b.delete_dead_letters(now, partition_id, transaction_id))
             .await
     }
 
@@ -346,7 +471,8 @@ impl<S: Store, H: Host> Engine<S, H> {
         queue: &str,
         target: SeekTarget,
     ) -> EngineResult<SeekReply> {
-        self.run(|b, now| b.seek(now, group, queue, target)).await
+        self.run_plain(|b, now| b.seek(now, group, queue, target))
+            .await
     }
 
     /// Moves a group's cursor on one partition to its end; returns the new cursor.
@@ -356,7 +482,7 @@ impl<S: Store, H: Host> Engine<S, H> {
         queue: &str,
         partition: &str,
     ) -> EngineResult<i64> {
-        self.run(|b, now| b.seek_partition_to_end(now, group, queue, partition))
+        self.run_plain(|b, now| b.seek_partition_to_end(now, group, queue, partition))
             .await
     }
 
@@ -367,18 +493,18 @@ impl<S: Store, H: Host> Engine<S, H> {
         queue: Option<&str>,
         delete_metadata: bool,
     ) -> EngineResult<GroupDeleteReply> {
-        self.run(|b, now| Ok(b.delete_group(now, group, queue, delete_metadata)))
+        self.run_plain(|b, now| Ok(b.delete_group(now, group, queue, delete_metadata)))
             .await
     }
 
     /// Rewrites the stored start time of every subscription of a group; returns how many.
     pub async fn update_subscription(&self, group: &str, start_ms: i64) -> EngineResult<u32> {
-        self.run(|b, now| Ok(b.update_subscription(now, group, start_ms)))
+        self.run_plain(|b, now| Ok(b.update_subscription(now, group, start_ms)))
             .await
     }
 
     /// Runs retention and eviction (the host calls this periodically).
     pub async fn maintain(&self) -> EngineResult<MaintenanceReport> {
-        self.run(|b, now| Ok(b.maintain(now))).await
+        self.run_plain(|b, now| Ok(b.maintain(now))).await
     }
 }

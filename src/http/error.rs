@@ -89,6 +89,7 @@ impl From<CoreError> for HttpError {
             ErrorKind::NotFound => 404,
             ErrorKind::Conflict => 409,
             ErrorKind::TooLarge => 413,
+            ErrorKind::Full => 507,
         };
         HttpError {
             status,

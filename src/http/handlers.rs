@@ -158,7 +158,7 @@ impl Route {
             | Route::GetMessage { .. }
             | Route::Metrics
             | Route::Prometheus
-            | Route::Status) => views::answer(engine, config, view, query),
+            | Route::Status) => views::answer(engine, config, view, query).await,
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
@@ -320,10 +320,12 @@ impl Route {
             )),
             Route::PostTrace => {
                 let event = wire::trace_event(body, limits)?;
-                let exists = engine.read(|b, _| {
-                    b.message(&event.partition_id, &event.transaction_id)
-                        .is_some()
-                });
+                let exists = engine
+                    .read_loaded(|b, _| {
+                        b.message(&event.partition_id, &event.transaction_id)
+                            .is_some()
+                    })
+                    .await?;
                 if !exists {
                     return Err(HttpError::not_found("Message not found"));
                 }

@@ -137,6 +137,11 @@ impl Store for FencedStore {
         store.scan(prefix).await
     }
 
+    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let store = self.current()?;
+        store.get(keys).await
+    }
+
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         let store = self.current()?;
         store.commit(changes).await
@@ -203,6 +208,24 @@ fn read_bool(options: &JsValue, key: &str) -> Option<bool> {
         .and_then(|v| v.as_bool())
 }
 
+/// A whole number of bytes under `key`: `Ok(None)` when absent, an error when it is anything else.
+fn read_byte_count(options: &JsValue, key: &str) -> Result<Option<u64>, JsValue> {
+    if !options.is_object() {
+        return Ok(None);
+    }
+    let value = Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
+    if value.is_undefined() || value.is_null() {
+        return Ok(None);
+    }
+    match value.as_f64() {
+        Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= 9.0e15 => Ok(Some(n as u64)),
+        _ => Err(js_error(
+            "bad_request",
+            &format!("{key} must be a whole number of bytes"),
+        )),
+    }
+}
+
 fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
     if body.is_undefined() || body.is_null() {
         return Ok(Vec::new());
@@ -252,7 +275,10 @@ impl WasmBroker {
     ///
     /// `options` (all optional): `durability` (`"strict"`, the default: a commit is on disk before its
     /// answer; `"relaxed"`: faster, a power loss right after may lose it; `"default"`: the browser's own),
-    /// `persist` (default `true`: ask `navigator.storage.persist()`; the answer is [`WasmBroker::persisted`]).
+    /// `persist` (default `true`: ask `navigator.storage.persist()`; the answer is [`WasmBroker::persisted`]),
+    /// `maxStoredBytes` (a storage quota: pushes that would pass it are refused with status 507; none by
+    /// default, the browser's own quota then answers `quota_exceeded`), `cacheBytes` (the budget of
+    /// decoded segments kept in memory).
     ///
     /// Rejects with an `Error` whose `code` is `"unavailable"` (no IndexedDB here, e.g. some private
     /// modes), `"newer_format"` (the database was written by a newer version), `"quota_exceeded"` or
@@ -272,6 +298,13 @@ impl WasmBroker {
             }
         };
         let ask_persist = read_bool(&options, "persist").unwrap_or(true);
+        let mut broker_config = BrokerConfig {
+            max_stored_bytes: read_byte_count(&options, "maxStoredBytes")?,
+            ..BrokerConfig::default()
+        };
+        if let Some(bytes) = read_byte_count(&options, "cacheBytes")? {
+            broker_config.cache_bytes = bytes as usize;
+        }
         let store = IdbStore::open(&name, IdbOptions { durability })
             .await
             .map_err(|e| store_js_error(&e))?;
@@ -283,7 +316,7 @@ impl WasmBroker {
         };
         let host = BrowserHost;
         let started_at_ms = host.now_ms();
-        let engine = Engine::open(FencedStore::new(store), host, BrokerConfig::default())
+        let engine = Engine::open(FencedStore::new(store), host, broker_config)
             .await
             .map_err(|e| match e {
                 crate::engine::EngineError::Store(s) => store_js_error(&s),

@@ -197,6 +197,37 @@ where
         .map_err(|e| format!("delete-missing failed: {e}"))?;
     passed.push("delete_missing");
 
+    // 7b. `get` reads the given keys, index-aligned, `None` for keys not stored, big values whole.
+    let mut changes = ChangeSet::default();
+    changes.put("get/a", b"alpha".to_vec());
+    changes.put("get/b", pattern(3 * 1024 * 1024 + 7, 11));
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("get setup commit failed: {e}"))?;
+    let keys: Vec<String> = ["get/b", "get/missing", "get/a", "get/a"]
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    let got = store
+        .get(&keys)
+        .await
+        .map_err(|e| format!("get failed: {e}"))?;
+    ensure(
+        got == vec![
+            Some(pattern(3 * 1024 * 1024 + 7, 11)),
+            None,
+            Some(b"alpha".to_vec()),
+            Some(b"alpha".to_vec()),
+        ],
+        || format!("get returned {} values, not the stored ones", got.len()),
+    )?;
+    ensure(
+        store.get(&[]).await.map_err(|e| e.to_string())?.is_empty(),
+        || "get of no keys returned values".into(),
+    )?;
+    passed.push("get_keys");
+
     // 8. Everything survives a reopen.
     let before = store.scan("").await.map_err(|e| e.to_string())?;
     drop(store);

@@ -358,6 +358,38 @@ impl Store for IdbStore {
         Ok(out)
     }
 
+    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tx = self.transaction(RECORDS_STORE, IdbTransactionMode::Readonly)?;
+        let records = object_store(&tx, RECORDS_STORE)?;
+        let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "get", &e);
+        // Every request is issued before the first await: one transaction, one consistent read.
+        let pending = keys
+            .iter()
+            .map(|key| {
+                records
+                    .get(&JsValue::from_str(key))
+                    .map(|request| Pending::new(&request))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(fail)?;
+        let mut out = Vec::with_capacity(keys.len());
+        for (key, request) in keys.iter().zip(pending) {
+            let value = request.finish().await.map_err(fail)?;
+            if value.is_undefined() {
+                out.push(None);
+                continue;
+            }
+            let value = value.dyn_into::<Uint8Array>().map_err(|_| {
+                StoreError::other(format!("get: the value of \"{key}\" is not a Uint8Array"))
+            })?;
+            out.push(Some(value.to_vec()));
+        }
+        Ok(out)
+    }
+
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         if changes.is_empty() {
             return Ok(());

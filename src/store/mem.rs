@@ -8,9 +8,12 @@ use std::rc::Rc;
 /// An in-memory [`Store`]. Clones share the same data, so a test can "restart" an engine by opening a
 /// new one over a clone.
 ///
-/// Fault injection: [`MemStore::fail_next_commits`] makes the next commits fail without writing, and
-/// [`MemStore::drop_writes`] turns it into a canary that reports success but keeps nothing (the
-/// simulation must catch it).
+/// Fault injection: [`MemStore::fail_next_commits`] makes the next commits fail without writing,
+/// [`MemStore::fail_next_reads`] the next scans and gets, and [`MemStore::drop_writes`] turns it into a
+/// canary that reports success but keeps nothing (the simulation must catch it).
+///
+/// It counts what it is asked to read ([`MemStore::reads`]), so tests can assert what an open or a pop
+/// reads.
 #[derive(Clone, Default)]
 pub struct MemStore {
     inner: Rc<MemInner>,
@@ -21,8 +24,21 @@ struct MemInner {
     records: RefCell<BTreeMap<String, Vec<u8>>>,
     failing_commits: Cell<u32>,
     dropping_writes: Cell<bool>,
+    failing_reads: Cell<u32>,
     commits: Cell<u64>,
     rows_written: Cell<u64>,
+    reads: RefCell<ReadCounts>,
+}
+
+/// What a [`MemStore`] was asked to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadCounts {
+    /// Prefixes scanned, in call order.
+    pub scans: Vec<String>,
+    /// Records returned by scans.
+    pub records_scanned: u64,
+    /// Keys asked for by `get`, in call order.
+    pub keys_got: Vec<String>,
 }
 
 impl MemStore {
@@ -39,6 +55,16 @@ impl MemStore {
     /// When `on`, commits report success but write nothing: a broken store for canary tests.
     pub fn drop_writes(&self, on: bool) {
         self.inner.dropping_writes.set(on);
+    }
+
+    /// Makes the next `n` scans or gets fail with an error.
+    pub fn fail_next_reads(&self, n: u32) {
+        self.inner.failing_reads.set(n);
+    }
+
+    /// What was read since the last call, and resets the counts.
+    pub fn take_reads(&self) -> ReadCounts {
+        std::mem::take(&mut self.inner.reads.borrow_mut())
     }
 
     /// Number of successful commits so far.
@@ -72,14 +98,41 @@ impl MemStore {
     }
 }
 
+impl MemStore {
+    fn read_fault(&self) -> Result<(), StoreError> {
+        let failing = self.inner.failing_reads.get();
+        if failing > 0 {
+            self.inner.failing_reads.set(failing - 1);
+            return Err(StoreError::other("injected read failure"));
+        }
+        Ok(())
+    }
+}
+
 impl Store for MemStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
+        self.read_fault()?;
         let records = self.inner.records.borrow();
-        Ok(records
+        let found: Vec<Record> = records
             .range(prefix.to_string()..)
             .take_while(|(k, _)| k.starts_with(prefix))
             .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
+            .collect();
+        let mut reads = self.inner.reads.borrow_mut();
+        reads.scans.push(prefix.to_string());
+        reads.records_scanned += found.len() as u64;
+        Ok(found)
+    }
+
+    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.read_fault()?;
+        let records = self.inner.records.borrow();
+        self.inner
+            .reads
+            .borrow_mut()
+            .keys_got
+            .extend(keys.iter().cloned());
+        Ok(keys.iter().map(|k| records.get(k).cloned()).collect())
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {

@@ -18,7 +18,7 @@ mod mem;
 
 #[cfg(target_arch = "wasm32")]
 pub use idb::{Durability, IdbOptions, IdbStore};
-pub use mem::MemStore;
+pub use mem::{MemStore, ReadCounts};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -140,11 +140,18 @@ impl std::error::Error for StoreError {}
 ///   survive a restart of the host. When it returns `Err`, nothing of it is visible.
 /// - Values of any length up to 16 MiB round-trip byte for byte (stores with smaller row limits split
 ///   values internally); keys are non-empty UTF-8 strings up to 1 KiB.
+/// - `get(keys)` returns, for each key in order, its value as of the last commit that returned `Ok`, or
+///   `None` when it is not stored; it is one consistent read of every key.
 /// - Calls are made one at a time by the engine; a store need not support concurrent commits.
 #[allow(async_fn_in_trait)]
 pub trait Store {
-    /// Every record whose key starts with `prefix`, in key order.
+    /// Every record whose key starts with `prefix`, in key order. The engine scans the index prefixes at
+    /// open (never the segments), so a scan's cost is the records under its prefix, not the store's.
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError>;
+
+    /// The values of `keys`, index-aligned (`None`: not stored). How the engine reads segments on
+    /// demand: a handful of keys at a time.
+    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
 
     /// Applies `changes` atomically and durably.
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError>;

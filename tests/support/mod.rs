@@ -25,6 +25,7 @@ impl Harness {
     pub fn new() -> Self {
         Self::with_config(BrokerConfig {
             default_subscription_new: false,
+            ..BrokerConfig::default()
         })
     }
 

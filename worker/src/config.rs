@@ -14,10 +14,16 @@ pub const TOKEN_SECRETS: [(&str, Role); 3] = [
     ("API_TOKEN_READ_ONLY", Role::ReadOnly),
 ];
 
+/// The storage quota when `MAX_STORED_BYTES` is not set: 8 GiB of segments, under the 10 GB a Durable
+/// Object stores, leaving room for lanes, dead letters and indexes.
+pub const DEFAULT_MAX_STORED_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+
 /// Everything the Durable Object hands to the engine and the HTTP layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
-    /// Core settings (`DEFAULT_SUBSCRIPTION_MODE`: `new`, the default, or `all`).
+    /// Core settings: `DEFAULT_SUBSCRIPTION_MODE` (`new`, the default, or `all`), `MAX_STORED_BYTES`
+    /// (the storage quota, [`DEFAULT_MAX_STORED_BYTES`] unless set; `0` turns it off) and
+    /// `SEGMENT_CACHE_BYTES` (the decoded-segment cache, `queen_edge::core::DEFAULT_CACHE_BYTES` unless set).
     pub broker: BrokerConfig,
     /// HTTP settings: `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT` (long-poll ms when `wait=true` comes without
     /// `timeout`), `MAX_TIMEOUT` (cap on long-polls), and the bearer tokens of [`TOKEN_SECRETS`] (auth is on
@@ -33,6 +39,14 @@ impl WorkerConfig {
             Some("all") => broker.default_subscription_new = false,
             Some("new") => broker.default_subscription_new = true,
             _ => {}
+        }
+        broker.max_stored_bytes = match parsed::<u64>(env, "MAX_STORED_BYTES") {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => Some(DEFAULT_MAX_STORED_BYTES),
+        };
+        if let Some(v) = parsed(env, "SEGMENT_CACHE_BYTES") {
+            broker.cache_bytes = v;
         }
         let mut http = HttpConfig {
             worker_id,

@@ -189,6 +189,62 @@ impl DoStore {
         Ok(())
     }
 
+    /// Joins the chunk rows of a `SELECT key, chunk, value ... ORDER BY key, chunk` into records, keeping
+    /// the keys `keep` accepts, and counts the rows read.
+    fn assemble(
+        &self,
+        cursor: worker::SqlCursor,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Record>, StoreError> {
+        let mut out: Vec<Record> = Vec::new();
+        let mut next_chunk = 0i64;
+        for row in cursor.raw() {
+            let row = row.map_err(sql_error)?;
+            let mut cols = row.into_iter();
+            let (Some(SqlStorageValue::String(key)), Some(SqlStorageValue::Integer(chunk)), value) =
+                (cols.next(), cols.next(), cols.next())
+            else {
+                return Err(StoreError::other(
+                    "queen_kv row has unexpected column types",
+                ));
+            };
+            let bytes = match value {
+                Some(SqlStorageValue::Blob(b)) => b,
+                Some(SqlStorageValue::Null) | None => Vec::new(),
+                Some(other) => {
+                    return Err(StoreError::other(format!(
+                        "queen_kv value of {key:?} is not a blob: {other:?}"
+                    )))
+                }
+            };
+            if !keep(&key) {
+                continue;
+            }
+            match out.last_mut() {
+                Some((last, value)) if *last == key => {
+                    if chunk != next_chunk {
+                        return Err(StoreError::other(format!(
+                            "queen_kv chunks of {key:?} are not contiguous (saw {chunk}, want {next_chunk})"
+                        )));
+                    }
+                    value.extend_from_slice(&bytes);
+                }
+                _ => {
+                    if chunk != 0 {
+                        return Err(StoreError::other(format!(
+                            "queen_kv value of {key:?} starts at chunk {chunk}"
+                        )));
+                    }
+                    out.push((key, bytes));
+                }
+            }
+            next_chunk = chunk + 1;
+        }
+        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
+        self.counters.rows_read.set(read);
+        Ok(out)
+    }
+
     /// Runs `statements` inside one `transactionSync`, returning the rows written.
     fn run_in_transaction(&self, statements: Vec<Statement>) -> Result<u64, StoreError> {
         let written = Rc::new(Cell::new(0u64));
@@ -375,53 +431,28 @@ impl Store for DoStore {
             ),
         }
         .map_err(sql_error)?;
-        let mut out: Vec<Record> = Vec::new();
-        let mut next_chunk = 0i64;
-        for row in cursor.raw() {
-            let row = row.map_err(sql_error)?;
-            let mut cols = row.into_iter();
-            let (Some(SqlStorageValue::String(key)), Some(SqlStorageValue::Integer(chunk)), value) =
-                (cols.next(), cols.next(), cols.next())
-            else {
-                return Err(StoreError::other(
-                    "queen_kv row has unexpected column types",
-                ));
-            };
-            let bytes = match value {
-                Some(SqlStorageValue::Blob(b)) => b,
-                Some(SqlStorageValue::Null) | None => Vec::new(),
-                Some(other) => {
-                    return Err(StoreError::other(format!(
-                        "queen_kv value of {key:?} is not a blob: {other:?}"
-                    )))
-                }
-            };
-            if !key.starts_with(prefix) {
-                continue;
-            }
-            match out.last_mut() {
-                Some((last, value)) if *last == key => {
-                    if chunk != next_chunk {
-                        return Err(StoreError::other(format!(
-                            "queen_kv chunks of {key:?} are not contiguous (saw {chunk}, want {next_chunk})"
-                        )));
-                    }
-                    value.extend_from_slice(&bytes);
-                }
-                _ => {
-                    if chunk != 0 {
-                        return Err(StoreError::other(format!(
-                            "queen_kv value of {key:?} starts at chunk {chunk}"
-                        )));
-                    }
-                    out.push((key, bytes));
-                }
-            }
-            next_chunk = chunk + 1;
+        self.assemble(cursor, |key| key.starts_with(prefix))
+    }
+
+    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let mut found: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+        for batch in keys.chunks(MAX_BINDINGS) {
+            let cursor = self
+                .sql
+                .exec(
+                    &format!(
+                        "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
+                        placeholders(batch.len())
+                    ),
+                    batch
+                        .iter()
+                        .map(|k| SqlStorageValue::from(k.as_str()))
+                        .collect::<Vec<_>>(),
+                )
+                .map_err(sql_error)?;
+            found.extend(self.assemble(cursor, |_| true)?);
         }
-        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
-        self.counters.rows_read.set(read);
-        Ok(out)
+        Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Answers one view route; any other route is a bug in the caller.
-pub(in crate::http) fn answer<S: Store, H: Host>(
+pub(in crate::http) async fn answer<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     route: Route,
@@ -49,19 +49,21 @@ pub(in crate::http) fn answer<S: Store, H: Host>(
         Route::Overview => Ok(json_response(200, &overview(engine))),
         Route::Namespaces => Ok(json_response(200, &labels(engine, true))),
         Route::Tasks => Ok(json_response(200, &labels(engine, false))),
-        Route::ListMessages => list_messages(engine, config, query),
+        Route::ListMessages => list_messages(engine, config, query).await,
         Route::GetMessage {
             partition_id,
             transaction_id,
         } => {
             check_id("partitionId", &partition_id, limits)?;
             check_id("transactionId", &transaction_id, limits)?;
-            let found = engine.read(|b, now| {
-                b.message(&partition_id, &transaction_id).map(|m| {
-                    let q = b.queue_view(now, &m.queue);
-                    render::message(&m, q.as_ref(), now)
+            let found = engine
+                .read_loaded(|b, now| {
+                    b.message(&partition_id, &transaction_id).map(|m| {
+                        let q = b.queue_view(now, &m.queue);
+                        render::message(&m, q.as_ref(), now)
+                    })
                 })
-            });
+                .await?;
             match found {
                 Some(v) => Ok(json_response(200, &v)),
                 None => Err(HttpError::not_found("Message not found")),
@@ -117,7 +119,7 @@ fn uptime_s(config: &HttpConfig, now: i64) -> i64 {
 }
 
 /// `GET /api/v1/messages`: messages of the filtered queues/partitions, oldest first per partition.
-fn list_messages<S: Store, H: Host>(
+async fn list_messages<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     query: &Query,
@@ -143,38 +145,40 @@ fn list_messages<S: Store, H: Host>(
         }
     }
     let want = offset.saturating_add(limit);
-    let messages = engine.read(|b, now| -> Result<Vec<Value>, HttpError> {
-        let mut out = Vec::new();
-        for q in b.list_queues(now) {
-            if queue.is_some_and(|n| q.name != n)
-                || namespace.is_some_and(|n| q.namespace != n)
-                || task.is_some_and(|t| q.task != t)
-            {
-                continue;
-            }
-            for p in &q.partitions {
-                if partition.is_some_and(|n| p.name != n) {
+    let messages = engine
+        .read_loaded(|b, now| -> Result<Vec<Value>, HttpError> {
+            let mut out = Vec::new();
+            for q in b.list_queues(now) {
+                if queue.is_some_and(|n| q.name != n)
+                    || namespace.is_some_and(|n| q.namespace != n)
+                    || task.is_some_and(|t| q.task != t)
+                {
                     continue;
                 }
-                let views = b
-                    .messages(&q.name, &p.name, p.first_retained_offset, want.max(1))
-                    .map_err(HttpError::from)?;
-                for m in views {
-                    let v = render::message(&m, Some(&q), now);
-                    if status.is_none_or(|s| v["status"] == s) {
-                        out.push(v);
+                for p in &q.partitions {
+                    if partition.is_some_and(|n| p.name != n) {
+                        continue;
+                    }
+                    let views = b
+                        .messages(&q.name, &p.name, p.first_retained_offset, want.max(1))
+                        .map_err(HttpError::from)?;
+                    for m in views {
+                        let v = render::message(&m, Some(&q), now);
+                        if status.is_none_or(|s| v["status"] == s) {
+                            out.push(v);
+                        }
+                    }
+                    if out.len() >= want {
+                        break;
                     }
                 }
                 if out.len() >= want {
                     break;
                 }
             }
-            if out.len() >= want {
-                break;
-            }
-        }
-        Ok(out.into_iter().skip(offset).take(limit).collect())
-    })?;
+            Ok(out.into_iter().skip(offset).take(limit).collect())
+        })
+        .await??;
     Ok(json_response(
         200,
         &json!({
@@ -296,13 +300,21 @@ fn status<S: Store, H: Host>(engine: &Engine<S, H>, config: &HttpConfig) -> Valu
     })
 }
 
-/// The store's write counters since the broker opened (rows are what Durable Objects bill).
+/// Stored bytes against the quota, the segment cache, and the store's counters since the broker opened
+/// (rows are what Durable Objects bill).
 fn storage_counters<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
     let c = engine.counters();
+    let ((stored, quota), (cached, segments, budget)) =
+        engine.read(|b, _| (b.storage_usage(), b.cache_usage()));
     json!({
+        "storedBytes": stored,
+        "maxStoredBytes": quota,
+        "cache": {"bytes": cached, "segments": segments, "budgetBytes": budget},
         "commits": c.commits,
         "rowsWritten": c.rows_written,
         "bytesWritten": c.bytes_written,
         "reloads": c.reloads,
+        "segmentsRead": c.segments_read,
+        "reruns": c.reruns,
     })
 }

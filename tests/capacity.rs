@@ -1,0 +1,301 @@
+//! Capacity: a backlog many times the segment cache, through the engine over a `MemStore` that counts
+//! what it is asked to read (issue 12).
+//!
+//! - An open reads the index prefixes only, never a segment.
+//! - Every message is delivered once, in order, after a restart, reading each segment about once.
+//! - Dedup stays exact across the restart (a re-pushed transaction id is a duplicate of the original).
+//! - A failed commit reloads the index, not the segments.
+//! - The storage quota refuses pushes with 507-class errors while pops, acks and deletes go on.
+
+use futures::executor::block_on;
+use futures::future::LocalBoxFuture;
+use queen_edge::core::api::*;
+use queen_edge::core::{BrokerConfig, INDEX_PREFIXES};
+use queen_edge::engine::{Engine, EngineError, Host};
+use queen_edge::store::MemStore;
+use serde_json::json;
+use std::cell::Cell;
+use std::rc::Rc;
+
+#[derive(Clone)]
+struct TestHost {
+    now: Rc<Cell<i64>>,
+}
+
+impl Host for TestHost {
+    fn now_ms(&self) -> i64 {
+        self.now.get()
+    }
+    fn sleep(&self, _ms: u64) -> LocalBoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+    fn entropy(&self) -> u64 {
+        self.now.get() as u64
+    }
+}
+
+const CACHE_BYTES: usize = 64 * 1024;
+const PARTITIONS: [&str; 2] = ["a", "b"];
+const PUSHES_PER_PARTITION: usize = 40;
+const BATCH: usize = 50;
+
+fn config() -> BrokerConfig {
+    BrokerConfig {
+        default_subscription_new: false,
+        cache_bytes: CACHE_BYTES,
+        ..BrokerConfig::default()
+    }
+}
+
+fn host() -> TestHost {
+    TestHost {
+        now: Rc::new(Cell::new(1_767_225_600_000)),
+    }
+}
+
+fn open(store: &MemStore, host: &TestHost, config: BrokerConfig) -> Engine<MemStore, TestHost> {
+    block_on(Engine::open(store.clone(), host.clone(), config)).expect("opens")
+}
+
+fn transaction_id(partition: &str, n: usize) -> String {
+    format!("{partition}-{n:06}")
+}
+
+/// Pushes `PUSHES_PER_PARTITION` batches of `BATCH` messages of about 1 KB to each partition.
+fn fill(engine: &Engine<MemStore, TestHost>, host: &TestHost) -> usize {
+    let pad = "x".repeat(1000);
+    let mut n = 0;
+    for push in 0..PUSHES_PER_PARTITION {
+        for partition in PARTITIONS {
+            let items = (0..BATCH)
+                .map(|i| {
+                    let seq = push * BATCH + i;
+                    PushItem {
+                        partition: partition.to_string(),
+                        transaction_id: Some(transaction_id(partition, seq)),
+                        ..PushItem::new("orders", json!({ "seq": seq, "pad": pad }))
+                    }
+                })
+                .collect();
+            let results = block_on(engine.push(items)).expect("push");
+            assert!(results.iter().all(|r| r.status == PushStatus::Queued));
+            n += BATCH;
+        }
+        host.now.set(host.now.get() + 1);
+    }
+    n
+}
+
+#[test]
+fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order() {
+    let store = MemStore::new();
+    let host = host();
+    let total = {
+        let engine = open(&store, &host, config());
+        fill(&engine, &host)
+    };
+    let payload_bytes = total * 1000;
+    assert!(
+        payload_bytes > 50 * CACHE_BYTES,
+        "the backlog dwarfs the cache"
+    );
+
+    // Restart: the open reads the index prefixes and no segment.
+    store.take_reads();
+    let engine = open(&store, &host, config());
+    let reads = store.take_reads();
+    assert_eq!(
+        reads.scans,
+        INDEX_PREFIXES.to_vec(),
+        "an open scans the index prefixes only"
+    );
+    assert!(
+        reads.keys_got.is_empty(),
+        "an open reads no segment: {:?}",
+        reads.keys_got
+    );
+    let segments = PARTITIONS.len() * PUSHES_PER_PARTITION;
+    assert!(
+        reads.records_scanned < (segments * 2) as u64,
+        "an open reads index records ({} of them), not messages",
+        reads.records_scanned
+    );
+    let (cached_bytes, cached_segments, _) = engine.read(|b, _| b.cache_usage());
+    assert_eq!(
+        (cached_bytes, cached_segments),
+        (0, 0),
+        "nothing is cached at open"
+    );
+
+    // Dedup is exact across the restart: an old id is a duplicate of the original message.
+    let dup = block_on(engine.push(vec![PushItem {
+        partition: "a".into(),
+        transaction_id: Some(transaction_id("a", 7)),
+        ..PushItem::new("orders", json!("again"))
+    }]))
+    .expect("push");
+    assert_eq!(dup[0].status, PushStatus::Duplicate);
+    assert_eq!(dup[0].offset, 7);
+
+    // Drain: every message once, in order per partition, each segment read about once.
+    store.take_reads();
+    let mut next = [0usize; 2];
+    loop {
+        let reply = block_on(engine.pop(
+            PopRequest {
+                group: Some("billing".into()),
+                batch: Some(BATCH as u32),
+                ..PopRequest::queue("orders")
+            },
+            None,
+        ))
+        .expect("pop");
+        if reply.messages.is_empty() {
+            break;
+        }
+        let items: Vec<AckItem> = reply
+            .messages
+            .iter()
+            .map(|m| {
+                let p = PARTITIONS.iter().position(|p| *p == m.partition).unwrap();
+                assert_eq!(m.transaction_id, transaction_id(&m.partition, next[p]));
+                assert_eq!(m.payload["seq"], json!(next[p]));
+                next[p] += 1;
+                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
+                    .with_lease(&reply.lease_id)
+            })
+            .collect();
+        let acked = block_on(engine.ack(Some("billing".into()), items)).expect("ack");
+        assert!(acked.iter().all(|a| a.success), "{acked:?}");
+    }
+    assert_eq!(next, [PUSHES_PER_PARTITION * BATCH; 2]);
+    let reads = store.take_reads();
+    assert!(reads.scans.is_empty(), "pops and acks scan nothing");
+    assert!(
+        reads.keys_got.len() <= segments + 2,
+        "{} segment reads for {segments} segments",
+        reads.keys_got.len()
+    );
+    let counters = engine.counters();
+    assert_eq!(
+        counters.reruns, 0,
+        "the pop and ack planners loaded what they read"
+    );
+    let (cached_bytes, _, budget) = engine.read(|b, _| b.cache_usage());
+    assert!(
+        cached_bytes <= budget + 2 * BATCH * 1100,
+        "the cache keeps near its budget"
+    );
+}
+
+#[test]
+fn a_failed_commit_reloads_the_index_not_the_segments() {
+    let store = MemStore::new();
+    let host = host();
+    let engine = open(&store, &host, config());
+    fill(&engine, &host);
+    store.take_reads();
+    store.fail_next_commits(1);
+    let failed = block_on(engine.push(vec![PushItem::new("orders", json!(1))]));
+    assert!(matches!(failed, Err(EngineError::Store(_))));
+    let reads = store.take_reads();
+    assert_eq!(reads.scans, INDEX_PREFIXES.to_vec());
+    assert!(reads.keys_got.is_empty());
+    // And the broker goes on: the message was not stored, the next push is.
+    let ok = block_on(engine.push(vec![PushItem::new("orders", json!(2))])).expect("push");
+    assert_eq!(ok[0].status, PushStatus::Queued);
+}
+
+#[test]
+fn a_missing_segment_is_a_hard_error_not_a_skip() {
+    let store = MemStore::new();
+    let host = host();
+    let engine = open(&store, &host, config());
+    fill(&engine, &host);
+    // Damage: delete one segment record behind the broker's back, then restart (empty cache).
+    let mut damage = queen_edge::store::ChangeSet::default();
+    damage.delete(queen_edge::core::segment_key(1, 0));
+    block_on(queen_edge::store::Store::commit(&store, &damage)).unwrap();
+    let engine = open(&store, &host, config());
+    let popped = block_on(engine.pop(
+        PopRequest {
+            batch: Some(10),
+            partitions: Some(2),
+            ..PopRequest::queue("orders")
+        },
+        None,
+    ));
+    match popped {
+        Err(EngineError::Store(e)) => assert!(e.message.contains("damaged"), "{e}"),
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_quota_refuses_pushes_and_keeps_draining() {
+    let store = MemStore::new();
+    let host = host();
+    let quota = 40_000;
+    let engine = open(
+        &store,
+        &host,
+        BrokerConfig {
+            max_stored_bytes: Some(quota),
+            ..config()
+        },
+    );
+    let mut refused = None;
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in 0..200 {
+        // Hex noise: payloads deflate does not shrink much.
+        let pad: String = (0..64)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                format!("{x:016x}")
+            })
+            .collect();
+        match block_on(engine.push(vec![PushItem::new("q", json!({ "i": i, "pad": pad }))])) {
+            Ok(r) => assert_eq!(r[0].status, PushStatus::Queued),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let Some(EngineError::Core(e)) = refused else {
+        panic!("a push past the quota is refused, got {refused:?}");
+    };
+    assert_eq!(e.kind, ErrorKind::Full);
+    assert!(
+        e.message.contains("full") && e.message.contains("MAX_STORED_BYTES"),
+        "{e}"
+    );
+    let (stored, max) = engine.read(|b, _| b.storage_usage());
+    assert!(stored <= quota && max == Some(quota));
+
+    // Pops and acks work at the limit; deleting the queue frees the space.
+    let reply = block_on(engine.pop(
+        PopRequest {
+            batch: Some(5),
+            ..PopRequest::queue("q")
+        },
+        None,
+    ))
+    .expect("pop at the limit");
+    assert_eq!(reply.messages.len(), 5);
+    let items = reply
+        .messages
+        .iter()
+        .map(|m| AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed))
+        .collect();
+    assert!(block_on(engine.ack(None, items))
+        .unwrap()
+        .iter()
+        .all(|a| a.success));
+    assert!(block_on(engine.delete_queue("q")).unwrap());
+    assert_eq!(engine.read(|b, _| b.storage_usage()).0, 0);
+    block_on(engine.push(vec![PushItem::new("q", json!("fits again"))]))
+        .expect("push after delete");
+}
