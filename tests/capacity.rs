@@ -299,3 +299,51 @@ fn the_quota_refuses_pushes_and_keeps_draining() {
     block_on(engine.push(vec![PushItem::new("q", json!("fits again"))]))
         .expect("push after delete");
 }
+
+#[test]
+fn format_1_data_is_upgraded_at_open_and_stays_exact() {
+    let store = MemStore::new();
+    let host = host();
+    {
+        let engine = open(&store, &host, config());
+        fill(&engine, &host);
+    }
+    // Make it format 1: no index entries, format version 1.
+    let mut downgrade = queen_edge::store::ChangeSet::default();
+    let records = block_on(queen_edge::store::Store::scan(&store, "")).unwrap();
+    for (key, _) in &records {
+        if key.starts_with("x/") {
+            downgrade.delete(key.clone());
+        }
+    }
+    downgrade.put("m/format", br#"{"version":1,"nextPartitionId":3}"#.to_vec());
+    block_on(queen_edge::store::Store::commit(&store, &downgrade)).unwrap();
+
+    store.take_reads();
+    let engine = open(&store, &host, config());
+    let reads = store.take_reads();
+    assert!(
+        reads.scans.contains(&"s/".to_string()),
+        "format 1 is read once"
+    );
+    let after = block_on(queen_edge::store::Store::scan(&store, "x/")).unwrap();
+    assert_eq!(
+        after.len(),
+        PARTITIONS.len() * PUSHES_PER_PARTITION,
+        "index entries written"
+    );
+    let dup = block_on(engine.push(vec![PushItem {
+        partition: "b".into(),
+        transaction_id: Some(transaction_id("b", 1234)),
+        ..PushItem::new("orders", json!("again"))
+    }]))
+    .unwrap();
+    assert_eq!(dup[0].status, PushStatus::Duplicate);
+    assert_eq!(dup[0].offset, 1234);
+
+    // The next open is format 2: index prefixes only.
+    drop(engine);
+    store.take_reads();
+    let _engine = open(&store, &host, config());
+    assert_eq!(store.take_reads().scans, INDEX_PREFIXES.to_vec());
+}

@@ -211,6 +211,38 @@ pub async fn handle<S: Store, H: Host>(
     response
 }
 
+/// What can be decided about a request before its body is read and before a broker is woken: the
+/// route exists, the caller may use it, and a declared `Content-Length` is within the body limit. The
+/// Worker's entry calls this, so a bad token or an oversized body never reaches (or creates) a Durable
+/// Object and never buffers; the broker checks the same again. `Err` is the whole answer to send.
+pub fn precheck(
+    config: &HttpConfig,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    content_length: Option<u64>,
+) -> Result<(), HttpResponse> {
+    let decide = || -> Result<(), error::HttpError> {
+        let route = router::route(method, path)?;
+        if route == router::Route::Preflight {
+            return Ok(());
+        }
+        auth::check(config.auth.as_ref(), route.access(), authorization)?;
+        if let Some(length) = content_length.filter(|l| *l > config.limits.max_body_bytes as u64) {
+            return Err(error::HttpError::too_large(format!(
+                "Request body too large: {length} bytes (the limit is {})",
+                config.limits.max_body_bytes
+            )));
+        }
+        Ok(())
+    };
+    decide().map_err(|e| {
+        let mut response = e.into_response();
+        add_cors(&mut response);
+        response
+    })
+}
+
 /// The CORS headers of contract §0.1, on every answer. `X-Queen-Broker` (the Worker's broker selection,
 /// an addition of ours) is allowed too, so a page on another origin can pick a broker by header.
 pub const CORS_HEADERS: [(&str, &str); 4] = [

@@ -1,8 +1,9 @@
 //! The queen-edge Cloudflare Worker: a thin entry Worker in front of one `Broker` Durable Object per broker.
 //!
 //! Routing (see `wrangler.toml` at the repository root):
-//! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: forwarded unchanged to the Durable Object named by
-//!   [`broker_name`], which authenticates (bearer tokens, see `config.rs`) and answers through `src/http`.
+//! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: checked first (route, bearer token, declared
+//!   `Content-Length` against `MAX_BODY_BYTES`: `queen_edge::http::precheck`), then forwarded unchanged to the
+//!   Durable Object named by [`broker_name`], which checks again and answers through `src/http`.
 //! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
 //!   this code: Workers serves matching files first).
@@ -20,7 +21,7 @@ pub mod selftest;
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
 use crate::broker::{api_response, error_response};
-use crate::config::{flag, var};
+use crate::config::{flag, var, WorkerConfig};
 
 /// Name of the Durable Object namespace binding.
 pub const BROKER_BINDING: &str = "BROKER";
@@ -105,6 +106,27 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     // Durable Object, perhaps the wrong one.
     if req.method() == Method::Options {
         return api_response(204, &[], Vec::new());
+    }
+
+    // Route, token and declared body size are checked here, before a Durable Object is woken (or
+    // created, with BROKER_SELECTABLE) and before any body is buffered.
+    let config = WorkerConfig::from_env(&env, String::new(), 0);
+    let authorization = req.headers().get("authorization").ok().flatten();
+    let content_length = req
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let method = req.method().to_string();
+    if let Err(refusal) = queen_edge::http::precheck(
+        &config.http,
+        &method,
+        &path,
+        authorization.as_deref(),
+        content_length,
+    ) {
+        return api_response(refusal.status, &refusal.headers, refusal.body);
     }
 
     match broker_name(&req, &env) {
