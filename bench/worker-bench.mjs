@@ -6,7 +6,7 @@
 //   node bench/worker-bench.mjs [--quick] [--out FILE]
 import http from 'node:http';
 import { spawn, execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { ROOT, freePort, startWorker } from '../worker/test/harness.mjs';
@@ -14,11 +14,15 @@ import { ROOT, freePort, startWorker } from '../worker/test/harness.mjs';
 const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
 const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
-const SECONDS = Number(process.env.QE_BENCH_SECONDS || (QUICK ? 1.5 : 5));
+const SECONDS = Number(process.env.QE_BENCH_SECONDS || (QUICK ? 1.5 : 4));
 const CONNECTIONS = 8;
 const PARTITIONS = 10;
 const BATCHES = [1, 10, 100];
 const PAYLOADS = [64, 1024];
+// Where the Durable Objects' SQLite files live: the disk (the temp dir) and, when present, tmpfs (/dev/shm),
+// which takes the disk's fsync out and leaves the brokers' own cost. QE_BENCH_STORAGE=disk or tmpfs for one.
+const STORAGE = (process.env.QE_BENCH_STORAGE || 'disk,tmpfs').split(',')
+  .filter((s) => s === 'disk' || (s === 'tmpfs' && existsSync('/dev/shm')));
 const WORKERD = join(ROOT, 'node_modules', '@cloudflare', 'workerd-linux-64', 'bin', 'workerd');
 
 // ---------------------------------------------------------------- HTTP client (keep-alive, one socket per worker)
@@ -196,45 +200,53 @@ async function popAckRun(b, queue, batch, available) {
 }
 
 // ---------------------------------------------------------------- main
-const stateRoot = mkdtempSync(join(os.tmpdir(), 'queen-edge-bench-'));
-let fsInfo = 'unknown';
-try {
-  const line = execFileSync('df', ['-T', stateRoot], { encoding: 'utf8' }).trim().split('\n').pop().split(/\s+/);
-  fsInfo = `${line[1]} (${line[6]})`;
-} catch { /* no df */ }
-const brokers = [];
-const results = [];
-try {
-  brokers.push(await startQueenEdge(join(stateRoot, 'queen-edge')));
-  brokers.push(await startNaive(join(stateRoot, 'naive')));
-  for (const size of PAYLOADS) {
-    for (const batch of BATCHES) {
-      const cell = { size, batch };
-      for (const b of brokers) {
-        const queue = `q${size}-${batch}`;
-        const push = await pushRun(b, queue, batch, size);
-        console.log(`[bench] ${b.name.padEnd(14)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)} push    `
-          + `${push.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${push.cpuUsPerMsg.toFixed(1)} us/msg  rows ${push.rowsPerMsg.toFixed(3)}/msg`
-          + `  p50 ${push.p50?.toFixed(1)} ms  p99 ${push.p99?.toFixed(1)} ms${push.failed ? `  failed ${push.failed}` : ''}`);
-        cell[b.name] = { push, queue };
+const fsOf = (dir) => {
+  try {
+    const line = execFileSync('df', ['-T', dir], { encoding: 'utf8' }).trim().split('\n').pop().split(/\s+/);
+    return `${line[1]} (${line[6]})`;
+  } catch { return 'unknown'; }
+};
+const load0 = os.loadavg();
+const runs = [];
+const names = ['queen-edge', 'naive DO queue'];
+for (const storage of STORAGE) {
+  const stateRoot = mkdtempSync(join(storage === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-bench-'));
+  const run = { storage, fs: fsOf(stateRoot), results: [] };
+  runs.push(run);
+  const brokers = [];
+  try {
+    brokers.push(await startQueenEdge(join(stateRoot, 'queen-edge')));
+    brokers.push(await startNaive(join(stateRoot, 'naive')));
+    for (const size of PAYLOADS) {
+      for (const batch of BATCHES) {
+        const cell = { size, batch };
+        const tag = (b) => `[bench] ${storage.padEnd(5)} ${b.name.padEnd(14)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)}`;
+        for (const b of brokers) {
+          const queue = `q${size}-${batch}`;
+          const push = await pushRun(b, queue, batch, size);
+          console.log(`${tag(b)} push    ${push.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${push.cpuUsPerMsg.toFixed(1)} us/msg`
+            + `  rows ${push.rowsPerMsg.toFixed(3)}/msg  p50 ${push.p50?.toFixed(1)} ms  p99 ${push.p99?.toFixed(1)} ms`
+            + `${push.failed ? `  failed ${push.failed}` : ''}`);
+          cell[b.name] = { push, queue };
+        }
+        for (const b of brokers) {
+          const { queue, push } = cell[b.name];
+          const pa = await popAckRun(b, queue, batch, push.messages);
+          console.log(`${tag(b)} pop+ack ${pa.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${pa.cpuUsPerMsg.toFixed(1)} us/msg`
+            + `  rows ${pa.rowsPerMsg.toFixed(3)}/msg  p50 ${pa.p50?.toFixed(1)} ms  p99 ${pa.p99?.toFixed(1)} ms`
+            + `  (${pa.messages} of ${push.messages}${pa.drained ? ', drained' : ''}, ${pa.empty} empty pops)${pa.failed ? `  failed ${pa.failed}` : ''}`);
+          cell[b.name].popack = pa;
+        }
+        run.results.push(cell);
       }
-      for (const b of brokers) {
-        const { queue, push } = cell[b.name];
-        const pa = await popAckRun(b, queue, batch, push.messages);
-        console.log(`[bench] ${b.name.padEnd(14)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)} pop+ack `
-          + `${pa.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${pa.cpuUsPerMsg.toFixed(1)} us/msg  rows ${pa.rowsPerMsg.toFixed(3)}/msg`
-          + `  p50 ${pa.p50?.toFixed(1)} ms  p99 ${pa.p99?.toFixed(1)} ms  (${pa.messages} of ${push.messages}${pa.drained ? ', drained' : ''}, ${pa.empty} empty pops)`
-          + `${pa.failed ? `  failed ${pa.failed}` : ''}`);
-        cell[b.name].popack = pa;
-      }
-      results.push(cell);
     }
+  } finally {
+    for (const b of brokers) await b.stop();
+    rmSync(stateRoot, { recursive: true, force: true });
   }
-} finally {
-  for (const b of brokers) await b.stop();
-  agent.destroy();
-  rmSync(stateRoot, { recursive: true, force: true });
 }
+agent.destroy();
+const load1 = os.loadavg();
 
 // ---------------------------------------------------------------- markdown
 const k = (v) => (v >= 10_000 ? `${(v / 1000).toFixed(1)}k` : v >= 1000 ? `${(v / 1000).toFixed(2)}k` : v.toFixed(0));
@@ -250,8 +262,7 @@ md.push('<!-- worker:begin -->');
 md.push('## Worker on bare workerd, against a naive Durable Object queue');
 md.push('');
 md.push(`Written by \`scripts/bench-worker${QUICK ? ' --quick' : ''}\` (${SECONDS} s per push measurement), `
-  + `measured ${new Date().toISOString().slice(0, 16)}Z. Machine: ${machine}. The machine is shared with other `
-  + 'builds; single runs vary by about ±30 %.');
+  + `measured ${new Date().toISOString().slice(0, 16)}Z. Machine: ${machine}.`);
 md.push('');
 md.push('- **queen-edge**: the built Worker (`worker/build`) and its `Broker` Durable Object on bare workerd, started by '
   + '`scripts/serve` (no wrangler, no dev proxy).');
@@ -271,33 +282,43 @@ md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `st
   + '(`GET /api/v1/status`; one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` table with no '
   + 'secondary index, so one b-tree entry each). Naive: SQLite\'s own `cursor.rowsWritten` summed over its '
   + 'statements (index entries included, as Cloudflare bills them).');
-md.push(`- Durable Object state on ${fsInfo}, in a fresh temporary directory; workerd's SQLite reaches the disk `
-  + 'at each commit.');
+md.push('- **State**: each broker\'s SQLite files in a fresh temporary directory, once on the disk and once on '
+  + 'tmpfs (`/dev/shm`). On the disk, workerd\'s SQLite reaches the disk at each commit, and on this machine that '
+  + 'dominates small batches; tmpfs shows what the brokers themselves cost.');
+md.push(`- Load average (1 min) ${load0[0].toFixed(1)} at the start and ${load1[0].toFixed(1)} at the end of the run, `
+  + 'on 2 cores: other work shared the machine, so repeated runs differ; the two brokers of a row ran back to '
+  + 'back, which keeps their ratio fairer than the absolute figures.');
 md.push('');
-md.push('| payload | batch | broker | push msg/s | pop+ack msg/s | push CPU us/msg | pop+ack CPU us/msg | push rows/msg | pop+ack rows/msg | push p50 / p99 ms | pop+ack req p50 / p99 ms |');
-md.push('|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|');
-for (const c of results) {
-  for (const b of brokers) {
-    const { push, popack: pa } = c[b.name];
-    md.push(`| ${c.size} B | ${c.batch} | ${b.name} | ${k(push.msgsPerSec)} | ${k(pa.msgsPerSec)}${pa.drained ? '' : ''} | `
-      + `${f1(push.cpuUsPerMsg)} | ${f1(pa.cpuUsPerMsg)} | ${f3(push.rowsPerMsg)} | ${f3(pa.rowsPerMsg)} | `
-      + `${push.p50.toFixed(1)} / ${push.p99.toFixed(1)} | ${pa.p50?.toFixed(1)} / ${pa.p99?.toFixed(1)} |`);
+for (const run of runs) {
+  md.push(`### State on ${run.storage === 'tmpfs' ? 'tmpfs' : 'disk'}: ${run.fs}`);
+  md.push('');
+  md.push('| payload | batch | broker | push msg/s | pop+ack msg/s | push CPU us/msg | pop+ack CPU us/msg | push rows/msg | pop+ack rows/msg | push p50 / p99 ms | pop+ack req p50 / p99 ms |');
+  md.push('|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const c of run.results) {
+    for (const name of names) {
+      const { push, popack: pa } = c[name];
+      md.push(`| ${c.size} B | ${c.batch} | ${name} | ${k(push.msgsPerSec)} | ${k(pa.msgsPerSec)}${pa.drained ? ' (d)' : ''} | `
+        + `${f1(push.cpuUsPerMsg)} | ${f1(pa.cpuUsPerMsg)} | ${f3(push.rowsPerMsg)} | ${f3(pa.rowsPerMsg)} | `
+        + `${push.p50.toFixed(1)} / ${push.p99.toFixed(1)} | ${pa.p50?.toFixed(1)} / ${pa.p99?.toFixed(1)} |`);
+    }
+    const q = c['queen-edge'];
+    const n = c['naive DO queue'];
+    md.push(`| | | *queen-edge / naive* | *${ratio(q.push.msgsPerSec, n.push.msgsPerSec)}* | *${ratio(q.popack.msgsPerSec, n.popack.msgsPerSec)}* | `
+      + `*${ratio(q.push.cpuUsPerMsg, n.push.cpuUsPerMsg)}* | *${ratio(q.popack.cpuUsPerMsg, n.popack.cpuUsPerMsg)}* | | | | |`);
   }
-  const q = c['queen-edge'];
-  const n = c['naive DO queue'];
-  md.push(`| | | *queen-edge / naive* | *${ratio(q.push.msgsPerSec, n.push.msgsPerSec)}* | *${ratio(q.popack.msgsPerSec, n.popack.msgsPerSec)}* | `
-    + `*${ratio(q.push.cpuUsPerMsg, n.push.cpuUsPerMsg)}* | *${ratio(q.popack.cpuUsPerMsg, n.popack.cpuUsPerMsg)}* | | | | |`);
+  md.push('');
 }
+const empties = runs.flatMap((run) => run.results.flatMap((c) => names
+  .filter((nm) => c[nm].popack.empty > 0)
+  .map((nm) => `${run.storage} ${nm} ${c.size} B batch ${c.batch}: ${c[nm].popack.empty}`)));
+md.push('(d): the pop+ack row acked everything its push row stored before its time was up (its rate is then '
+  + `messages / time to drain). Empty pops (every partition leased by other connections): ${empties.length ? empties.join('; ') : 'none'}.`);
 md.push('');
 md.push('Reference, not measured here: **Queen 0.15 + PostgreSQL 15**, same machine type, 8 clients, 10 partitions, '
   + '64-byte payloads, push then pop+ack with `/ack/batch`: push / pop+ack msg/s 29.0k / 13.4k at batch 100, '
   + '7.4k / 4.0k at batch 10, 915 / 371 at batch 1 (issue 11, `issues show 11`, measured in one sitting with the '
   + 'other rows of that issue\'s table).');
 md.push('');
-const pops = results.flatMap((c) => brokers.map((b) => [b.name, c, c[b.name].popack])).filter(([, , pa]) => !pa.drained);
-md.push(`Pop+ack rows that stopped at the time limit rather than draining the queue: ${pops.length
-  ? pops.map(([n, c, pa]) => `${n} ${c.size} B batch ${c.batch} (${pa.messages} acked)`).join('; ') : 'none'}. `
-  + 'Empty pops: ' + results.flatMap((c) => brokers.map((b) => `${b.name === 'queen-edge' ? 'qe' : 'naive'} ${c.size}/${c.batch}: ${c[b.name].popack.empty}`)).join(', ') + '.');
 md.push('<!-- worker:end -->');
 if (OUT) writeFileSync(OUT, md.join('\n'));
 console.log(`\n${md.join('\n')}`);

@@ -79,10 +79,10 @@ const PHASES = [
   ['build reply JSON (http::render, serde_json::ser)', /queen_edge::http::render::|serde_json::ser::|serde_json::value::ser::|queen_edge::http::error::json_response|queen_edge::http::handlers::ack_answer/],
   ['drop serde_json::Value trees', /drop_in_place<serde_json::value::Value>/],
   ['core apply (core::*, engine: state, segments, records)', /queen_edge::core::|queen_edge::engine::/],
-  ['workerd Response + Headers from Rust (api_response, new Response)', /worker::response::|queen_edge_worker::broker::api_response|worker::headers::|^Response$|^Headers$|^append$|^set$|^has$/],
+  ['entry Worker (forward; re-wraps the object\'s response as new Response(stream))', /queen_edge_worker::forward|_worker_fetch::fetch|new_with_opt_readable_stream|^fetch$/],
+  ['object reply as a workerd Response (api_response: Headers, body copy, new Response)', /worker::response::|queen_edge_worker::broker::api_response|worker::headers::|^Response$|^Headers$|^append$|^set$|^has$/],
   ['read request into Rust (url, headers, body)', /queen_edge_worker::broker::read_request|worker::request::|^arrayBuffer$|^bytes$/],
   ['HTTP layer, rest (route, auth, query)', /queen_edge::http::/],
-  ['entry Worker (forward to the object)', /queen_edge_worker::forward|_worker_fetch::fetch|^fetch$/],
   ['async glue (Rust futures <-> JS promises)', /js_sys::futures|wasm_bindgen::convert::closures|queueMicrotask/],
   ['allocator, rest (malloc/free)', /dlmalloc|__rdl_|__rust_alloc|__rust_dealloc|__rust_realloc|RawVec/],
 ];
