@@ -280,8 +280,9 @@ md.push('- **CPU us/msg**: CPU time of the whole workerd process (all threads: H
   + 'during the row, from `/proc/PID/task/*/schedstat`, divided by messages. The load generator is not in it.');
 md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `storage.rowsWritten` '
   + '(`GET /api/v1/status`; one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` table with no '
-  + 'secondary index, so one b-tree entry each). Naive: SQLite\'s own `cursor.rowsWritten` summed over its '
-  + 'statements (index entries included, as Cloudflare bills them).');
+  + 'secondary index, so one b-tree entry each). Naive: `cursor.rowsWritten` (what workerd reports for each '
+  + 'statement, the figure Durable Objects bill) summed over its statements; its push counts 2 per message, the '
+  + 'row and its `(queue, id)` index entry.');
 md.push('- **State**: each broker\'s SQLite files in a fresh temporary directory, once on the disk and once on '
   + 'tmpfs (`/dev/shm`). On the disk, workerd\'s SQLite reaches the disk at each commit, and on this machine that '
   + 'dominates small batches; tmpfs shows what the brokers themselves cost.');
