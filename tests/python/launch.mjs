@@ -1,10 +1,10 @@
-// Starts the real worker (`wrangler dev`, workerd) through worker/test/harness.mjs on a free port with a
+// Starts the real worker (bare workerd via scripts/serve) through worker/test/harness.mjs on a free port with a
 // fresh temporary persist dir, runs one command with QUEEN_URL set to the worker's base URL, stops the
 // worker and exits with the command's status. Wrangler's log is printed when the command fails.
 //
 //   node tests/python/launch.mjs [--var K:V]... -- <command> [args...]
 import { spawn } from 'node:child_process';
-import { startWrangler, tempPersistDir } from '../../worker/test/harness.mjs';
+import { startWorker, tempPersistDir } from '../../worker/test/harness.mjs';
 
 const argv = process.argv.slice(2);
 const vars = {};
@@ -29,8 +29,8 @@ let worker;
 let code = 1;
 try {
   const t0 = Date.now();
-  worker = await startWrangler({ persistTo: persist.dir, vars });
-  console.log(`[launch] wrangler dev ready at ${worker.url} after ${Date.now() - t0} ms`);
+  worker = await startWorker({ persistTo: persist.dir, vars });
+  console.log(`[launch] worker ready at ${worker.url} after ${Date.now() - t0} ms`);
   code = await new Promise((resolve) => {
     const child = spawn(cmd[0], cmd.slice(1), {
       stdio: 'inherit',
@@ -40,7 +40,7 @@ try {
     child.on('exit', (c, sig) => resolve(c ?? (sig ? 128 : 1)));
   });
   if (code !== 0) {
-    console.error(`[launch] command failed with status ${code}; wrangler log follows`);
+    console.error(`[launch] command failed with status ${code}; worker log follows`);
     console.error(worker.logs());
   }
 } catch (e) {

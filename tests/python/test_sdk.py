@@ -1,4 +1,4 @@
-"""Queen's Python client (queen-mq 2.6.0) against the real queen-edge worker (workerd via `wrangler dev`).
+"""Queen's Python client (queen-mq 2.6.0) against the real queen-edge worker (bare workerd via scripts/serve).
 
 Plain asyncio (pytest is not in the venv): every `t_*` coroutine is one check, run in order on its own queue
 names; the script prints one line per check and exits 1 if any failed. Needs QUEEN_URL (the launcher

@@ -1,8 +1,8 @@
 // The Queen API end to end through the Worker and the Broker Durable Object in real workerd: push, pop, ack,
-// bearer-token auth, and messages surviving a restart of wrangler on the same state.
+// bearer-token auth, and messages surviving a restart of workerd on the same state.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWrangler, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const state = tempPersistDir();
 after(() => state.cleanup());
@@ -14,7 +14,7 @@ const json = (body) => ({
 });
 
 test('push, restart, pop, ack through the Durable Object', async () => {
-  let w = await startWrangler({ persistTo: state.dir });
+  let w = await startWorker({ persistTo: state.dir });
   try {
     const push = await getJson(`${w.url}/api/v1/push`, json({
       items: [
@@ -27,7 +27,7 @@ test('push, restart, pop, ack through the Durable Object', async () => {
     await w.stop();
   }
 
-  w = await startWrangler({ persistTo: state.dir });
+  w = await startWorker({ persistTo: state.dir });
   try {
     const pop = await getJson(`${w.url}/api/v1/pop/queue/e2e?batch=10&wait=false`);
     assert.equal(pop.status, 200, `pop: ${JSON.stringify(pop.body)}`);
@@ -52,7 +52,7 @@ test('push, restart, pop, ack through the Durable Object', async () => {
 test('API_TOKEN protects the API but not /health', async () => {
   const fresh = tempPersistDir();
   // Deployed, API_TOKEN is a secret; a plain var reaches the Worker the same way (env.API_TOKEN).
-  const w = await startWrangler({ persistTo: fresh.dir, vars: { API_TOKEN: 's3cret-test-token' } });
+  const w = await startWorker({ persistTo: fresh.dir, vars: { API_TOKEN: 's3cret-test-token' } });
   try {
     const anon = await getJson(`${w.url}/api/v1/resources/queues`);
     assert.equal(anon.status, 401);

@@ -12,7 +12,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { startWrangler, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const QUEUE = 'conc';
 const PARTITIONS = 4;
@@ -28,7 +28,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.now();
 
 test('8+3 consumers of two groups over 4 partitions: no double lease, all seen by both groups, order per partition', { timeout: 170_000 }, async () => {
-  const w = await startWrangler({ persistTo: state.dir });
+  const w = await startWorker({ persistTo: state.dir });
   try {
     const conf = await getJson(`${w.url}/api/v1/configure`, {
       method: 'POST',

@@ -1,6 +1,7 @@
 // Durability of the Broker Durable Object in real workerd: concurrent HTTP clients push and ack a few
-// thousand messages, the whole `wrangler dev` process group (wrangler and its workerd children) is killed with
-// SIGKILL in the middle of the load, and a new `wrangler dev` on the same persist dir must show that
+// thousand messages, the whole process group of the Worker (scripts/serve and its workerd, or wrangler and its
+// workerd children with QE_WORKER_RUNTIME=wrangler) is killed with SIGKILL in the middle of the load, and a new
+// one on the same state dir must show that
 //   - every push answered 201/queued is there (acked, or delivered again),
 //   - nothing whose ack was answered success is delivered again,
 //   - everything not acked comes back (after its lease, which the queue keeps short),
@@ -10,7 +11,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { startWrangler, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const QUEUE = 'durable';
 const PARTITIONS = 8;
@@ -30,7 +31,7 @@ const post = (url, body) => fetch(url, {
   signal: AbortSignal.timeout(30_000),
 });
 
-/** Process group id of the process listening on `port` (wrangler's group: wrangler and workerd). */
+/** Process group id of the process listening on `port` (scripts/serve's or wrangler's group, with workerd). */
 function listenerGroup(port) {
   const out = execFileSync('ss', ['-Hltnp', `sport = :${port}`], { encoding: 'utf8' });
   const m = out.match(/pid=(\d+)/);
@@ -70,7 +71,7 @@ test('SIGKILL of workerd mid-load loses no confirmed push and redelivers no conf
   let pushedCount = 0;
   let killInfo = null;
 
-  let w = await startWrangler({ persistTo: state.dir });
+  let w = await startWorker({ persistTo: state.dir });
   const pgid = listenerGroup(new URL(w.url).port);
   const membersBefore = groupMembers(pgid);
   assert.ok(membersBefore.some((m) => m.endsWith(':workerd')), `no workerd in group ${pgid}: ${membersBefore}`);
@@ -180,7 +181,7 @@ test('SIGKILL of workerd mid-load loses no confirmed push and redelivers no conf
   await load;
   const exit = await w.stop();
   const loadMs = killInfo.at - t0;
-  assert.equal(exit.signal, 'SIGKILL', `wrangler exit ${JSON.stringify(exit)}`);
+  assert.equal(exit.signal, 'SIGKILL', `exit of the Worker's group leader ${JSON.stringify(exit)}`);
   let left = groupMembers(pgid);
   for (let i = 0; i < 50 && left.length; i++) {
     await new Promise((r) => setTimeout(r, 100));
@@ -192,7 +193,7 @@ test('SIGKILL of workerd mid-load loses no confirmed push and redelivers no conf
   assert.ok(confirmedAck.size > 0, 'no ack completed before the kill: the load did not mix pushes and acks');
 
   // Same persist dir, new workerd.
-  w = await startWrangler({ persistTo: state.dir });
+  w = await startWorker({ persistTo: state.dir });
   try {
     const drained = [];
     const deadline = Date.now() + 60_000;

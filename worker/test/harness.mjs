@@ -1,4 +1,5 @@
-// Starts and stops `wrangler dev` (real workerd) for the worker tests.
+// Starts and stops the Worker in real workerd for the worker tests: bare workerd through scripts/serve (the
+// default, `startWorker`), or `wrangler dev` (`startWrangler`, or QE_WORKER_RUNTIME=wrangler for startWorker).
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -42,9 +43,37 @@ export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240
   ];
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
   const wrangler = join(ROOT, 'node_modules', '.bin', 'wrangler');
-  const child = spawn(wrangler, args, {
+  const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' };
+  return spawnAndWait({ command: wrangler, args, env, port, name: 'wrangler dev', readyTimeoutMs });
+}
+
+/**
+ * Runs the Worker on bare workerd through `scripts/serve` (no wrangler, no inspector port) on a free port with
+ * its Durable Object state in `persistTo`, and waits until GET /health answers. `vars` are passed as
+ * `--var K:V`; the environment's API_TOKEN* and `.dev.vars` are kept out. scripts/serve and workerd share a
+ * process group of their own: `stop()` signals the group. `extraArgs` go to scripts/serve. Returns
+ * { url, stop, logs, pid } (pid: scripts/serve's).
+ * With QE_WORKER_RUNTIME=wrangler (or `runtime: 'wrangler'`) this is startWrangler.
+ */
+export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_000, extraArgs = [],
+  runtime = process.env.QE_WORKER_RUNTIME || 'workerd' } = {}) {
+  if (runtime === 'wrangler') return startWrangler({ persistTo, vars, readyTimeoutMs });
+  if (runtime !== 'workerd') throw new Error(`QE_WORKER_RUNTIME must be workerd or wrangler, not ${runtime}`);
+  const port = await freePort();
+  // --no-build: the tiers run scripts/build-worker first, and the tests need no page module (scripts/build-js).
+  const args = [join(ROOT, 'scripts', 'serve'), '--no-build', '--port', String(port), '--state', persistTo];
+  for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
+  args.push(...extraArgs);
+  const env = { ...process.env, QE_DEV_VARS: '/dev/null', QE_HOST: '127.0.0.1' };
+  for (const k of ['API_TOKEN', 'API_TOKEN_READ_WRITE', 'API_TOKEN_READ_ONLY', 'PORT', 'QE_STATE_DIR']) delete env[k];
+  return spawnAndWait({ command: 'bash', args, env, port, name: 'scripts/serve', readyTimeoutMs });
+}
+
+/** Spawns `command` in its own process group and waits for GET /health on `port`. */
+async function spawnAndWait({ command, args, env, port, name, readyTimeoutMs }) {
+  const child = spawn(command, args, {
     cwd: ROOT,
-    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true, // own process group, so stop() ends workerd too
   });
@@ -69,18 +98,18 @@ export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240
 
   const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
-    if (exited) throw new Error(`wrangler dev exited early (${JSON.stringify(exited)}):\n${logs}`);
+    if (exited) throw new Error(`${name} exited early (${JSON.stringify(exited)}):\n${logs}`);
     try {
       const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5_000) });
       if (res.status === 200) break;
     } catch { /* not listening yet */ }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`wrangler dev not healthy after ${readyTimeoutMs} ms:\n${logs}`);
+      throw new Error(`${name} not healthy after ${readyTimeoutMs} ms:\n${logs}`);
     }
-    await new Promise((r) => setTimeout(r, 250));
+    await new Promise((r) => setTimeout(r, 100));
   }
-  return { url, stop, logs: () => logs };
+  return { url, stop, logs: () => logs, pid: child.pid };
 }
 
 /** fetch + JSON body, with the status attached. */

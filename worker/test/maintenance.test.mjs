@@ -2,7 +2,7 @@
 // unconsumed messages once they are old enough, without any request asking for it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWrangler, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const state = tempPersistDir();
 after(() => state.cleanup());
@@ -10,7 +10,7 @@ after(() => state.cleanup());
 const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 
 test('the alarm evicts expired messages', async () => {
-  const w = await startWrangler({ persistTo: state.dir, vars: { MAINTENANCE_INTERVAL_MS: '500' } });
+  const w = await startWorker({ persistTo: state.dir, vars: { MAINTENANCE_INTERVAL_MS: '500' } });
   try {
     const cfg = await getJson(`${w.url}/api/v1/configure`, post({ queue: 'evict', options: { maxWaitTimeSeconds: 1 } }));
     assert.equal(cfg.status, 200, JSON.stringify(cfg.body));

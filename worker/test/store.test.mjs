@@ -1,8 +1,8 @@
-// The storage conformance suite on DoStore inside workerd (wrangler dev), plus durability across a restart
-// of wrangler on the same persisted state.
+// The storage conformance suite on DoStore inside workerd (bare workerd via scripts/serve), plus durability
+// across a restart of workerd on the same persisted state.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWrangler, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const state = tempPersistDir();
 after(() => state.cleanup());
@@ -11,7 +11,7 @@ const TEST_VARS = { QUEEN_TEST_ROUTES: 'true' };
 
 test('DoStore passes the storage conformance suite in workerd and keeps data across a restart', async (t) => {
   // First life: run the suite, then write the durability record set.
-  let w = await startWrangler({ persistTo: state.dir, vars: TEST_VARS });
+  let w = await startWorker({ persistTo: state.dir, vars: TEST_VARS });
   try {
     const conf = await getJson(`${w.url}/__test/store/conformance?object=conformance`);
     t.diagnostic(`conformance (1st run): ${JSON.stringify(conf.body)}`);
@@ -38,7 +38,7 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
   }
 
   // Second life on the same --persist-to folder: the committed records are still there, byte for byte.
-  w = await startWrangler({ persistTo: state.dir, vars: TEST_VARS });
+  w = await startWorker({ persistTo: state.dir, vars: TEST_VARS });
   try {
     const check = await getJson(`${w.url}/__test/store/durability?object=durability`);
     t.diagnostic(`durability after restart: ${JSON.stringify(check.body)}`);
@@ -56,7 +56,7 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
 
 test('without QUEEN_TEST_ROUTES the test routes do not exist; health, CORS, API and assets answer', async () => {
   const fresh = tempPersistDir();
-  const w = await startWrangler({ persistTo: fresh.dir });
+  const w = await startWorker({ persistTo: fresh.dir });
   try {
     const t404 = await getJson(`${w.url}/__test/store/conformance`);
     assert.equal(t404.status, 404);

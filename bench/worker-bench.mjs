@@ -1,0 +1,325 @@
+// The load generator behind scripts/bench-worker (read that script's header first). Starts queen-edge on bare
+// workerd through scripts/serve and the naive Durable Object queue (bench/naive-do/naive.js) on the same
+// workerd binary, then for each payload size and batch size, interleaving the two brokers: push for a fixed
+// time, then pop+ack the messages that push stored. Writes a markdown section to --out and prints progress.
+//
+//   node bench/worker-bench.mjs [--quick] [--out FILE]
+import http from 'node:http';
+import { spawn, execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { ROOT, freePort, startWorker } from '../worker/test/harness.mjs';
+
+const argv = process.argv.slice(2);
+const QUICK = argv.includes('--quick');
+const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
+const SECONDS = Number(process.env.QE_BENCH_SECONDS || (QUICK ? 1.5 : 4));
+const CONNECTIONS = 8;
+const PARTITIONS = 10;
+const BATCHES = [1, 10, 100];
+const PAYLOADS = [64, 1024];
+// Where the Durable Objects' SQLite files live: the disk (the temp dir) and, when present, tmpfs (/dev/shm),
+// which takes the disk's fsync out and leaves the brokers' own cost. QE_BENCH_STORAGE=disk or tmpfs for one.
+const STORAGE = (process.env.QE_BENCH_STORAGE || 'disk,tmpfs').split(',')
+  .filter((s) => s === 'disk' || (s === 'tmpfs' && existsSync('/dev/shm')));
+const WORKERD = join(ROOT, 'node_modules', '@cloudflare', 'workerd-linux-64', 'bin', 'workerd');
+
+// ---------------------------------------------------------------- HTTP client (keep-alive, one socket per worker)
+const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS, maxFreeSockets: CONNECTIONS });
+function request(port, method, path, body) {
+  return new Promise((resolve, reject) => {
+    const headers = body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+// ---------------------------------------------------------------- CPU of a process (all threads, ns)
+function cpuNs(pid) {
+  let total = 0;
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    try { total += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]); } catch { /* gone */ }
+  }
+  return total;
+}
+function childWorkerd(pid) {
+  // scripts/serve's workerd child.
+  for (const t of readdirSync(`/proc/${pid}/task`)) {
+    for (const c of readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
+      if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return Number(c);
+    }
+  }
+  throw new Error(`no workerd under pid ${pid}`);
+}
+
+// ---------------------------------------------------------------- the two brokers
+async function startQueenEdge(stateDir) {
+  const w = await startWorker({ persistTo: stateDir, runtime: 'workerd' });
+  return { name: 'queen-edge', port: Number(new URL(w.url).port), pid: childWorkerd(w.pid), stop: w.stop };
+}
+
+async function startNaive(stateDir) {
+  const dir = mkdtempSync(join(os.tmpdir(), 'queen-edge-naive-'));
+  copyFileSync(join(ROOT, 'bench', 'naive-do', 'naive.js'), join(dir, 'naive.js'));
+  mkdirSync(stateDir, { recursive: true });
+  const port = await freePort();
+  writeFileSync(join(dir, 'naive.capnp'), `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = (
+      compatibilityDate = "2026-11-01",
+      modules = [(name = "naive.js", esModule = embed "naive.js")],
+      bindings = [(name = "NAIVE", durableObjectNamespace = "NaiveQueue")],
+      durableObjectNamespaces = [(className = "NaiveQueue", uniqueKey = "naive-NaiveQueue", enableSql = true)],
+      durableObjectStorage = (localDisk = "disk"),
+    )),
+    (name = "disk", disk = (path = ${JSON.stringify(stateDir)}, writable = true)),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
+);
+`);
+  const child = spawn(WORKERD, ['serve', join(dir, 'naive.capnp'), '--experimental'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const exited = new Promise((r) => child.on('exit', r));
+  for (let i = 0; ; i++) {
+    try { if ((await request(port, 'GET', '/health')).status === 200) break; } catch { /* not yet */ }
+    if (i > 300) {
+      child.kill('SIGKILL');
+      throw new Error('naive queue not healthy');
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    name: 'naive DO queue', port, pid: child.pid,
+    stop: async () => { child.kill('SIGTERM'); await exited; rmSync(dir, { recursive: true, force: true }); },
+  };
+}
+
+async function rowsWritten(b) {
+  const r = await request(b.port, 'GET', '/api/v1/status');
+  return JSON.parse(r.body).storage.rowsWritten;
+}
+
+// ---------------------------------------------------------------- runs
+/** A JSON payload whose serialized form is exactly `size` bytes. */
+function payload(size, n) {
+  const base = JSON.stringify({ n, pad: '' }).length;
+  return { n, pad: 'x'.repeat(Math.max(0, size - base)) };
+}
+
+const pct = (xs, p) => {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+async function measure(b, fn) {
+  const rows0 = await rowsWritten(b);
+  const cpu0 = cpuNs(b.pid);
+  const t0 = performance.now();
+  const r = await fn();
+  const elapsed = (performance.now() - t0) / 1000;
+  const cpu = cpuNs(b.pid) - cpu0;
+  const rows = (await rowsWritten(b)) - rows0;
+  const m = Math.max(1, r.messages);
+  return {
+    ...r, elapsed, msgsPerSec: r.messages / elapsed, cpuUsPerMsg: cpu / 1000 / m, rowsPerMsg: rows / m,
+    cpuShare: cpu / 1e9 / elapsed,
+  };
+}
+
+async function pushRun(b, queue, batch, size) {
+  return measure(b, async () => {
+    let n = 0;
+    let reqNo = 0;
+    let messages = 0;
+    let failed = 0;
+    const lat = [];
+    const deadline = performance.now() + SECONDS * 1000;
+    await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < deadline) {
+        const partition = `p${reqNo++ % PARTITIONS}`;
+        const items = [];
+        for (let k = 0; k < batch; k++) {
+          const i = n++;
+          items.push({ queue, partition, transactionId: `${queue}-${i}`, payload: payload(size, i) });
+        }
+        const t = performance.now();
+        const res = await request(b.port, 'POST', '/api/v1/push', JSON.stringify({ items }));
+        lat.push(performance.now() - t);
+        if (res.status === 201) messages += batch;
+        else if (failed++ < 3) console.error(`[bench] ${b.name} push ${res.status}: ${res.body.slice(0, 200)}`);
+      }
+    }));
+    return { messages, failed, p50: pct(lat, 50), p99: pct(lat, 99) };
+  });
+}
+
+async function popAckRun(b, queue, batch, available) {
+  return measure(b, async () => {
+    let messages = 0;
+    let empty = 0;
+    let failed = 0;
+    const lat = [];
+    const deadline = performance.now() + SECONDS * 1000;
+    await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < deadline && messages < available) {
+        let t = performance.now();
+        const pop = await request(b.port, 'GET', `/api/v1/pop/queue/${queue}?batch=${batch}&wait=false`);
+        lat.push(performance.now() - t);
+        if (pop.status === 204) {
+          empty++;
+          await new Promise((r) => setTimeout(r, 1));
+          continue;
+        }
+        if (pop.status !== 200) {
+          if (failed++ < 3) console.error(`[bench] ${b.name} pop ${pop.status}: ${pop.body.slice(0, 200)}`);
+          continue;
+        }
+        const acknowledgments = JSON.parse(pop.body).messages.map((m) => ({
+          transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
+        }));
+        t = performance.now();
+        const ack = await request(b.port, 'POST', '/api/v1/ack/batch', JSON.stringify({ acknowledgments }));
+        lat.push(performance.now() - t);
+        if (ack.status !== 200) {
+          if (failed++ < 3) console.error(`[bench] ${b.name} ack ${ack.status}: ${ack.body.slice(0, 200)}`);
+          continue;
+        }
+        messages += JSON.parse(ack.body).filter((r) => r.success).length;
+      }
+    }));
+    return { messages, failed, empty, drained: messages >= available, p50: pct(lat, 50), p99: pct(lat, 99) };
+  });
+}
+
+// ---------------------------------------------------------------- main
+const fsOf = (dir) => {
+  try {
+    const line = execFileSync('df', ['-T', dir], { encoding: 'utf8' }).trim().split('\n').pop().split(/\s+/);
+    return `${line[1]} (${line[6]})`;
+  } catch { return 'unknown'; }
+};
+const load0 = os.loadavg();
+const runs = [];
+const names = ['queen-edge', 'naive DO queue'];
+for (const storage of STORAGE) {
+  const stateRoot = mkdtempSync(join(storage === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-bench-'));
+  const run = { storage, fs: fsOf(stateRoot), results: [] };
+  runs.push(run);
+  const brokers = [];
+  try {
+    brokers.push(await startQueenEdge(join(stateRoot, 'queen-edge')));
+    brokers.push(await startNaive(join(stateRoot, 'naive')));
+    for (const size of PAYLOADS) {
+      for (const batch of BATCHES) {
+        const cell = { size, batch };
+        const tag = (b) => `[bench] ${storage.padEnd(5)} ${b.name.padEnd(14)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)}`;
+        for (const b of brokers) {
+          const queue = `q${size}-${batch}`;
+          const push = await pushRun(b, queue, batch, size);
+          console.log(`${tag(b)} push    ${push.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${push.cpuUsPerMsg.toFixed(1)} us/msg`
+            + `  rows ${push.rowsPerMsg.toFixed(3)}/msg  p50 ${push.p50?.toFixed(1)} ms  p99 ${push.p99?.toFixed(1)} ms`
+            + `${push.failed ? `  failed ${push.failed}` : ''}`);
+          cell[b.name] = { push, queue };
+        }
+        for (const b of brokers) {
+          const { queue, push } = cell[b.name];
+          const pa = await popAckRun(b, queue, batch, push.messages);
+          console.log(`${tag(b)} pop+ack ${pa.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${pa.cpuUsPerMsg.toFixed(1)} us/msg`
+            + `  rows ${pa.rowsPerMsg.toFixed(3)}/msg  p50 ${pa.p50?.toFixed(1)} ms  p99 ${pa.p99?.toFixed(1)} ms`
+            + `  (${pa.messages} of ${push.messages}${pa.drained ? ', drained' : ''}, ${pa.empty} empty pops)${pa.failed ? `  failed ${pa.failed}` : ''}`);
+          cell[b.name].popack = pa;
+        }
+        run.results.push(cell);
+      }
+    }
+  } finally {
+    for (const b of brokers) await b.stop();
+    rmSync(stateRoot, { recursive: true, force: true });
+  }
+}
+agent.destroy();
+const load1 = os.loadavg();
+
+// ---------------------------------------------------------------- markdown
+const k = (v) => (v >= 10_000 ? `${(v / 1000).toFixed(1)}k` : v >= 1000 ? `${(v / 1000).toFixed(2)}k` : v.toFixed(0));
+const f1 = (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1));
+const f3 = (v) => (v >= 1 ? v.toFixed(2) : v.toFixed(3));
+const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}x` : 'n/a');
+const workerdVersion = JSON.parse(readFileSync(join(ROOT, 'node_modules/@cloudflare/workerd-linux-64/package.json'), 'utf8')).version;
+const cpu = os.cpus()[0]?.model?.trim() ?? 'unknown CPU';
+const machine = `${os.cpus().length} cores, ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; ${os.type()} ${os.release()}; `
+  + `node ${process.version}; workerd ${workerdVersion}`;
+const md = [];
+md.push('<!-- worker:begin -->');
+md.push('## Worker on bare workerd, against a naive Durable Object queue');
+md.push('');
+md.push(`Written by \`scripts/bench-worker${QUICK ? ' --quick' : ''}\` (${SECONDS} s per push measurement), `
+  + `measured ${new Date().toISOString().slice(0, 16)}Z. Machine: ${machine}.`);
+md.push('');
+md.push('- **queen-edge**: the built Worker (`worker/build`) and its `Broker` Durable Object on bare workerd, started by '
+  + '`scripts/serve` (no wrangler, no dev proxy).');
+md.push('- **naive DO queue**: `bench/naive-do/naive.js`, a hand-written JavaScript Durable Object (one SQLite row '
+  + 'per message, an index on `(queue, id)`, pop = one `UPDATE ... RETURNING` lease, ack = one `DELETE` per '
+  + 'message; no dedup, no consumer groups, no retries), behind the same kind of entry Worker, on the same workerd '
+  + 'binary (its own process and config).');
+md.push(`- Load: node \`http\` with keep-alive, ${CONNECTIONS} connections, on the same machine. Push: each request `
+  + `sends \`batch\` messages to one of ${PARTITIONS} partitions (round robin) of a fresh queue, for ${SECONDS} s. `
+  + 'Pop+ack: each connection pops `batch` queue-wide (`wait=false`, no consumer group) and acks what it got in '
+  + `one \`/api/v1/ack/batch\`, until the messages the push row stored are all acked or ${SECONDS} s pass; an `
+  + 'empty pop (every partition leased by the other connections) waits 1 ms. Payload: a JSON object serialized '
+  + 'to exactly 64 or 1,024 bytes.');
+md.push('- **CPU us/msg**: CPU time of the whole workerd process (all threads: HTTP, entry Worker, object, SQLite) '
+  + 'during the row, from `/proc/PID/task/*/schedstat`, divided by messages. The load generator is not in it.');
+md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `storage.rowsWritten` '
+  + '(`GET /api/v1/status`; one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` table with no '
+  + 'secondary index, so one b-tree entry each). Naive: `cursor.rowsWritten` (what workerd reports for each '
+  + 'statement, the figure Durable Objects bill) summed over its statements; its push counts 2 per message, the '
+  + 'row and its `(queue, id)` index entry.');
+md.push('- **State**: each broker\'s SQLite files in a fresh temporary directory, once on the disk and once on '
+  + 'tmpfs (`/dev/shm`). On the disk, workerd\'s SQLite reaches the disk at each commit, and on this machine that '
+  + 'dominates small batches; tmpfs shows what the brokers themselves cost.');
+md.push(`- Load average (1 min) ${load0[0].toFixed(1)} at the start and ${load1[0].toFixed(1)} at the end of the run, `
+  + 'on 2 cores: other work shared the machine, so repeated runs differ; the two brokers of a row ran back to '
+  + 'back, which keeps their ratio fairer than the absolute figures.');
+md.push('');
+for (const run of runs) {
+  md.push(`### State on ${run.storage === 'tmpfs' ? 'tmpfs' : 'disk'}: ${run.fs}`);
+  md.push('');
+  md.push('| payload | batch | broker | push msg/s | pop+ack msg/s | push CPU us/msg | pop+ack CPU us/msg | push rows/msg | pop+ack rows/msg | push p50 / p99 ms | pop+ack req p50 / p99 ms |');
+  md.push('|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const c of run.results) {
+    for (const name of names) {
+      const { push, popack: pa } = c[name];
+      md.push(`| ${c.size} B | ${c.batch} | ${name} | ${k(push.msgsPerSec)} | ${k(pa.msgsPerSec)}${pa.drained ? ' (d)' : ''} | `
+        + `${f1(push.cpuUsPerMsg)} | ${f1(pa.cpuUsPerMsg)} | ${f3(push.rowsPerMsg)} | ${f3(pa.rowsPerMsg)} | `
+        + `${push.p50.toFixed(1)} / ${push.p99.toFixed(1)} | ${pa.p50?.toFixed(1)} / ${pa.p99?.toFixed(1)} |`);
+    }
+    const q = c['queen-edge'];
+    const n = c['naive DO queue'];
+    md.push(`| | | *queen-edge / naive* | *${ratio(q.push.msgsPerSec, n.push.msgsPerSec)}* | *${ratio(q.popack.msgsPerSec, n.popack.msgsPerSec)}* | `
+      + `*${ratio(q.push.cpuUsPerMsg, n.push.cpuUsPerMsg)}* | *${ratio(q.popack.cpuUsPerMsg, n.popack.cpuUsPerMsg)}* | | | | |`);
+  }
+  md.push('');
+}
+const empties = runs.flatMap((run) => run.results.flatMap((c) => names
+  .filter((nm) => c[nm].popack.empty > 0)
+  .map((nm) => `${run.storage} ${nm} ${c.size} B batch ${c.batch}: ${c[nm].popack.empty}`)));
+md.push('(d): the pop+ack row acked everything its push row stored before its time was up (its rate is then '
+  + `messages / time to drain). Empty pops (every partition leased by other connections): ${empties.length ? empties.join('; ') : 'none'}.`);
+md.push('');
+md.push('Reference, not measured here: **Queen 0.15 + PostgreSQL 15**, same machine type, 8 clients, 10 partitions, '
+  + '64-byte payloads, push then pop+ack with `/ack/batch`: push / pop+ack msg/s 29.0k / 13.4k at batch 100, '
+  + '7.4k / 4.0k at batch 10, 915 / 371 at batch 1 (issue 11, `issues show 11`, measured in one sitting with the '
+  + 'other rows of that issue\'s table).');
+md.push('');
+md.push('<!-- worker:end -->');
+if (OUT) writeFileSync(OUT, md.join('\n'));
+console.log(`\n${md.join('\n')}`);

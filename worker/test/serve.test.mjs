@@ -1,0 +1,140 @@
+// scripts/serve: the broker self-hosted on bare workerd. Starts the script itself (not through startWorker) on a
+// free port and a fresh state directory: /health, the page through the ASSETS binding, push/pop/ack, vars and
+// a .dev.vars secret, persistence across a restart, and that SIGTERM (to the script alone) and Ctrl-C (SIGINT
+// to the process group, as a terminal sends it) leave no process behind.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT, freePort, tempPersistDir, getJson } from './harness.mjs';
+
+const state = tempPersistDir();
+after(() => state.cleanup());
+
+/** Pids of the live descendants of `pid` (children, grandchildren...). */
+function descendants(pid) {
+  const out = [];
+  const stack = [pid];
+  while (stack.length) {
+    const p = stack.pop();
+    let kids = [];
+    for (const task of safeReaddir(`/proc/${p}/task`)) {
+      try {
+        kids.push(...readFileSync(`/proc/${p}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+      } catch { /* gone */ }
+    }
+    kids = kids.filter(alive);
+    out.push(...kids);
+    stack.push(...kids);
+  }
+  return out;
+}
+function safeReaddir(dir) { try { return readdirSync(dir); } catch { return []; } }
+function alive(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const s = stat.slice(stat.lastIndexOf(')') + 2)[0];
+    return s !== 'Z' && s !== 'X';
+  } catch { return false; }
+}
+function comm(pid) { try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return '?'; } }
+
+async function serve({ args = [], env = {} } = {}) {
+  const port = await freePort();
+  const child = spawn('bash', [join(ROOT, 'scripts', 'serve'), '--no-build', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), QE_STATE_DIR: state.dir, QE_DEV_VARS: '/dev/null', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  while (!out.includes(`${url}/api/v1`)) {
+    assert.ok(Date.now() < deadline, `scripts/serve did not print its URL:\n${out}`);
+    assert.ok(child.exitCode === null, `scripts/serve exited:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const health = await getJson(`${url}/health`);
+  assert.equal(health.status, 200, 'the URL is printed only once /health answers');
+  const workerd = descendants(child.pid).filter((p) => comm(p) === 'workerd');
+  assert.equal(workerd.length, 1, `one workerd under scripts/serve: ${descendants(child.pid).map(comm)}`);
+  return { url, child, exited, output: () => out };
+}
+
+const post = (url, body, headers = {}) => getJson(url, {
+  method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body),
+});
+
+test('scripts/serve: health, page, push/pop/ack, restart keeps messages, SIGTERM and Ctrl-C leave nothing', { timeout: 240_000 }, async () => {
+  let s = await serve({ args: ['--var', 'DEFAULT_SUBSCRIPTION_MODE:all'] });
+  try {
+    const health = await getJson(`${s.url}/health`);
+    assert.equal(health.body.status, 'healthy', JSON.stringify(health.body));
+
+    // The page, as the [assets] directory serves it on Cloudflare.
+    const page = await fetch(`${s.url}/`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-type'), /^text\/html/);
+    assert.equal(await page.text(), readFileSync(join(ROOT, 'www', 'index.html'), 'utf8'));
+    const css = await fetch(`${s.url}/app.css`);
+    assert.equal(css.status, 200);
+    assert.match(css.headers.get('content-type'), /^text\/css/);
+    await css.arrayBuffer();
+    const js = await fetch(`${s.url}/js/main.js`);
+    assert.match(js.headers.get('content-type'), /^text\/javascript/);
+    await js.arrayBuffer();
+    const missing = await fetch(`${s.url}/no-such-file.js`);
+    assert.equal(missing.status, 404);
+    await missing.arrayBuffer();
+
+    const push = await post(`${s.url}/api/v1/push`, {
+      items: [1, 2, 3].map((n) => ({ queue: 'serve', partition: 'p', transactionId: `s-${n}`, payload: { n } })),
+    });
+    assert.equal(push.status, 201, JSON.stringify(push.body));
+    assert.deepEqual(push.body.map((r) => r.status), ['queued', 'queued', 'queued']);
+    const pop = await getJson(`${s.url}/api/v1/pop/queue/serve?batch=1&wait=false`);
+    assert.equal(pop.status, 200, JSON.stringify(pop.body));
+    assert.deepEqual(pop.body.messages.map((m) => m.data), [{ n: 1 }]);
+    const ack = await post(`${s.url}/api/v1/ack/batch`, {
+      acknowledgments: pop.body.messages.map((m) => ({
+        transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
+      })),
+    });
+    assert.equal(ack.status, 200);
+    assert.ok(ack.body.every((r) => r.success), JSON.stringify(ack.body));
+  } finally {
+    // SIGTERM to the script alone (as a service manager sends it): its trap must end workerd.
+    const workerd = descendants(s.child.pid).filter((p) => comm(p) === 'workerd');
+    s.child.kill('SIGTERM');
+    const exit = await s.exited;
+    assert.equal(exit.code, 143, `scripts/serve exit after SIGTERM: ${JSON.stringify(exit)}\n${s.output()}`);
+    for (const p of workerd) assert.ok(!alive(p), `workerd ${p} survived SIGTERM of scripts/serve`);
+  }
+
+  // Restart on the same state directory, with an admin token from a .dev.vars file.
+  const devVars = join(state.dir, '..', `queen-edge-devvars-${process.pid}`);
+  writeFileSync(devVars, '# test\nAPI_TOKEN="serve-test-token"\n');
+  s = await serve({ env: { QE_DEV_VARS: devVars } });
+  try {
+    const anon = await getJson(`${s.url}/api/v1/pop/queue/serve?batch=10&wait=false`);
+    assert.equal(anon.status, 401, `no token with API_TOKEN set: ${anon.status}`);
+    const auth = { Authorization: 'Bearer serve-test-token' };
+    const pop = await getJson(`${s.url}/api/v1/pop/queue/serve?batch=10&wait=false`, { headers: auth });
+    assert.equal(pop.status, 200, JSON.stringify(pop.body));
+    // n=1 was acked before the restart; n=2 and n=3 survived it.
+    assert.deepEqual(pop.body.messages.map((m) => m.data), [{ n: 2 }, { n: 3 }]);
+  } finally {
+    // Ctrl-C in a terminal: SIGINT to the whole foreground process group.
+    const workerd = descendants(s.child.pid).filter((p) => comm(p) === 'workerd');
+    process.kill(-s.child.pid, 'SIGINT');
+    const exit = await s.exited;
+    assert.ok(exit.code === 130 || exit.signal === 'SIGINT', `exit after Ctrl-C: ${JSON.stringify(exit)}`);
+    for (const p of workerd) assert.ok(!alive(p), `workerd ${p} survived Ctrl-C`);
+    try { (await import('node:fs')).rmSync(devVars); } catch { /* gone */ }
+  }
+});
