@@ -126,6 +126,21 @@ initMessages(refresh);
 initDlq({ refresh, notify, fail: (t) => showAlert(t) });
 initForms({ refresh, notify });
 initSimulator({ refresh });
+/** "Storage: 12.3 MB of 8.0 GB (0.2 %)": stored message bytes against the broker's quota. */
+function renderStorage(storage) {
+  const el = $('storage-state');
+  if (!storage || typeof storage.storedBytes !== 'number') {
+    el.textContent = '';
+    return;
+  }
+  const mb = (n) => (n >= 1e9 ? `${(n / 1e9).toFixed(1)} GB` : `${(n / 1e6).toFixed(1)} MB`);
+  const quota = storage.maxStoredBytes;
+  el.textContent = quota
+    ? `Storage: ${mb(storage.storedBytes)} of ${mb(quota)} (${((100 * storage.storedBytes) / quota).toFixed(1)} %)`
+    : `Storage: ${mb(storage.storedBytes)} (no quota)`;
+  el.classList.toggle('warn', Boolean(quota) && storage.storedBytes >= 0.9 * quota);
+}
+
 let selectionKey = '';
 store.subscribe((s) => {
   // A new selection (queue, partition, group filter, page) is fetched at once, not at the next tick.
@@ -134,6 +149,7 @@ store.subscribe((s) => {
     selectionKey = key;
     if (s.conn) refresh();
   }
+  renderStorage(s.storage);
   renderQueueNames(s);
   renderQueues(s);
   renderMessages(s);

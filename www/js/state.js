@@ -21,6 +21,7 @@ export const store = {
     dlqGroup: '',        // '' = all groups
     dlq: [],             // GET /dlq for the selected queue
     dlqSelected: new Set(),
+    storage: null,       // GET /status -> storage: {storedBytes, maxStoredBytes, ...}
     loadedAt: 0,         // Date.now() when the data arrived
   },
   listeners: new Set(),
@@ -77,7 +78,15 @@ export async function loadAll() {
     partition = null;
   }
   if (conn !== store.state.conn) return;
+  // Stored bytes against the quota; a broker without /status (an older one) just shows nothing.
+  let storage = null;
+  try {
+    storage = (await conn.request('GET', '/api/v1/status')).body?.storage ?? null;
+  } catch (e) {
+    if (e.status !== 404 && e.status !== 501) throw e;
+  }
+  if (conn !== store.state.conn) return;
   const ids = new Set(dlq.map((d) => d.id));
   const dlqSelected = new Set([...s.dlqSelected].filter((id) => ids.has(id)));
-  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, loadedAt: Date.now() });
+  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, storage, loadedAt: Date.now() });
 }
