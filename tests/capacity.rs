@@ -196,14 +196,23 @@ fn a_failed_commit_reloads_the_index_not_the_segments() {
     fill(&engine, &host);
     store.take_reads();
     store.fail_next_commits(1);
-    let failed = block_on(engine.push(vec![PushItem::new("orders", json!(1))]));
+    let failed = block_on(engine.push(vec![PushItem {
+        partition: "a".into(),
+        ..PushItem::new("orders", json!(1))
+    }]));
     assert!(matches!(failed, Err(EngineError::Store(_))));
+    // The next command reloads first, from the index; the message was not stored, this one is.
+    let ok = block_on(engine.push(vec![PushItem {
+        partition: "a".into(),
+        ..PushItem::new("orders", json!(2))
+    }]))
+    .expect("push");
+    assert_eq!(ok[0].status, PushStatus::Queued);
+    assert_eq!(ok[0].offset, (PUSHES_PER_PARTITION * BATCH) as u64);
     let reads = store.take_reads();
     assert_eq!(reads.scans, INDEX_PREFIXES.to_vec());
     assert!(reads.keys_got.is_empty());
-    // And the broker goes on: the message was not stored, the next push is.
-    let ok = block_on(engine.push(vec![PushItem::new("orders", json!(2))])).expect("push");
-    assert_eq!(ok[0].status, PushStatus::Queued);
+    assert_eq!(engine.counters().reloads, 1);
 }
 
 #[test]

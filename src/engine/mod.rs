@@ -1,14 +1,17 @@
 //! The engine: the async shell around the sans-IO [`Broker`].
 //!
 //! For each command it takes the command gate (one command at a time), applies the command to the core
-//! with the host's `now`, commits the change set to the [`Store`] and only then replies. If the commit
-//! fails, the in-memory state is dropped and reloaded from the store, so a failed write never leaves the
-//! broker believing something the store does not hold: the error path is the restart path.
+//! with the host's `now`, and hands its change set to the group commit (module `group`): commands
+//! applied while a commit is in flight are committed together in the next one, and each replies only
+//! after the commit that holds its changes. If a commit fails, every command in it (and in the group
+//! formed during it) fails, and the in-memory state is reloaded from the store, so a failed write never
+//! leaves the broker believing something the store does not hold: the error path is the restart path.
 //!
 //! Long-polls park here: a pop with `wait_ms` that finds nothing registers a waiter for its queue and
 //! sleeps (through the [`Host`]) until a push, a lease release, the next lease expiry or retry-hold end,
 //! or its deadline, then tries again.
 
+mod group;
 mod waiters;
 
 use crate::core::api::*;
@@ -18,6 +21,7 @@ use crate::core::{
 use crate::store::{ChangeSet, Store, StoreError};
 use futures::future::{select, Either, LocalBoxFuture};
 use futures::lock::{Mutex, MutexGuard};
+use group::GroupCommit;
 use std::cell::{Cell, RefCell};
 use waiters::Waiters;
 
@@ -97,6 +101,7 @@ pub struct Engine<S: Store, H: Host> {
     gate: Mutex<()>,
     needs_reload: Cell<bool>,
     waiters: Waiters,
+    group: GroupCommit,
     counters: Cell<EngineCounters>,
 }
 
@@ -112,6 +117,7 @@ impl<S: Store, H: Host> Engine<S, H> {
             gate: Mutex::new(()),
             needs_reload: Cell::new(false),
             waiters: Waiters::default(),
+            group: GroupCommit::default(),
             counters: Cell::new(EngineCounters::default()),
         })
     }
@@ -187,6 +193,8 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// state), loading the segments it reads: a run that misses some loads them and runs again.
     pub async fn read_loaded<R>(&self, f: impl Fn(&Broker, i64) -> R) -> EngineResult<R> {
         let _gate = self.enter().await?;
+        // Only committed state: wait for commits in flight (nothing new applies: we hold the gate).
+        self.flush().await?;
         // Trimmed before the first run only: what a run missed and was loaded stays for the next.
         self.core.borrow().trim_cache();
         for _attempt in 0..MAX_RUNS {
@@ -268,7 +276,8 @@ impl<S: Store, H: Host> Engine<S, H> {
         command: &'a mut dyn FnMut(&mut Broker, i64),
     ) -> LocalBoxFuture<'a, EngineResult<()>> {
         Box::pin(async move {
-            let _gate = self.enter().await?;
+            let gate = self.enter().await?;
+            let applied_in = self.group.epoch();
             let mut missed: Vec<(u64, u64)> = Vec::new();
             // Trimmed before the first run only: nothing loaded for a command is evicted during it.
             self.core.borrow().trim_cache();
@@ -288,15 +297,33 @@ impl<S: Store, H: Host> Engine<S, H> {
                     (core.take_changes(), core.take_woken_queues(), discard)
                 };
                 missed = self.core.borrow().take_segment_misses();
-                if missed.is_empty() {
-                    return self.settle(changes, woken, discard).await;
+                if missed.is_empty() && !discard {
+                    let Some(settled) = self.group.join(applied_in, changes, woken) else {
+                        return Err(EngineError::Store(StoreError::other(
+                            "a commit failed while this command was applied; nothing of it was kept",
+                        )));
+                    };
+                    // The next command may be applied while this one waits for its commit.
+                    drop(gate);
+                    self.lead_commits().await;
+                    return match settled.await {
+                        Ok(outcome) => outcome.map_err(EngineError::Store),
+                        Err(_) => Err(EngineError::Store(StoreError::other(
+                            "the commit holding this command was abandoned; its outcome is unknown",
+                        ))),
+                    };
                 }
-                // The command read a segment that was not loaded: what it did may rest on a message it
-                // did not see. Drop it, load what it missed and run it again.
+                // Its effects must go: a transaction that rolled back, or a command that read a
+                // segment that was not loaded (what it did may rest on a message it did not see).
+                // Reload from the store once the commits in flight are done (we hold the gate).
+                self.flush().await?;
+                self.reload_locked().await?;
+                if missed.is_empty() {
+                    return Ok(());
+                }
                 let mut c = self.counters.get();
                 c.reruns += 1;
                 self.counters.set(c);
-                self.reload_locked().await?;
             }
             Err(EngineError::Store(StoreError::other(format!(
                 "a command kept reading segments that were not loaded ({MAX_RUNS} runs); nothing was \
@@ -310,47 +337,65 @@ impl<S: Store, H: Host> Engine<S, H> {
         Box::pin(async move {
             let gate = self.gate.lock().await;
             if self.needs_reload.get() {
-                self.reload_locked().await?;
+                // A commit failed: let the commits in flight settle, then reload (flush does both).
+                self.flush().await?;
             }
             Ok(gate)
         })
     }
 
-    /// Makes a command's effects durable (or, for a command that refused after touching state, drops
-    /// them by reloading), then wakes the long-polls of the queues it touched.
-    fn settle(
-        &self,
-        changes: ChangeSet,
-        woken: Vec<String>,
-        discard: bool,
-    ) -> LocalBoxFuture<'_, EngineResult<()>> {
+    /// Commits open groups until none is left, unless another command is already doing so (module
+    /// `group`). Each group's members are answered when its commit settles.
+    fn lead_commits(&self) -> LocalBoxFuture<'_, ()> {
         Box::pin(async move {
-            if discard {
-                // The command refused after touching state (a transaction that rolled back): the
-                // store still holds the state before it, so reload from there.
-                return self.reload_locked().await;
+            let Some(leading) = self.group.lead() else {
+                return;
+            };
+            while let Some(group) = leading.next_group() {
+                let outcome = if group.changes.is_empty() {
+                    Ok(())
+                } else {
+                    self.store.commit(&group.changes).await
+                };
+                match &outcome {
+                    Ok(()) => {
+                        let mut c = self.counters.get();
+                        if !group.changes.is_empty() {
+                            c.commits += 1;
+                        }
+                        c.rows_written += group.changes.rows() as u64;
+                        c.bytes_written += group.changes.bytes() as u64;
+                        self.counters.set(c);
+                        self.waiters.wake(&group.woken);
+                    }
+                    Err(_) => {
+                        // Memory holds what the store refused: reload before the next command.
+                        self.needs_reload.set(true);
+                        leading.failed(&outcome);
+                    }
+                }
+                group.settle(&outcome);
             }
-            self.commit(&changes).await?;
-            self.waiters.wake(&woken);
-            Ok(())
         })
     }
 
-    async fn commit(&self, changes: &ChangeSet) -> EngineResult<()> {
-        if changes.is_empty() {
-            return Ok(());
+    /// Waits until no commit is in flight and no group is open (leading the open one if nobody does).
+    /// Called with the gate held, so no command joins meanwhile.
+    async fn flush(&self) -> EngineResult<()> {
+        while !self.group.is_idle() {
+            let Some(settled) =
+                self.group
+                    .join(self.group.epoch(), ChangeSet::default(), Vec::new())
+            else {
+                continue;
+            };
+            self.lead_commits().await;
+            // A failure of the group it waited for is that group's members' error, not the caller's.
+            let _ = settled.await;
         }
-        if let Err(e) = self.store.commit(changes).await {
-            self.needs_reload.set(true);
-            // Reload now if we can; if the store is still failing, the next command retries.
-            let _ = self.reload_locked().await;
-            return Err(EngineError::Store(e));
+        if self.needs_reload.get() {
+            self.reload_locked().await?;
         }
-        let mut c = self.counters.get();
-        c.commits += 1;
-        c.rows_written += changes.rows() as u64;
-        c.bytes_written += changes.bytes() as u64;
-        self.counters.set(c);
         Ok(())
     }
 
