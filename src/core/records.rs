@@ -122,7 +122,7 @@ fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<(SegmentMeta, Vec<u32>)
             format!("unknown index entry version {:?}", bytes.first()),
         ));
     }
-    if bytes.len() < INDEX_ENTRY_HEADER || (bytes.len() - INDEX_ENTRY_HEADER) % 4 != 0 {
+    if bytes.len() < INDEX_ENTRY_HEADER || !(bytes.len() - INDEX_ENTRY_HEADER).is_multiple_of(4) {
         return Err(corrupt(
             key,
             format!("index entry of {} bytes", bytes.len()),
@@ -394,7 +394,7 @@ impl Broker {
         write: bool,
     ) -> Result<(), StoreError> {
         entries.sort_by_key(|(pid, meta, _)| (*pid, meta.first));
-        let mut by_partition: Vec<(u64, Vec<(SegmentMeta, Vec<u32>)>)> = Vec::new();
+        let mut by_partition: Vec<(u64, Vec<IndexEntry>)> = Vec::new();
         for (pid, meta, fingerprints) in entries {
             match by_partition.last_mut() {
                 Some((p, list)) if *p == pid => list.push((meta, fingerprints)),
@@ -442,6 +442,9 @@ impl Broker {
         Ok(())
     }
 }
+
+/// A segment's metadata and the fingerprints of its transaction ids, as its index entry stores them.
+type IndexEntry = (SegmentMeta, Vec<u32>);
 
 /// Storage that lost records the broker needs: a hard error, never a silent skip.
 fn damaged(what: String) -> StoreError {

@@ -88,6 +88,10 @@ pub struct EngineCounters {
     pub reruns: u64,
 }
 
+/// Names the segments (partition id, first offset) a command will read: the core's
+/// `segments_needed_*` planners.
+type SegmentPlanner<'a> = dyn Fn(&Broker, i64) -> Vec<(u64, u64)> + 'a;
+
 /// Most runs of one command (see [`Engine::run`]); each run after the first loads what the one before
 /// it missed, so a second run settles unless the store changes under the engine.
 const MAX_RUNS: usize = 3;
@@ -272,7 +276,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// it changed. Returns `Ok` only after `command` ran.
     fn run_erased<'a>(
         &'a self,
-        needs: &'a dyn Fn(&Broker, i64) -> Vec<(u64, u64)>,
+        needs: &'a SegmentPlanner<'a>,
         command: &'a mut dyn FnMut(&mut Broker, i64),
     ) -> LocalBoxFuture<'a, EngineResult<()>> {
         Box::pin(async move {
