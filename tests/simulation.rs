@@ -439,6 +439,11 @@ impl Sim {
         if full {
             self.steps_since_full_check = 0;
         }
+        // The core's derived structures (ready sets, lease index, timers, segment chain) agree with
+        // the lanes and segments, after every step.
+        self.engine
+            .read(|b, _| b.check_invariants())
+            .map_err(|e| format!("broken invariant: {e}"))?;
         let mut per_partition: BTreeMap<&str, u64> = BTreeMap::new();
         for (p, _) in self.pushed.keys() {
             *per_partition.entry(p.as_str()).or_default() += 1;

@@ -21,6 +21,7 @@ mod admin;
 pub mod api;
 pub(crate) mod fields;
 pub mod ids;
+mod invariants;
 pub mod lane;
 mod pop;
 mod push;

@@ -297,6 +297,20 @@ impl Timers {
         }
     }
 
+    /// True when the timer (at, pid, group) is set.
+    pub fn contains(&self, at: i64, pid: u64, group: &str) -> bool {
+        self.heap
+            .iter()
+            .any(|Reverse((a, p, g))| *a == at && *p == pid && g == group)
+    }
+
+    /// True when any timer is set for lane (pid, group).
+    pub fn has_lane(&self, pid: u64, group: &str) -> bool {
+        self.heap
+            .iter()
+            .any(|Reverse((_, p, g))| *p == pid && g == group)
+    }
+
     /// Number of timers set.
     #[cfg(test)]
     pub fn len(&self) -> usize {
