@@ -7,7 +7,18 @@ import { randomBytes } from 'node:crypto';
 import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const states = [];
-after(() => states.forEach((s) => s.cleanup()));
+const workers = [];
+after(async () => {
+  // A failed assertion must not leave a workerd running (node would wait for it).
+  for (const w of workers) await w.stop();
+  states.forEach((s) => s.cleanup());
+});
+
+async function start(options) {
+  const w = await startWorker(options);
+  workers.push(w);
+  return w;
+}
 
 const post = (url, body) => getJson(url, {
   method: 'POST',
@@ -28,7 +39,7 @@ function items(queue, n, size, base) {
 test('a backlog well past 128 MB survives SIGKILL and the reopened broker serves a pop', async () => {
   const state = tempPersistDir();
   states.push(state);
-  let w = await startWorker({ persistTo: state.dir });
+  let w = await start({ persistTo: state.dir });
   const PAYLOAD = 64 * 1024;
   const PER_PUSH = 32; // 2 MiB a request
   const TARGET = 200 * 1024 * 1024; // payload; base64 of random bytes deflates to about 3/4
@@ -56,7 +67,7 @@ test('a backlog well past 128 MB survives SIGKILL and the reopened broker serves
   process.kill(-w.pid, 'SIGKILL');
   await new Promise((r) => setTimeout(r, 500));
   const t1 = Date.now();
-  w = await startWorker({ persistTo: state.dir });
+  w = await start({ persistTo: state.dir });
   const popped = await getJson(`${w.url}/api/v1/pop/queue/big/partition/p0?batch=3&consumerGroup=late&subscriptionMode=all`);
   console.log(`# reopened and popped in ${Date.now() - t1} ms (process start included)`);
   assert.equal(popped.status, 200, JSON.stringify(popped.body).slice(0, 300));
@@ -73,7 +84,7 @@ test('a backlog well past 128 MB survives SIGKILL and the reopened broker serves
 test('the quota refuses pushes with 507 and keeps pops, acks and deletion working', async () => {
   const state = tempPersistDir();
   states.push(state);
-  const w = await startWorker({ persistTo: state.dir, vars: { MAX_STORED_BYTES: String(256 * 1024) } });
+  const w = await start({ persistTo: state.dir, vars: { MAX_STORED_BYTES: String(256 * 1024) } });
   let refused = null;
   for (let i = 0; i < 100 && !refused; i++) {
     const res = await post(`${w.url}/api/v1/push`, { items: items('full', 4, 16 * 1024, i * 4) });
@@ -106,7 +117,7 @@ test('the quota refuses pushes with 507 and keeps pops, acks and deletion workin
 test('the entry Worker refuses an oversized Content-Length and a missing token before the object', async () => {
   const state = tempPersistDir();
   states.push(state);
-  const w = await startWorker({ persistTo: state.dir, vars: { MAX_BODY_BYTES: '1024', API_TOKEN: 'secret' } });
+  const w = await start({ persistTo: state.dir, vars: { MAX_BODY_BYTES: '1024', API_TOKEN: 'secret' } });
   const anon = await post(`${w.url}/api/v1/push`, { items: [{ queue: 'q', payload: 1 }] });
   assert.equal(anon.status, 401);
   assert.equal(anon.body.error, 'Authentication required');
