@@ -11,6 +11,7 @@
 //! sleeps (through the [`Host`]) until a push, a lease release, the next lease expiry or retry-hold end,
 //! or its deadline, then tries again.
 
+mod gate;
 mod group;
 mod waiters;
 
@@ -20,7 +21,7 @@ use crate::core::{
 };
 use crate::store::{ChangeSet, Store, StoreError};
 use futures::future::{select, Either, LocalBoxFuture};
-use futures::lock::{Mutex, MutexGuard};
+use gate::{Gate, GateGuard};
 use group::GroupCommit;
 use std::cell::{Cell, RefCell};
 use waiters::Waiters;
@@ -102,7 +103,7 @@ pub struct Engine<S: Store, H: Host> {
     host: H,
     config: BrokerConfig,
     core: RefCell<Broker>,
-    gate: Mutex<()>,
+    gate: Gate,
     needs_reload: Cell<bool>,
     waiters: Waiters,
     group: GroupCommit,
@@ -118,7 +119,7 @@ impl<S: Store, H: Host> Engine<S, H> {
             host,
             config,
             core: RefCell::new(core),
-            gate: Mutex::new(()),
+            gate: Gate::default(),
             needs_reload: Cell::new(false),
             waiters: Waiters::default(),
             group: GroupCommit::default(),
@@ -217,7 +218,7 @@ impl<S: Store, H: Host> Engine<S, H> {
 
     /// Drops the in-memory state and reloads it from the store (also what a restart does).
     pub async fn reload(&self) -> EngineResult<()> {
-        let _gate = self.gate.lock().await;
+        let _gate = self.gate.enter().await;
         self.reload_locked().await
     }
 
@@ -337,9 +338,9 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Takes the command gate, reloading first if an earlier commit failed.
-    fn enter(&self) -> LocalBoxFuture<'_, EngineResult<MutexGuard<'_, ()>>> {
+    fn enter(&self) -> LocalBoxFuture<'_, EngineResult<GateGuard<'_>>> {
         Box::pin(async move {
-            let gate = self.gate.lock().await;
+            let gate = self.gate.enter().await;
             if self.needs_reload.get() {
                 // A commit failed: let the commits in flight settle, then reload (flush does both).
                 self.flush().await?;
