@@ -243,6 +243,17 @@ pub fn precheck(
     })
 }
 
+/// The answer to a body longer than `limit` bytes whose length was not declared (the reader stopped at
+/// the limit): 413 with the CORS headers.
+pub fn body_too_large(limit: usize) -> HttpResponse {
+    let mut response = error::HttpError::too_large(format!(
+        "Request body too large: more than {limit} bytes (the limit is {limit})"
+    ))
+    .into_response();
+    add_cors(&mut response);
+    response
+}
+
 /// The CORS headers of contract §0.1, on every answer. `X-Queen-Broker` (the Worker's broker selection,
 /// an addition of ours) is allowed too, so a page on another origin can pick a broker by header.
 pub const CORS_HEADERS: [(&str, &str); 4] = [

@@ -12,6 +12,7 @@
 use std::rc::Rc;
 
 use futures::lock::Mutex;
+use futures::StreamExt;
 use queen_edge::engine::Engine;
 use queen_edge::http::{handle, HttpRequest, HttpResponse, CORS_HEADERS};
 use serde_json::json;
@@ -27,23 +28,33 @@ use crate::host::WorkerHost;
 /// The engine a `Broker` object runs.
 pub type BrokerEngine = Engine<DoStore, WorkerHost>;
 
-/// Reads `req` completely (the body is consumed) into the HTTP layer's request type.
-pub async fn read_request(mut req: Request) -> Result<HttpRequest> {
+/// Reads `req` (the body is consumed) into the HTTP layer's request type, reading at most
+/// `max_body_bytes` of body: a longer body (declared or not) stops the read and is answered 413 (`Err`).
+pub async fn read_request(
+    mut req: Request,
+    max_body_bytes: usize,
+) -> Result<std::result::Result<HttpRequest, HttpResponse>> {
     let url = req.url()?;
     let method = req.method().to_string().to_ascii_uppercase();
     let headers = req.headers().entries().collect();
-    let body = if matches!(req.method(), Method::Get | Method::Head) {
-        Vec::new()
-    } else {
-        req.bytes().await?
-    };
-    Ok(HttpRequest {
+    let mut body = Vec::new();
+    if !matches!(req.method(), Method::Get | Method::Head) {
+        let mut chunks = req.stream()?;
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk?;
+            if body.len() + chunk.len() > max_body_bytes {
+                return Ok(Err(queen_edge::http::body_too_large(max_body_bytes)));
+            }
+            body.extend_from_slice(&chunk);
+        }
+    }
+    Ok(Ok(HttpRequest {
         method,
         path: url.path().to_string(),
         query: url.query().unwrap_or("").to_string(),
         headers,
         body,
-    })
+    }))
 }
 
 /// Turns the HTTP layer's answer into a workerd response.
@@ -180,8 +191,10 @@ impl DurableObject for Broker {
             Ok(engine) => engine,
             Err(message) => return self.unavailable(&path, message).await,
         };
-        let request = read_request(req).await?;
-        let answer = handle(&engine, &self.config.http, request).await;
+        let answer = match read_request(req, self.config.http.limits.max_body_bytes).await? {
+            Ok(request) => handle(&engine, &self.config.http, request).await,
+            Err(too_large) => too_large,
+        };
         write_response(answer)
     }
 

@@ -128,5 +128,22 @@ test('the entry Worker refuses an oversized Content-Length and a missing token b
   });
   assert.equal(big.status, 413);
   assert.match(big.body.error, /too large/);
+  // No Content-Length (a streamed, chunked body): the object stops reading at the limit.
+  const chunk = new TextEncoder().encode('x'.repeat(512));
+  let sent = 0;
+  const stream = new ReadableStream({
+    pull(controller) {
+      if (sent++ < 64) controller.enqueue(chunk);
+      else controller.close();
+    },
+  });
+  const streamed = await getJson(`${w.url}/api/v1/push`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: 'Bearer secret' },
+    body: stream,
+    duplex: 'half',
+  });
+  assert.equal(streamed.status, 413, JSON.stringify(streamed.body));
+  assert.match(streamed.body.error, /more than 1024 bytes/);
   await w.stop();
 });
