@@ -38,7 +38,8 @@ pub async fn read_request(
     let method = req.method().to_string().to_ascii_uppercase();
     let headers = req.headers().entries().collect();
     let mut body = Vec::new();
-    if !matches!(req.method(), Method::Get | Method::Head) {
+    // A request without a body (a DELETE, say) has no stream: its body is empty.
+    if !matches!(req.method(), Method::Get | Method::Head) && req.inner().body().is_some() {
         let mut chunks = req.stream()?;
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk?;
