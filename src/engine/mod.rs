@@ -144,6 +144,16 @@ impl<S: Store, H: Host> Engine<S, H> {
         if !upgrade.is_empty() {
             store.commit(&upgrade).await?;
         }
+        // A segment past a partition's indexed end means a lost index entry: refuse to open rather
+        // than let the next push overwrite it.
+        let beyond = core.keys_after_indexed_ends();
+        let found = store.get(&beyond).await?;
+        if let Some((key, _)) = beyond.iter().zip(found).find(|(_, v)| v.is_some()) {
+            return Err(EngineError::Store(StoreError::other(format!(
+                "storage is damaged: segment \"{key}\" is stored past its partition's indexed end \
+                 (its index entry is missing)"
+            ))));
+        }
         Ok(core)
     }
 
@@ -320,9 +330,11 @@ impl<S: Store, H: Host> Engine<S, H> {
                 }
                 // Its effects must go: a transaction that rolled back, or a command that read a
                 // segment that was not loaded (what it did may rest on a message it did not see).
-                // Reload from the store once the commits in flight are done (we hold the gate).
+                // Reload from the store once the commits in flight are done (we hold the gate). Marked
+                // first: if the reload fails, the next command reloads before it runs, so these effects
+                // can never reach a later commit.
+                self.needs_reload.set(true);
                 self.flush().await?;
-                self.reload_locked().await?;
                 if missed.is_empty() {
                     return Ok(());
                 }
