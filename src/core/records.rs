@@ -302,6 +302,9 @@ impl Broker {
             let has_entry = entries
                 .iter()
                 .any(|(p, m, _)| *p == pid && m.first == first);
+            if !has_entry && format_version >= FORMAT_VERSION {
+                return Err(damaged(format!("segment \"{key}\" has no index entry")));
+            }
             if !has_entry {
                 // Format 1: build the index entry from the segment itself.
                 let (Some(head), Some(tail)) = (messages.first(), messages.last()) else {
