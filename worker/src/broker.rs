@@ -107,6 +107,8 @@ pub struct Broker {
     env: Env,
     config: WorkerConfig,
     engine: Mutex<Option<Rc<BrokerEngine>>>,
+    /// True while a maintenance alarm is scheduled (an idle, empty broker lets it lapse).
+    alarm_armed: std::cell::Cell<bool>,
 }
 
 impl Broker {
@@ -123,15 +125,29 @@ impl Broker {
         let engine = Rc::new(engine);
         *slot = Some(engine.clone());
         drop(slot);
-        // Retention and eviction run from the object's alarm; make sure one is scheduled.
-        if let Ok(None) = self.state.storage().get_alarm().await {
-            let _ = self
-                .state
-                .storage()
-                .set_alarm(self.maintenance_interval())
-                .await;
+        if let Ok(Some(_)) = self.state.storage().get_alarm().await {
+            self.alarm_armed.set(true);
         }
+        self.arm_alarm_if_needed(&engine).await;
         Ok(engine)
+    }
+
+    /// Retention and eviction run from the object's alarm: schedules one when the broker holds queues
+    /// and none is scheduled. An empty broker needs none, so an object that was only probed (or whose
+    /// queues were all deleted) goes quiet instead of waking every minute forever.
+    async fn arm_alarm_if_needed(&self, engine: &BrokerEngine) {
+        if self.alarm_armed.get() || engine.read(|b, now| b.stats(now).queues) == 0 {
+            return;
+        }
+        if self
+            .state
+            .storage()
+            .set_alarm(self.maintenance_interval())
+            .await
+            .is_ok()
+        {
+            self.alarm_armed.set(true);
+        }
     }
 
     /// The maintenance period: the var `MAINTENANCE_INTERVAL_MS` (at least 100 ms), else one minute.
@@ -177,6 +193,7 @@ impl DurableObject for Broker {
             env,
             config,
             engine: Mutex::new(None),
+            alarm_armed: std::cell::Cell::new(false),
         }
     }
 
@@ -196,6 +213,8 @@ impl DurableObject for Broker {
             Ok(request) => handle(&engine, &self.config.http, request).await,
             Err(too_large) => too_large,
         };
+        // A request may have created the first queue of an idle broker.
+        self.arm_alarm_if_needed(&engine).await;
         write_response(answer)
     }
 
@@ -214,10 +233,11 @@ impl DurableObject for Broker {
             },
             Err(e) => console_error!("maintenance skipped, broker unavailable: {e}"),
         }
-        self.state
-            .storage()
-            .set_alarm(self.maintenance_interval())
-            .await?;
+        // Scheduled again only while there is something to maintain (see `arm_alarm_if_needed`).
+        self.alarm_armed.set(false);
+        if let Ok(engine) = self.engine().await {
+            self.arm_alarm_if_needed(&engine).await;
+        }
         Response::ok("maintained")
     }
 }

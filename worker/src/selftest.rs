@@ -8,6 +8,7 @@
 //! - `GET /__test/store/durability?object=NAME`: checks that record set byte for byte (after a restart of
 //!   wrangler this proves the commits reached disk).
 //! - `GET /__test/store/atomicity?object=NAME`: a commit whose last statement fails must leave no trace.
+//! - `GET /__test/alarm?object=NAME`: whether the object has a maintenance alarm scheduled.
 
 use queen_edge::store::{conformance, ChangeSet, Store};
 use serde_json::json;
@@ -126,6 +127,10 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
                     "keys_after": after.iter().map(|(k, v)| format!("{k}:{}", v.len())).collect::<Vec<_>>(),
                 }),
             )
+        }
+        (Method::Get, "/__test/alarm") => {
+            let scheduled = state.storage().get_alarm().await?;
+            json_response(200, &json!({ "scheduled": scheduled.is_some() }))
         }
         _ => error_response(404, "Not Found"),
     }
