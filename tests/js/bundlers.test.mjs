@@ -5,7 +5,7 @@
 //     (moduleResolution bundler and nodenext);
 //   - tiny apps built with Vite (build), webpack 5, esbuild (--format=esm with the wasm through the file
 //     loader and `wasmUrl`, and with the wasm copied next to the bundle), a plain <script type="module">
-//     page with an import map, and the Vite dev server;
+//     page with an import map, the Vite 8 dev server, and Vite 7's with the README's optimizeDeps setting;
 // and each app runs in one shared headless Chromium: Queen.open, push, pop, ack, pop again (empty),
 // close, deleteDatabase. Prints the time of each step.
 //
@@ -20,6 +20,9 @@ import { join, extname, normalize, resolve } from 'node:path'
 import { CHROMIUM_ARGS } from './harness.mjs'
 
 const BUNDLERS = { vite: '8.4.0', webpack: '5.113.0', esbuild: '0.28.2', typescript: '5.9.3' }
+// An older Vite major, for the setting the README documents for it (optimizeDeps.exclude): without it,
+// Vite 7's dev pre-bundling moves the module away from its wasm.
+const OLDER = { vite7: 'npm:vite@7.3.8' }
 
 const tgz = resolve(process.argv[2] || '')
 if (!process.argv[2]) throw new Error('usage: node tests/js/bundlers.test.mjs <tarball>')
@@ -88,7 +91,7 @@ try {
   // 1. One install: the tarball and the pinned tools.
   await writeFile(join(dir, 'package.json'), JSON.stringify({
     name: 'queen-edge-bundler-apps', private: true, type: 'module',
-    dependencies: { 'queen-edge': 'file:' + tgz, ...BUNDLERS }
+    dependencies: { 'queen-edge': 'file:' + tgz, ...BUNDLERS, ...OLDER }
   }, null, 2))
   await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', '--prefer-offline'], dir)
   console.log(`  ok    npm install of the tarball, ${Object.entries(BUNDLERS).map(([k, v]) => k + ' ' + v).join(', ')} (${since()})`)
@@ -98,6 +101,12 @@ try {
   const write = async (path, text) => { await mkdir(join(apps, path, '..'), { recursive: true }); await writeFile(join(apps, path), text) }
   await write('vite/index.html', html('<script type="module" src="/main.js"></script>'))
   await write('vite/main.js', app())
+  // Served by the dev server only (vite build builds index.html): the wasm's URL by package path.
+  await write('vite/url.html', html('<script type="module" src="/main-url.js"></script>'))
+  await write('vite/main-url.js', app({ wasmImport: "import wasmUrl from 'queen-edge/queen_edge_bg.wasm?url'", openExtra: ', wasmUrl' }))
+  await write('vite7/index.html', html('<script type="module" src="/main.js"></script>'))
+  await write('vite7/main.js', app())
+  await write('vite7/vite.config.js', "export default { optimizeDeps: { exclude: ['queen-edge'] } }\n")
   await write('webpack/main.js', app())
   await write('webpack/dist/index.html', html('<script src="main.js"></script>'))
   await write('webpack/build.mjs', `import webpack from 'webpack'
@@ -138,7 +147,7 @@ compiler.run((error, stats) => {
   const steps = {
     [`tsc --strict: the README's ${blocks.length} TypeScript examples (moduleResolution bundler)`]: () => run(bin('tsc'), ['-p', 'tsconfig.bundler.json'], join(apps, 'ts')),
     [`tsc --strict: the README's ${blocks.length} TypeScript examples (moduleResolution nodenext)`]: () => run(bin('tsc'), ['-p', 'tsconfig.nodenext.json'], join(apps, 'ts')),
-    'vite build': () => run(bin('vite'), ['build', '--logLevel', 'warn'], join(apps, 'vite')),
+    'vite build': () => run(process.execPath, [join(dir, 'node_modules/vite/bin/vite.js'), 'build', '--logLevel', 'warn'], join(apps, 'vite')),
     'webpack 5 build': () => run(process.execPath, ['build.mjs'], join(apps, 'webpack')),
     'esbuild --format=esm --loader:.wasm=file (wasmUrl)': () => run(bin('esbuild'), ['main.js', '--bundle', '--format=esm', '--loader:.wasm=file', '--outdir=dist', '--log-level=warning'], join(apps, 'esbuild-file')),
     'esbuild --format=esm + wasm copied next to the bundle': async () => {
@@ -146,23 +155,29 @@ compiler.run((error, stats) => {
       await copyFile(join(dir, 'node_modules/queen-edge/js/dist/queen_edge_bg.wasm'), join(apps, 'esbuild-copy/dist/queen_edge_bg.wasm'))
     }
   }
-  const viteDev = (async () => {
+  // Vite dev servers (run from their own package folder: two majors are installed).
+  const startVite = async (pkg, app) => {
     const probe = await serve(dir) // a free port for the dev server
     const port = Number(new URL(probe.url).port)
     await probe.close()
-    const child = spawn(bin('vite'), ['--port', String(port), '--strictPort', '--host', '127.0.0.1'], { cwd: join(apps, 'vite'), stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [join(dir, 'node_modules', pkg, 'bin/vite.js'), '--port', String(port), '--strictPort', '--host', '127.0.0.1'],
+      { cwd: join(apps, app), stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     child.stderr.on('data', (d) => { out += d })
     cleanups.push(() => child.kill())
     const url = `http://127.0.0.1:${port}`
     for (let i = 0; i < 600; i++) {
-      if (child.exitCode !== null) throw new Error('vite dev exited:\n' + out)
+      if (child.exitCode !== null) throw new Error(`${pkg} dev exited:\n` + out)
       try { if ((await fetch(url + '/')).ok) return url } catch {}
       await new Promise((r) => setTimeout(r, 100))
     }
-    throw new Error('vite dev did not answer in 60 s:\n' + out)
-  })()
+    throw new Error(`${pkg} dev did not answer in 60 s:\n` + out)
+  }
+  const viteDev = startVite('vite', 'vite')
+  const vite7Dev = startVite('vite7', 'vite7')
+  viteDev.catch(() => {})
+  vite7Dev.catch(() => {})
   const launched = chromium.launch({ executablePath: process.env.CHROMIUM_BIN || '/usr/bin/chromium', args: CHROMIUM_ARGS })
   const results = await Promise.allSettled(Object.entries(steps).map(async ([name, step]) => {
     const s0 = Date.now()
@@ -184,7 +199,9 @@ compiler.run((error, stats) => {
     ['esbuild, wasmUrl from the file loader', names[4], () => serve(join(apps, 'esbuild-file/dist')), '/'],
     ['esbuild, wasm copied next to the bundle', names[5], () => serve(join(apps, 'esbuild-copy/dist')), '/'],
     ['plain <script type="module"> with an import map', null, () => serve(dir), '/apps/plain/'],
-    ['Vite 8 dev server', null, async () => ({ url: await viteDev, close: async () => {} }), '/']
+    ['Vite 8 dev server', null, async () => ({ url: await viteDev, close: async () => {} }), '/'],
+    ["Vite 8 dev server, wasmUrl from 'queen-edge/queen_edge_bg.wasm?url'", null, async () => ({ url: await viteDev, close: async () => {} }), '/url.html'],
+    ["Vite 7 dev server with the README's optimizeDeps.exclude", null, async () => ({ url: await vite7Dev, close: async () => {} }), '/']
   ]
   for (const [label, needs, start, path] of pages) {
     if (needs && !built.has(needs)) { failures++; console.log(`  FAIL  ${label}: not built`); continue }
