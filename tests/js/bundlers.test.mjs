@@ -3,8 +3,8 @@
 // by side:
 //   - tsc --strict on every ```ts block of the shipped README.md, against the installed package's types
 //     (moduleResolution bundler and nodenext);
-//   - tiny apps built with Vite (build), webpack 5, esbuild (--format=esm with the wasm through the file
-//     loader and `wasmUrl`, and with the wasm copied next to the bundle), a plain <script type="module">
+//   - tiny apps built with Vite (build), webpack 5, esbuild (the wasm through the file loader and `wasmUrl`,
+//     as ESM and as the default iife; and as ESM with the wasm copied next to the bundle), a plain <script type="module">
 //     page with an import map, the Vite 8 dev server, and Vite 7's with the README's optimizeDeps setting;
 // and each app runs in one shared headless Chromium: Queen.open, push, pop, ack, pop again (empty),
 // close, deleteDatabase. Prints the time of each step.
@@ -119,6 +119,7 @@ compiler.run((error, stats) => {
 `)
   await write('esbuild-file/main.js', app({ wasmImport: "import wasmUrl from 'queen-edge/queen_edge_bg.wasm'", openExtra: ', wasmUrl' }))
   await write('esbuild-file/dist/index.html', html('<script type="module" src="main.js"></script>'))
+  await write('esbuild-file/dist-iife/index.html', html('<script src="main.js"></script>'))
   await write('esbuild-copy/main.js', app())
   await write('esbuild-copy/dist/index.html', html('<script type="module" src="main.js"></script>'))
   await write('plain/index.html', html(`<script type="importmap">{"imports": {"queen-edge": "/node_modules/queen-edge/js/dist/queen-edge.js"}}</script>
@@ -150,6 +151,7 @@ compiler.run((error, stats) => {
     'vite build': () => run(process.execPath, [join(dir, 'node_modules/vite/bin/vite.js'), 'build', '--logLevel', 'warn'], join(apps, 'vite')),
     'webpack 5 build': () => run(process.execPath, ['build.mjs'], join(apps, 'webpack')),
     'esbuild --format=esm --loader:.wasm=file (wasmUrl)': () => run(bin('esbuild'), ['main.js', '--bundle', '--format=esm', '--loader:.wasm=file', '--outdir=dist', '--log-level=warning'], join(apps, 'esbuild-file')),
+    'esbuild (default format, iife) --loader:.wasm=file (wasmUrl)': () => run(bin('esbuild'), ['main.js', '--bundle', '--loader:.wasm=file', '--outdir=dist-iife', '--log-level=warning'], join(apps, 'esbuild-file')),
     'esbuild --format=esm + wasm copied next to the bundle': async () => {
       await run(bin('esbuild'), ['main.js', '--bundle', '--format=esm', '--outdir=dist', '--log-level=warning'], join(apps, 'esbuild-copy'))
       await copyFile(join(dir, 'node_modules/queen-edge/js/dist/queen_edge_bg.wasm'), join(apps, 'esbuild-copy/dist/queen_edge_bg.wasm'))
@@ -194,10 +196,11 @@ compiler.run((error, stats) => {
 
   // 4. Each app in Chromium.
   const pages = [
-    ['Vite 8 build', names[2], () => serve(join(apps, 'vite/dist')), '/'],
-    ['webpack 5', names[3], () => serve(join(apps, 'webpack/dist')), '/'],
-    ['esbuild, wasmUrl from the file loader', names[4], () => serve(join(apps, 'esbuild-file/dist')), '/'],
-    ['esbuild, wasm copied next to the bundle', names[5], () => serve(join(apps, 'esbuild-copy/dist')), '/'],
+    ['Vite 8 build', 'vite build', () => serve(join(apps, 'vite/dist')), '/'],
+    ['webpack 5', 'webpack 5 build', () => serve(join(apps, 'webpack/dist')), '/'],
+    ['esbuild, wasmUrl from the file loader', 'esbuild --format=esm --loader:.wasm=file (wasmUrl)', () => serve(join(apps, 'esbuild-file/dist')), '/'],
+    ['esbuild (iife), wasmUrl from the file loader', 'esbuild (default format, iife) --loader:.wasm=file (wasmUrl)', () => serve(join(apps, 'esbuild-file/dist-iife')), '/'],
+    ['esbuild, wasm copied next to the bundle', 'esbuild --format=esm + wasm copied next to the bundle', () => serve(join(apps, 'esbuild-copy/dist')), '/'],
     ['plain <script type="module"> with an import map', null, () => serve(dir), '/apps/plain/'],
     ['Vite 8 dev server', null, async () => ({ url: await viteDev, close: async () => {} }), '/'],
     ["Vite 8 dev server, wasmUrl from 'queen-edge/queen_edge_bg.wasm?url'", null, async () => ({ url: await viteDev, close: async () => {} }), '/url.html'],
