@@ -115,7 +115,7 @@ export interface Message<T = Json> {
   producerSub: string | null
   /** ISO-8601 time of the push (microseconds). */
   createdAt: string
-  /** Position in the partition (first message = 1). */
+  /** Position in the partition, 0-based: the first message pushed to a partition has offset 0. */
   offset: number
   /** 1 on the first delivery, then counts redeliveries. */
   deliveryAttempt: number
@@ -207,12 +207,22 @@ export interface TransactionResult {
 /** Any JSON object answer (dashboard and admin routes). */
 export type JsonObject = { [key: string]: Json }
 
-/** A request sent when awaited; `.onSuccess` / `.onError` observe it. */
+/** What an {@link OperationBuilder} with an `onError` callback resolves to when the request failed. */
+export interface OperationFailure {
+  success: false
+  /** The error's message (the callback received the error itself). */
+  error: string
+}
+
+/**
+ * A request sent when awaited; `.onSuccess` / `.onError` observe it. Callbacks are awaited, and what they
+ * return is ignored (so `async` callbacks and ones returning another call's promise both fit).
+ */
 export class OperationBuilder<T = JsonObject> implements PromiseLike<T> {
   private constructor()
-  onSuccess(callback: (body: T) => void | Promise<void>): this
+  onSuccess(callback: (body: T) => unknown): this
   /** With a callback set, a failure resolves to `{success: false, error}` instead of throwing. */
-  onError(callback: (error: QueenError) => void | Promise<void>): this
+  onError(callback: (error: QueenError) => unknown): OperationBuilder<T | OperationFailure>
   then<A = T, B = never>(onfulfilled?: ((value: T) => A | PromiseLike<A>) | null, onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B>
   catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<T | B>
   finally(onfinally?: (() => void) | null): Promise<T>
@@ -221,10 +231,10 @@ export class OperationBuilder<T = JsonObject> implements PromiseLike<T> {
 /** A push, sent when awaited; resolves to one result per item, in order. */
 export class PushBuilder implements PromiseLike<PushResult[]> {
   private constructor()
-  onSuccess(callback: (queued: PushResult[]) => void | Promise<void>): this
-  onDuplicate(callback: (duplicates: PushResult[]) => void | Promise<void>): this
+  onSuccess(callback: (queued: PushResult[]) => unknown): this
+  onDuplicate(callback: (duplicates: PushResult[]) => unknown): this
   /** Receives the failed results, or the error of a failed request (the push then does not throw). */
-  onError(callback: (failed: PushResult[] | QueenError) => void | Promise<void>): this
+  onError(callback: (failed: PushResult[] | QueenError) => unknown): this
   then<A = PushResult[], B = never>(onfulfilled?: ((value: PushResult[]) => A | PromiseLike<A>) | null, onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B>
   catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<PushResult[] | B>
   finally(onfinally?: (() => void) | null): Promise<PushResult[]>
@@ -234,9 +244,9 @@ export class PushBuilder implements PromiseLike<PushResult[]> {
 export class ConsumeBuilder<T = Json, Each extends boolean = false> implements PromiseLike<void> {
   private constructor()
   /** Replaces the automatic ack of successes: the callback must ack. */
-  onSuccess(callback: (subject: Each extends true ? Message<T> : Message<T>[]) => void | Promise<void>): this
+  onSuccess(callback: (subject: Each extends true ? Message<T> : Message<T>[]) => unknown): this
   /** Replaces the automatic nack of handler failures: the callback decides (`ack(m, false | 'retry' | 'dlq')`). */
-  onError(callback: (subject: Each extends true ? Message<T> : Message<T>[], error: unknown) => void | Promise<void>): this
+  onError(callback: (subject: Each extends true ? Message<T> : Message<T>[], error: unknown) => unknown): this
   /** Stops every worker after its current step. */
   stop(): void
   then<A = void, B = never>(onfulfilled?: ((value: void) => A | PromiseLike<A>) | null, onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B>

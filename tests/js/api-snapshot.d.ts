@@ -155,27 +155,31 @@ export interface TransactionResult {
 export type JsonObject = {
     [key: string]: Json;
 };
+export interface OperationFailure {
+    success: false;
+    error: string;
+}
 export class OperationBuilder<T = JsonObject> implements PromiseLike<T> {
     private constructor();
-    onSuccess(callback: (body: T) => void | Promise<void>): this;
-    onError(callback: (error: QueenError) => void | Promise<void>): this;
+    onSuccess(callback: (body: T) => unknown): this;
+    onError(callback: (error: QueenError) => unknown): OperationBuilder<T | OperationFailure>;
     then<A = T, B = never>(onfulfilled?: ((value: T) => A | PromiseLike<A>) | null, onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B>;
     catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<T | B>;
     finally(onfinally?: (() => void) | null): Promise<T>;
 }
 export class PushBuilder implements PromiseLike<PushResult[]> {
     private constructor();
-    onSuccess(callback: (queued: PushResult[]) => void | Promise<void>): this;
-    onDuplicate(callback: (duplicates: PushResult[]) => void | Promise<void>): this;
-    onError(callback: (failed: PushResult[] | QueenError) => void | Promise<void>): this;
+    onSuccess(callback: (queued: PushResult[]) => unknown): this;
+    onDuplicate(callback: (duplicates: PushResult[]) => unknown): this;
+    onError(callback: (failed: PushResult[] | QueenError) => unknown): this;
     then<A = PushResult[], B = never>(onfulfilled?: ((value: PushResult[]) => A | PromiseLike<A>) | null, onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B>;
     catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<PushResult[] | B>;
     finally(onfinally?: (() => void) | null): Promise<PushResult[]>;
 }
 export class ConsumeBuilder<T = Json, Each extends boolean = false> implements PromiseLike<void> {
     private constructor();
-    onSuccess(callback: (subject: Each extends true ? Message<T> : Message<T>[]) => void | Promise<void>): this;
-    onError(callback: (subject: Each extends true ? Message<T> : Message<T>[], error: unknown) => void | Promise<void>): this;
+    onSuccess(callback: (subject: Each extends true ? Message<T> : Message<T>[]) => unknown): this;
+    onError(callback: (subject: Each extends true ? Message<T> : Message<T>[], error: unknown) => unknown): this;
     stop(): void;
     then<A = void, B = never>(onfulfilled?: ((value: void) => A | PromiseLike<A>) | null, onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<A | B>;
     catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<void | B>;
@@ -276,6 +280,8 @@ export interface OpenOptions {
     resendMillis?: number;
     noWriterTimeoutMillis?: number;
     answerCacheMillis?: number;
+    maxStoredBytes?: number;
+    cacheBytes?: number;
     views?: boolean;
     wasmUrl?: string | URL;
 }

@@ -14,7 +14,9 @@ import {
   type QueenRole,
   type RawResponse,
   type TransactionResult,
-  type QueenErrorCode
+  type QueenErrorCode,
+  type JsonObject,
+  type OperationFailure
 } from '../../../js/index.js'
 
 interface Order {
@@ -55,6 +57,19 @@ export async function usage(): Promise<void> {
     .onError(async (m, error) => { await queen.ack(m, false, { error: String(error) }) })
   consumer.stop()
   await consumer
+  // Callbacks may return what they like (it is awaited and ignored): the README's dead-lettering example,
+  // whose callback returns queen.ack's Promise<AckResult>.
+  await queen.queue('orders').each().limit(100).renewLease(true, 10_000)
+    .consume(async (message) => { void message })
+    .onError(async (message, error) => queen.ack(message, 'dlq', { error: String(error) }))
+  await queen.queue('orders').batch(10).consume(async (batch) => batch.length)
+    .onSuccess((batch) => queen.ack(batch, true))
+  await queen.queue('orders').push({ data: 1 }).onSuccess(async (queued) => queued.length).onError((failed) => failed)
+  // An operation with onError resolves to the body or to {success: false, error}.
+  const created: JsonObject | OperationFailure = await queen.queue('orders').create().onError((error) => error.code)
+  void created
+  const offset: number = msgs[0].offset
+  void offset
 
   const page: DeadLetterPage<Order> = await queen.queue<Order>('orders').dlq('billing').limit(20).get()
   const reason: string | null = page.messages[0].errorMessage

@@ -1,0 +1,249 @@
+// The packed npm module in the setups people use (run by scripts/test.d/55-npm-package). In a temp
+// directory, one `npm install` of the tarball next to pinned bundlers (BUNDLERS) and typescript, then, side
+// by side:
+//   - tsc --strict on every ```ts block of the shipped README.md, against the installed package's types
+//     (moduleResolution bundler and nodenext);
+//   - tiny apps built with Vite (build), webpack 5, esbuild (the wasm through the file loader and `wasmUrl`,
+//     as ESM and as the default iife; and as ESM with the wasm copied next to the bundle), a plain <script type="module">
+//     page with an import map, the Vite 8 dev server, and Vite 7's with the README's optimizeDeps setting;
+// and each app runs in one shared headless Chromium: Queen.open, push, pop, ack, pop again (empty),
+// close, deleteDatabase. Prints the time of each step.
+//
+//   node tests/js/bundlers.test.mjs path/to/queen-edge-x.y.z.tgz     (QE_KEEP_BUNDLER_APPS=1 keeps the dir)
+
+import { chromium } from 'playwright-core'
+import { spawn } from 'node:child_process'
+import { createServer } from 'node:http'
+import { mkdtemp, mkdir, writeFile, readFile, rm, copyFile, stat } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, extname, normalize, resolve } from 'node:path'
+import { CHROMIUM_ARGS } from './harness.mjs'
+
+const BUNDLERS = { vite: '8.4.0', webpack: '5.113.0', esbuild: '0.28.2', typescript: '5.9.3' }
+// An older Vite major, for the setting the README documents for it (optimizeDeps.exclude): without it,
+// Vite 7's dev pre-bundling moves the module away from its wasm.
+const OLDER = { vite7: 'npm:vite@7.3.8' }
+
+const tgz = resolve(process.argv[2] || '')
+if (!process.argv[2]) throw new Error('usage: node tests/js/bundlers.test.mjs <tarball>')
+const t0 = Date.now()
+const since = () => `${((Date.now() - t0) / 1000).toFixed(1)} s`
+let failures = 0
+
+/** Runs a command; resolves to its output, rejects with it on a non-zero exit. */
+function run(cmd, args, cwd, env = {}) {
+  return new Promise((ok, fail) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { out += d })
+    child.on('error', fail)
+    child.on('close', (code) => code === 0 ? ok(out) : fail(new Error(`${cmd} ${args.join(' ')} (in ${cwd}) exited ${code}:\n${out}`)))
+  })
+}
+
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.map': 'application/json', '.css': 'text/css' }
+
+/** A static server of `dir` on a free port; resolves to { url, close }. */
+function serve(dir) {
+  const server = createServer(async (req, res) => {
+    const rel = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^\/+/, '')
+    if (rel.startsWith('..')) { res.writeHead(403).end(); return }
+    let file = join(dir, rel)
+    try {
+      if ((await stat(file)).isDirectory()) file = join(file, 'index.html')
+      const body = await readFile(file)
+      res.writeHead(200, { 'Content-Type': TYPES[extname(file)] || 'application/octet-stream', 'Cache-Control': 'no-store' })
+      res.end(body)
+    } catch {
+      res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found')
+    }
+  })
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok({
+    url: `http://127.0.0.1:${server.address().port}`,
+    close: () => new Promise((done) => server.close(done))
+  })))
+}
+
+/** The app: push, pop, ack through Queen.open; `window.result` settles with what happened. */
+const app = ({ wasmImport = '', openExtra = '' } = {}) => `import { Queen } from 'queen-edge'
+${wasmImport}
+window.result = (async () => {
+  const name = 'bundler-' + Math.random().toString(36).slice(2)
+  const queen = await Queen.open({ name${openExtra} })
+  await queen.queue('q').create()
+  const pushed = await queen.queue('q').push([{ data: { n: 1 } }, { data: { n: 2 } }])
+  const messages = await queen.queue('q').batch(10).wait(false).pop()
+  const ack = await queen.ack(messages, true)
+  const left = await queen.queue('q').wait(false).pop()
+  const role = queen.role
+  await queen.close()
+  await Queen.deleteDatabase(name)
+  return { pushed: pushed.map((p) => p.status), data: messages.map((m) => m.data.n), offsets: messages.map((m) => m.offset), ack: ack.success, left: left.length, role }
+})().catch((error) => ({ error: String((error && error.stack) || error) }))
+`
+const html = (script) => `<!doctype html><meta charset="utf-8"><title>queen-edge bundler test</title>\n${script}\n`
+
+const dir = await mkdtemp(join(tmpdir(), 'queen-edge-bundlers-'))
+const cleanups = []
+let browser = null
+try {
+  // 1. One install: the tarball and the pinned tools.
+  await writeFile(join(dir, 'package.json'), JSON.stringify({
+    name: 'queen-edge-bundler-apps', private: true, type: 'module',
+    dependencies: { 'queen-edge': 'file:' + tgz, ...BUNDLERS, ...OLDER }
+  }, null, 2))
+  await run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', '--prefer-offline'], dir)
+  console.log(`  ok    npm install of the tarball, ${Object.entries(BUNDLERS).map(([k, v]) => k + ' ' + v).join(', ')} (${since()})`)
+
+  // 2. The apps' sources.
+  const apps = join(dir, 'apps')
+  const write = async (path, text) => { await mkdir(join(apps, path, '..'), { recursive: true }); await writeFile(join(apps, path), text) }
+  await write('vite/index.html', html('<script type="module" src="/main.js"></script>'))
+  await write('vite/main.js', app())
+  // Served by the dev server only (vite build builds index.html): the wasm's URL by package path.
+  await write('vite/url.html', html('<script type="module" src="/main-url.js"></script>'))
+  await write('vite/main-url.js', app({ wasmImport: "import wasmUrl from 'queen-edge/queen_edge_bg.wasm?url'", openExtra: ', wasmUrl' }))
+  await write('vite7/index.html', html('<script type="module" src="/main.js"></script>'))
+  await write('vite7/main.js', app())
+  await write('vite7/vite.config.js', "export default { optimizeDeps: { exclude: ['queen-edge'] } }\n")
+  await write('webpack/main.js', app())
+  await write('webpack/dist/index.html', html('<script src="main.js"></script>'))
+  await write('webpack/build.mjs', `import webpack from 'webpack'
+const compiler = webpack({ mode: 'production', context: import.meta.dirname, entry: './main.js',
+  output: { path: import.meta.dirname + '/dist', filename: 'main.js' }, performance: { hints: false } })
+compiler.run((error, stats) => {
+  if (error || stats.hasErrors()) { console.error(error || stats.toString('errors-only')); process.exit(1) }
+  compiler.close(() => {})
+})
+`)
+  await write('esbuild-file/main.js', app({ wasmImport: "import wasmUrl from 'queen-edge/queen_edge_bg.wasm'", openExtra: ', wasmUrl' }))
+  await write('esbuild-file/dist/index.html', html('<script type="module" src="main.js"></script>'))
+  await write('esbuild-file/dist-iife/index.html', html('<script src="main.js"></script>'))
+  await write('esbuild-copy/main.js', app())
+  await write('esbuild-copy/dist/index.html', html('<script type="module" src="main.js"></script>'))
+  await write('plain/index.html', html(`<script type="importmap">{"imports": {"queen-edge": "/node_modules/queen-edge/js/dist/queen-edge.js"}}</script>
+<script type="module" src="/apps/plain/main.js"></script>`))
+  await write('plain/main.js', app())
+
+  // The README's TypeScript examples, against the installed package.
+  const readme = await readFile(join(dir, 'node_modules/queen-edge/README.md'), 'utf8')
+  const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1])
+  const tsFiles = []
+  for (const [i, code] of blocks.entries()) {
+    tsFiles.push(`readme-${i + 1}.ts`)
+    await write(`ts/readme-${i + 1}.ts`, code.includes('import ') || code.includes('export ') ? code : code + '\nexport {}\n')
+  }
+  await write('ts/wasm.d.ts', "declare module '*.wasm' { const url: string; export default url }\n")
+  const tsconfig = (resolution) => JSON.stringify({
+    compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: resolution === 'bundler' ? 'ES2022' : 'NodeNext', moduleResolution: resolution, moduleDetection: 'force', lib: ['ES2022', 'DOM', 'DOM.Iterable'], types: [], skipLibCheck: false },
+    files: [...tsFiles, 'wasm.d.ts']
+  })
+  await write('ts/tsconfig.bundler.json', tsconfig('bundler'))
+  await write('ts/tsconfig.nodenext.json', tsconfig('nodenext'))
+  await write('ts/package.json', '{"type": "module"}')
+
+  // 3. Builds, type checks and the Vite dev server, side by side.
+  const bin = (name) => join(dir, 'node_modules/.bin', name)
+  const steps = {
+    [`tsc --strict: the README's ${blocks.length} TypeScript examples (moduleResolution bundler)`]: () => run(bin('tsc'), ['-p', 'tsconfig.bundler.json'], join(apps, 'ts')),
+    [`tsc --strict: the README's ${blocks.length} TypeScript examples (moduleResolution nodenext)`]: () => run(bin('tsc'), ['-p', 'tsconfig.nodenext.json'], join(apps, 'ts')),
+    'vite build': () => run(process.execPath, [join(dir, 'node_modules/vite/bin/vite.js'), 'build', '--logLevel', 'warn'], join(apps, 'vite')),
+    'webpack 5 build': () => run(process.execPath, ['build.mjs'], join(apps, 'webpack')),
+    'esbuild --format=esm --loader:.wasm=file (wasmUrl)': () => run(bin('esbuild'), ['main.js', '--bundle', '--format=esm', '--loader:.wasm=file', '--outdir=dist', '--log-level=warning'], join(apps, 'esbuild-file')),
+    'esbuild (default format, iife) --loader:.wasm=file (wasmUrl)': () => run(bin('esbuild'), ['main.js', '--bundle', '--loader:.wasm=file', '--outdir=dist-iife', '--log-level=warning'], join(apps, 'esbuild-file')),
+    'esbuild --format=esm + wasm copied next to the bundle': async () => {
+      await run(bin('esbuild'), ['main.js', '--bundle', '--format=esm', '--outdir=dist', '--log-level=warning'], join(apps, 'esbuild-copy'))
+      await copyFile(join(dir, 'node_modules/queen-edge/js/dist/queen_edge_bg.wasm'), join(apps, 'esbuild-copy/dist/queen_edge_bg.wasm'))
+    }
+  }
+  // Vite dev servers (run from their own package folder: two majors are installed).
+  const startVite = async (pkg, app) => {
+    const probe = await serve(dir) // a free port for the dev server
+    const port = Number(new URL(probe.url).port)
+    await probe.close()
+    const child = spawn(process.execPath, [join(dir, 'node_modules', pkg, 'bin/vite.js'), '--port', String(port), '--strictPort', '--host', '127.0.0.1'],
+      { cwd: join(apps, app), stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { out += d })
+    cleanups.push(() => child.kill())
+    const url = `http://127.0.0.1:${port}`
+    for (let i = 0; i < 600; i++) {
+      if (child.exitCode !== null) throw new Error(`${pkg} dev exited:\n` + out)
+      try { if ((await fetch(url + '/')).ok) return url } catch {}
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    throw new Error(`${pkg} dev did not answer in 60 s:\n` + out)
+  }
+  const viteDev = startVite('vite', 'vite')
+  const vite7Dev = startVite('vite7', 'vite7')
+  viteDev.catch(() => {})
+  vite7Dev.catch(() => {})
+  const launched = chromium.launch({ executablePath: process.env.CHROMIUM_BIN || '/usr/bin/chromium', args: CHROMIUM_ARGS })
+  const results = await Promise.allSettled(Object.entries(steps).map(async ([name, step]) => {
+    const s0 = Date.now()
+    await step()
+    return `${name} (${((Date.now() - s0) / 1000).toFixed(1)} s)`
+  }))
+  const names = Object.keys(steps)
+  const built = new Set()
+  results.forEach((r, i) => {
+    if (r.status === 'fulfilled') { console.log('  ok    ' + r.value); built.add(names[i]) }
+    else { failures++; console.log(`  FAIL  ${names[i]}\n${r.reason.message}`) }
+  })
+  browser = await launched
+
+  // 4. Each app in Chromium.
+  const pages = [
+    ['Vite 8 build', 'vite build', () => serve(join(apps, 'vite/dist')), '/'],
+    ['webpack 5', 'webpack 5 build', () => serve(join(apps, 'webpack/dist')), '/'],
+    ['esbuild, wasmUrl from the file loader', 'esbuild --format=esm --loader:.wasm=file (wasmUrl)', () => serve(join(apps, 'esbuild-file/dist')), '/'],
+    ['esbuild (iife), wasmUrl from the file loader', 'esbuild (default format, iife) --loader:.wasm=file (wasmUrl)', () => serve(join(apps, 'esbuild-file/dist-iife')), '/'],
+    ['esbuild, wasm copied next to the bundle', 'esbuild --format=esm + wasm copied next to the bundle', () => serve(join(apps, 'esbuild-copy/dist')), '/'],
+    ['plain <script type="module"> with an import map', null, () => serve(dir), '/apps/plain/'],
+    ['Vite 8 dev server', null, async () => ({ url: await viteDev, close: async () => {} }), '/'],
+    ["Vite 8 dev server, wasmUrl from 'queen-edge/queen_edge_bg.wasm?url'", null, async () => ({ url: await viteDev, close: async () => {} }), '/url.html'],
+    ["Vite 7 dev server with the README's optimizeDeps.exclude", null, async () => ({ url: await vite7Dev, close: async () => {} }), '/']
+  ]
+  for (const [label, needs, start, path] of pages) {
+    if (needs && !built.has(needs)) { failures++; console.log(`  FAIL  ${label}: not built`); continue }
+    const s0 = Date.now()
+    let server = null
+    const context = await browser.newContext()
+    const problems = []
+    const wasm = []
+    try {
+      server = await start()
+      const page = await context.newPage()
+      page.on('pageerror', (e) => problems.push('pageerror: ' + e.message))
+      page.on('console', (m) => { if (m.type() === 'error') problems.push('console.error: ' + m.text()) })
+      page.on('response', (r) => { if (r.url().endsWith('.wasm')) wasm.push(`${r.status()} ${r.headers()['content-type']} ${new URL(r.url()).pathname}`) })
+      await page.goto(server.url + path)
+      await page.waitForFunction(() => window.result !== undefined, null, { timeout: 30000 })
+      const result = await page.evaluate(() => window.result)
+      const expected = { pushed: ['queued', 'queued'], data: [1, 2], offsets: [0, 1], ack: true, left: 0, role: 'writer' }
+      if (JSON.stringify(result) !== JSON.stringify(expected)) {
+        throw new Error(`expected ${JSON.stringify(expected)}\n      got ${JSON.stringify(result)}`)
+      }
+      if (!wasm.some((w) => w.startsWith('200 application/wasm'))) throw new Error('no wasm fetched as application/wasm: ' + JSON.stringify(wasm))
+      console.log(`  ok    ${label}: push, pop, ack (wasm: ${wasm.join('; ')}) (${((Date.now() - s0) / 1000).toFixed(1)} s)`)
+    } catch (error) {
+      failures++
+      console.log(`  FAIL  ${label}: ${error.message}${problems.length ? '\n      ' + problems.join('\n      ') : ''}`)
+    } finally {
+      await context.close()
+      if (server) await server.close()
+    }
+  }
+} catch (error) {
+  failures++
+  console.log('  FAIL  ' + (error.stack || error))
+} finally {
+  for (const c of cleanups) c()
+  if (browser) await browser.close()
+  if (process.env.QE_KEEP_BUNDLER_APPS === '1') console.log('  kept ' + dir)
+  else await rm(dir, { recursive: true, force: true })
+}
+console.log(`bundlers: ${failures ? failures + ' failed' : 'all passed'} in ${since()}`)
+process.exit(failures ? 1 : 0)
