@@ -12,7 +12,11 @@
 //! - `broker.close()` fences the broker: nothing it does afterwards reaches IndexedDB, so a writer that
 //!   hands over to another tab can never write behind the new writer's back.
 //!
-//! Only one `WasmBroker` may write a database at a time; the wrapper guarantees it with a Web Lock.
+//! Only one `WasmBroker` may write a database at a time. The wrapper elects it (a Web Lock, or without
+//! Web Locks through the fence), and storage enforces it: opening takes over the writer epoch
+//! ([`IdbStore::take_over`]), so the commits of any broker opened earlier fail. A broker whose commit was
+//! refused that way is `superseded`: it answers nothing any more, its requests reject with code
+//! `"superseded"` (nothing of them was written), and the wrapper steps down to follower.
 
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, Host};
@@ -101,6 +105,7 @@ impl Host for BrowserHost {
 #[derive(Debug)]
 pub struct FencedStore {
     inner: RefCell<Option<Rc<IdbStore>>>,
+    superseded: Cell<bool>,
 }
 
 impl FencedStore {
@@ -108,12 +113,19 @@ impl FencedStore {
     pub fn new(store: IdbStore) -> Self {
         FencedStore {
             inner: RefCell::new(Some(Rc::new(store))),
+            superseded: Cell::new(false),
         }
     }
 
     /// Refuses every later call and lets the connection close.
     pub fn fence(&self) {
         self.inner.borrow_mut().take();
+    }
+
+    /// True once another connection took over the database (a commit was refused by the epoch fence):
+    /// this store is then fenced too.
+    pub fn is_superseded(&self) -> bool {
+        self.superseded.get()
     }
 
     /// True once [`FencedStore::fence`] was called.
@@ -139,7 +151,12 @@ impl Store for FencedStore {
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         let store = self.current()?;
-        store.commit(changes).await
+        let outcome = store.commit(changes).await;
+        if store.is_superseded() {
+            self.superseded.set(true);
+            self.fence();
+        }
+        outcome
     }
 }
 
@@ -173,6 +190,7 @@ struct Inner {
     config: HttpConfig,
     name: String,
     persisted: Option<bool>,
+    epoch: u32,
     closed: Cell<bool>,
 }
 
@@ -275,6 +293,9 @@ impl WasmBroker {
         let store = IdbStore::open(&name, IdbOptions { durability })
             .await
             .map_err(|e| store_js_error(&e))?;
+        // Take over before loading: any earlier writer's later commits now fail, and the load below sees
+        // everything committed before.
+        let epoch = store.take_over().await.map_err(|e| store_js_error(&e))?;
         let persisted = if ask_persist {
             // Workers have no persist(); that is an answer too ("not asked"), not an error.
             idb::persist().await.ok()
@@ -300,6 +321,7 @@ impl WasmBroker {
                 config,
                 name,
                 persisted,
+                epoch,
                 closed: Cell::new(false),
             }),
         })
@@ -327,6 +349,19 @@ impl WasmBroker {
         self.inner.persisted
     }
 
+    /// The writer epoch this broker took over at open (increases with every broker opened on the database).
+    #[wasm_bindgen(getter)]
+    pub fn epoch(&self) -> u32 {
+        self.inner.epoch
+    }
+
+    /// True once a commit was refused because another broker took over the database since this one
+    /// opened. Such a broker never writes again; every request rejects with code `"superseded"`.
+    #[wasm_bindgen(getter)]
+    pub fn superseded(&self) -> bool {
+        self.inner.engine.store().is_superseded()
+    }
+
     /// True once [`WasmBroker::close`] was called.
     #[wasm_bindgen(getter)]
     pub fn closed(&self) -> bool {
@@ -342,6 +377,11 @@ impl WasmBroker {
     /// Resolves to `{ status, headers, body }` where `headers` is an object and `body` a `Uint8Array`
     /// (empty for 204). A long-poll pop resolves when messages arrive or its timeout passes. After
     /// [`WasmBroker::close`] every request answers 503.
+    ///
+    /// Rejects with an `Error` whose `code` is `"superseded"` when another broker took over the database
+    /// (see [`WasmBroker::superseded`]): before running the request if that was known already, else when
+    /// its commit was refused. Either way nothing of the request was written, so it may be sent again to
+    /// the current writer.
     #[wasm_bindgen(
         unchecked_return_type = "Promise<{status: number, headers: Record<string, string>, body: Uint8Array}>"
     )]
@@ -358,7 +398,13 @@ impl WasmBroker {
             let response = if inner.closed.get() {
                 closed_response()
             } else {
-                http::handle(&inner.engine, &inner.config, request).await
+                check_superseded(&inner)?;
+                let response = http::handle(&inner.engine, &inner.config, request).await;
+                // A store failure after the take-over: the fence refused this request's commit.
+                if response.status >= 500 {
+                    check_superseded(&inner)?;
+                }
+                response
             };
             let out = Object::new();
             Reflect::set(&out, &"status".into(), &JsValue::from(response.status))?;
@@ -427,6 +473,17 @@ impl WasmBroker {
         self.inner.closed.set(true);
         self.inner.engine.store().fence();
     }
+}
+
+/// Rejects with code `"superseded"` once another broker took over the database.
+fn check_superseded(inner: &Inner) -> Result<(), JsValue> {
+    if inner.engine.store().is_superseded() {
+        return Err(js_error(
+            "superseded",
+            "another tab or worker took over this database; nothing of this request was written",
+        ));
+    }
+    Ok(())
 }
 
 /// The path-and-query part of `url` (`https://h/api/v1/x?q` → `/api/v1/x?q`); a path stays as it is.

@@ -276,6 +276,7 @@ export interface OpenOptions {
     resendMillis?: number;
     noWriterTimeoutMillis?: number;
     answerCacheMillis?: number;
+    claimAfterMillis?: number;
     views?: boolean;
     wasmUrl?: string | URL;
 }

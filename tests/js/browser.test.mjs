@@ -346,6 +346,77 @@ const tests = [
     await context.close()
   }],
 
+  ['without Web Locks: two tabs pushing at once lose nothing (the storage fence keeps one writer)', async ({ browser, url }) => {
+    // A non-secure origin (plain http on a LAN address) has no navigator.locks.
+    const context = await browser.newContext()
+    await context.addInitScript(() => { delete Navigator.prototype.locks })
+    const a = await openPage(context, url, 'no-locks A')
+    const b = await openPage(context, url, 'no-locks B')
+    const name = uniqueName('nolocks')
+    const open = (page) => page.evaluate(async (name) => {
+      if ('locks' in navigator) throw new Error('navigator.locks is still there')
+      window.roles = []
+      window.queen = await window.QE.Queen.open({ name })
+      window.roles.push(window.queen.role)
+      window.queen.onRoleChange((role) => window.roles.push(role))
+      return window.queen.role
+    }, name)
+    // Opened at the same moment: neither hears a writer, so both may claim; the fence settles it.
+    const roles = await Promise.all([open(a), open(b)])
+    const PER_TAB = 200
+    const push = (page, label) => page.evaluate(async ({ label, n }) => {
+      const q = window.queen
+      const acked = []
+      const failed = []
+      let next = 0
+      const worker = async () => {
+        while (next < n) {
+          const i = next++
+          try {
+            const [r] = await q.queue('fence').push({ data: { label, i } })
+            if (r.status === 'queued') acked.push(r.transactionId)
+            else failed.push(r.status)
+          } catch (e) {
+            failed.push(e.code || String(e))
+          }
+        }
+      }
+      await Promise.all([worker(), worker(), worker(), worker()])
+      return { acked, failed, roles: window.roles }
+    }, { label, n: PER_TAB })
+    const [ra, rb] = await Promise.all([push(a, 'A'), push(b, 'B')])
+    console.log(`      opened as ${roles.join(' + ')}; roles over time A ${ra.roles.join('>')}, B ${rb.roles.join('>')}; ` +
+      `acknowledged ${ra.acked.length} + ${rb.acked.length}, failed ${ra.failed.length + rb.failed.length}`)
+    await a.close()
+    await b.close()
+    // A fresh tab loads from IndexedDB alone: everything acknowledged must be there, exactly once.
+    const fresh = await openPage(context, url, 'no-locks fresh')
+    const found = await fresh.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      const ids = []
+      for (;;) {
+        const msgs = await queen.queue('fence').batch(500).wait(false).pop()
+        if (msgs.length === 0) break
+        ids.push(...msgs.map((m) => m.transactionId))
+        await queen.ack(msgs, true)
+      }
+      const role = queen.role
+      await queen.close()
+      return { ids, role }
+    }, name)
+    assertEq(found.role, 'writer', 'the fresh tab is the writer')
+    const acked = [...ra.acked, ...rb.acked]
+    const counts = new Map()
+    for (const id of found.ids) counts.set(id, (counts.get(id) || 0) + 1)
+    const missing = acked.filter((id) => !counts.has(id))
+    const twice = [...counts].filter(([, n]) => n > 1)
+    assertEq(missing.length, 0, `every acknowledged push is stored (${missing.length} of ${acked.length} missing)`)
+    assertEq(twice.length, 0, 'no message is stored twice')
+    assertEq(found.ids.length, acked.length, 'nothing unacknowledged appeared')
+    assertEq(acked.length, 2 * PER_TAB, `every push was acknowledged (failures: ${JSON.stringify([...ra.failed, ...rb.failed].slice(0, 5))})`)
+    await context.close()
+  }],
+
   ['a closing follower tab gives back what its parked long-poll claims', async ({ browser, url }) => {
     const context = await browser.newContext()
     const a = await openPage(context, url, 'writer')
