@@ -26,12 +26,17 @@
 //   {t:'res', id, to, writer, status, headers, body}     the answer
 //   {t:'gone', from}                                     a context closed (or its page is going away)
 //
-// Delivery: a follower re-sends a request every `resendMillis` until a writer acks it, and re-sends every
-// request not yet answered when a different writer announces itself (the old one died with it). The
-// writer remembers request ids for a while and never runs one twice: a duplicate gets the ack again, or
-// the stored answer. A request that reached an old writer, was committed, and whose answer was lost with
-// that writer is run again by the new one: pushes carry client-minted transactionIds, so a re-run push
-// answers `duplicate` with the original message id instead of storing the message twice.
+// Delivery: a follower re-sends a request every `resendMillis` × 4 until a writer acks it, keeps re-sending
+// it at that pace after the ack (the writer acks again: it is alive and working on it), and re-sends every
+// request not yet answered when a different writer announces itself. The writer never runs one id twice: a
+// duplicate gets the ack again, or the answer it remembers. Forwarded requests are recorded: the writer
+// commits what a request writes together with its answer under the request's id (src/js/mod.rs), so when a
+// writer dies after committing but before answering, the next writer (or the follower itself, taking over)
+// answers the retry from that record instead of running it again: an ack is not reported failed, a pop
+// returns the messages and lease it took instead of leasing others. A forwarded request fails with
+// `timeout` when its writer stops acknowledging it for `noWriterTimeoutMillis` (a hung writer), or when no
+// answer came within `noWriterTimeoutMillis` plus the request's own long-poll time; its outcome is then
+// unknown. Ids start with their creation time (ms, 15 digits): recorded answers are kept 10 minutes.
 //
 // A follower that goes away with a long-poll parked at the writer says so ('gone'); when that pop later
 // claims messages, the writer gives them back at once (a `retry` ack: no retry charged) instead of
@@ -75,6 +80,15 @@ export function loadWasm(wasmUrl, views = false) {
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
+
+/** How long a long-poll pop at `path` may wait at the writer, ms (0 for anything else). */
+function longPollMillis(path) {
+  const query = String(path).split('?')[1]
+  if (!query) return 0
+  const params = new URLSearchParams(query)
+  const wait = params.get('wait')
+  return wait === 'true' || wait === '1' ? Number(params.get('timeout')) || 30000 : 0
+}
 
 function randomId() {
   const bytes = new Uint8Array(8)
@@ -402,36 +416,48 @@ export class LocalTransport {
   raw(method, path, headers, body) {
     if (this.#closed) return Promise.reject(new QueenError('closed', 'this Queen was closed'))
     return new Promise((resolve, reject) => {
-      const id = this.#id + ':' + ++this.#seq
       const now = Date.now()
+      const id = String(now).padStart(15, '0') + ':' + this.#id + ':' + ++this.#seq
       const entry = {
         msg: { t: 'req', id, from: this.#id, method, path, headers, body },
         resolve,
         reject,
         acked: null,
+        ackedAt: 0,
         local: false,
+        forwarded: false,
         sentAt: now,
         forwardedAt: now,
         createdAt: now,
+        deadline: now + this.#options.noWriterTimeoutMillis + longPollMillis(path),
         attempts: 0
       }
       this.#pending.set(id, entry)
       if (this.#role === 'writer') this.#runPendingLocally(entry)
-      else this.#post(entry.msg)
+      else this.#forward(entry)
     })
   }
 
+  /** Sends a pending request to the writer (again). */
+  #forward(entry) {
+    entry.forwarded = true
+    entry.acked = null
+    entry.sentAt = entry.forwardedAt = Date.now()
+    this.#post(entry.msg)
+  }
+
   /**
-   * Runs one request on the writer's broker. Resolves to the answer, or to null when the broker was
-   * superseded (another context took over; nothing of the request was written): the caller sends the
-   * request on. Rejects with the request's own failure.
+   * Runs one request on the writer's broker, recorded under `requestId` when given (see the top of this
+   * file). Resolves to the answer, or to null when the broker was superseded (another context took over;
+   * nothing of the request was written): the caller sends the request on. Rejects with the request's own
+   * failure.
    */
-  async #handleLocal(method, path, headers, body) {
+  async #handleLocal(method, path, headers, body, requestId) {
     const broker = this.#broker
     if (!broker || this.#closed) throw new QueenError('closed', 'this Queen was closed')
     let response
     try {
-      response = await broker.handle(method, path, headers, body)
+      response = await broker.handle(method, path, headers, body, requestId)
     } catch (error) {
       const err = asQueenError(error)
       if (err.code !== 'superseded') throw err
@@ -448,8 +474,9 @@ export class LocalTransport {
   #runPendingLocally(entry) {
     if (entry.local) return
     entry.local = true
-    const { method, path, headers, body } = entry.msg
-    this.#handleLocal(method, path, headers, body).then(
+    const { method, path, headers, body, id } = entry.msg
+    // Once forwarded, a writer that died may have run it: recorded, so its record answers it here.
+    this.#handleLocal(method, path, headers, body, entry.forwarded ? id : undefined).then(
       (response) => {
         if (response) {
           this.#settle(entry.msg.id, response, null)
@@ -459,10 +486,8 @@ export class LocalTransport {
         } else if (this.#pending.has(entry.msg.id)) {
           // Not written: send it to whoever is the writer now (or run it here if that is us again).
           entry.local = false
-          entry.acked = null
-          entry.sentAt = entry.forwardedAt = Date.now()
           if (this.#role === 'writer') this.#runPendingLocally(entry)
-          else this.#post(entry.msg)
+          else this.#forward(entry)
         }
       },
       (error) => this.#settle(entry.msg.id, null, error)
@@ -482,14 +507,26 @@ export class LocalTransport {
     if (this.#role === 'follower') {
       let claim = false
       for (const entry of [...this.#pending.values()]) {
-        if (entry.local || entry.acked) continue
-        if (now - entry.createdAt > this.#options.noWriterTimeoutMillis) {
-          const reason = this.#lastError ? ': ' + this.#lastError.message : ''
-          this.#settle(entry.msg.id, null, new QueenError('no_writer',
-            `no tab or worker serving "${this.#name}" answered within ${this.#options.noWriterTimeoutMillis} ms${reason}`))
-          continue
+        if (entry.local) continue
+        if (entry.acked) {
+          // Acknowledged: keep asking, so a writer that died or hangs is noticed (it acks every re-send).
+          const silent = now - entry.ackedAt
+          if (silent > this.#options.noWriterTimeoutMillis || now > entry.deadline) {
+            this.#settle(entry.msg.id, null, new QueenError('timeout',
+              `the writer of "${this.#name}" ${now > entry.deadline ? 'did not answer in time' : 'stopped answering'}; ` +
+              'the request may or may not have been applied'))
+            continue
+          }
+          if (silent >= this.#options.claimAfterMillis) claim = true
+        } else {
+          if (now - entry.createdAt > this.#options.noWriterTimeoutMillis) {
+            const reason = this.#lastError ? ': ' + this.#lastError.message : ''
+            this.#settle(entry.msg.id, null, new QueenError('no_writer',
+              `no tab or worker serving "${this.#name}" answered within ${this.#options.noWriterTimeoutMillis} ms${reason}`))
+            continue
+          }
+          if (now - entry.forwardedAt >= this.#options.claimAfterMillis) claim = true
         }
-        if (now - entry.forwardedAt >= this.#options.claimAfterMillis) claim = true
         if (now - entry.sentAt >= this.#options.resendMillis * 4) {
           entry.sentAt = now
           this.#post(entry.msg)
@@ -533,18 +570,21 @@ export class LocalTransport {
         this.#writerGoneAt = 0
         if (this.#onWriterHeard) this.#onWriterHeard()
         if (this.#role !== 'writer') {
-          const now = Date.now()
           for (const entry of this.#pending.values()) {
             if (entry.local || entry.acked === data.writer) continue
-            entry.acked = null
-            entry.sentAt = entry.forwardedAt = now
-            this.#post(entry.msg)
+            this.#forward(entry)
           }
         }
         break
       }
       case 'req':
-        if (this.#role === 'writer') this.#serveForwarded(data)
+        if (this.#role === 'writer') {
+          this.#serveForwarded(data)
+        } else {
+          // A writer that stepped down still knows the answers it gave.
+          const known = this.#served.get(data.id)
+          if (known && known.response) this.#post({ t: 'res', id: data.id, to: data.from, writer: this.#id, ...known.response })
+        }
         break
       case 'gone':
         if (data.from === this.#writerId && this.#role !== 'writer') {
@@ -560,6 +600,7 @@ export class LocalTransport {
           const entry = this.#pending.get(data.id)
           if (entry) {
             entry.acked = data.writer
+            entry.ackedAt = Date.now()
             this.#writerId = data.writer
           }
         }
@@ -584,7 +625,7 @@ export class LocalTransport {
     const served = { at: Date.now(), response: null }
     this.#served.set(req.id, served)
     this.#post({ t: 'ack', id: req.id, to: req.from, writer: this.#id })
-    this.#handleLocal(req.method, req.path, req.headers, req.body).then(
+    this.#handleLocal(req.method, req.path, req.headers, req.body, req.id).then(
       (response) => {
         if (this.#closed) return
         if (!response) {

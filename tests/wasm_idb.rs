@@ -341,6 +341,48 @@ async fn concurrent_take_overs_claim_distinct_epochs() {
 }
 
 #[wasm_bindgen_test]
+async fn recorded_commit_writes_changes_and_record_together() {
+    let name = unique_name("recorded");
+    let old = open(&name, Durability::Strict).await;
+    old.take_over().await.expect("take over");
+    let mut changes = ChangeSet::default();
+    changes.put("m/1", b"one".to_vec());
+    let answer = JsValue::from_str("answer one");
+    let old_key = "req/000000000000001:a:1";
+    old.commit_recording(&changes, Some((old_key, &answer, "req/")))
+        .await
+        .expect("recorded commit");
+    assert_eq!(old.read_meta(old_key).await.expect("read"), answer);
+    // A later record prunes the records below its bound.
+    let key = "req/000000000000005:a:2";
+    old.commit_recording(
+        &ChangeSet::default(),
+        Some((key, &answer, "req/000000000000002")),
+    )
+    .await
+    .expect("a record alone");
+    assert!(old.read_meta(old_key).await.expect("read").is_undefined());
+    assert_eq!(old.read_meta(key).await.expect("read"), answer);
+
+    // At a stale epoch neither the changes nor the record are written.
+    let new = open(&name, Durability::Strict).await;
+    new.take_over().await.expect("take over");
+    let mut stale = ChangeSet::default();
+    stale.put("m/2", b"two".to_vec());
+    let stale_key = "req/000000000000006:a:3";
+    old.commit_recording(&stale, Some((stale_key, &answer, "req/")))
+        .await
+        .expect_err("stale");
+    assert!(new.read_meta(stale_key).await.expect("read").is_undefined());
+    assert_eq!(
+        new.scan("").await.expect("scan"),
+        vec![("m/1".to_string(), b"one".to_vec())]
+    );
+    drop((old, new));
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
 async fn persist_answers() {
     // Headless Chromium may say yes or no; it must answer.
     let answer = idb::persist().await;

@@ -479,6 +479,34 @@ impl Store for IdbStore {
         if changes.is_empty() {
             return Ok(());
         }
+        let issued = self.issue_commit(changes, None)?;
+        self.finish_commit(issued).await
+    }
+}
+
+impl IdbStore {
+    /// [`Store::commit`], and in the same transaction (so both or neither are written) `record`:
+    /// `(key, value, prune_below)` puts `value` at `key` in [`META_STORE`], after deleting the meta keys
+    /// from `key`'s prefix (up to its first `/`) up to `prune_below` (exclusive). For the answers of
+    /// recorded requests (src/js: a request retried after its writer died is answered from the record).
+    /// An empty change set with a record still commits.
+    pub async fn commit_recording(
+        &self,
+        changes: &ChangeSet,
+        record: Option<(&str, &JsValue, &str)>,
+    ) -> Result<(), StoreError> {
+        let issued = self.issue_commit(changes, record)?;
+        self.finish_commit(issued).await
+    }
+
+    /// The synchronous half of [`IdbStore::commit_recording`]: creates the transaction and issues every
+    /// request before returning, so IndexedDB orders this commit before any transaction created later.
+    /// [`IdbStore::finish_commit`] awaits its outcome.
+    pub fn issue_commit(
+        &self,
+        changes: &ChangeSet,
+        record: Option<(&str, &JsValue, &str)>,
+    ) -> Result<IssuedCommit, StoreError> {
         if self.superseded.get() {
             return Err(self.superseded_error());
         }
@@ -488,14 +516,24 @@ impl Store for IdbStore {
         // Every request is issued here, synchronously: no await until the transaction is complete. The
         // fence first (module documentation, *Fencing*): it aborts the whole transaction if a later epoch
         // was claimed.
-        let issued = issue_fence(&tx, self.epoch.get()).and_then(|()| issue_changes(&tx, changes));
+        let issued = issue_fence(&tx, self.epoch.get())
+            .and_then(|()| issue_changes(&tx, changes))
+            .and_then(|()| match record {
+                Some((key, value, prune_below)) => issue_record(&tx, key, value, prune_below),
+                None => Ok(()),
+            });
         if let Err(e) = issued {
             let _ = tx.abort();
             return Err(js_store_error(kind_for_commit(&e), "commit", &e));
         }
         // Lets the browser commit without waiting for the end of the task; harmless where unsupported.
         let _ = tx.unchecked_ref::<TxExt>().commit_now();
-        done.finish().await.map_err(|e| {
+        Ok(IssuedCommit(done))
+    }
+
+    /// Waits for the end of a commit issued by [`IdbStore::issue_commit`] on this store.
+    pub async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
+        issued.0.finish().await.map_err(|e| {
             if self.closed.get() {
                 self.closed_error()
             } else if describe(&e).0 == "ConstraintError" {
@@ -506,6 +544,16 @@ impl Store for IdbStore {
                 js_store_error(kind_for_commit(&e), "commit", &e)
             }
         })
+    }
+
+    /// The value at `key` in [`META_STORE`] (`undefined` when absent).
+    pub async fn read_meta(&self, key: &str) -> Result<JsValue, StoreError> {
+        let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "reading meta", &e);
+        let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readonly)?;
+        let request = object_store(&tx, META_STORE)?
+            .get(&key.into())
+            .map_err(fail)?;
+        Pending::new(&request).finish().await.map_err(fail)
     }
 }
 
@@ -608,6 +656,30 @@ fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<(), JsValue> {
     Ok(())
 }
 
+/// Issues the record of [`IdbStore::commit_recording`]: deletes the meta keys in `[prefix, prune_below)`,
+/// where `prefix` is `key` up to and including its first `/` (nothing when it has none), then puts
+/// `value` at `key`.
+fn issue_record(
+    tx: &IdbTransaction,
+    key: &str,
+    value: &JsValue,
+    prune_below: &str,
+) -> Result<(), JsValue> {
+    let meta = tx.object_store(META_STORE)?;
+    let prefix = key.find('/').map(|i| &key[..=i]);
+    if let Some(prefix) = prefix.filter(|p| *p < prune_below) {
+        let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
+            &prefix.into(),
+            &prune_below.into(),
+            false,
+            true,
+        )?;
+        meta.delete(&range)?;
+    }
+    meta.put_with_key(value, &key.into())?;
+    Ok(())
+}
+
 /// Issues one request per put and delete. Any synchronous failure is returned; the caller aborts.
 fn issue_changes(tx: &IdbTransaction, changes: &ChangeSet) -> Result<(), JsValue> {
     let records = tx.object_store(RECORDS_STORE)?;
@@ -681,7 +753,12 @@ impl Pending {
     }
 }
 
+/// A commit whose requests are all issued: [`IdbStore::issue_commit`].
+#[derive(Debug)]
+pub struct IssuedCommit(TxOutcome);
+
 /// A transaction's end: `complete` resolves, `abort` rejects with the transaction's error.
+#[derive(Debug)]
 struct TxOutcome {
     tx: IdbTransaction,
     settled: JsFuture,
