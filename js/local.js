@@ -334,8 +334,8 @@ export class LocalTransport {
       this.#maintenance = setInterval(() => {
         const current = this.#broker
         if (!current) return
-        current.maintain().catch(() => {
-          if (current.superseded) this.#stepDown(current)
+        current.maintain().catch((error) => {
+          if (error && error.code === 'superseded') this.#stepDown(current)
         })
       }, this.#options.maintenanceIntervalMillis)
     }

@@ -230,7 +230,7 @@ impl FencedStore {
         if self.flags.poisoned.get() {
             return Err(StoreError::new(
                 StoreErrorKind::Unavailable,
-                "an earlier write of this broker failed; it reloads before writing again",
+                "an earlier write failed; reloading",
             ));
         }
         Ok(())
@@ -503,13 +503,6 @@ impl WasmBroker {
         self.inner.epoch
     }
 
-    /// True once a commit was refused because another broker took over the database since this one
-    /// opened. Such a broker never writes again; every request rejects with code `"superseded"`.
-    #[wasm_bindgen(getter)]
-    pub fn superseded(&self) -> bool {
-        self.inner.engine.store().is_superseded()
-    }
-
     /// True once [`WasmBroker::close`] was called.
     #[wasm_bindgen(getter)]
     pub fn closed(&self) -> bool {
@@ -533,7 +526,7 @@ impl WasmBroker {
     /// [`ANSWER_RETENTION_MS`].
     ///
     /// Rejects with an `Error` whose `code` is `"superseded"` when another broker took over the database
-    /// (see [`WasmBroker::superseded`]): before running the request if that was known already, else when
+    /// (see [`FencedStore::is_superseded`]): before running the request if that was known already, else when
     /// its commit was refused. Either way nothing of the request was written, so it may be sent again to
     /// the current writer.
     #[wasm_bindgen(
@@ -613,7 +606,11 @@ impl WasmBroker {
                 return Err(js_error("closed", "this broker was closed"));
             }
             recover(&inner).await?;
-            let report = inner.engine.maintain().await.map_err(|e| match e {
+            let report = inner.engine.maintain().await;
+            if report.is_err() {
+                check_superseded(&inner)?;
+            }
+            let report = report.map_err(|e| match e {
                 crate::engine::EngineError::Store(s) => store_js_error(&s),
                 other => js_error("storage", &other.to_string()),
             })?;
@@ -693,7 +690,7 @@ fn check_superseded(inner: &Inner) -> Result<(), JsValue> {
     if inner.engine.store().is_superseded() {
         return Err(js_error(
             "superseded",
-            "another tab or worker took over this database; nothing of this request was written",
+            "another tab or worker took over; nothing of this request was written",
         ));
     }
     Ok(())

@@ -317,8 +317,7 @@ impl IdbStore {
         Err(StoreError::new(
             StoreErrorKind::Unavailable,
             format!(
-                "IndexedDB database \"{}\": could not claim the writer epoch (other connections kept \
-                 claiming it)",
+                "IndexedDB database \"{}\": could not claim the writer epoch",
                 self.name
             ),
         ))
@@ -405,8 +404,8 @@ impl IdbStore {
         StoreError::new(
             StoreErrorKind::Unavailable,
             format!(
-                "IndexedDB database \"{}\": another tab or worker took over as the writer after epoch {}; \
-                 this connection may not write any more (nothing of the refused commit was written)",
+                "IndexedDB database \"{}\": another tab or worker took over (epoch {} is stale); nothing \
+                 of this commit was written",
                 self.name,
                 self.epoch.get()
             ),
