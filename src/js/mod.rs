@@ -343,8 +343,9 @@ struct Inner {
 
 /// A Queen broker in this page or worker, on the IndexedDB database it was opened with.
 ///
-/// Requests go through [`WasmBroker::handle`] in Queen's HTTP shape. Only one `WasmBroker` may be open
-/// on a database across all tabs and workers (the JS wrapper elects it with a Web Lock).
+/// Requests go through [`WasmBroker::handle`] in Queen's HTTP shape. Only one `WasmBroker` writes a
+/// database across all tabs and workers: the last one opened (opening takes over the writer epoch; the
+/// JS wrapper elects who opens, with a Web Lock or without one through the fence).
 #[wasm_bindgen]
 pub struct WasmBroker {
     inner: Rc<Inner>,
