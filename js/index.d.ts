@@ -404,6 +404,11 @@ export interface OpenOptions {
   /** Bytes of decoded messages the writer keeps in memory (default 32 MiB). */
   cacheBytes?: number
   /**
+   * Without Web Locks (non-secure origins): a follower whose forwarded request no writer acknowledged
+   * this long claims writership itself, ms (default 2000). Storage fences writers either way.
+   */
+  claimAfterMillis?: number
+  /**
    * Load the build with the view (dashboard) routes: queue listings and details, the message browser,
    * overview, namespaces, tasks, status and metrics, with the `admin` methods that read them (default
    * false: a smaller download; those routes then answer 501, QueenError code `not_built`). The tab or

@@ -1,27 +1,42 @@
 // The in-browser transport: one writer per database across tabs and workers.
 //
-// Every page or worker that opens the broker `name` competes for the Web Lock `queen-edge:<name>`.
-// - The holder is the writer: it opens the broker on IndexedDB (WasmBroker), serves its own requests
-//   locally and answers the others' on the BroadcastChannel `queen-edge:<name>`. It holds the lock with a
-//   promise that settles only on close(), so the browser releases it when the tab or worker goes away.
-// - The others are followers: they forward each request on the channel with a unique id and wait for the
-//   answer. Their lock request stays queued, so when the writer goes away one of them becomes the writer
-//   (opening the broker reloads everything from IndexedDB) and announces itself.
+// Who writes. Every page or worker that opens the broker `name` talks to the others on the
+// BroadcastChannel `queen-edge:<name>`; one of them is the writer: it opens the broker on IndexedDB
+// (WasmBroker), serves its own requests locally and answers the others'. The others are followers: they
+// forward each request on the channel with a unique id and wait for the answer.
+// - With Web Locks, the writer is the holder of the lock `queen-edge:<name>` (held with a promise that
+//   settles only on close(), so the browser releases it when the tab or worker goes away). Followers keep a
+//   lock request queued, so when the writer goes away one of them becomes the writer.
+// - Without Web Locks (a non-secure origin, e.g. plain http on a LAN address), the election goes through
+//   the storage fence: a context asks who the writer is (`hello`) and, when nobody answers within
+//   `resendMillis`, claims writership itself. A follower claims too when its forwarded request is not
+//   acknowledged within `claimAfterMillis`, and soon after its writer says it is going away (`gone`).
+// - Either way storage has the last word. Opening a WasmBroker takes over the writer epoch in IndexedDB,
+//   and every commit checks it (src/store/idb.rs, "Fencing"): a writer that another context took over from
+//   cannot write any more. Its refused commit wrote nothing, so the request is not answered: the writer
+//   steps down to follower (closing its broker; a later takeover loads everything from storage again) and
+//   forwards its own requests to the current writer; forwarded ones are re-sent by their followers. Two
+//   contexts that both claimed (both opened at once) settle the same way: the higher epoch stays writer.
 //
 // Channel messages (structured clone):
-//   {t:'hello', from}                                   a follower asks who the writer is
-//   {t:'writer', writer}                                 "I am the writer" (on takeover and on hello)
+//   {t:'hello', from}                                   who is the writer?
+//   {t:'writer', writer, epoch}                          "I am the writer" (on takeover and on hello)
 //   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: Uint8Array | undefined)
 //   {t:'ack', id, to, writer}                            the writer has it and is working on it
 //   {t:'res', id, to, writer, status, headers, body}     the answer
-//   {t:'gone', from}                                     a follower closed (or its page is going away)
+//   {t:'gone', from}                                     a context closed (or its page is going away)
 //
-// Delivery: a follower re-sends a request every `resendMillis` until a writer acks it, and re-sends every
-// request not yet answered when a different writer announces itself (the old one died with it). The
-// writer remembers request ids for a while and never runs one twice: a duplicate gets the ack again, or
-// the stored answer. A request that reached an old writer, was committed, and whose answer was lost with
-// that writer is run again by the new one: pushes carry client-minted transactionIds, so a re-run push
-// answers `duplicate` with the original message id instead of storing the message twice.
+// Delivery: a follower re-sends a request every `resendMillis` × 4 until a writer acks it, keeps re-sending
+// it at that pace after the ack (the writer acks again: it is alive and working on it), and re-sends every
+// request not yet answered when a different writer announces itself. The writer never runs one id twice: a
+// duplicate gets the ack again, or the answer it remembers. Forwarded requests are recorded: the writer
+// commits what a request writes together with its answer under the request's id (src/js/mod.rs), so when a
+// writer dies after committing but before answering, the next writer (or the follower itself, taking over)
+// answers the retry from that record instead of running it again: an ack is not reported failed, a pop
+// returns the messages and lease it took instead of leasing others. A forwarded request fails with
+// `timeout` when its writer stops acknowledging it for `noWriterTimeoutMillis` (a hung writer), or when no
+// answer came within `noWriterTimeoutMillis` plus the request's own long-poll time; its outcome is then
+// unknown. Ids start with their creation time (ms, 15 digits): recorded answers are kept 10 minutes.
 //
 // A follower that goes away with a long-poll parked at the writer says so ('gone'); when that pop later
 // claims messages, the writer gives them back at once (a `retry` ack: no retry charged) instead of
@@ -66,6 +81,15 @@ export function loadWasm(wasmUrl, views = false) {
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
+/** How long a long-poll pop at `path` may wait at the writer, ms (0 for anything else). */
+function longPollMillis(path) {
+  const query = String(path).split('?')[1]
+  if (!query) return 0
+  const params = new URLSearchParams(query)
+  const wait = params.get('wait')
+  return wait === 'true' || wait === '1' ? Number(params.get('timeout')) || 30000 : 0
+}
+
 function randomId() {
   const bytes = new Uint8Array(8)
   globalThis.crypto.getRandomValues(bytes)
@@ -93,7 +117,16 @@ export class LocalTransport {
   #seq = 0
   #channel = null
   #role = 'connecting'
+  // 'locks' (Web Locks elect), 'fence' (no Web Locks: elect through the storage fence) or 'alone' (no
+  // channel, or Web Locks refused in an opaque origin: nothing else can reach this storage).
+  #mode = 'locks'
   #broker = null
+  #epoch = 0
+  #writerEpoch = 0
+  #claiming = false
+  #writerGoneAt = 0
+  #claimDelay = 0
+  #onWriterHeard = null
   #persisted = undefined
   #writerId = null
   #pending = new Map()
@@ -120,7 +153,8 @@ export class LocalTransport {
       noWriterTimeoutMillis: options.noWriterTimeoutMillis ?? 30000,
       answerCacheMillis: options.answerCacheMillis ?? 60000,
       maxStoredBytes: options.maxStoredBytes,
-      cacheBytes: options.cacheBytes
+      cacheBytes: options.cacheBytes,
+      claimAfterMillis: options.claimAfterMillis ?? 2000
     }
   }
 
@@ -188,8 +222,10 @@ export class LocalTransport {
     }
     const locks = globalThis.navigator && globalThis.navigator.locks
     let got
-    if (!locks || !this.#channel) {
-      got = 'no-locks'
+    if (!this.#channel) {
+      got = 'alone'
+    } else if (!locks) {
+      got = 'fence'
     } else {
       try {
         got = await new Promise((resolve, reject) => {
@@ -209,26 +245,38 @@ export class LocalTransport {
       } catch {
         // Web Locks refused here (an opaque origin, e.g. a sandboxed iframe): no other context can share
         // this origin's storage anyway, so act alone.
-        got = 'no-locks'
+        got = 'alone'
       }
     }
+    this.#mode = got === 'alone' || got === 'fence' ? got : 'locks'
     this.#timers.push(setInterval(() => this.#tick(), this.#options.resendMillis))
     if (typeof globalThis.addEventListener === 'function' && typeof globalThis.document !== 'undefined') {
-      // A closing tab: say so while the channel still works, so the writer frees what it claims for us.
+      // A closing tab: say so while the channel still works, so the writer frees what it claims for us
+      // (or, from the writer, so followers without Web Locks claim at once).
       this.#onPageHide = (event) => { if (!event.persisted) this.#post({ t: 'gone', from: this.#id }) }
       globalThis.addEventListener('pagehide', this.#onPageHide)
     }
-    if (got === true || got === 'no-locks') {
+    if (got === 'fence') {
+      // Ask first; claim only when no writer answers.
+      await new Promise((resolve) => {
+        this.#onWriterHeard = resolve
+        this.#post({ t: 'hello', from: this.#id })
+        setTimeout(resolve, this.#options.resendMillis)
+      })
+      this.#onWriterHeard = null
+    }
+    if (got === true || got === 'alone' || (got === 'fence' && !this.#writerId)) {
       try {
         await this.#becomeWriter()
       } catch (error) {
         this.#shutdown()
         throw asQueenError(error)
       }
-    } else {
+    }
+    if (this.#role !== 'writer') {
       this.#setRole('follower')
-      this.#post({ t: 'hello', from: this.#id })
-      this.#queueForLock()
+      if (got !== 'fence') this.#post({ t: 'hello', from: this.#id })
+      if (this.#mode === 'locks') this.#queueForLock()
     }
   }
 
@@ -260,6 +308,7 @@ export class LocalTransport {
   }
 
   async #becomeWriter() {
+    if (this.#role === 'writer') return
     let broker
     try {
       broker = await this.#Broker.open(this.#name, {
@@ -271,7 +320,8 @@ export class LocalTransport {
     } catch (error) {
       throw asQueenError(error)
     }
-    if (this.#closed) {
+    if (this.#closed || this.#role === 'writer' || broker.epoch < this.#writerEpoch) {
+      // Closed meanwhile, or another context took over after our claim (its announcement came first).
       broker.close()
       broker.free()
       return
@@ -279,16 +329,58 @@ export class LocalTransport {
     this.#broker = broker
     this.#persisted = broker.persisted
     this.#writerId = this.#id
+    this.#epoch = broker.epoch
+    this.#writerEpoch = broker.epoch
     this.#lastError = null
     this.#setRole('writer')
-    this.#post({ t: 'writer', writer: this.#id })
+    this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
     if (this.#options.maintenanceIntervalMillis > 0) {
       this.#maintenance = setInterval(() => {
-        if (this.#broker) this.#broker.maintain().catch(() => {})
+        const current = this.#broker
+        if (!current) return
+        current.maintain().catch((error) => {
+          if (error && error.code === 'superseded') this.#stepDown(current)
+        })
       }, this.#options.maintenanceIntervalMillis)
     }
     // Requests this global had forwarded to the writer that just went away: run them here.
     for (const entry of [...this.#pending.values()]) this.#runPendingLocally(entry)
+  }
+
+  /**
+   * No longer the writer (another context took over `broker`'s database): fence the broker, which is
+   * never used again, and follow. In-flight requests on it fail without writing and are sent on.
+   */
+  #stepDown(broker) {
+    if (this.#role !== 'writer' || this.#broker !== broker) return
+    this.#broker = null
+    broker.close()
+    if (this.#maintenance) clearInterval(this.#maintenance)
+    this.#maintenance = null
+    this.#writerId = null
+    this.#setRole('follower')
+    if (this.#mode === 'locks') {
+      if (this.#releaseLock) this.#releaseLock()
+      this.#releaseLock = null
+      this.#queueForLock()
+    } else if (this.#mode === 'alone') {
+      // Nobody to forward to: take over again (reloading from storage) and run what is pending here.
+      this.#claim()
+    }
+    this.#post({ t: 'hello', from: this.#id })
+  }
+
+  /** Takes over without a lock (modes 'fence' and 'alone'); a failure is kept in lastError. */
+  #claim() {
+    if (this.#claiming || this.#closed || this.#role === 'writer') return
+    this.#claiming = true
+    this.#becomeWriter().then(
+      () => { this.#claiming = false },
+      (error) => {
+        this.#claiming = false
+        this.#lastError = asQueenError(error)
+      }
+    )
   }
 
   #setRole(role) {
@@ -327,43 +419,81 @@ export class LocalTransport {
    */
   raw(method, path, headers, body) {
     if (this.#closed) return Promise.reject(new QueenError('closed', 'this Queen was closed'))
-    if (this.#role === 'writer') return this.#handleLocal(method, path, headers, body)
     return new Promise((resolve, reject) => {
-      const id = this.#id + ':' + ++this.#seq
       const now = Date.now()
+      const id = String(now).padStart(15, '0') + ':' + this.#id + ':' + ++this.#seq
       const entry = {
         msg: { t: 'req', id, from: this.#id, method, path, headers, body },
         resolve,
         reject,
         acked: null,
+        ackedAt: 0,
         local: false,
+        forwarded: false,
         sentAt: now,
-        createdAt: now
+        forwardedAt: now,
+        createdAt: now,
+        deadline: now + this.#options.noWriterTimeoutMillis + longPollMillis(path),
+        attempts: 0
       }
       this.#pending.set(id, entry)
-      this.#post(entry.msg)
+      if (this.#role === 'writer') this.#runPendingLocally(entry)
+      else this.#forward(entry)
     })
   }
 
-  async #handleLocal(method, path, headers, body) {
+  /** Sends a pending request to the writer (again). */
+  #forward(entry) {
+    entry.forwarded = true
+    entry.acked = null
+    entry.sentAt = entry.forwardedAt = Date.now()
+    this.#post(entry.msg)
+  }
+
+  /**
+   * Runs one request on the writer's broker, recorded under `requestId` when given (see the top of this
+   * file). Resolves to the answer, or to null when the broker was superseded (another context took over;
+   * nothing of the request was written): the caller sends the request on. Rejects with the request's own
+   * failure.
+   */
+  async #handleLocal(method, path, headers, body, requestId) {
     const broker = this.#broker
     if (!broker || this.#closed) throw new QueenError('closed', 'this Queen was closed')
     let response
     try {
-      response = await broker.handle(method, path, headers, body)
+      response = await broker.handle(method, path, headers, body, requestId)
     } catch (error) {
-      throw asQueenError(error)
+      const err = asQueenError(error)
+      if (err.code !== 'superseded') throw err
+      response = null
     }
     if (this.#closed) throw new QueenError('closed', 'this Queen was closed')
+    // A failure on a broker this context stepped down from meanwhile: its store was fenced, so the
+    // request was refused before writing anything.
+    if (response && response.status >= 500 && this.#broker !== broker) response = null
+    if (!response) this.#stepDown(broker)
     return response
   }
 
   #runPendingLocally(entry) {
     if (entry.local) return
     entry.local = true
-    const { method, path, headers, body } = entry.msg
-    this.#handleLocal(method, path, headers, body).then(
-      (response) => this.#settle(entry.msg.id, response, null),
+    const { method, path, headers, body, id } = entry.msg
+    // Once forwarded, a writer that died may have run it: recorded, so its record answers it here.
+    this.#handleLocal(method, path, headers, body, entry.forwarded ? id : undefined).then(
+      (response) => {
+        if (response) {
+          this.#settle(entry.msg.id, response, null)
+        } else if (entry.attempts++ >= 5) {
+          this.#settle(entry.msg.id, null, new QueenError('superseded',
+            `other tabs or workers kept taking over "${this.#name}"; nothing of this request was written`))
+        } else if (this.#pending.has(entry.msg.id)) {
+          // Not written: send it to whoever is the writer now (or run it here if that is us again).
+          entry.local = false
+          if (this.#role === 'writer') this.#runPendingLocally(entry)
+          else this.#forward(entry)
+        }
+      },
       (error) => this.#settle(entry.msg.id, null, error)
     )
   }
@@ -378,19 +508,40 @@ export class LocalTransport {
 
   #tick() {
     const now = Date.now()
-    if (this.#role !== 'writer') {
+    if (this.#role === 'follower') {
+      let claim = false
       for (const entry of [...this.#pending.values()]) {
-        if (entry.local || entry.acked) continue
-        if (now - entry.createdAt > this.#options.noWriterTimeoutMillis) {
-          const reason = this.#lastError ? ': ' + this.#lastError.message : ''
-          this.#settle(entry.msg.id, null, new QueenError('no_writer',
-            `no tab or worker serving "${this.#name}" answered within ${this.#options.noWriterTimeoutMillis} ms${reason}`))
-          continue
+        if (entry.local) continue
+        if (entry.acked) {
+          // Acknowledged: keep asking, so a writer that died or hangs is noticed (it acks every re-send).
+          const silent = now - entry.ackedAt
+          if (silent > this.#options.noWriterTimeoutMillis || now > entry.deadline) {
+            this.#settle(entry.msg.id, null, new QueenError('timeout',
+              `the writer of "${this.#name}" ${now > entry.deadline ? 'did not answer in time' : 'stopped answering'}; ` +
+              'the request may or may not have been applied'))
+            continue
+          }
+          if (silent >= this.#options.claimAfterMillis) claim = true
+        } else {
+          if (now - entry.createdAt > this.#options.noWriterTimeoutMillis) {
+            const reason = this.#lastError ? ': ' + this.#lastError.message : ''
+            this.#settle(entry.msg.id, null, new QueenError('no_writer',
+              `no tab or worker serving "${this.#name}" answered within ${this.#options.noWriterTimeoutMillis} ms${reason}`))
+            continue
+          }
+          if (now - entry.forwardedAt >= this.#options.claimAfterMillis) claim = true
         }
         if (now - entry.sentAt >= this.#options.resendMillis * 4) {
           entry.sentAt = now
           this.#post(entry.msg)
         }
+      }
+      // Without Web Locks a follower elects itself: when the writer does not acknowledge, or soon after
+      // it left (a random delay, so several followers rarely claim at once; if they do, the fence decides).
+      if (this.#mode === 'fence' && (claim ||
+          (this.#writerId === null && this.#writerGoneAt && now - this.#writerGoneAt >= this.#claimDelay))) {
+        this.#writerGoneAt = 0
+        this.#claim()
       }
     }
     for (const [id, served] of this.#served) {
@@ -402,24 +553,49 @@ export class LocalTransport {
     if (!data || typeof data !== 'object' || this.#closed) return
     switch (data.t) {
       case 'hello':
-        if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id })
+        if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
         break
-      case 'writer':
+      case 'writer': {
         if (data.writer === this.#id) break
+        const epoch = typeof data.epoch === 'number' ? data.epoch : 0
+        if (this.#role === 'writer') {
+          // Two writers: the one that took over last holds the database; the other steps down.
+          if (epoch > this.#epoch) {
+            this.#stepDown(this.#broker)
+          } else {
+            this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
+            break
+          }
+        }
+        // An announcement from a writer older than the one we know (it has not noticed yet).
+        if (epoch < this.#writerEpoch) break
         this.#writerId = data.writer
+        this.#writerEpoch = epoch
+        this.#writerGoneAt = 0
+        if (this.#onWriterHeard) this.#onWriterHeard()
         if (this.#role !== 'writer') {
           for (const entry of this.#pending.values()) {
             if (entry.local || entry.acked === data.writer) continue
-            entry.acked = null
-            entry.sentAt = Date.now()
-            this.#post(entry.msg)
+            this.#forward(entry)
           }
         }
         break
+      }
       case 'req':
-        if (this.#role === 'writer') this.#serveForwarded(data)
+        if (this.#role === 'writer') {
+          this.#serveForwarded(data)
+        } else {
+          // A writer that stepped down still knows the answers it gave.
+          const known = this.#served.get(data.id)
+          if (known && known.response) this.#post({ t: 'res', id: data.id, to: data.from, writer: this.#id, ...known.response })
+        }
         break
       case 'gone':
+        if (data.from === this.#writerId && this.#role !== 'writer') {
+          this.#writerId = null
+          this.#writerGoneAt = Date.now()
+          this.#claimDelay = Math.random() * this.#options.resendMillis * 2
+        }
         if (this.#gone.size > 1000) this.#gone.clear()
         this.#gone.add(data.from)
         break
@@ -428,6 +604,7 @@ export class LocalTransport {
           const entry = this.#pending.get(data.id)
           if (entry) {
             entry.acked = data.writer
+            entry.ackedAt = Date.now()
             this.#writerId = data.writer
           }
         }
@@ -452,9 +629,14 @@ export class LocalTransport {
     const served = { at: Date.now(), response: null }
     this.#served.set(req.id, served)
     this.#post({ t: 'ack', id: req.id, to: req.from, writer: this.#id })
-    this.#handleLocal(req.method, req.path, req.headers, req.body).then(
+    this.#handleLocal(req.method, req.path, req.headers, req.body, req.id).then(
       (response) => {
         if (this.#closed) return
+        if (!response) {
+          // Superseded: nothing was written; the follower re-sends it to the writer that took over.
+          this.#served.delete(req.id)
+          return
+        }
         if (this.#gone.has(req.from)) {
           this.#releaseOrphanedPop(req, response)
           return
@@ -527,7 +709,7 @@ export class LocalTransport {
    */
   close() {
     if (this.#closed) return
-    if (this.#role === 'follower') this.#post({ t: 'gone', from: this.#id })
+    this.#post({ t: 'gone', from: this.#id })
     this.#shutdown()
     for (const entry of this.#pending.values()) entry.reject(new QueenError('closed', 'this Queen was closed'))
     this.#pending.clear()

@@ -250,6 +250,139 @@ async fn failed_commit_writes_nothing() {
 }
 
 #[wasm_bindgen_test]
+async fn stale_writer_commit_fails_and_writes_nothing() {
+    let name = unique_name("fence");
+    let old = open(&name, Durability::Strict).await;
+    let first = old.take_over().await.expect("take over");
+    let mut changes = ChangeSet::default();
+    changes.put("m/1", b"old".to_vec());
+    changes.put("m/2", b"two".to_vec());
+    old.commit(&changes)
+        .await
+        .expect("the current writer commits");
+
+    // A second connection takes over: the first one is now stale.
+    let new = open(&name, Durability::Strict).await;
+    assert_eq!(new.epoch(), first, "a plain open reads the current epoch");
+    let second = new.take_over().await.expect("second take over");
+    assert!(second > first, "epochs increase: {first} then {second}");
+
+    let mut stale = ChangeSet::default();
+    stale.put("m/1", b"overwritten".to_vec());
+    stale.put("m/3", b"new".to_vec());
+    stale.delete("m/2");
+    let err = old
+        .commit(&stale)
+        .await
+        .expect_err("a commit at a stale epoch is refused");
+    assert_eq!(err.kind, StoreErrorKind::Unavailable, "{err}");
+    assert!(err.message.contains("took over"), "{err}");
+    assert!(old.is_superseded(), "the stale connection knows it");
+    assert!(!new.is_superseded());
+    let mut again = ChangeSet::default();
+    again.put("m/4", b"later".to_vec());
+    old.commit(&again)
+        .await
+        .expect_err("every later commit of the stale connection is refused");
+
+    // Nothing of the refused change sets is visible, from either connection or a fresh one.
+    let expected = vec![
+        ("m/1".to_string(), b"old".to_vec()),
+        ("m/2".to_string(), b"two".to_vec()),
+    ];
+    assert_eq!(new.scan("").await.expect("scan"), expected);
+    assert_eq!(
+        old.scan("").await.expect("a stale connection still reads"),
+        expected
+    );
+    drop(old);
+    let fresh = open(&name, Durability::Strict).await;
+    assert_eq!(fresh.scan("").await.expect("scan"), expected);
+
+    // The current writer still commits, and a connection that never took over writes at the epoch it
+    // opened at until someone takes over after it.
+    let mut ok = ChangeSet::default();
+    ok.put("m/5", b"five".to_vec());
+    new.commit(&ok).await.expect("the current writer commits");
+    fresh
+        .commit(&ok)
+        .await
+        .expect("same epoch, no take-over since");
+    new.take_over().await.expect("take over again");
+    fresh
+        .commit(&ok)
+        .await
+        .expect_err("stale after the later take-over");
+    drop((new, fresh));
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn concurrent_take_overs_claim_distinct_epochs() {
+    let name = unique_name("claims");
+    let a = open(&name, Durability::Strict).await;
+    let b = open(&name, Durability::Strict).await;
+    let (ea, eb) = futures::join!(a.take_over(), b.take_over());
+    let (ea, eb) = (ea.expect("a claims"), eb.expect("b claims"));
+    assert_ne!(ea, eb, "two claims never share an epoch");
+    let (winner, loser) = if ea > eb { (&a, &b) } else { (&b, &a) };
+    let mut changes = ChangeSet::default();
+    changes.put("k", vec![1]);
+    loser
+        .commit(&changes)
+        .await
+        .expect_err("the earlier claim is fenced");
+    winner
+        .commit(&changes)
+        .await
+        .expect("the later claim writes");
+    drop((a, b));
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn recorded_commit_writes_changes_and_record_together() {
+    let name = unique_name("recorded");
+    let old = open(&name, Durability::Strict).await;
+    old.take_over().await.expect("take over");
+    let mut changes = ChangeSet::default();
+    changes.put("m/1", b"one".to_vec());
+    let answer = JsValue::from_str("answer one");
+    let old_key = "req/000000000000001:a:1";
+    old.commit_recording(&changes, Some((old_key, &answer, "req/")))
+        .await
+        .expect("recorded commit");
+    assert_eq!(old.read_meta(old_key).await.expect("read"), answer);
+    // A later record prunes the records below its bound.
+    let key = "req/000000000000005:a:2";
+    old.commit_recording(
+        &ChangeSet::default(),
+        Some((key, &answer, "req/000000000000002")),
+    )
+    .await
+    .expect("a record alone");
+    assert!(old.read_meta(old_key).await.expect("read").is_undefined());
+    assert_eq!(old.read_meta(key).await.expect("read"), answer);
+
+    // At a stale epoch neither the changes nor the record are written.
+    let new = open(&name, Durability::Strict).await;
+    new.take_over().await.expect("take over");
+    let mut stale = ChangeSet::default();
+    stale.put("m/2", b"two".to_vec());
+    let stale_key = "req/000000000000006:a:3";
+    old.commit_recording(&stale, Some((stale_key, &answer, "req/")))
+        .await
+        .expect_err("stale");
+    assert!(new.read_meta(stale_key).await.expect("read").is_undefined());
+    assert_eq!(
+        new.scan("").await.expect("scan"),
+        vec![("m/1".to_string(), b"one".to_vec())]
+    );
+    drop((old, new));
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
 async fn persist_answers() {
     // Headless Chromium may say yes or no; it must answer.
     let answer = idb::persist().await;

@@ -7,12 +7,18 @@
 //! - `WasmBroker.open(name, options)` opens (or creates) the IndexedDB database `name`, loads the broker
 //!   and asks for persistent storage; its errors are JS `Error`s with a `code`
 //!   (see [`error_code`]);
-//! - `broker.handle(method, url, headers, body)` answers one Queen HTTP request;
+//! - `broker.handle(method, url, headers, body, requestId)` answers one Queen HTTP request; with a
+//!   `requestId` (a request forwarded by another tab) it is recorded: its writes and its answer are
+//!   committed together, and a retry of that id after a takeover is answered from the record;
 //! - `broker.maintain()` runs retention and eviction (the wrapper calls it from a timer in the writer);
 //! - `broker.close()` fences the broker: nothing it does afterwards reaches IndexedDB, so a writer that
 //!   hands over to another tab can never write behind the new writer's back.
 //!
-//! Only one `WasmBroker` may write a database at a time; the wrapper guarantees it with a Web Lock.
+//! Only one `WasmBroker` may write a database at a time. The wrapper elects it (a Web Lock, or without
+//! Web Locks through the fence), and storage enforces it: opening takes over the writer epoch
+//! ([`IdbStore::take_over`]), so the commits of any broker opened earlier fail. A broker whose commit was
+//! refused that way is `superseded`: it answers nothing any more, its requests reject with code
+//! `"superseded"` (nothing of them was written), and the wrapper steps down to follower.
 
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, Host};
@@ -93,14 +99,79 @@ impl Host for BrowserHost {
     }
 }
 
+/// Prefix of the recorded answers in the `meta` object store: `req/<request id>` (see
+/// [`WasmBroker::handle`]).
+pub const ANSWER_PREFIX: &str = "req/";
+
+/// How long recorded answers are kept, ms. A request id starts with its creation time (15 digits, ms),
+/// so older answers are one key range, deleted with every recorded write.
+pub const ANSWER_RETENTION_MS: i64 = 10 * 60 * 1000;
+
+/// The change set a recorded request's commits were deferred into (see [`Recorded`]).
+type Slot = Rc<RefCell<Option<ChangeSet>>>;
+
+/// A recorded request's future: while it is polled, [`FencedStore::commit`] defers the commits it makes
+/// into `slot` (the engine sees them succeed), so [`WasmBroker::handle`] writes them together with the
+/// answer. The command gate is released by then, so the write is a barrier: later commits and scans wait
+/// for it, and if it fails, later commits fail until the engine reloaded. When the future parks (a long-poll
+/// waiting), what it deferred so far is written at once, without an answer: those writes are housekeeping
+/// of earlier attempts, not the request's own effect.
+///
+/// Every request goes through it (`slot` is `None` when not recorded): one call site of the HTTP layer,
+/// whose future would otherwise be compiled twice into the module.
+struct Recorded<'a, F> {
+    slot: Option<Slot>,
+    store: &'a FencedStore,
+    inner: std::pin::Pin<Box<F>>,
+}
+
+impl<F: std::future::Future> std::future::Future for Recorded<'_, F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = &mut *self;
+        let Some(slot) = &this.slot else {
+            return this.inner.as_mut().poll(cx);
+        };
+        let previous = this.store.recording.replace(Some(slot.clone()));
+        let polled = this.inner.as_mut().poll(cx);
+        *this.store.recording.borrow_mut() = previous;
+        if polled.is_pending() {
+            if let Some(changes) = slot.borrow_mut().take() {
+                let _ = this.store.write(&changes, None);
+            }
+        }
+        polled
+    }
+}
+
+/// Shared between a [`FencedStore`] and its detached writes.
+#[derive(Debug, Default)]
+struct Flags {
+    /// A commit was refused by the epoch fence: another connection took over.
+    superseded: Cell<bool>,
+    /// A deferred write failed after the engine took it for done: no commit until it reloaded.
+    poisoned: Cell<bool>,
+}
+
 /// An [`IdbStore`] that can be fenced off: after [`FencedStore::fence`] every call fails with
-/// [`StoreErrorKind::Unavailable`] and the IndexedDB connection closes once in-flight calls finish.
+/// [`StoreErrorKind::Unavailable`] and the IndexedDB connection closes once in-flight calls finish. It
+/// also refuses every call once another connection took over ([`FencedStore::is_superseded`]), and
+/// defers the commits of recorded requests ([`Recorded`]).
 ///
 /// A closed broker may still have long-polls parked in its engine; the fence guarantees that when they
 /// wake they cannot write to a database another writer now owns.
 #[derive(Debug)]
 pub struct FencedStore {
     inner: RefCell<Option<Rc<IdbStore>>>,
+    flags: Rc<Flags>,
+    /// The last deferred write while it may be in flight.
+    writing: RefCell<Option<Promise>>,
+    /// The slot of the recorded request whose future is being polled, if any.
+    recording: RefCell<Option<Slot>>,
 }
 
 impl FencedStore {
@@ -108,6 +179,9 @@ impl FencedStore {
     pub fn new(store: IdbStore) -> Self {
         FencedStore {
             inner: RefCell::new(Some(Rc::new(store))),
+            flags: Rc::default(),
+            writing: RefCell::new(None),
+            recording: RefCell::new(None),
         }
     }
 
@@ -116,23 +190,94 @@ impl FencedStore {
         self.inner.borrow_mut().take();
     }
 
+    /// True once another connection took over the database (a commit was refused by the epoch fence):
+    /// every later call fails.
+    pub fn is_superseded(&self) -> bool {
+        self.flags.superseded.get()
+    }
+
     /// True once [`FencedStore::fence`] was called.
     pub fn is_fenced(&self) -> bool {
         self.inner.borrow().is_none()
     }
 
     fn current(&self) -> Result<Rc<IdbStore>, StoreError> {
-        self.inner.borrow().clone().ok_or_else(|| {
+        let store = self
+            .inner
+            .borrow()
+            .clone()
+            .filter(|_| !self.is_superseded());
+        store.ok_or_else(|| {
             StoreError::new(
                 StoreErrorKind::Unavailable,
                 "this broker was closed (another tab or worker may be the writer now)",
             )
         })
     }
+
+    /// Waits for the deferred write in flight, if any; fails while an earlier one failed unreloaded.
+    async fn wait_for_writes(&self) -> Result<(), StoreError> {
+        loop {
+            let Some(promise) = self.writing.borrow().clone() else {
+                break;
+            };
+            let _ = JsFuture::from(promise.clone()).await;
+            let mut writing = self.writing.borrow_mut();
+            if writing.as_ref().map(AsRef::<JsValue>::as_ref) == Some(promise.as_ref()) {
+                *writing = None;
+            }
+        }
+        if self.flags.poisoned.get() {
+            return Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                "an earlier write failed; reloading",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts writing `changes`, and `record` (`(key, answer)` in `meta`) in the same transaction; every
+    /// later commit and scan waits for it. The promise settles with the outcome.
+    fn write(&self, changes: &ChangeSet, record: Option<(String, JsValue)>) -> Promise {
+        // Zero-padded by hand: a width in a format string pulls padding code into the module.
+        let cutoff = (BrowserHost.now_ms() - ANSWER_RETENTION_MS)
+            .max(0)
+            .to_string();
+        let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
+        let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
+        let record = record
+            .as_ref()
+            .map(|(k, v)| (k.as_str(), v, prune_below.as_str()));
+        // Issued now, so nothing created later can overtake it in IndexedDB.
+        let issued = self
+            .current()
+            .and_then(|store| Ok((store.issue_commit(changes, record)?, store)));
+        let flags = self.flags.clone();
+        let promise = future_to_promise(async move {
+            let outcome = match issued {
+                Ok((issued, store)) => {
+                    let outcome = store.finish_commit(issued).await;
+                    if store.is_superseded() {
+                        flags.superseded.set(true);
+                    }
+                    outcome
+                }
+                Err(e) => Err(e),
+            };
+            outcome.map(|()| JsValue::UNDEFINED).map_err(|e| {
+                flags.poisoned.set(true);
+                store_js_error(&e)
+            })
+        });
+        *self.writing.borrow_mut() = Some(promise.clone());
+        promise
+    }
 }
 
 impl Store for FencedStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
+        // A reload after a failed write reads what is really stored: the failure does not matter here.
+        let _ = self.wait_for_writes().await;
         let store = self.current()?;
         store.scan(prefix).await
     }
@@ -143,8 +288,25 @@ impl Store for FencedStore {
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
+        self.wait_for_writes().await?;
         let store = self.current()?;
-        store.commit(changes).await
+        if let Some(slot) = self.recording.borrow().as_ref() {
+            // Put and delete one by one rather than clone and absorb: no B-tree clone in the module.
+            let mut deferred = slot.borrow_mut();
+            let deferred = deferred.get_or_insert_with(ChangeSet::default);
+            for key in changes.deletes() {
+                deferred.delete(key.clone());
+            }
+            for (key, value) in changes.puts() {
+                deferred.put(key.clone(), value.clone());
+            }
+            return Ok(());
+        }
+        let outcome = store.commit(changes).await;
+        if store.is_superseded() {
+            self.flags.superseded.set(true);
+        }
+        outcome
     }
 }
 
@@ -178,13 +340,17 @@ struct Inner {
     config: HttpConfig,
     name: String,
     persisted: Option<bool>,
+    epoch: u32,
     closed: Cell<bool>,
+    /// Recorded requests answered from their record (retries).
+    replayed: Cell<u32>,
 }
 
 /// A Queen broker in this page or worker, on the IndexedDB database it was opened with.
 ///
-/// Requests go through [`WasmBroker::handle`] in Queen's HTTP shape. Only one `WasmBroker` may be open
-/// on a database across all tabs and workers (the JS wrapper elects it with a Web Lock).
+/// Requests go through [`WasmBroker::handle`] in Queen's HTTP shape. Only one `WasmBroker` writes a
+/// database across all tabs and workers: the last one opened (opening takes over the writer epoch; the
+/// JS wrapper elects who opens, with a Web Lock or without one through the fence).
 #[wasm_bindgen]
 pub struct WasmBroker {
     inner: Rc<Inner>,
@@ -308,6 +474,9 @@ impl WasmBroker {
         let store = IdbStore::open(&name, IdbOptions { durability })
             .await
             .map_err(|e| store_js_error(&e))?;
+        // Take over before loading: any earlier writer's later commits now fail, and the load below sees
+        // everything committed before.
+        let epoch = store.take_over().await.map_err(|e| store_js_error(&e))?;
         let persisted = if ask_persist {
             // Workers have no persist(); that is an answer too ("not asked"), not an error.
             idb::persist().await.ok()
@@ -333,7 +502,9 @@ impl WasmBroker {
                 config,
                 name,
                 persisted,
+                epoch,
                 closed: Cell::new(false),
+                replayed: Cell::new(0),
             }),
         })
     }
@@ -360,6 +531,12 @@ impl WasmBroker {
         self.inner.persisted
     }
 
+    /// The writer epoch this broker took over at open (increases with every broker opened on the database).
+    #[wasm_bindgen(getter)]
+    pub fn epoch(&self) -> u32 {
+        self.inner.epoch
+    }
+
     /// True once [`WasmBroker::close`] was called.
     #[wasm_bindgen(getter)]
     pub fn closed(&self) -> bool {
@@ -375,10 +552,28 @@ impl WasmBroker {
     /// Resolves to `{ status, headers, body }` where `headers` is an object and `body` a `Uint8Array`
     /// (empty for 204). A long-poll pop resolves when messages arrive or its timeout passes. After
     /// [`WasmBroker::close`] every request answers 503.
+    ///
+    /// With a `requestId` (a forwarded request; it must start with its creation time in ms as 15 digits,
+    /// e.g. `000001733000000000:tab:1`) the request is recorded: what it writes is committed together with
+    /// its answer under that id, and a request whose id is already recorded (a retry after the writer that
+    /// ran it died before answering) is answered from the record without running again. Answers are kept
+    /// [`ANSWER_RETENTION_MS`].
+    ///
+    /// Rejects with an `Error` whose `code` is `"superseded"` when another broker took over the database
+    /// (see [`FencedStore::is_superseded`]): before running the request if that was known already, else when
+    /// its commit was refused. Either way nothing of the request was written, so it may be sent again to
+    /// the current writer.
     #[wasm_bindgen(
         unchecked_return_type = "Promise<{status: number, headers: Record<string, string>, body: Uint8Array}>"
     )]
-    pub fn handle(&self, method: String, url: String, headers: JsValue, body: JsValue) -> Promise {
+    pub fn handle(
+        &self,
+        method: String,
+        url: String,
+        headers: JsValue,
+        body: JsValue,
+        request_id: Option<String>,
+    ) -> Promise {
         let inner = self.inner.clone();
         let body = body_bytes(&body);
         let headers = header_pairs(&headers);
@@ -388,21 +583,49 @@ impl WasmBroker {
             let mut request = HttpRequest::new(&method, target);
             request.headers = headers;
             request.body = body;
-            let response = if inner.closed.get() {
-                closed_response()
-            } else {
-                http::handle(&inner.engine, &inner.config, request).await
-            };
-            let out = Object::new();
-            Reflect::set(&out, &"status".into(), &JsValue::from(response.status))?;
-            let headers = Object::new();
-            for (name, value) in &response.headers {
-                Reflect::set(&headers, &name.as_str().into(), &value.as_str().into())?;
+            if inner.closed.get() {
+                return response_object(&closed_response());
             }
-            Reflect::set(&out, &"headers".into(), &headers)?;
-            let body = Uint8Array::from(response.body.as_slice());
-            Reflect::set(&out, &"body".into(), &body)?;
-            Ok(out.into())
+            check_superseded(&inner)?;
+            recover(&inner).await?;
+            let store = inner.engine.store();
+            let mut key = None;
+            if let Some(id) = request_id {
+                let id = format!("{ANSWER_PREFIX}{id}");
+                // A retry of a request some writer already committed: its answer, as it was.
+                let recorded = match store.current() {
+                    Ok(idb) => idb.read_meta(&id).await,
+                    Err(e) => Err(e),
+                }
+                .map_err(|e| store_js_error(&e))?;
+                if recorded.is_object() {
+                    inner.replayed.set(inner.replayed.get() + 1);
+                    return Ok(recorded);
+                }
+                key = Some(id);
+            }
+            let slot = key.as_ref().map(|_| Slot::default());
+            let response = Recorded {
+                slot: slot.clone(),
+                store,
+                inner: Box::pin(http::handle(&inner.engine, &inner.config, request)),
+            }
+            .await;
+            let out = response_object(&response)?;
+            let deferred = slot.and_then(|slot| slot.borrow_mut().take());
+            if let (Some(changes), Some(key)) = (deferred, key) {
+                let written = store.write(&changes, Some((key, out.clone())));
+                if let Err(e) = JsFuture::from(written).await {
+                    check_superseded(&inner)?;
+                    // The engine holds what was not written: reload before answering anything else.
+                    let _ = recover(&inner).await;
+                    return Err(e);
+                }
+            } else if response.status >= 500 {
+                // A store failure after the take-over: the fence refused this request's commit.
+                check_superseded(&inner)?;
+            }
+            Ok(out)
         })
     }
 
@@ -416,7 +639,12 @@ impl WasmBroker {
             if inner.closed.get() {
                 return Err(js_error("closed", "this broker was closed"));
             }
-            let report = inner.engine.maintain().await.map_err(|e| match e {
+            recover(&inner).await?;
+            let report = inner.engine.maintain().await;
+            if report.is_err() {
+                check_superseded(&inner)?;
+            }
+            let report = report.map_err(|e| match e {
                 crate::engine::EngineError::Store(s) => store_js_error(&s),
                 other => js_error("storage", &other.to_string()),
             })?;
@@ -436,9 +664,10 @@ impl WasmBroker {
         })
     }
 
-    /// The engine's work counters: `{ commits, rowsWritten, bytesWritten, reloads }`.
+    /// The engine's work counters: `{ commits, rowsWritten, bytesWritten, reloads }`, and `replayed`:
+    /// recorded requests answered from their record.
     #[wasm_bindgen(
-        unchecked_return_type = "{commits: number, rowsWritten: number, bytesWritten: number, reloads: number}"
+        unchecked_return_type = "{commits: number, rowsWritten: number, bytesWritten: number, reloads: number, replayed: number}"
     )]
     pub fn counters(&self) -> JsValue {
         let c = self.inner.engine.counters();
@@ -448,6 +677,7 @@ impl WasmBroker {
             ("rowsWritten", c.rows_written),
             ("bytesWritten", c.bytes_written),
             ("reloads", c.reloads),
+            ("replayed", u64::from(self.inner.replayed.get())),
         ] {
             let _ = Reflect::set(&out, &key.into(), &(value as f64).into());
         }
@@ -460,6 +690,44 @@ impl WasmBroker {
         self.inner.closed.set(true);
         self.inner.engine.store().fence();
     }
+}
+
+/// After a failed deferred write: reloads the engine from storage, then lets commits through again.
+async fn recover(inner: &Inner) -> Result<(), JsValue> {
+    let flags = &inner.engine.store().flags;
+    if flags.poisoned.get() {
+        inner.engine.reload().await.map_err(|e| match e {
+            crate::engine::EngineError::Store(s) => store_js_error(&s),
+            other => js_error("storage", &other.to_string()),
+        })?;
+        flags.poisoned.set(false);
+    }
+    Ok(())
+}
+
+/// The JS shape of an answer: `{ status, headers, body }`.
+fn response_object(response: &http::HttpResponse) -> Result<JsValue, JsValue> {
+    let out = Object::new();
+    Reflect::set(&out, &"status".into(), &JsValue::from(response.status))?;
+    let headers = Object::new();
+    for (name, value) in &response.headers {
+        Reflect::set(&headers, &name.as_str().into(), &value.as_str().into())?;
+    }
+    Reflect::set(&out, &"headers".into(), &headers)?;
+    let body = Uint8Array::from(response.body.as_slice());
+    Reflect::set(&out, &"body".into(), &body)?;
+    Ok(out.into())
+}
+
+/// Rejects with code `"superseded"` once another broker took over the database.
+fn check_superseded(inner: &Inner) -> Result<(), JsValue> {
+    if inner.engine.store().is_superseded() {
+        return Err(js_error(
+            "superseded",
+            "another tab or worker took over; nothing of this request was written",
+        ));
+    }
+    Ok(())
 }
 
 /// The path-and-query part of `url` (`https://h/api/v1/x?q` → `/api/v1/x?q`); a path stays as it is.

@@ -5,8 +5,9 @@
 //!
 //! One database per broker, named by the caller, with two object stores:
 //! - `records`: the [`Store`]'s records, out-of-line string keys, each value a `Uint8Array`;
-//! - `meta`: bookkeeping that must not show up in a scan; today only `format`, the format version (a
-//!   number) of the data in `records`.
+//! - `meta`: bookkeeping that must not show up in a scan: `format`, the format version (a number) of the
+//!   data in `records`; `epoch`, the writer epoch (see *Fencing*); `claim/<n>`, one marker per epoch ever
+//!   claimed.
 //!
 //! Two version numbers guard against a build reading data it does not understand:
 //! - the IndexedDB schema version ([`SCHEMA_VERSION`]), bumped only when object stores change. Opening a
@@ -22,6 +23,21 @@
 //! it awaits the transaction's `complete` event. An `abort` (a failed request, quota, a closed connection)
 //! is an `Err` and nothing of the change set is visible. Durability is `strict` by default (the data is
 //! flushed to disk before `complete`); [`Durability::Relaxed`] trades that for speed.
+//!
+//! # Fencing
+//!
+//! Only one connection may write a database at a time; across tabs the JS wrapper elects it (Web Locks, or
+//! without them through this fence), and the fence makes the rule hold in storage even when two contexts
+//! both believe they are the writer. [`IdbStore::take_over`] claims the next writer epoch `n`: in one
+//! `readwrite` transaction it `add`s the marker `meta/claim/<n>` (which fails if another connection claimed
+//! `n` first; it then re-reads and tries `n + 1`) and sets `meta/epoch` to `n`. Markers are never deleted.
+//! Every commit of a connection at epoch `n` also `add`s `meta/claim/<n + 1>` and deletes it again: if any
+//! connection has claimed a later epoch, that marker exists, the `add` fails with a `ConstraintError`, and
+//! the whole transaction aborts, so nothing of a stale writer's change set is ever visible. The check is
+//! issued synchronously with the change set (no callback), so it costs two requests per commit and keeps
+//! the early `commit()`. After such a failure the store is [superseded](IdbStore::is_superseded): every
+//! later commit fails at once with [`StoreErrorKind::Unavailable`] (reads still work). A connection that
+//! never calls `take_over` writes at the epoch current when it opened.
 //!
 //! [`Store::scan`] reads keys and values with `getAllKeys` and `getAll` over one key range, in one
 //! `readonly` transaction, so both lists describe the same snapshot and line up.
@@ -74,6 +90,15 @@ pub const META_STORE: &str = "meta";
 /// Key of the format version in [`META_STORE`].
 pub const FORMAT_KEY: &str = "format";
 
+/// Key of the writer epoch in [`META_STORE`]: the last epoch claimed by [`IdbStore::take_over`] (absent
+/// means 0).
+pub const EPOCH_KEY: &str = "epoch";
+
+/// The key in [`META_STORE`] of the marker of writer epoch `epoch` (present once it was claimed).
+pub fn claim_key(epoch: u32) -> String {
+    format!("claim/{epoch}")
+}
+
 #[wasm_bindgen]
 extern "C" {
     /// An `IDBDatabase`, viewed through the bindings web-sys lacks on stable.
@@ -85,7 +110,7 @@ extern "C" {
     #[wasm_bindgen(catch, method, js_name = transaction)]
     fn transaction_with_options(
         this: &DbExt,
-        store_names: &str,
+        store_names: &JsValue,
         mode: IdbTransactionMode,
         options: &Object,
     ) -> Result<IdbTransaction, JsValue>;
@@ -139,6 +164,10 @@ pub struct IdbStore {
     /// Set when the connection closed for another connection's upgrade or deletion, or was closed by the
     /// browser.
     closed: Rc<Cell<bool>>,
+    /// The writer epoch this connection commits at (see the module documentation, *Fencing*).
+    epoch: Cell<u32>,
+    /// Set when a commit found a later epoch claimed: this connection may never write again.
+    superseded: Cell<bool>,
     /// Keeps the `versionchange` and `close` handler alive while the connection is open.
     _on_versionchange: Closure<dyn FnMut(Event)>,
 }
@@ -149,6 +178,8 @@ impl std::fmt::Debug for IdbStore {
             .field("name", &self.name)
             .field("options", &self.options)
             .field("closed", &self.closed.get())
+            .field("epoch", &self.epoch.get())
+            .field("superseded", &self.superseded.get())
             .finish()
     }
 }
@@ -208,6 +239,8 @@ impl IdbStore {
             name: name.to_string(),
             options,
             closed,
+            epoch: Cell::new(0),
+            superseded: Cell::new(false),
             _on_versionchange: on_versionchange,
         };
         store.check_format().await?;
@@ -237,17 +270,83 @@ impl IdbStore {
         self.options
     }
 
-    /// Reads `meta/format` and refuses data from a newer build.
-    async fn check_format(&self) -> Result<(), StoreError> {
-        let tx = self.transaction(META_STORE, IdbTransactionMode::Readonly)?;
+    /// The writer epoch this connection commits at: the one current when it opened, or the one its last
+    /// [`IdbStore::take_over`] claimed.
+    pub fn epoch(&self) -> u32 {
+        self.epoch.get()
+    }
+
+    /// True once a commit found that another connection took over (claimed a later epoch): every later
+    /// commit fails with [`StoreErrorKind::Unavailable`]. Only a new [`IdbStore::take_over`] clears it.
+    pub fn is_superseded(&self) -> bool {
+        self.superseded.get()
+    }
+
+    /// Makes this connection the writer: claims the epoch after the current one, so every other
+    /// connection's commits fail from now on (module documentation, *Fencing*). Returns the new epoch.
+    ///
+    /// Commits of other connections that started before the claim are ordered before it by IndexedDB, so a
+    /// scan after `take_over` sees everything any earlier writer committed. Call it before loading.
+    pub async fn take_over(&self) -> Result<u32, StoreError> {
+        let fail =
+            |e: JsValue| js_store_error(StoreErrorKind::Other, "claiming the writer epoch", &e);
+        // Another connection claiming between our read and our claim makes the claim fail; read again.
+        for _ in 0..16 {
+            let next = self.read_epoch().await?.saturating_add(1);
+            let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readwrite)?;
+            let done = TxOutcome::new(&tx);
+            let meta = object_store(&tx, META_STORE)?;
+            let issued = meta
+                .add_with_key(&JsValue::TRUE, &claim_key(next).into())
+                .and_then(|_| meta.put_with_key(&next.into(), &EPOCH_KEY.into()));
+            if let Err(e) = issued {
+                let _ = tx.abort();
+                return Err(fail(e));
+            }
+            let _ = tx.unchecked_ref::<TxExt>().commit_now();
+            match done.finish().await {
+                Ok(()) => {
+                    self.epoch.set(next);
+                    self.superseded.set(false);
+                    return Ok(next);
+                }
+                Err(e) if describe(&e).0 == "ConstraintError" => continue,
+                Err(e) => return Err(fail(e)),
+            }
+        }
+        Err(StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!(
+                "IndexedDB database \"{}\": could not claim the writer epoch",
+                self.name
+            ),
+        ))
+    }
+
+    /// Reads `meta/epoch` (0 when absent).
+    async fn read_epoch(&self) -> Result<u32, StoreError> {
+        let fail =
+            |e: JsValue| js_store_error(StoreErrorKind::Other, "reading the writer epoch", &e);
+        let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readonly)?;
         let meta = object_store(&tx, META_STORE)?;
-        let request = meta
-            .get(&JsValue::from_str(FORMAT_KEY))
-            .map_err(|e| js_store_error(StoreErrorKind::Other, "reading the format version", &e))?;
-        let value = Pending::new(&request)
-            .finish()
-            .await
-            .map_err(|e| js_store_error(StoreErrorKind::Other, "reading the format version", &e))?;
+        let request = meta.get(&EPOCH_KEY.into()).map_err(fail)?;
+        let value = Pending::new(&request).finish().await.map_err(fail)?;
+        Ok(value.as_f64().unwrap_or(0.0) as u32)
+    }
+
+    /// Reads `meta/format` and refuses data from a newer build; reads the current writer epoch.
+    async fn check_format(&self) -> Result<(), StoreError> {
+        let fail =
+            |e: JsValue| js_store_error(StoreErrorKind::Other, "reading the format version", &e);
+        let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readonly)?;
+        let meta = object_store(&tx, META_STORE)?;
+        let request = meta.get(&FORMAT_KEY.into()).map_err(fail)?;
+        let epoch = meta.get(&EPOCH_KEY.into()).map_err(fail)?;
+        let value = Pending::new(&request);
+        let epoch = Pending::new(&epoch);
+        let value = value.finish().await.map_err(fail)?;
+        self.epoch
+            .set(epoch.finish().await.map_err(fail)?.as_f64().unwrap_or(0.0) as u32);
         match value.as_f64() {
             Some(v) if v <= f64::from(FORMAT_VERSION) => Ok(()),
             // Versions are small integers; printed as one (formatting an f64 costs ~14 KB of wasm).
@@ -267,9 +366,10 @@ impl IdbStore {
         }
     }
 
+    /// A transaction over `store_names` (one name, or an array of names).
     fn transaction(
         &self,
-        store_name: &str,
+        store_names: &JsValue,
         mode: IdbTransactionMode,
     ) -> Result<IdbTransaction, StoreError> {
         if self.closed.get() {
@@ -281,11 +381,15 @@ impl IdbStore {
                 Reflect::set(&options, &"durability".into(), &durability.into()).map_err(|e| {
                     js_store_error(StoreErrorKind::Other, "transaction options", &e)
                 })?;
-                self.db
-                    .unchecked_ref::<DbExt>()
-                    .transaction_with_options(store_name, mode, &options)
+                self.db.unchecked_ref::<DbExt>().transaction_with_options(
+                    store_names,
+                    mode,
+                    &options,
+                )
             }
-            _ => self.db.transaction_with_str_and_mode(store_name, mode),
+            _ => self
+                .db
+                .transaction_with_str_sequence_and_mode(store_names, mode),
         };
         tx.map_err(|e| {
             if self.closed.get() {
@@ -294,6 +398,18 @@ impl IdbStore {
                 js_store_error(kind_for_commit(&e), "starting a transaction", &e)
             }
         })
+    }
+
+    fn superseded_error(&self) -> StoreError {
+        StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!(
+                "IndexedDB database \"{}\": another tab or worker took over (epoch {} is stale); nothing \
+                 of this commit was written",
+                self.name,
+                self.epoch.get()
+            ),
+        )
     }
 
     fn closed_error(&self) -> StoreError {
@@ -318,7 +434,7 @@ impl Drop for IdbStore {
 
 impl Store for IdbStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
-        let tx = self.transaction(RECORDS_STORE, IdbTransactionMode::Readonly)?;
+        let tx = self.transaction(&RECORDS_STORE.into(), IdbTransactionMode::Readonly)?;
         let records = object_store(&tx, RECORDS_STORE)?;
         let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "scan", &e);
         // Issue both requests before awaiting either.
@@ -362,7 +478,7 @@ impl Store for IdbStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let tx = self.transaction(RECORDS_STORE, IdbTransactionMode::Readonly)?;
+        let tx = self.transaction(&RECORDS_STORE.into(), IdbTransactionMode::Readonly)?;
         let records = object_store(&tx, RECORDS_STORE)?;
         let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "get", &e);
         // Every request is issued before the first await: one transaction, one consistent read.
@@ -394,22 +510,81 @@ impl Store for IdbStore {
         if changes.is_empty() {
             return Ok(());
         }
-        let tx = self.transaction(RECORDS_STORE, IdbTransactionMode::Readwrite)?;
+        let issued = self.issue_commit(changes, None)?;
+        self.finish_commit(issued).await
+    }
+}
+
+impl IdbStore {
+    /// [`Store::commit`], and in the same transaction (so both or neither are written) `record`:
+    /// `(key, value, prune_below)` puts `value` at `key` in [`META_STORE`], after deleting the meta keys
+    /// from `key`'s prefix (up to its first `/`) up to `prune_below` (exclusive). For the answers of
+    /// recorded requests (src/js: a request retried after its writer died is answered from the record).
+    /// An empty change set with a record still commits.
+    pub async fn commit_recording(
+        &self,
+        changes: &ChangeSet,
+        record: Option<(&str, &JsValue, &str)>,
+    ) -> Result<(), StoreError> {
+        let issued = self.issue_commit(changes, record)?;
+        self.finish_commit(issued).await
+    }
+
+    /// The synchronous half of [`IdbStore::commit_recording`]: creates the transaction and issues every
+    /// request before returning, so IndexedDB orders this commit before any transaction created later.
+    /// [`IdbStore::finish_commit`] awaits its outcome.
+    pub fn issue_commit(
+        &self,
+        changes: &ChangeSet,
+        record: Option<(&str, &JsValue, &str)>,
+    ) -> Result<IssuedCommit, StoreError> {
+        if self.superseded.get() {
+            return Err(self.superseded_error());
+        }
+        let stores = Array::of2(&RECORDS_STORE.into(), &META_STORE.into());
+        let tx = self.transaction(&stores, IdbTransactionMode::Readwrite)?;
         let done = TxOutcome::new(&tx);
-        // Every request is issued here, synchronously: no await until the transaction is complete.
-        if let Err(e) = issue_changes(&tx, changes) {
+        // Every request is issued here, synchronously: no await until the transaction is complete. The
+        // fence first (module documentation, *Fencing*): it aborts the whole transaction if a later epoch
+        // was claimed.
+        let issued = issue_fence(&tx, self.epoch.get())
+            .and_then(|()| issue_changes(&tx, changes))
+            .and_then(|()| match record {
+                Some((key, value, prune_below)) => issue_record(&tx, key, value, prune_below),
+                None => Ok(()),
+            });
+        if let Err(e) = issued {
             let _ = tx.abort();
             return Err(js_store_error(kind_for_commit(&e), "commit", &e));
         }
         // Lets the browser commit without waiting for the end of the task; harmless where unsupported.
         let _ = tx.unchecked_ref::<TxExt>().commit_now();
-        done.finish().await.map_err(|e| {
+        Ok(IssuedCommit(done))
+    }
+
+    /// Waits for the end of a commit issued by [`IdbStore::issue_commit`] on this store.
+    pub async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
+        issued.0.finish().await.map_err(|e| {
             if self.closed.get() {
                 self.closed_error()
+            } else if describe(&e).0 == "ConstraintError" {
+                // Only the fence's `add` can fail this way.
+                self.superseded.set(true);
+                self.superseded_error()
             } else {
                 js_store_error(kind_for_commit(&e), "commit", &e)
             }
         })
+    }
+
+    /// The value at `key` in [`META_STORE`] (`undefined` when absent).
+    pub async fn read_meta(&self, key: &str) -> Result<JsValue, StoreError> {
+        let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "reading meta", &e);
+        let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readonly)?;
+        let request = object_store(&tx, META_STORE)?
+            .get(&key.into())
+            .map_err(fail)?;
+        Pending::new(&request).finish().await.map_err(fail)
     }
 }
 
@@ -502,6 +677,40 @@ fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, Store
     })
 }
 
+/// Issues the fence of a commit at `epoch`: `add` then delete `meta/claim/<epoch + 1>`. The `add` fails
+/// (and its unhandled error aborts the transaction) once any later epoch was claimed.
+fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<(), JsValue> {
+    let meta = tx.object_store(META_STORE)?;
+    let key: JsValue = claim_key(epoch.saturating_add(1)).into();
+    meta.add_with_key(&JsValue::TRUE, &key)?;
+    meta.delete(&key)?;
+    Ok(())
+}
+
+/// Issues the record of [`IdbStore::commit_recording`]: deletes the meta keys in `[prefix, prune_below)`,
+/// where `prefix` is `key` up to and including its first `/` (nothing when it has none), then puts
+/// `value` at `key`.
+fn issue_record(
+    tx: &IdbTransaction,
+    key: &str,
+    value: &JsValue,
+    prune_below: &str,
+) -> Result<(), JsValue> {
+    let meta = tx.object_store(META_STORE)?;
+    let prefix = key.find('/').map(|i| &key[..=i]);
+    if let Some(prefix) = prefix.filter(|p| *p < prune_below) {
+        let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
+            &prefix.into(),
+            &prune_below.into(),
+            false,
+            true,
+        )?;
+        meta.delete(&range)?;
+    }
+    meta.put_with_key(value, &key.into())?;
+    Ok(())
+}
+
 /// Issues one request per put and delete. Any synchronous failure is returned; the caller aborts.
 fn issue_changes(tx: &IdbTransaction, changes: &ChangeSet) -> Result<(), JsValue> {
     let records = tx.object_store(RECORDS_STORE)?;
@@ -575,7 +784,12 @@ impl Pending {
     }
 }
 
+/// A commit whose requests are all issued: [`IdbStore::issue_commit`].
+#[derive(Debug)]
+pub struct IssuedCommit(TxOutcome);
+
 /// A transaction's end: `complete` resolves, `abort` rejects with the transaction's error.
+#[derive(Debug)]
 struct TxOutcome {
     tx: IdbTransaction,
     settled: JsFuture,

@@ -282,6 +282,7 @@ export interface OpenOptions {
     answerCacheMillis?: number;
     maxStoredBytes?: number;
     cacheBytes?: number;
+    claimAfterMillis?: number;
     views?: boolean;
     wasmUrl?: string | URL;
 }

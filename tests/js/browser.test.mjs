@@ -346,6 +346,188 @@ const tests = [
     await context.close()
   }],
 
+  ['without Web Locks: two tabs pushing at once lose nothing (the storage fence keeps one writer)', async ({ browser, url }) => {
+    // A non-secure origin (plain http on a LAN address) has no navigator.locks.
+    const context = await browser.newContext()
+    await context.addInitScript(() => { delete Navigator.prototype.locks })
+    const a = await openPage(context, url, 'no-locks A')
+    const b = await openPage(context, url, 'no-locks B')
+    const name = uniqueName('nolocks')
+    const open = (page) => page.evaluate(async (name) => {
+      if ('locks' in navigator) throw new Error('navigator.locks is still there')
+      window.roles = []
+      window.queen = await window.QE.Queen.open({ name })
+      window.roles.push(window.queen.role)
+      window.queen.onRoleChange((role) => window.roles.push(role))
+      return window.queen.role
+    }, name)
+    // Opened at the same moment: neither hears a writer, so both may claim; the fence settles it.
+    const roles = await Promise.all([open(a), open(b)])
+    const PER_TAB = 200
+    const push = (page, label) => page.evaluate(async ({ label, n }) => {
+      const q = window.queen
+      const acked = []
+      const failed = []
+      let next = 0
+      const worker = async () => {
+        while (next < n) {
+          const i = next++
+          try {
+            const [r] = await q.queue('fence').push({ data: { label, i } })
+            if (r.status === 'queued') acked.push(r.transactionId)
+            else failed.push(r.status)
+          } catch (e) {
+            failed.push(e.code || String(e))
+          }
+        }
+      }
+      await Promise.all([worker(), worker(), worker(), worker()])
+      return { acked, failed, roles: window.roles }
+    }, { label, n: PER_TAB })
+    const [ra, rb] = await Promise.all([push(a, 'A'), push(b, 'B')])
+    console.log(`      opened as ${roles.join(' + ')}; roles over time A ${ra.roles.join('>')}, B ${rb.roles.join('>')}; ` +
+      `acknowledged ${ra.acked.length} + ${rb.acked.length}, failed ${ra.failed.length + rb.failed.length}`)
+    await a.close()
+    await b.close()
+    // A fresh tab loads from IndexedDB alone: everything acknowledged must be there, exactly once.
+    const fresh = await openPage(context, url, 'no-locks fresh')
+    const found = await fresh.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      const ids = []
+      for (;;) {
+        const msgs = await queen.queue('fence').batch(500).wait(false).pop()
+        if (msgs.length === 0) break
+        ids.push(...msgs.map((m) => m.transactionId))
+        await queen.ack(msgs, true)
+      }
+      const role = queen.role
+      await queen.close()
+      return { ids, role }
+    }, name)
+    assertEq(found.role, 'writer', 'the fresh tab is the writer')
+    const acked = [...ra.acked, ...rb.acked]
+    const counts = new Map()
+    for (const id of found.ids) counts.set(id, (counts.get(id) || 0) + 1)
+    const missing = acked.filter((id) => !counts.has(id))
+    const twice = [...counts].filter(([, n]) => n > 1)
+    assertEq(missing.length, 0, `every acknowledged push is stored (${missing.length} of ${acked.length} missing)`)
+    assertEq(twice.length, 0, 'no message is stored twice')
+    assertEq(found.ids.length, acked.length, 'nothing unacknowledged appeared')
+    assertEq(acked.length, 2 * PER_TAB, `every push was acknowledged (failures: ${JSON.stringify([...ra.failed, ...rb.failed].slice(0, 5))})`)
+    await context.close()
+  }],
+
+  ['writer tab crashed mid-burst: every acknowledged write is there exactly once, no ack reported failed, no lease leaked', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const w = await openPage(context, url, 'crash writer')
+    const f = await openPage(context, url, 'crash follower')
+    const name = uniqueName('crash')
+    await w.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name })
+      // Long leases: a pop whose answer was lost would hold its messages past the end of the test.
+      await window.queen.queue('burst').config({ leaseTime: 600, retryLimit: 100, retryDelay: 0 }).create()
+    }, name)
+    const roleF = await f.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name })
+      return window.queen.role
+    }, name)
+    assertEq(roleF, 'follower', 'the second tab follows')
+    // The burst, from the follower: 4 pushers and 3 consumers (pop 5, ack), all forwarded to the writer.
+    const burst = f.evaluate(async () => {
+      const q = window.queen
+      const out = { pushed: [], pushFailed: [], consumed: [], ackFailed: [] }
+      window.progress = out
+      let pushing = true
+      const pusher = async (k) => {
+        for (let i = 0; i < 100; i++) {
+          try {
+            const [r] = await q.queue('burst').push({ data: { k, i } })
+            if (r.status === 'queued') out.pushed.push(r.transactionId)
+            else out.pushFailed.push(r.status)
+          } catch (e) {
+            out.pushFailed.push(e.code || String(e))
+          }
+        }
+      }
+      const consumer = async () => {
+        let idle = 0
+        while (pushing || idle < 3) {
+          const msgs = await q.queue('burst').batch(5).wait(false).pop()
+          if (msgs.length === 0) {
+            idle++
+            await new Promise((resolve) => setTimeout(resolve, 30))
+            continue
+          }
+          idle = 0
+          const ack = await q.ack(msgs, true)
+          if (ack.success) out.consumed.push(...msgs.map((m) => m.transactionId))
+          else out.ackFailed.push(ack.error || ack.code)
+        }
+      }
+      const pushers = [0, 1, 2, 3].map(pusher)
+      const consumers = [consumer(), consumer(), consumer()]
+      await Promise.all(pushers)
+      pushing = false
+      await Promise.all(consumers)
+      out.role = q.role
+      return out
+    })
+    await f.waitForFunction(() => window.progress && window.progress.pushed.length >= 120, null, { timeout: 20000 })
+    const cdp = await context.newCDPSession(w)
+    cdp.send('Page.crash').catch(() => {})
+    const r = await burst
+    // What is left, read by the follower that took over (it loaded from IndexedDB).
+    const left = await f.evaluate(async () => {
+      const q = window.queen
+      const ids = []
+      for (;;) {
+        const msgs = await q.queue('burst').batch(500).wait(false).pop()
+        if (msgs.length === 0) break
+        ids.push(...msgs.map((m) => m.transactionId))
+        await q.ack(msgs, true)
+      }
+      return { ids, role: q.role, counters: q.transport.broker.counters() }
+    })
+    console.log(`      pushed ${r.pushed.length} (failed ${r.pushFailed.length}), consumed ${r.consumed.length} during the burst, ` +
+      `${left.ids.length} after; answered from records after the takeover: ${left.counters.replayed}`)
+    assertEq(left.role, 'writer', 'the follower took over')
+    assertEq(r.pushFailed, [], 'no push failed')
+    assertEq(r.ackFailed, [], 'no ack was reported failed')
+    const seen = new Map()
+    for (const id of [...r.consumed, ...left.ids]) seen.set(id, (seen.get(id) || 0) + 1)
+    const missing = r.pushed.filter((id) => !seen.has(id))
+    const twice = [...seen].filter(([, n]) => n > 1)
+    assertEq(missing.length, 0, `every acknowledged push was consumed or is still there (${missing.length} missing: leaked leases or lost writes)`)
+    assertEq(twice.length, 0, `no message delivered twice (${JSON.stringify(twice.slice(0, 3))})`)
+    assertEq(seen.size, r.pushed.length, 'no message that was not acknowledged')
+    await context.close()
+  }],
+
+  ['a hung writer: a forwarded request fails with timeout instead of waiting forever', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const w = await openPage(context, url, 'hung writer')
+    const f = await openPage(context, url, 'hung follower')
+    const name = uniqueName('hung')
+    await w.evaluate(async (name) => {
+      window.queen = await window.QE.Queen.open({ name })
+      // The broker never answers (a stuck commit), while the tab itself stays alive and acknowledges.
+      window.queen.transport.broker.handle = () => new Promise(() => {})
+    }, name)
+    const r = await f.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name, noWriterTimeoutMillis: 1500 })
+      const t0 = Date.now()
+      try {
+        await queen.queue('q').push({ data: 1 })
+        return { role: queen.role, outcome: 'answered' }
+      } catch (e) {
+        return { role: queen.role, outcome: e.code, ms: Date.now() - t0 }
+      }
+    }, name)
+    assertEq([r.role, r.outcome], ['follower', 'timeout'], 'the follower gives up with code timeout')
+    assert(r.ms >= 1400 && r.ms < 5000, `after about noWriterTimeoutMillis (${r.ms} ms)`)
+    await context.close()
+  }],
+
   ['a closing follower tab gives back what its parked long-poll claims', async ({ browser, url }) => {
     const context = await browser.newContext()
     const a = await openPage(context, url, 'writer')
