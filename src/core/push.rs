@@ -152,10 +152,7 @@ impl Broker {
 
     /// About how many bytes `items` add to storage (their payloads as JSON text, before compression).
     pub(super) fn push_size(items: &[PushItem]) -> u64 {
-        items
-            .iter()
-            .map(|i| segment::json_size(&i.payload) as u64)
-            .sum()
+        items.iter().map(|i| i.payload.len() as u64).sum()
     }
 
     /// Appends items; `index_base` offsets the reported indexes (transactions number results flat).

@@ -16,9 +16,8 @@
 //! Readers refuse versions they do not know, so a future format can be added beside these. A pop
 //! decodes only the segments that cover the offsets it reads.
 
-use super::fields::{FieldError, Fields};
-use serde::Serialize;
-use serde_json::Value;
+use super::api::Payload;
+use serde::{Deserialize, Serialize};
 
 /// Format 1: DEFLATE-compressed JSON (written by builds with the `deflate` feature).
 pub const SEGMENT_FORMAT_DEFLATE: u8 = 1;
@@ -35,7 +34,12 @@ pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_DEFLATE;
 pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_JSON;
 
 /// One message as stored in a segment.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+///
+/// Read back with the derived `Deserialize` (not through `fields::Fields`, which parses into a
+/// `serde_json::Value` tree first): a segment is read on every pop that misses the cache, and the payload
+/// is captured as raw JSON text. The rules are the field reader's: unknown fields are ignored, `r` and
+/// `s` may be missing or `null`, the others are required (`p` may be `null`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredMessage {
     /// 0-based offset in its partition.
     #[serde(rename = "o")]
@@ -55,27 +59,9 @@ pub struct StoredMessage {
     /// Push time, Unix ms.
     #[serde(rename = "c")]
     pub created_at_ms: i64,
-    /// The payload.
+    /// The payload, as JSON text embedded in the segment's JSON.
     #[serde(rename = "p")]
-    pub payload: Value,
-}
-
-/// About how many bytes a JSON value takes as text (strings and numbers by length, without escapes):
-/// cheap, allocation-free, and close enough for cache weights and quota checks.
-pub fn json_size(value: &Value) -> usize {
-    match value {
-        Value::Null => 4,
-        Value::Bool(_) => 5,
-        Value::Number(_) => 8,
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => 2 + items.iter().map(|v| json_size(v) + 1).sum::<usize>(),
-        Value::Object(fields) => {
-            2 + fields
-                .iter()
-                .map(|(k, v)| k.len() + 4 + json_size(v))
-                .sum::<usize>()
-        }
-    }
+    pub payload: Payload,
 }
 
 /// The weight of a decoded segment in the cache: about its bytes as JSON text.
@@ -87,7 +73,7 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
                 + m.transaction_id.len()
                 + m.trace_id.as_ref().map_or(0, String::len)
                 + m.producer_sub.as_ref().map_or(0, String::len)
-                + json_size(&m.payload)
+                + m.payload.len()
         })
         .sum()
 }
@@ -194,37 +180,16 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<StoredMessage>, String> {
     }
 }
 
+/// The JSON array of a segment, parsed straight into messages (payloads captured as text). Errors
+/// read like the field reader's: `segment JSON is corrupt: missing field `p` at line 1 column 80`.
 fn decode_json(json: &[u8]) -> Result<Vec<StoredMessage>, String> {
-    let corrupt = |e: FieldError| format!("segment JSON is corrupt: {e}");
-    let Value::Array(items) = serde_json::from_slice(json).map_err(|e| corrupt(e.to_string()))?
-    else {
-        return Err(corrupt("expected an array of messages".to_string()));
-    };
-    items
-        .into_iter()
-        .map(|item| Fields::of(item).and_then(|mut f| stored_message(&mut f)))
-        .collect::<Result<_, _>>()
-        .map_err(corrupt)
-}
-
-/// One message of a segment, field for field what [`StoredMessage`]'s derived `Serialize` writes
-/// (module `fields` says why this is not a derived `Deserialize`).
-fn stored_message(f: &mut Fields) -> Result<StoredMessage, FieldError> {
-    Ok(StoredMessage {
-        offset: f.u64("o")?,
-        id: f.string("i")?,
-        transaction_id: f.string("t")?,
-        trace_id: f.opt_string("r")?,
-        producer_sub: f.opt_string("s")?,
-        created_at_ms: f.i64("c")?,
-        payload: f.value("p")?,
-    })
+    serde_json::from_slice(json).map_err(|e| format!("segment JSON is corrupt: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn msg(offset: u64, payload: Value) -> StoredMessage {
         StoredMessage {
@@ -234,7 +199,7 @@ mod tests {
             trace_id: None,
             producer_sub: None,
             created_at_ms: 1000 + offset as i64,
-            payload,
+            payload: payload.into(),
         }
     }
 
@@ -284,6 +249,48 @@ mod tests {
             assert_eq!(segment[0], 1);
             assert_eq!(decode(&segment).unwrap(), batch.to_vec());
         }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn payload_text_is_kept_and_the_field_rules_hold() {
+        // Written by an older build (or a newer one with an extra field): optional fields missing or
+        // null, an unknown field, payloads with whitespace inside and around.
+        let json = br#"[{"o":0,"i":"a","t":"x","c":5,"p": { "k" : [1, 2] } ,"new":1},
+                        {"o":1,"i":"b","t":"y","r":null,"s":"sub","c":6,"p":null}]"#;
+        let mut bytes = vec![SEGMENT_FORMAT_JSON];
+        bytes.extend_from_slice(json);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back[0].payload.get(), r#"{ "k" : [1, 2] }"#);
+        assert_eq!(
+            (back[0].trace_id.as_deref(), back[0].producer_sub.as_deref()),
+            (None, None)
+        );
+        assert_eq!(back[1].payload.get(), "null");
+        assert_eq!(back[1].producer_sub.as_deref(), Some("sub"));
+        // What it writes back is the same text inside the same array.
+        assert_eq!(decode(&encode(&back)).unwrap(), back);
+
+        let corrupt = |json: &str| {
+            let mut bytes = vec![SEGMENT_FORMAT_JSON];
+            bytes.extend_from_slice(json.as_bytes());
+            decode(&bytes).unwrap_err()
+        };
+        let e = corrupt(r#"[{"o":0,"i":"a","t":"x","c":5}]"#);
+        assert!(
+            e.starts_with("segment JSON is corrupt: missing field `p`"),
+            "{e}"
+        );
+        let e = corrupt(r#"[{"o":"zero","i":"a","t":"x","c":5,"p":1}]"#);
+        assert!(
+            e.starts_with("segment JSON is corrupt: invalid type: string"),
+            "{e}"
+        );
+        let e = corrupt(r#"{"o":0}"#);
+        assert!(
+            e.starts_with("segment JSON is corrupt: invalid type: map"),
+            "{e}"
+        );
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
