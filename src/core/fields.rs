@@ -68,10 +68,7 @@ impl Fields {
         expected: &str,
         convert: fn(Value) -> Option<T>,
     ) -> Result<T, FieldError> {
-        match self.take(key) {
-            None => Err(format!("missing field `{key}`")),
-            Some(v) => convert(v).ok_or_else(|| format!("field `{key}`: expected {expected}")),
-        }
+        required(key, self.take(key), expected, convert)
     }
 
     /// Takes an optional field through `convert` (absent or `null` is `None`).
@@ -81,12 +78,7 @@ impl Fields {
         expected: &str,
         convert: fn(Value) -> Option<T>,
     ) -> Result<Option<T>, FieldError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some(v) => convert(v)
-                .map(Some)
-                .ok_or_else(|| format!("field `{key}`: expected {expected}")),
-        }
+        optional(key, self.take(key), expected, convert)
     }
 
     /// A required string.
@@ -235,7 +227,49 @@ impl<'de, T: FromCompound> Visitor<'de> for ShapedVisitor<T> {
     }
 }
 
-fn into_string(v: Value) -> Option<String> {
+/// A required field's value (`None`: absent or `null`) through `convert`, which answers `None` for a
+/// wrong type or range: the rules of [`Fields`], for readers that collect their fields themselves.
+pub(crate) fn required<T>(
+    key: &str,
+    value: Option<Value>,
+    expected: &str,
+    convert: fn(Value) -> Option<T>,
+) -> Result<T, FieldError> {
+    match value {
+        None => Err(format!("missing field `{key}`")),
+        Some(v) => convert(v).ok_or_else(|| format!("field `{key}`: expected {expected}")),
+    }
+}
+
+/// An optional field's value (`None`: absent or `null`) through `convert`.
+pub(crate) fn optional<T>(
+    key: &str,
+    value: Option<Value>,
+    expected: &str,
+    convert: fn(Value) -> Option<T>,
+) -> Result<Option<T>, FieldError> {
+    match value {
+        None => Ok(None),
+        Some(v) => convert(v)
+            .map(Some)
+            .ok_or_else(|| format!("field `{key}`: expected {expected}")),
+    }
+}
+
+/// A JSON array of `T`, read element by element.
+pub(crate) struct List<T>(pub(crate) Vec<T>);
+
+impl<T: serde::de::DeserializeOwned> FromCompound for List<T> {
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Shaped::Is(List(items)))
+    }
+}
+
+pub(crate) fn into_string(v: Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s),
         _ => None,

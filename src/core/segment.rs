@@ -17,7 +17,10 @@
 //! decodes only the segments that cover the offsets it reads.
 
 use super::api::Payload;
-use serde::{Deserialize, Serialize};
+use super::fields::{into_string, optional, required, FieldError, FromCompound, List, Shaped};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Serialize;
+use serde_json::Value;
 
 /// Format 1: DEFLATE-compressed JSON (written by builds with the `deflate` feature).
 pub const SEGMENT_FORMAT_DEFLATE: u8 = 1;
@@ -35,11 +38,11 @@ pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_JSON;
 
 /// One message as stored in a segment.
 ///
-/// Read back with the derived `Deserialize` (not through `fields::Fields`, which parses into a
-/// `serde_json::Value` tree first): a segment is read on every pop that misses the cache, and the payload
-/// is captured as raw JSON text. The rules are the field reader's: unknown fields are ignored, `r` and
-/// `s` may be missing or `null`, the others are required (`p` may be `null`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Read back in one pass by [`decode`]: the payload captured as JSON text, the other fields by the
+/// field reader's rules (module `fields`): unknown fields are ignored, `r` and `s` may be missing or
+/// `null`, the others are required (`p` may be `null`). Not a derived `Deserialize`: its typed errors
+/// pull float formatting and more into the browser module.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredMessage {
     /// 0-based offset in its partition.
     #[serde(rename = "o")]
@@ -180,10 +183,81 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<StoredMessage>, String> {
     }
 }
 
-/// The JSON array of a segment, parsed straight into messages (payloads captured as text). Errors
-/// read like the field reader's: `segment JSON is corrupt: missing field `p` at line 1 column 80`.
+/// The JSON array of a segment, parsed in one pass (payloads captured as text). Errors read like the
+/// field reader's: `segment JSON is corrupt: field `o`: expected an unsigned integer`.
 fn decode_json(json: &[u8]) -> Result<Vec<StoredMessage>, String> {
-    serde_json::from_slice(json).map_err(|e| format!("segment JSON is corrupt: {e}"))
+    let corrupt = |e: &str| format!("segment JSON is corrupt: {e}");
+    match serde_json::from_slice(json) {
+        Err(e) => Err(corrupt(&e.to_string())),
+        Ok(Shaped::Not(_)) => Err(corrupt("expected an array of messages")),
+        Ok(Shaped::Is(List(items))) => items
+            .into_iter()
+            .map(|item| match item {
+                Shaped::Is(MessageIn(m)) => m.map_err(|e| corrupt(&e)),
+                Shaped::Not(kind) => Err(corrupt(&format!("expected a JSON object, found {kind}"))),
+            })
+            .collect(),
+    }
+}
+
+/// One message of a segment as read (or why it cannot be).
+struct MessageIn(Result<StoredMessage, FieldError>);
+
+/// The keys of [`StoredMessage`]: a slot for each field but the payload (`p`, [`P`]).
+const KEYS: [&str; 7] = ["o", "i", "t", "r", "s", "c", "p"];
+const P: usize = 6;
+
+/// A key of a segment message: its index in [`KEYS`], `None` for a key this build does not know.
+struct Key(Option<usize>);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key, E> {
+                Ok(Key(KEYS.iter().position(|k| *k == key)))
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl FromCompound for MessageIn {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut slots: [Option<Value>; P] = Default::default();
+        let mut payload = None;
+        while let Some(Key(key)) = map.next_key()? {
+            match key {
+                Some(P) => payload = Some(map.next_value()?),
+                Some(i) => slots[i] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Shaped::Is(MessageIn(stored_message(slots, payload))))
+    }
+}
+
+/// A message from its fields (a `null` counts as absent, but for the payload).
+fn stored_message(
+    slots: [Option<Value>; P],
+    payload: Option<Payload>,
+) -> Result<StoredMessage, FieldError> {
+    let [o, i, t, r, s, c] = slots.map(|v| v.filter(|v| !v.is_null()));
+    Ok(StoredMessage {
+        offset: required("o", o, "an unsigned integer", |v| v.as_u64())?,
+        id: required("i", i, "a string", into_string)?,
+        transaction_id: required("t", t, "a string", into_string)?,
+        trace_id: optional("r", r, "a string", into_string)?,
+        producer_sub: optional("s", s, "a string", into_string)?,
+        created_at_ms: required("c", c, "an integer", |v| v.as_i64())?,
+        payload: payload.ok_or_else(|| "missing field `p`".to_string())?,
+    })
 }
 
 #[cfg(test)]
@@ -277,18 +351,22 @@ mod tests {
             decode(&bytes).unwrap_err()
         };
         let e = corrupt(r#"[{"o":0,"i":"a","t":"x","c":5}]"#);
-        assert!(
-            e.starts_with("segment JSON is corrupt: missing field `p`"),
-            "{e}"
-        );
+        assert_eq!(e, "segment JSON is corrupt: missing field `p`");
         let e = corrupt(r#"[{"o":"zero","i":"a","t":"x","c":5,"p":1}]"#);
-        assert!(
-            e.starts_with("segment JSON is corrupt: invalid type: string"),
-            "{e}"
+        assert_eq!(
+            e,
+            "segment JSON is corrupt: field `o`: expected an unsigned integer"
+        );
+        let e = corrupt(r#"[{"o":0,"i":"a","t":"x","c":5,"p":1}, 7]"#);
+        assert_eq!(
+            e,
+            "segment JSON is corrupt: expected a JSON object, found a number"
         );
         let e = corrupt(r#"{"o":0}"#);
+        assert_eq!(e, "segment JSON is corrupt: expected an array of messages");
+        let e = corrupt(r#"[{"o":0,"p":1}"#);
         assert!(
-            e.starts_with("segment JSON is corrupt: invalid type: map"),
+            e.starts_with("segment JSON is corrupt: EOF while parsing"),
             "{e}"
         );
     }

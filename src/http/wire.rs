@@ -18,9 +18,9 @@ use super::error::HttpError;
 use super::query::clip;
 use super::Limits;
 use crate::core::api::*;
-use crate::core::fields::{json_type, FromCompound, Shaped};
+use crate::core::fields::{json_type, FromCompound, List, Shaped};
 use crate::core::timefmt::parse_iso;
-use serde::de::{Deserialize, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
 use serde_json::{Map, Value};
 
 /// The body as JSON. `required`: an empty body is a 400; otherwise it is `None`.
@@ -241,19 +241,6 @@ fn parse_shaped<T: FromCompound>(body: &[u8]) -> Result<T, HttpError> {
         Ok(Shaped::Is(body)) => Ok(body),
         Ok(Shaped::Not(_)) => Err(HttpError::bad_request("Request body must be a JSON object")),
         Err(e) => Err(HttpError::bad_request(format!("Invalid JSON: {e}"))),
-    }
-}
-
-/// A JSON array of `T`, read element by element.
-pub(crate) struct List<T>(Vec<T>);
-
-impl<T: DeserializeOwned> FromCompound for List<T> {
-    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Shaped::Is(List(items)))
     }
 }
 
