@@ -102,7 +102,8 @@ impl Payload {
 
     /// The empty object `{}` (a transaction's push item without a payload).
     pub fn empty_object() -> Self {
-        Payload(RawValue::from_string("{}".to_string()).expect("`{}` is valid JSON"))
+        // Serialized, not parsed: no JSON parser over `&str` in the wasm module for this.
+        Payload::from_value(&Value::Object(serde_json::Map::new()))
     }
 
     /// A payload holding `value` as compact JSON text.
@@ -134,7 +135,8 @@ impl Payload {
     /// The payload parsed into a `serde_json::Value` tree (for tests and cold paths). Fails only where
     /// valid JSON text does not fit a `Value`: a number beyond `f64`'s range, a lone surrogate escape.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
-        serde_json::from_str(self.0.get())
+        // From bytes: the parser over slices is the one the module already has.
+        serde_json::from_slice(self.0.get().as_bytes())
     }
 
     /// The raw JSON value.
