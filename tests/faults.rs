@@ -42,7 +42,11 @@ fn queued(engine: &Engine<MemStore, TestHost>, group: &str) -> Vec<serde_json::V
         None,
     ))
     .unwrap();
-    reply.messages.into_iter().map(|m| m.payload).collect()
+    reply
+        .messages
+        .into_iter()
+        .map(|m| m.payload.to_value().unwrap())
+        .collect()
 }
 
 #[test]

@@ -112,7 +112,7 @@ fn drain(engine: &Engine<SlowStore, TestHost>) -> Vec<u32> {
     reply
         .messages
         .iter()
-        .map(|m| m.payload["i"].as_u64().unwrap() as u32)
+        .map(|m| m.payload.to_value().unwrap()["i"].as_u64().unwrap() as u32)
         .collect()
 }
 
@@ -178,7 +178,7 @@ fn a_failed_group_commit_fails_every_command_in_it_and_keeps_nothing_of_them() {
         .unwrap();
         r.messages
             .iter()
-            .map(|m| m.payload["i"].as_u64().unwrap() as u32)
+            .map(|m| m.payload.to_value().unwrap()["i"].as_u64().unwrap() as u32)
             .collect()
     };
     assert_eq!(all, vec![100, 0, 5]);

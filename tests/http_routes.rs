@@ -98,6 +98,57 @@ fn push_mints_a_transaction_id_and_null_payload_round_trips() {
     );
 }
 
+#[test]
+fn payloads_come_back_as_the_client_sent_them() {
+    // Queen hands a payload back as it was pushed: here its text is kept byte for byte (whitespace
+    // inside it, the spelling of numbers and escapes), in pop replies, the DLQ listing and the message
+    // browser, even where the JSON does not fit a `serde_json::Value` (1e400).
+    let h = Harness::new();
+    let sent = [r#"{ "b" : 2.50, "a": [1,  "\u00e9"] }"#, "1e400", "null"];
+    let body = format!(
+        r#"{{"items": [{{"queue": "raw", "transactionId": "t0", "payload": {} }},
+                      {{"queue": "raw", "transactionId": "t1", "payload":{}}},
+                      {{"queue": "raw", "transactionId": "t2", "payload" : {}}}]}}"#,
+        sent[0], sent[1], sent[2]
+    );
+    let (status, pushed) = h.call_raw("POST", "/api/v1/push", body.as_bytes());
+    assert_eq!(status, 201, "{pushed}");
+    let pid = s(&pushed[0]["partitionId"]);
+    let text = |r: &queen_edge::http::HttpResponse| String::from_utf8(r.body.clone()).unwrap();
+    let popped = h.send(HttpRequest::new("GET", "/api/v1/pop/queue/raw?batch=10"));
+    assert_eq!(popped.status, 200);
+    let popped = text(&popped);
+    for p in sent {
+        assert!(
+            popped.contains(&format!(r#""data":{p},"#)),
+            "{p} in {popped}"
+        );
+    }
+    let shown = text(&h.send(HttpRequest::new(
+        "GET",
+        &format!("/api/v1/messages/{pid}/t1"),
+    )));
+    assert!(shown.contains(r#""payload":1e400,"data":1e400"#), "{shown}");
+    let lease = popped
+        .split(r#""leaseId":""#)
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap();
+    let (status, acked) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(json!({"transactionId": "t0", "partitionId": pid, "status": "dlq", "leaseId": lease})),
+    );
+    assert_eq!((status, &acked[0]["dlq"]), (200, &json!(true)), "{acked}");
+    let listing = text(&h.send(HttpRequest::new("GET", "/api/v1/dlq?queue=raw")));
+    assert!(
+        listing.contains(&format!(r#""data":{},"#, sent[0])),
+        "{listing}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // pop
 // ---------------------------------------------------------------------------------------------

@@ -37,7 +37,10 @@ unsafe impl GlobalAlloc for Counting {
         System.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -114,7 +117,11 @@ fn main() {
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let targets = if targets.is_empty() { vec![0.1] } else { targets };
+    let targets = if targets.is_empty() {
+        vec![0.1]
+    } else {
+        targets
+    };
     println!("| stored (segments) | messages | open | records read at open | broker heap after open | heap per message | pop 100, not cached | pop 100, cached |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     let host = BenchHost {

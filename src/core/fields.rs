@@ -9,12 +9,26 @@
 //! - a field with a default may be missing (it is also allowed to be `null`, which this build never
 //!   writes);
 //! - unknown fields are ignored (a newer build may add some).
+//!
+//! A field named `payload` is the exception: it is captured as JSON text ([`Payload`]) and never parsed
+//! into a tree (a payload is any JSON the wire's parser accepted, which a `Value` may not hold: a
+//! number beyond `f64`, a lone surrogate escape).
+//!
+//! [`Shaped`] is the small piece of serde this module and the HTTP layer share: read a position that
+//! should hold an object (or an array) in one pass, and when it holds another JSON type, record only
+//! which one, for an error that names it.
 
+use super::api::Payload;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::marker::PhantomData;
+
+/// The field every record keeps as JSON text.
+const PAYLOAD_KEY: &str = "payload";
 
 /// The fields of one JSON object; each read takes its field out (no copies of strings or payloads).
 #[derive(Debug)]
-pub(crate) struct Fields(Map<String, Value>);
+pub(crate) struct Fields(Map<String, Value>, Option<Payload>);
 
 /// What went wrong reading a record, in words (the caller adds which record).
 pub(crate) type FieldError = String;
@@ -22,14 +36,19 @@ pub(crate) type FieldError = String;
 impl Fields {
     /// Parses `bytes` as one JSON object.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, FieldError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-        Self::of(value)
+        match serde_json::from_slice(bytes).map_err(|e| e.to_string())? {
+            Shaped::Is(fields) => Ok(fields),
+            Shaped::Not(kind) => Err(format!("expected a JSON object, found {kind}")),
+        }
     }
 
     /// The fields of `value`, which must be a JSON object.
     pub(crate) fn of(value: Value) -> Result<Self, FieldError> {
         match value {
-            Value::Object(map) => Ok(Fields(map)),
+            Value::Object(mut map) => {
+                let payload = map.remove(PAYLOAD_KEY).map(Payload::from);
+                Ok(Fields(map, payload))
+            }
             other => Err(format!(
                 "expected a JSON object, found {}",
                 json_type(&other)
@@ -49,10 +68,7 @@ impl Fields {
         expected: &str,
         convert: fn(Value) -> Option<T>,
     ) -> Result<T, FieldError> {
-        match self.take(key) {
-            None => Err(format!("missing field `{key}`")),
-            Some(v) => convert(v).ok_or_else(|| format!("field `{key}`: expected {expected}")),
-        }
+        required(key, self.take(key), expected, convert)
     }
 
     /// Takes an optional field through `convert` (absent or `null` is `None`).
@@ -62,12 +78,7 @@ impl Fields {
         expected: &str,
         convert: fn(Value) -> Option<T>,
     ) -> Result<Option<T>, FieldError> {
-        match self.take(key) {
-            None => Ok(None),
-            Some(v) => convert(v)
-                .map(Some)
-                .ok_or_else(|| format!("field `{key}`: expected {expected}")),
-        }
+        optional(key, self.take(key), expected, convert)
     }
 
     /// A required string.
@@ -124,11 +135,11 @@ impl Fields {
         self.required(key, "a boolean", |v| v.as_bool())
     }
 
-    /// A required value of any JSON type, `null` included (a payload).
-    pub(crate) fn value(&mut self, key: &str) -> Result<Value, FieldError> {
-        self.0
-            .remove(key)
-            .ok_or_else(|| format!("missing field `{key}`"))
+    /// The required `payload` field: any JSON, `null` included, as its text.
+    pub(crate) fn payload(&mut self) -> Result<Payload, FieldError> {
+        self.1
+            .take()
+            .ok_or_else(|| format!("missing field `{PAYLOAD_KEY}`"))
     }
 
     /// A required nested object.
@@ -138,7 +149,127 @@ impl Fields {
     }
 }
 
-fn into_string(v: Value) -> Option<String> {
+impl FromCompound for Fields {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut fields = Map::new();
+        let mut payload = None;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == PAYLOAD_KEY {
+                payload = Some(map.next_value()?);
+            } else {
+                fields.insert(key, map.next_value()?);
+            }
+        }
+        Ok(Shaped::Is(Fields(fields, payload)))
+    }
+}
+
+/// What a position that should hold an object or an array held.
+pub(crate) enum Shaped<T> {
+    /// The expected JSON type, read.
+    Is(T),
+    /// Another JSON type, in [`json_type`]'s words (`"a number"`, `"null"`, ...).
+    Not(&'static str),
+}
+
+/// A type read from a JSON object or a JSON array (the other, and every scalar, is [`Shaped::Not`]).
+pub(crate) trait FromCompound: Sized {
+    /// Reads the object (the default skips it).
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Shaped::Not("an object"))
+    }
+
+    /// Reads the array (the default skips it).
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Shaped::Not("an array"))
+    }
+}
+
+impl<'de, T: FromCompound> Deserialize<'de> for Shaped<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShapedVisitor(PhantomData))
+    }
+}
+
+struct ShapedVisitor<T>(PhantomData<T>);
+
+impl<'de, T: FromCompound> Visitor<'de> for ShapedVisitor<T> {
+    type Value = Shaped<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Shaped::Not("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Shaped::Not("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Shaped::Not("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Shaped::Not("a number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Shaped::Not("a string"))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Shaped::Not("null"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        T::from_seq(seq)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::from_map(map)
+    }
+}
+
+/// A required field's value (`None`: absent or `null`) through `convert`, which answers `None` for a
+/// wrong type or range: the rules of [`Fields`], for readers that collect their fields themselves.
+pub(crate) fn required<T>(
+    key: &str,
+    value: Option<Value>,
+    expected: &str,
+    convert: fn(Value) -> Option<T>,
+) -> Result<T, FieldError> {
+    match value {
+        None => Err(format!("missing field `{key}`")),
+        Some(v) => convert(v).ok_or_else(|| format!("field `{key}`: expected {expected}")),
+    }
+}
+
+/// An optional field's value (`None`: absent or `null`) through `convert`.
+pub(crate) fn optional<T>(
+    key: &str,
+    value: Option<Value>,
+    expected: &str,
+    convert: fn(Value) -> Option<T>,
+) -> Result<Option<T>, FieldError> {
+    match value {
+        None => Ok(None),
+        Some(v) => convert(v)
+            .map(Some)
+            .ok_or_else(|| format!("field `{key}`: expected {expected}")),
+    }
+}
+
+/// A JSON array of `T`, read element by element.
+pub(crate) struct List<T>(pub(crate) Vec<T>);
+
+impl<T: serde::de::DeserializeOwned> FromCompound for List<T> {
+    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Shaped::Is(List(items)))
+    }
+}
+
+pub(crate) fn into_string(v: Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s),
         _ => None,
@@ -181,13 +312,16 @@ mod tests {
         );
         assert!(f.bool("b").unwrap());
         assert_eq!(f.opt_string("nul").unwrap(), None);
-        let mut payloads = Fields::parse(br#"{"p":null}"#).unwrap();
+        let mut payloads = Fields::parse(br#"{"payload":null}"#).unwrap();
         assert_eq!(
-            payloads.value("p").unwrap(),
-            Value::Null,
+            payloads.payload().unwrap().get(),
+            "null",
             "a null payload is a payload"
         );
-        assert_eq!(payloads.value("p").unwrap_err(), "missing field `p`");
+        assert_eq!(payloads.payload().unwrap_err(), "missing field `payload`");
+        // Kept as sent, even where a `Value` could not hold it.
+        let mut odd = Fields::parse(br#"{"payload": [1e400, "\ud800"] }"#).unwrap();
+        assert_eq!(odd.payload().unwrap().get(), r#"[1e400, "\ud800"]"#);
         assert_eq!(f.opt_i64("absent").unwrap(), None);
         assert_eq!(f.i64_or("absent", -1).unwrap(), -1);
         assert_eq!(f.u64_or("absent", 9).unwrap(), 9);
@@ -208,6 +342,11 @@ mod tests {
             Fields::parse(b"[1]").unwrap_err(),
             "expected a JSON object, found an array"
         );
+        assert_eq!(
+            Fields::parse(b"7").unwrap_err(),
+            "expected a JSON object, found a number"
+        );
         assert!(Fields::parse(b"{").is_err());
+        assert!(Fields::parse(b"[1,]").is_err());
     }
 }

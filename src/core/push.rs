@@ -7,7 +7,7 @@ use super::segment::{self, StoredMessage};
 use super::state::*;
 use super::txindex;
 use super::Broker;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 /// Namespace and task labels derived from a queue name: `billing.invoices.v2` -> (`billing`, `invoices`).
@@ -152,10 +152,7 @@ impl Broker {
 
     /// About how many bytes `items` add to storage (their payloads as JSON text, before compression).
     pub(super) fn push_size(items: &[PushItem]) -> u64 {
-        items
-            .iter()
-            .map(|i| segment::json_size(&i.payload) as u64)
-            .sum()
+        items.iter().map(|i| i.payload.len() as u64).sum()
     }
 
     /// Appends items; `index_base` offsets the reported indexes (transactions number results flat).
@@ -167,6 +164,9 @@ impl Broker {
     ) -> Vec<PushResult> {
         // New messages per partition, in input order, written as one segment per partition.
         let mut batches: BTreeMap<u64, Vec<StoredMessage>> = BTreeMap::new();
+        // Transaction ids queued by this call -> (partition, index in its batch) of the first message
+        // queued with it. The same id queued on two partitions (rare) falls back to a scan of the batch.
+        let mut queued: HashMap<String, (u64, usize)> = HashMap::new();
         let mut results = Vec::with_capacity(items.len());
         for (i, item) in items.into_iter().enumerate() {
             self.ensure_queue(
@@ -186,10 +186,14 @@ impl Broker {
                 None => self.ids.uuid_v7(now),
             };
             // Duplicates of this batch first, then of stored segments.
-            let in_batch = batches
-                .get(&pid)
-                .and_then(|b| b.iter().find(|m| m.transaction_id == transaction_id))
-                .map(|m| (m.offset, m.id.clone()));
+            let in_batch = match queued.get(transaction_id.as_str()) {
+                None => None,
+                Some(&(p, at)) if p == pid => Some(&batches[&pid][at]),
+                Some(_) => batches
+                    .get(&pid)
+                    .and_then(|b| b.iter().find(|m| m.transaction_id == transaction_id)),
+            }
+            .map(|m| (m.offset, m.id.clone()));
             let stored = || {
                 let offset = self.find_transaction(pid, &transaction_id)?;
                 let id = self.stored_message(pid, offset).map(|m| m.id)?;
@@ -213,7 +217,11 @@ impl Broker {
             let offset = p.next_offset;
             p.next_offset += 1;
             let id = self.ids.uuid_v7(now);
-            batches.entry(pid).or_default().push(StoredMessage {
+            let batch = batches.entry(pid).or_default();
+            queued
+                .entry(transaction_id.clone())
+                .or_insert((pid, batch.len()));
+            batch.push(StoredMessage {
                 offset,
                 id: id.clone(),
                 transaction_id: transaction_id.clone(),

@@ -550,7 +550,7 @@ fn dead_letter(f: &mut Fields) -> Result<DeadLetter, FieldError> {
         message_id: f.string("message_id")?,
         transaction_id: f.string("transaction_id")?,
         offset: f.u64("offset")?,
-        payload: f.value("payload")?,
+        payload: f.payload()?,
         trace_id: f.opt_string("trace_id")?,
         error: f.string("error")?,
         retry_count: f.u32("retry_count")?,
@@ -718,7 +718,7 @@ mod tests {
                 message_id: names[4].clone(),
                 transaction_id: names[5].clone(),
                 offset: numbers.1,
-                payload,
+                payload: payload.into(),
                 trace_id: trace,
                 error: names[6].clone(),
                 retry_count: numbers.2,
@@ -760,7 +760,7 @@ mod tests {
             dead_letter,
         )
         .unwrap();
-        assert_eq!((d.trace_id, d.seq, d.payload), (None, 0, Value::Null));
+        assert_eq!((d.trace_id, d.seq, d.payload.get()), (None, 0, "null"));
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //! Readers refuse versions they do not know, so a future format can be added beside these. A pop
 //! decodes only the segments that cover the offsets it reads.
 
-use super::fields::{FieldError, Fields};
+use super::api::Payload;
+use super::fields::{into_string, optional, required, FieldError, FromCompound, List, Shaped};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -35,6 +37,11 @@ pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_DEFLATE;
 pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_JSON;
 
 /// One message as stored in a segment.
+///
+/// Read back in one pass by [`decode`]: the payload captured as JSON text, the other fields by the
+/// field reader's rules (module `fields`): unknown fields are ignored, `r` and `s` may be missing or
+/// `null`, the others are required (`p` may be `null`). Not a derived `Deserialize`: its typed errors
+/// pull float formatting and more into the browser module.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StoredMessage {
     /// 0-based offset in its partition.
@@ -55,27 +62,9 @@ pub struct StoredMessage {
     /// Push time, Unix ms.
     #[serde(rename = "c")]
     pub created_at_ms: i64,
-    /// The payload.
+    /// The payload, as JSON text embedded in the segment's JSON.
     #[serde(rename = "p")]
-    pub payload: Value,
-}
-
-/// About how many bytes a JSON value takes as text (strings and numbers by length, without escapes):
-/// cheap, allocation-free, and close enough for cache weights and quota checks.
-pub fn json_size(value: &Value) -> usize {
-    match value {
-        Value::Null => 4,
-        Value::Bool(_) => 5,
-        Value::Number(_) => 8,
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => 2 + items.iter().map(|v| json_size(v) + 1).sum::<usize>(),
-        Value::Object(fields) => {
-            2 + fields
-                .iter()
-                .map(|(k, v)| k.len() + 4 + json_size(v))
-                .sum::<usize>()
-        }
-    }
+    pub payload: Payload,
 }
 
 /// The weight of a decoded segment in the cache: about its bytes as JSON text.
@@ -87,7 +76,7 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
                 + m.transaction_id.len()
                 + m.trace_id.as_ref().map_or(0, String::len)
                 + m.producer_sub.as_ref().map_or(0, String::len)
-                + json_size(&m.payload)
+                + m.payload.len()
         })
         .sum()
 }
@@ -194,37 +183,87 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<StoredMessage>, String> {
     }
 }
 
+/// The JSON array of a segment, parsed in one pass (payloads captured as text). Errors read like the
+/// field reader's: `segment JSON is corrupt: field `o`: expected an unsigned integer`.
 fn decode_json(json: &[u8]) -> Result<Vec<StoredMessage>, String> {
-    let corrupt = |e: FieldError| format!("segment JSON is corrupt: {e}");
-    let Value::Array(items) = serde_json::from_slice(json).map_err(|e| corrupt(e.to_string()))?
-    else {
-        return Err(corrupt("expected an array of messages".to_string()));
-    };
-    items
-        .into_iter()
-        .map(|item| Fields::of(item).and_then(|mut f| stored_message(&mut f)))
-        .collect::<Result<_, _>>()
-        .map_err(corrupt)
+    let corrupt = |e: &str| format!("segment JSON is corrupt: {e}");
+    match serde_json::from_slice(json) {
+        Err(e) => Err(corrupt(&e.to_string())),
+        Ok(Shaped::Not(_)) => Err(corrupt("expected an array of messages")),
+        Ok(Shaped::Is(List(items))) => items
+            .into_iter()
+            .map(|item| match item {
+                Shaped::Is(MessageIn(m)) => m.map_err(|e| corrupt(&e)),
+                Shaped::Not(kind) => Err(corrupt(&format!("expected a JSON object, found {kind}"))),
+            })
+            .collect(),
+    }
 }
 
-/// One message of a segment, field for field what [`StoredMessage`]'s derived `Serialize` writes
-/// (module `fields` says why this is not a derived `Deserialize`).
-fn stored_message(f: &mut Fields) -> Result<StoredMessage, FieldError> {
+/// One message of a segment as read (or why it cannot be).
+struct MessageIn(Result<StoredMessage, FieldError>);
+
+/// The keys of [`StoredMessage`]: a slot for each field but the payload (`p`, [`P`]).
+const KEYS: [&str; 7] = ["o", "i", "t", "r", "s", "c", "p"];
+const P: usize = 6;
+
+/// A key of a segment message: its index in [`KEYS`], `None` for a key this build does not know.
+struct Key(Option<usize>);
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key, E> {
+                Ok(Key(KEYS.iter().position(|k| *k == key)))
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl FromCompound for MessageIn {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut slots: [Option<Value>; P] = Default::default();
+        let mut payload = None;
+        while let Some(Key(key)) = map.next_key()? {
+            match key {
+                Some(P) => payload = Some(map.next_value()?),
+                Some(i) => slots[i] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Shaped::Is(MessageIn(stored_message(slots, payload))))
+    }
+}
+
+/// A message from its fields (a `null` counts as absent, but for the payload).
+fn stored_message(
+    slots: [Option<Value>; P],
+    payload: Option<Payload>,
+) -> Result<StoredMessage, FieldError> {
+    let [o, i, t, r, s, c] = slots.map(|v| v.filter(|v| !v.is_null()));
     Ok(StoredMessage {
-        offset: f.u64("o")?,
-        id: f.string("i")?,
-        transaction_id: f.string("t")?,
-        trace_id: f.opt_string("r")?,
-        producer_sub: f.opt_string("s")?,
-        created_at_ms: f.i64("c")?,
-        payload: f.value("p")?,
+        offset: required("o", o, "an unsigned integer", |v| v.as_u64())?,
+        id: required("i", i, "a string", into_string)?,
+        transaction_id: required("t", t, "a string", into_string)?,
+        trace_id: optional("r", r, "a string", into_string)?,
+        producer_sub: optional("s", s, "a string", into_string)?,
+        created_at_ms: required("c", c, "an integer", |v| v.as_i64())?,
+        payload: payload.ok_or_else(|| "missing field `p`".to_string())?,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn msg(offset: u64, payload: Value) -> StoredMessage {
         StoredMessage {
@@ -234,7 +273,7 @@ mod tests {
             trace_id: None,
             producer_sub: None,
             created_at_ms: 1000 + offset as i64,
-            payload,
+            payload: payload.into(),
         }
     }
 
@@ -284,6 +323,52 @@ mod tests {
             assert_eq!(segment[0], 1);
             assert_eq!(decode(&segment).unwrap(), batch.to_vec());
         }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn payload_text_is_kept_and_the_field_rules_hold() {
+        // Written by an older build (or a newer one with an extra field): optional fields missing or
+        // null, an unknown field, payloads with whitespace inside and around.
+        let json = br#"[{"o":0,"i":"a","t":"x","c":5,"p": { "k" : [1, 2] } ,"new":1},
+                        {"o":1,"i":"b","t":"y","r":null,"s":"sub","c":6,"p":null}]"#;
+        let mut bytes = vec![SEGMENT_FORMAT_JSON];
+        bytes.extend_from_slice(json);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back[0].payload.get(), r#"{ "k" : [1, 2] }"#);
+        assert_eq!(
+            (back[0].trace_id.as_deref(), back[0].producer_sub.as_deref()),
+            (None, None)
+        );
+        assert_eq!(back[1].payload.get(), "null");
+        assert_eq!(back[1].producer_sub.as_deref(), Some("sub"));
+        // What it writes back is the same text inside the same array.
+        assert_eq!(decode(&encode(&back)).unwrap(), back);
+
+        let corrupt = |json: &str| {
+            let mut bytes = vec![SEGMENT_FORMAT_JSON];
+            bytes.extend_from_slice(json.as_bytes());
+            decode(&bytes).unwrap_err()
+        };
+        let e = corrupt(r#"[{"o":0,"i":"a","t":"x","c":5}]"#);
+        assert_eq!(e, "segment JSON is corrupt: missing field `p`");
+        let e = corrupt(r#"[{"o":"zero","i":"a","t":"x","c":5,"p":1}]"#);
+        assert_eq!(
+            e,
+            "segment JSON is corrupt: field `o`: expected an unsigned integer"
+        );
+        let e = corrupt(r#"[{"o":0,"i":"a","t":"x","c":5,"p":1}, 7]"#);
+        assert_eq!(
+            e,
+            "segment JSON is corrupt: expected a JSON object, found a number"
+        );
+        let e = corrupt(r#"{"o":0}"#);
+        assert_eq!(e, "segment JSON is corrupt: expected an array of messages");
+        let e = corrupt(r#"[{"o":0,"p":1}"#);
+        assert!(
+            e.starts_with("segment JSON is corrupt: EOF while parsing"),
+            "{e}"
+        );
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -1,6 +1,6 @@
 //! The core's in-memory state types.
 
-use super::api::QueueOptions;
+use super::api::{Payload, QueueOptions};
 pub use super::lane::Lane;
 use super::segment::StoredMessage;
 pub use super::txindex::TxIndex;
@@ -216,7 +216,7 @@ pub struct DeadLetter {
     /// Original offset.
     pub offset: u64,
     /// Payload snapshot.
-    pub payload: serde_json::Value,
+    pub payload: Payload,
     /// Original trace id.
     pub trace_id: Option<String>,
     /// Error chain result.

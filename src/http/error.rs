@@ -4,7 +4,7 @@ use super::HttpResponse;
 use crate::core::api::{CoreError, ErrorKind};
 use crate::engine::EngineError;
 use crate::store::StoreErrorKind;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// A refused request: a status and the text that says what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,12 +117,13 @@ impl From<EngineError> for HttpError {
     }
 }
 
-/// A JSON answer with `Content-Type: application/json`.
-pub(crate) fn json_response(status: u16, body: &Value) -> HttpResponse {
+/// A JSON answer with `Content-Type: application/json`: a `Value`, or a reply struct of `render`.
+pub(crate) fn json_response<T: serde::Serialize + ?Sized>(status: u16, body: &T) -> HttpResponse {
     HttpResponse {
         status,
         headers: vec![("Content-Type".to_string(), "application/json".to_string())],
-        // Serializing a `Value` cannot fail (its map keys are strings).
+        // Serializing a `Value` or a reply struct (string keys, raw payloads that are valid JSON) cannot
+        // fail.
         body: serde_json::to_vec(body).unwrap_or_else(|_| b"{}".to_vec()),
     }
 }

@@ -76,8 +76,10 @@ impl Route {
             Route::Push => {
                 let items = wire::push_items(body, limits, caller.subject.as_deref())?;
                 let results = engine.push(items).await?;
-                let body: Vec<Value> = results.iter().map(render::push_result).collect();
-                Ok(json_response(201, &Value::Array(body)))
+                Ok(json_response(
+                    201,
+                    &render::SeqOf(&results, render::push_result),
+                ))
             }
             Route::PopQueue { queue } => {
                 check_name("Queue name", &queue, true, limits)?;
@@ -170,19 +172,14 @@ impl Route {
                     limit,
                     offset,
                 };
-                let messages: Vec<Value> = engine.read(|b, _| {
-                    b.dead_letters(&dlq)
-                        .iter()
-                        .map(render::dead_letter)
-                        .collect()
-                });
+                let letters = engine.read(|b, _| b.dead_letters(&dlq));
                 Ok(json_response(
                     200,
-                    &json!({
-                        "total": messages.len(),
-                        "messages": messages,
-                        "pagination": {"limit": limit, "offset": offset},
-                    }),
+                    &render::DlqListOut {
+                        total: letters.len(),
+                        messages: render::SeqOf(&letters, render::dead_letter),
+                        pagination: json!({"limit": limit, "offset": offset}),
+                    },
                 ))
             }
             Route::ReplayDlq { id } => {
@@ -453,10 +450,7 @@ async fn pop<S: Store, H: Host>(
 }
 
 fn ack_answer(results: &[AckResult]) -> HttpResponse {
-    json_response(
-        200,
-        &Value::Array(results.iter().map(render::ack_result).collect()),
-    )
+    json_response(200, &render::SeqOf(results, render::ack_result))
 }
 
 /// A fresh UUIDv4 from the host's entropy, for trace ids.

@@ -1,8 +1,22 @@
 //! Core replies → JSON answers, with the contract's field names (and the appendix's additions).
+//!
+//! The answers that carry one entry per message (push and ack results, pop replies, dead letters) are
+//! borrowed structs serialized straight to the response body: no `Value` tree per message, and each
+//! payload is written as the JSON text it was stored as.
 
 use crate::core::api::*;
 use crate::core::timefmt::{iso_micros, iso_millis};
+use serde::{Serialize, Serializer};
 use serde_json::{json, Value};
+
+/// Serializes the items of a slice as a JSON array, each through a function, without collecting them.
+pub(crate) struct SeqOf<'a, T, S>(pub(crate) &'a [T], pub(crate) fn(&'a T) -> S);
+
+impl<T, S: Serialize> Serialize for SeqOf<'_, T, S> {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        serializer.collect_seq(self.0.iter().map(self.1))
+    }
+}
 
 fn push_status(status: &PushStatus) -> &'static str {
     match status {
@@ -11,111 +25,175 @@ fn push_status(status: &PushStatus) -> &'static str {
     }
 }
 
-/// One push result (contract §1.2): snake_case plus the camelCase aliases.
-pub(crate) fn push_result(r: &PushResult) -> Value {
-    match r.status {
-        PushStatus::Queued => json!({
-            "index": r.index,
-            "status": "queued",
-            "transaction_id": r.transaction_id,
-            "transactionId": r.transaction_id,
-            "message_id": r.message_id,
-            "messageId": r.message_id,
-            "partition_id": r.partition_id,
-            "partitionId": r.partition_id,
-            "trace_id": r.trace_id,
-            "queueName": r.queue,
-            "partition": r.partition,
-            "offset": r.offset,
-        }),
-        PushStatus::Duplicate => json!({
-            "index": r.index,
-            "status": "duplicate",
-            "transaction_id": r.transaction_id,
-            "transactionId": r.transaction_id,
-            "message_id": r.message_id,
-            "messageId": r.message_id,
-            "partition_id": r.partition_id,
-            "partitionId": r.partition_id,
-            "queueName": r.queue,
-            "partition": r.partition,
-        }),
+/// One push result (contract §1.2): snake_case plus the camelCase aliases. A duplicate has no
+/// `trace_id` and no `offset`; a queued result has both (`trace_id` may be `null`).
+#[derive(Serialize)]
+pub(crate) struct PushResultOut<'a> {
+    index: usize,
+    status: &'static str,
+    transaction_id: &'a str,
+    #[serde(rename = "transactionId")]
+    transaction_id_camel: &'a str,
+    message_id: &'a str,
+    #[serde(rename = "messageId")]
+    message_id_camel: &'a str,
+    partition_id: &'a str,
+    #[serde(rename = "partitionId")]
+    partition_id_camel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<Option<&'a str>>,
+    #[serde(rename = "queueName")]
+    queue_name: &'a str,
+    partition: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
+}
+
+/// One push result (contract §1.2).
+pub(crate) fn push_result(r: &PushResult) -> PushResultOut<'_> {
+    let queued = r.status == PushStatus::Queued;
+    PushResultOut {
+        index: r.index,
+        status: push_status(&r.status),
+        transaction_id: &r.transaction_id,
+        transaction_id_camel: &r.transaction_id,
+        message_id: &r.message_id,
+        message_id_camel: &r.message_id,
+        partition_id: &r.partition_id,
+        partition_id_camel: &r.partition_id,
+        trace_id: queued.then_some(r.trace_id.as_deref()),
+        queue_name: &r.queue,
+        partition: &r.partition,
+        offset: queued.then_some(r.offset),
     }
 }
 
-/// One delivered message (contract §1.3, appendix D15).
-pub(crate) fn delivered(m: &DeliveredMessage) -> Value {
-    json!({
-        "id": m.id,
-        "transactionId": m.transaction_id,
-        "traceId": m.trace_id,
-        "data": m.payload,
-        "producerSub": m.producer_sub,
-        "createdAt": iso_micros(m.created_at_ms),
-        "queue": m.queue,
-        "partition": m.partition,
-        "partitionId": m.partition_id,
-        "leaseId": m.lease_id,
-        "consumerGroup": m.consumer_group,
-        "deliveryAttempt": m.delivery_attempt,
-        "offset": m.offset,
-        "retryCount": m.retry_count,
-    })
+/// One delivered message (contract §1.3, appendix D15): the payload is `data`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeliveredOut<'a> {
+    id: &'a str,
+    transaction_id: &'a str,
+    trace_id: Option<&'a str>,
+    data: &'a Payload,
+    producer_sub: Option<&'a str>,
+    created_at: String,
+    queue: &'a str,
+    partition: &'a str,
+    partition_id: &'a str,
+    lease_id: &'a str,
+    consumer_group: &'a str,
+    delivery_attempt: u32,
+    offset: u64,
+    retry_count: u32,
+}
+
+/// One delivered message.
+pub(crate) fn delivered(m: &DeliveredMessage) -> DeliveredOut<'_> {
+    DeliveredOut {
+        id: &m.id,
+        transaction_id: &m.transaction_id,
+        trace_id: m.trace_id.as_deref(),
+        data: &m.payload,
+        producer_sub: m.producer_sub.as_deref(),
+        created_at: iso_micros(m.created_at_ms),
+        queue: &m.queue,
+        partition: &m.partition,
+        partition_id: &m.partition_id,
+        lease_id: &m.lease_id,
+        consumer_group: &m.consumer_group,
+        delivery_attempt: m.delivery_attempt,
+        offset: m.offset,
+        retry_count: m.retry_count,
+    }
+}
+
+/// The autopilot echo of a pop answer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AutopilotOut {
+    batch: u32,
+    partitions: u32,
+    wait_ms: u64,
+}
+
+/// A pop answer: `autopilot`, `conflation` and `conflationConflict` only when they apply.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PopOut<'a> {
+    success: bool,
+    queue: Option<&'a str>,
+    partition: Option<&'a str>,
+    partition_id: Option<&'a str>,
+    lease_id: &'a str,
+    consumer_group: &'a str,
+    messages: SeqOf<'a, DeliveredMessage, DeliveredOut<'a>>,
+    partitions_claimed: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    autopilot: Option<AutopilotOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflation: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conflation_conflict: Option<bool>,
 }
 
 /// A pop answer with messages (or an empty conflating one).
-pub(crate) fn pop_reply(r: &PopReply, conflation_requested: bool) -> Value {
-    let mut body = json!({
-        "success": true,
-        "queue": r.queue,
-        "partition": r.partition,
-        "partitionId": r.partition_id,
-        "leaseId": r.lease_id,
-        "consumerGroup": r.consumer_group,
-        "messages": r.messages.iter().map(delivered).collect::<Vec<_>>(),
-        "partitionsClaimed": r.partitions_claimed,
-    });
-    let map = body.as_object_mut().expect("built as an object above");
-    if let Some(a) = &r.autopilot {
-        map.insert(
-            "autopilot".into(),
-            json!({"batch": a.batch, "partitions": a.partitions, "waitMs": a.wait_ms}),
-        );
+pub(crate) fn pop_reply(r: &PopReply, conflation_requested: bool) -> PopOut<'_> {
+    PopOut {
+        success: true,
+        queue: r.queue.as_deref(),
+        partition: r.partition.as_deref(),
+        partition_id: r.partition_id.as_deref(),
+        lease_id: &r.lease_id,
+        consumer_group: &r.consumer_group,
+        messages: SeqOf(&r.messages, delivered),
+        partitions_claimed: r.partitions_claimed,
+        autopilot: r.autopilot.map(|a| AutopilotOut {
+            batch: a.batch,
+            partitions: a.partitions,
+            wait_ms: a.wait_ms,
+        }),
+        conflation: (r.conflation || conflation_requested).then_some(r.conflation),
+        conflation_conflict: r.conflation_conflict.then_some(true),
     }
-    if r.conflation || conflation_requested {
-        map.insert("conflation".into(), Value::Bool(r.conflation));
-    }
-    if r.conflation_conflict {
-        map.insert("conflationConflict".into(), Value::Bool(true));
-    }
-    body
 }
 
 /// One ack result (contract §1.4): `error` is `null` on success.
-pub(crate) fn ack_result(r: &AckResult) -> Value {
-    let error = if r.success {
-        Value::Null
-    } else {
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AckResultOut<'a> {
+    index: usize,
+    transaction_id: &'a str,
+    partition_id: &'a str,
+    success: bool,
+    error: Option<&'a str>,
+    queue_name: Option<&'a str>,
+    partition_name: Option<&'a str>,
+    lease_released: bool,
+    dlq: bool,
+    status: &'a str,
+}
+
+/// One ack result.
+pub(crate) fn ack_result(r: &AckResult) -> AckResultOut<'_> {
+    AckResultOut {
+        index: r.index,
+        transaction_id: &r.transaction_id,
+        partition_id: &r.partition_id,
+        success: r.success,
         // Any refused item must carry a non-empty error (the Go SDK reads only `error`).
-        Value::String(
+        error: (!r.success).then(|| {
             r.error
-                .clone()
+                .as_deref()
                 .filter(|e| !e.is_empty())
-                .unwrap_or_else(|| "Ack refused".to_string()),
-        )
-    };
-    json!({
-        "index": r.index,
-        "transactionId": r.transaction_id,
-        "partitionId": r.partition_id,
-        "success": r.success,
-        "error": error,
-        "queueName": r.queue,
-        "partitionName": r.partition,
-        "leaseReleased": r.lease_released,
-        "dlq": r.dlq,
-        "status": r.status,
-    })
+                .unwrap_or("Ack refused")
+        }),
+        queue_name: r.queue.as_deref(),
+        partition_name: r.partition.as_deref(),
+        lease_released: r.lease_released,
+        dlq: r.dlq,
+        status: &r.status,
+    }
 }
 
 /// The lease-extend object (contract §1.5, appendix D9).
@@ -224,25 +302,54 @@ pub(crate) fn configure_reply(r: &ConfigureReply) -> Value {
 }
 
 /// One dead letter (contract §1.8): `createdAt` equals `failedAt`; `producerSub` is always null.
-pub(crate) fn dead_letter(d: &DeadLetterView) -> Value {
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeadLetterOut<'a> {
+    id: &'a str,
+    message_id: &'a str,
+    transaction_id: &'a str,
+    partition_id: &'a str,
+    queue: &'a str,
+    partition: &'a str,
+    consumer_group: &'a str,
+    error_message: &'a str,
+    retry_count: u32,
+    data: &'a Payload,
+    created_at: String,
+    failed_at: String,
+    producer_sub: Option<&'a str>,
+    offset: u64,
+    original_created_at: String,
+}
+
+/// One dead letter.
+pub(crate) fn dead_letter(d: &DeadLetterView) -> DeadLetterOut<'_> {
     let failed_at = iso_millis(d.failed_at_ms);
-    json!({
-        "id": d.id,
-        "messageId": d.message_id,
-        "transactionId": d.transaction_id,
-        "partitionId": d.partition_id,
-        "queue": d.queue,
-        "partition": d.partition,
-        "consumerGroup": d.consumer_group,
-        "errorMessage": d.error_message,
-        "retryCount": d.retry_count,
-        "data": d.payload,
-        "createdAt": failed_at,
-        "failedAt": failed_at,
-        "producerSub": Value::Null,
-        "offset": d.offset,
-        "originalCreatedAt": iso_millis(d.original_created_at_ms),
-    })
+    DeadLetterOut {
+        id: &d.id,
+        message_id: &d.message_id,
+        transaction_id: &d.transaction_id,
+        partition_id: &d.partition_id,
+        queue: &d.queue,
+        partition: &d.partition,
+        consumer_group: &d.consumer_group,
+        error_message: &d.error_message,
+        retry_count: d.retry_count,
+        data: &d.payload,
+        created_at: failed_at.clone(),
+        failed_at,
+        producer_sub: None,
+        offset: d.offset,
+        original_created_at: iso_millis(d.original_created_at_ms),
+    }
+}
+
+/// The DLQ listing: a page of dead letters.
+#[derive(Serialize)]
+pub(crate) struct DlqListOut<'a> {
+    pub(crate) total: usize,
+    pub(crate) messages: SeqOf<'a, DeadLetterView, DeadLetterOut<'a>>,
+    pub(crate) pagination: Value,
 }
 
 /// The replay answer (contract §1.8 DECIDE).

@@ -7,13 +7,20 @@
 //!   and errors);
 //! - wrong types are a 400 that names the field, with the contract's own texts where it gives them
 //!   (`Queue must be a string`, `transactionId is required`, ...), followed by where in the body it is.
+//!
+//! Push and transaction bodies, which carry payloads, are parsed in one pass into typed shapes
+//! ([`PushBody`], [`TxBody`]) rather than a `Value` tree: each payload is captured as its JSON text
+//! ([`Payload`]), still checked to be valid JSON by the parser, and travels as that text to the segment
+//! and back out in pop replies. The few other fields of an item are small `Value`s, checked by the same
+//! rules as before.
 
 use super::error::HttpError;
 use super::query::clip;
 use super::Limits;
 use crate::core::api::*;
-use crate::core::fields::json_type;
+use crate::core::fields::{json_type, FromCompound, List, Shaped};
 use crate::core::timefmt::parse_iso;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
 use serde_json::{Map, Value};
 
 /// The body as JSON. `required`: an empty body is a 400; otherwise it is `None`.
@@ -63,7 +70,17 @@ fn opt_string<'a>(
     path: &str,
     wrong_type: &str,
 ) -> Result<Option<&'a str>, HttpError> {
-    match map.get(key) {
+    opt_str(map.get(key), key, path, wrong_type)
+}
+
+/// [`opt_string`] of a field already taken out of its object.
+fn opt_str<'a>(
+    field: Option<&'a Value>,
+    key: &str,
+    path: &str,
+    wrong_type: &str,
+) -> Result<Option<&'a str>, HttpError> {
+    match field {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(HttpError::bad_request(format!(
@@ -215,14 +232,144 @@ fn array<'a>(
 // Push
 // ---------------------------------------------------------------------------------------------
 
+/// The body as `T`, an object read in one pass (required).
+fn parse_shaped<T: FromCompound>(body: &[u8]) -> Result<T, HttpError> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(HttpError::bad_request("Empty request body"));
+    }
+    match serde_json::from_slice(body) {
+        Ok(Shaped::Is(body)) => Ok(body),
+        Ok(Shaped::Not(_)) => Err(HttpError::bad_request("Request body must be a JSON object")),
+        Err(e) => Err(HttpError::bad_request(format!("Invalid JSON: {e}"))),
+    }
+}
+
+/// `items` of a push body or a transaction's push operation.
+type ItemList = Shaped<List<Shaped<ItemIn>>>;
+
+/// The keys the push and transaction bodies read, matched without allocating.
+enum Key {
+    Items,
+    Queue,
+    Partition,
+    Payload,
+    TransactionId,
+    TraceId,
+    Namespace,
+    Task,
+    Operations,
+    Kv,
+    Timers,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, key: &str) -> Result<Key, E> {
+                Ok(match key {
+                    "items" => Key::Items,
+                    "queue" => Key::Queue,
+                    "partition" => Key::Partition,
+                    "payload" => Key::Payload,
+                    "transactionId" => Key::TransactionId,
+                    "traceId" => Key::TraceId,
+                    "namespace" => Key::Namespace,
+                    "task" => Key::Task,
+                    "operations" => Key::Operations,
+                    "kv" => Key::Kv,
+                    "timers" => Key::Timers,
+                    _ => Key::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// A push body: `{"items": [...]}`; other keys are skipped (a repeated key: the last one counts).
+pub(crate) struct PushBody {
+    items: Option<ItemList>,
+}
+
+impl FromCompound for PushBody {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut items = None;
+        while let Some(key) = map.next_key()? {
+            match key {
+                Key::Items => items = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Shaped::Is(PushBody { items }))
+    }
+}
+
+/// One push item as sent: the payload as JSON text, the fields the broker reads as small values (checked
+/// by [`push_item`]), nothing else kept.
+#[derive(Default)]
+pub(crate) struct ItemIn {
+    queue: Option<Value>,
+    partition: Option<Value>,
+    payload: Option<Payload>,
+    transaction_id: Option<Value>,
+    trace_id: Option<Value>,
+    namespace: Option<Value>,
+    task: Option<Value>,
+}
+
+impl FromCompound for ItemIn {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut item = ItemIn::default();
+        while let Some(key) = map.next_key()? {
+            let field = match key {
+                Key::Payload => {
+                    item.payload = Some(map.next_value()?);
+                    continue;
+                }
+                Key::Queue => &mut item.queue,
+                Key::Partition => &mut item.partition,
+                Key::TransactionId => &mut item.transaction_id,
+                Key::TraceId => &mut item.trace_id,
+                Key::Namespace => &mut item.namespace,
+                Key::Task => &mut item.task,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *field = Some(map.next_value()?);
+        }
+        Ok(Shaped::Is(item))
+    }
+}
+
+/// The items of `list` (`items` at `path`), or the 400 `missing` when it is not an array.
+fn item_list(
+    list: Option<ItemList>,
+    missing: impl FnOnce() -> String,
+) -> Result<Vec<Shaped<ItemIn>>, HttpError> {
+    match list {
+        Some(Shaped::Is(List(items))) => Ok(items),
+        _ => Err(HttpError::bad_request(missing())),
+    }
+}
+
 /// `POST /api/v1/push` body → items (contract §1.2).
 pub(crate) fn push_items(
     body: &[u8],
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<PushItem>, HttpError> {
-    let map = parse_object(body)?;
-    let items = array(&map, "items", "items array is required")?;
+    let parsed: PushBody = parse_shaped(body)?;
+    let items = item_list(parsed.items, || "items array is required".to_string())?;
     if items.len() > limits.max_items_per_push {
         return Err(HttpError::too_large(format!(
             "Too many items: {} (the limit is {})",
@@ -232,28 +379,50 @@ pub(crate) fn push_items(
     }
     let measure = body.len() > limits.max_payload_bytes;
     items
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| push_item(v, &format!("items[{i}]"), limits, producer_sub, measure))
+        .map(|(i, v)| {
+            push_item(
+                v,
+                &format!("items[{i}]"),
+                limits,
+                producer_sub,
+                measure,
+                Payload::null,
+            )
+        })
         .collect()
 }
 
-/// One push item at `path` (`items[3]`, `operations[1].items[0]`).
+/// The size of `payload` as compact JSON, which `max_payload_bytes` limits. Only a payload whose text
+/// is over the limit is measured again (the text is at least as long as its compact form).
+fn compact_size(payload: &Payload) -> usize {
+    payload
+        .to_value()
+        .ok()
+        .and_then(|v| serde_json::to_vec(&v).ok())
+        .map_or(payload.len(), |b| b.len())
+}
+
+/// One push item at `path` (`items[3]`, `operations[1].items[0]`); `missing_payload` when it has none.
 pub(crate) fn push_item(
-    v: &Value,
+    v: Shaped<ItemIn>,
     path: &str,
     limits: &Limits,
     producer_sub: Option<&str>,
     measure_payload: bool,
+    missing_payload: fn() -> Payload,
 ) -> Result<PushItem, HttpError> {
-    let Value::Object(map) = v else {
-        return Err(HttpError::bad_request(format!(
-            "{path} must be an object, got {}",
-            json_type(v)
-        )));
+    let item = match v {
+        Shaped::Is(item) => item,
+        Shaped::Not(kind) => {
+            return Err(HttpError::bad_request(format!(
+                "{path} must be an object, got {kind}"
+            )))
+        }
     };
-    let queue = match map.get("queue") {
-        Some(Value::String(q)) => q.clone(),
+    let queue = match item.queue {
+        Some(Value::String(q)) => q,
         _ => {
             return Err(HttpError::bad_request(format!(
                 "Queue must be a string{}",
@@ -262,13 +431,18 @@ pub(crate) fn push_item(
         }
     };
     check_name("Queue name", &queue, true, limits)?;
-    let partition = opt_string(map, "partition", path, "Partition must be a string")?
-        .unwrap_or(DEFAULT_PARTITION)
-        .to_string();
+    let partition = opt_str(
+        item.partition.as_ref(),
+        "partition",
+        path,
+        "Partition must be a string",
+    )?
+    .unwrap_or(DEFAULT_PARTITION)
+    .to_string();
     check_name("Partition name", &partition, false, limits)?;
-    let payload = map.get("payload").cloned().unwrap_or(Value::Null);
-    if measure_payload {
-        let size = serde_json::to_vec(&payload).map(|b| b.len()).unwrap_or(0);
+    let payload = item.payload.unwrap_or_else(missing_payload);
+    if measure_payload && payload.len() > limits.max_payload_bytes {
+        let size = compact_size(&payload);
         if size > limits.max_payload_bytes {
             return Err(HttpError::too_large(format!(
                 "Payload too large: {size} bytes (the limit is {}){}",
@@ -277,13 +451,23 @@ pub(crate) fn push_item(
             )));
         }
     }
-    let transaction_id = opt_string(map, "transactionId", path, "TransactionId must be a string")?
-        .filter(|t| !t.is_empty());
+    let transaction_id = opt_str(
+        item.transaction_id.as_ref(),
+        "transactionId",
+        path,
+        "TransactionId must be a string",
+    )?
+    .filter(|t| !t.is_empty());
     if let Some(t) = transaction_id {
         check_id("transactionId", t, limits)?;
     }
-    let trace_id =
-        opt_string(map, "traceId", path, "TraceId must be a string")?.filter(|t| !t.is_empty());
+    let trace_id = opt_str(
+        item.trace_id.as_ref(),
+        "traceId",
+        path,
+        "TraceId must be a string",
+    )?
+    .filter(|t| !t.is_empty());
     if let Some(t) = trace_id {
         if t.len() != 36 || uuid::Uuid::parse_str(t).is_err() {
             return Err(HttpError::bad_request(format!(
@@ -294,24 +478,24 @@ pub(crate) fn push_item(
         }
     }
     // Labels: non-strings are treated as absent (contract §1.7's rule, applied here too).
-    let label = |key: &str| -> Result<Option<String>, HttpError> {
-        match map.get(key) {
+    let label = |key: &str, v: Option<Value>| -> Result<Option<String>, HttpError> {
+        match v {
             Some(Value::String(s)) if !s.is_empty() => {
-                check_name(key, s, false, limits)?;
-                Ok(Some(s.clone()))
+                check_name(key, &s, false, limits)?;
+                Ok(Some(s))
             }
             _ => Ok(None),
         }
     };
     Ok(PushItem {
-        queue,
         partition,
         payload,
         transaction_id: transaction_id.map(str::to_string),
         trace_id: trace_id.map(str::to_string),
-        namespace: label("namespace")?,
-        task: label("task")?,
+        namespace: label("namespace", item.namespace)?,
+        task: label("task", item.task)?,
         producer_sub: producer_sub.map(str::to_string),
+        queue,
     })
 }
 
@@ -327,6 +511,11 @@ pub(crate) fn ack_item(v: &Value, path: &str, limits: &Limits) -> Result<AckItem
             json_type(v)
         )));
     };
+    ack_fields(map, path, limits)
+}
+
+/// [`ack_item`] of an object.
+fn ack_fields(map: &Map<String, Value>, path: &str, limits: &Limits) -> Result<AckItem, HttpError> {
     let transaction_id = match map.get("transactionId") {
         Some(Value::String(t)) if !t.is_empty() => t.clone(),
         _ => {
@@ -391,7 +580,7 @@ pub(crate) fn single_ack(
 ) -> Result<(Option<String>, AckItem), HttpError> {
     let map = parse_object(body)?;
     let group = opt_group(&map, "consumerGroup", "", limits)?;
-    let item = ack_item(&Value::Object(map), "", limits)?;
+    let item = ack_fields(&map, "", limits)?;
     Ok((group, item))
 }
 
@@ -440,14 +629,68 @@ pub(crate) fn extend_seconds(body: &[u8], limits: &Limits) -> Result<u64, HttpEr
     }
 }
 
+/// A transaction body: `operations`, and `kv` and `timers` (refused unless empty); other keys skipped.
+pub(crate) struct TxBody {
+    operations: Option<Shaped<List<Shaped<OpIn>>>>,
+    kv: Option<Value>,
+    timers: Option<Value>,
+}
+
+impl FromCompound for TxBody {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut body = TxBody {
+            operations: None,
+            kv: None,
+            timers: None,
+        };
+        while let Some(key) = map.next_key()? {
+            match key {
+                Key::Operations => body.operations = Some(map.next_value()?),
+                Key::Kv => body.kv = Some(map.next_value()?),
+                Key::Timers => body.timers = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Shaped::Is(body))
+    }
+}
+
+/// One operation as sent: its `items` (a push's, payloads as text) and every other field as a value.
+pub(crate) struct OpIn {
+    fields: Map<String, Value>,
+    items: Option<ItemList>,
+}
+
+impl FromCompound for OpIn {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut op = OpIn {
+            fields: Map::new(),
+            items: None,
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                op.items = Some(map.next_value()?);
+            } else {
+                op.fields.insert(key, map.next_value()?);
+            }
+        }
+        Ok(Shaped::Is(op))
+    }
+}
+
 /// `POST /api/v1/transaction` body → operations (contract §1.6).
 pub(crate) fn transaction(
     body: &[u8],
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<TxOperation>, HttpError> {
-    let map = parse_object(body)?;
-    let ops = array(&map, "operations", "operations array required")?;
+    let parsed: TxBody = parse_shaped(body)?;
+    let ops = match parsed.operations {
+        Some(Shaped::Is(List(ops))) => ops,
+        _ => return Err(HttpError::bad_request("operations array required")),
+    };
     if ops.is_empty() {
         return Err(HttpError::bad_request("operations array cannot be empty"));
     }
@@ -458,8 +701,8 @@ pub(crate) fn transaction(
             limits.max_transaction_operations
         )));
     }
-    for key in ["kv", "timers"] {
-        match map.get(key) {
+    for (key, value) in [("kv", &parsed.kv), ("timers", &parsed.timers)] {
+        match value {
             None | Some(Value::Null) => {}
             Some(Value::Array(a)) if a.is_empty() => {}
             Some(_) => {
@@ -472,15 +715,17 @@ pub(crate) fn transaction(
     let measure = body.len() > limits.max_payload_bytes;
     let mut pushed = 0usize;
     let mut out = Vec::with_capacity(ops.len());
-    for (i, op) in ops.iter().enumerate() {
+    for (i, op) in ops.into_iter().enumerate() {
         let path = format!("operations[{i}]");
-        let Value::Object(op_map) = op else {
-            return Err(HttpError::bad_request(format!(
-                "{path} must be an object, got {}",
-                json_type(op)
-            )));
+        let op = match op {
+            Shaped::Is(op) => op,
+            Shaped::Not(kind) => {
+                return Err(HttpError::bad_request(format!(
+                    "{path} must be an object, got {kind}"
+                )))
+            }
         };
-        let kind = match op_map.get("type") {
+        let kind = match op.fields.get("type") {
             Some(Value::String(t)) => t.as_str(),
             _ => {
                 return Err(HttpError::bad_request(format!(
@@ -490,14 +735,9 @@ pub(crate) fn transaction(
         };
         match kind {
             "push" => {
-                let items = match op_map.get("items") {
-                    Some(Value::Array(items)) => items,
-                    _ => {
-                        return Err(HttpError::bad_request(format!(
-                            "items array is required ({path}.items)"
-                        )))
-                    }
-                };
+                let items = item_list(op.items, || {
+                    format!("items array is required ({path}.items)")
+                })?;
                 pushed += items.len();
                 if pushed > limits.max_items_per_push {
                     return Err(HttpError::too_large(format!(
@@ -506,28 +746,25 @@ pub(crate) fn transaction(
                     )));
                 }
                 let items = items
-                    .iter()
+                    .into_iter()
                     .enumerate()
                     .map(|(j, v)| {
-                        let mut item = push_item(
+                        // Transaction pushes default a missing payload to `{}` (contract §1.2).
+                        push_item(
                             v,
                             &format!("{path}.items[{j}]"),
                             limits,
                             producer_sub,
                             measure,
-                        )?;
-                        // Transaction pushes default a missing payload to `{}` (contract §1.2).
-                        if v.get("payload").is_none() {
-                            item.payload = Value::Object(Map::new());
-                        }
-                        Ok(item)
+                            Payload::empty_object,
+                        )
                     })
                     .collect::<Result<_, HttpError>>()?;
                 out.push(TxOperation::Push(items));
             }
             "ack" => {
-                let group = opt_group(op_map, "consumerGroup", &path, limits)?;
-                let item = ack_item(op, &path, limits)?;
+                let group = opt_group(&op.fields, "consumerGroup", &path, limits)?;
+                let item = ack_fields(&op.fields, &path, limits)?;
                 out.push(TxOperation::Ack { item, group });
             }
             other => {

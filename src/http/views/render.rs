@@ -138,8 +138,31 @@ pub(crate) fn queue_detail(q: &QueueView, now: i64) -> Value {
     })
 }
 
+/// A stored message for the message browser (the payload as `payload` and as `data`, as stored).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MessageOut {
+    id: String,
+    transaction_id: String,
+    partition_id: String,
+    queue_path: String,
+    queue: String,
+    partition: String,
+    namespace: Option<String>,
+    task: Option<String>,
+    /// `pending`, `processing` or `completed`, for the queue-mode group.
+    pub(crate) status: &'static str,
+    trace_id: Option<String>,
+    producer_sub: Option<String>,
+    queue_priority: Option<i64>,
+    created_at: String,
+    offset: u64,
+    payload: Payload,
+    data: Payload,
+}
+
 /// A stored message for the message browser.
-pub(crate) fn message(m: &MessageView, q: Option<&QueueView>, now: i64) -> Value {
+pub(crate) fn message(m: MessageView, q: Option<&QueueView>, now: i64) -> MessageOut {
     let part = q.and_then(|q| q.partitions.iter().find(|p| p.id == m.partition_id));
     let status = part
         .and_then(|p| {
@@ -157,22 +180,22 @@ pub(crate) fn message(m: &MessageView, q: Option<&QueueView>, now: i64) -> Value
             }
         })
         .unwrap_or("pending");
-    json!({
-        "id": m.id,
-        "transactionId": m.transaction_id,
-        "partitionId": m.partition_id,
-        "queuePath": format!("{}/{}", m.queue, m.partition),
-        "queue": m.queue,
-        "partition": m.partition,
-        "namespace": q.map(|q| q.namespace.clone()),
-        "task": q.map(|q| q.task.clone()),
-        "status": status,
-        "traceId": m.trace_id,
-        "producerSub": Value::Null,
-        "queuePriority": q.map(|q| q.options.priority),
-        "createdAt": iso_millis(m.created_at_ms),
-        "offset": m.offset,
-        "payload": m.payload,
-        "data": m.payload,
-    })
+    MessageOut {
+        queue_path: format!("{}/{}", m.queue, m.partition),
+        id: m.id,
+        transaction_id: m.transaction_id,
+        partition_id: m.partition_id,
+        queue: m.queue,
+        partition: m.partition,
+        namespace: q.map(|q| q.namespace.clone()),
+        task: q.map(|q| q.task.clone()),
+        status,
+        trace_id: m.trace_id,
+        producer_sub: None,
+        queue_priority: q.map(|q| q.options.priority),
+        created_at: iso_millis(m.created_at_ms),
+        offset: m.offset,
+        data: m.payload.clone(),
+        payload: m.payload,
+    }
 }

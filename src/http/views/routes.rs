@@ -60,7 +60,7 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
                 .read_loaded(|b, now| {
                     b.message(&partition_id, &transaction_id).map(|m| {
                         let q = b.queue_view(now, &m.queue);
-                        render::message(&m, q.as_ref(), now)
+                        render::message(m, q.as_ref(), now)
                     })
                 })
                 .await?;
@@ -146,7 +146,7 @@ async fn list_messages<S: Store, H: Host>(
     }
     let want = offset.saturating_add(limit);
     let messages = engine
-        .read_loaded(|b, now| -> Result<Vec<Value>, HttpError> {
+        .read_loaded(|b, now| -> Result<Vec<render::MessageOut>, HttpError> {
             let mut out = Vec::new();
             for q in b.list_queues(now) {
                 if queue.is_some_and(|n| q.name != n)
@@ -163,8 +163,8 @@ async fn list_messages<S: Store, H: Host>(
                         .messages(&q.name, &p.name, p.first_retained_offset, want.max(1))
                         .map_err(HttpError::from)?;
                     for m in views {
-                        let v = render::message(&m, Some(&q), now);
-                        if status.is_none_or(|s| v["status"] == s) {
+                        let v = render::message(m, Some(&q), now);
+                        if status.is_none_or(|s| v.status == s) {
                             out.push(v);
                         }
                     }
@@ -179,12 +179,17 @@ async fn list_messages<S: Store, H: Host>(
             Ok(out.into_iter().skip(offset).take(limit).collect())
         })
         .await??;
+    #[derive(serde::Serialize)]
+    struct Listing {
+        messages: Vec<render::MessageOut>,
+        mode: Value,
+    }
     Ok(json_response(
         200,
-        &json!({
-            "messages": messages,
-            "mode": {"hasQueueMode": true, "busGroupsCount": 0, "type": "queue"},
-        }),
+        &Listing {
+            messages,
+            mode: json!({"hasQueueMode": true, "busGroupsCount": 0, "type": "queue"}),
+        },
     ))
 }
 
