@@ -1,6 +1,7 @@
 //! One function per route: validate, call the engine, render.
 
 use super::auth::{self, Caller};
+use super::crypto;
 use super::error::{json_response, no_content, HttpError};
 use super::query::{clip, Query};
 use super::render;
@@ -74,7 +75,8 @@ impl Route {
         match route {
             Route::Preflight => Ok(no_content()),
             Route::Push => {
-                let items = wire::push_items(body, limits, caller.subject.as_deref())?;
+                let mut items = wire::push_items(body, limits, caller.subject.as_deref())?;
+                crypto::seal_items(engine, config, &mut items).await?;
                 let results = engine.push(items).await?;
                 let body: Vec<Value> = results.iter().map(render::push_result).collect();
                 Ok(json_response(201, &Value::Array(body)))
@@ -132,12 +134,18 @@ impl Route {
                 Ok(json_response(200, &render::extend_reply(&reply)))
             }
             Route::Transaction => {
-                let ops = wire::transaction(body, limits, caller.subject.as_deref())?;
+                let mut ops = wire::transaction(body, limits, caller.subject.as_deref())?;
+                for op in &mut ops {
+                    if let TxOperation::Push(items) = op {
+                        crypto::seal_items(engine, config, items).await?;
+                    }
+                }
                 let reply = engine.transaction(ops).await?;
                 Ok(json_response(200, &render::tx_reply(&reply)))
             }
             Route::Configure => {
                 let request = wire::configure(body, limits)?;
+                crypto::check_configure(config, &request)?;
                 let reply = engine.configure(request).await?;
                 Ok(json_response(200, &render::configure_reply(&reply)))
             }
@@ -158,7 +166,7 @@ impl Route {
             | Route::GetMessage { .. }
             | Route::Metrics
             | Route::Prometheus
-            | Route::Status) => views::answer(engine, config, view, query),
+            | Route::Status) => views::answer(engine, config, view, query).await,
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
@@ -170,12 +178,10 @@ impl Route {
                     limit,
                     offset,
                 };
-                let messages: Vec<Value> = engine.read(|b, _| {
-                    b.dead_letters(&dlq)
-                        .iter()
-                        .map(render::dead_letter)
-                        .collect()
-                });
+                let mut dead_letters = engine.read(|b, _| b.dead_letters(&dlq));
+                crypto::open_payloads(config, dead_letters.iter_mut().map(|d| &mut d.payload))
+                    .await;
+                let messages: Vec<Value> = dead_letters.iter().map(render::dead_letter).collect();
                 Ok(json_response(
                     200,
                     &json!({
@@ -437,7 +443,8 @@ async fn pop<S: Store, H: Host>(
     };
     let wait_ms = query.flag("wait").then_some(timeout_ms);
     match engine.pop(request, wait_ms).await {
-        Ok(reply) => {
+        Ok(mut reply) => {
+            crypto::open_payloads(config, reply.messages.iter_mut().map(|m| &mut m.payload)).await;
             if reply.messages.is_empty() && !reply.conflation && !reply.conflation_conflict {
                 Ok(no_content())
             } else {

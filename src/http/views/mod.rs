@@ -21,7 +21,7 @@ pub(super) use routes::answer;
 /// Answers a view route (the routes `handlers` sends here) in a build without views: 501 with what to
 /// do instead.
 #[cfg(not(feature = "views"))]
-pub(super) fn answer<S: crate::store::Store, H: crate::engine::Host>(
+pub(super) async fn answer<S: crate::store::Store, H: crate::engine::Host>(
     _engine: &crate::engine::Engine<S, H>,
     _config: &super::HttpConfig,
     _route: super::router::Route,

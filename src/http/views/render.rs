@@ -172,6 +172,7 @@ pub(crate) fn message(m: &MessageView, q: Option<&QueueView>, now: i64) -> Value
         "queuePriority": q.map(|q| q.options.priority),
         "createdAt": iso_millis(m.created_at_ms),
         "offset": m.offset,
+        "isEncrypted": crate::http::crypto::is_envelope(&m.payload),
         "payload": m.payload,
         "data": m.payload,
     })

@@ -4,6 +4,7 @@ use super::prometheus;
 use super::render;
 use crate::core::timefmt::iso_millis;
 use crate::engine::{Engine, Host};
+use crate::http::crypto;
 use crate::http::error::{json_response, HttpError};
 use crate::http::query::{clip, Query};
 use crate::http::router::Route;
@@ -14,7 +15,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// Answers one view route; any other route is a bug in the caller.
-pub(in crate::http) fn answer<S: Store, H: Host>(
+pub(in crate::http) async fn answer<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     route: Route,
@@ -49,7 +50,7 @@ pub(in crate::http) fn answer<S: Store, H: Host>(
         Route::Overview => Ok(json_response(200, &overview(engine))),
         Route::Namespaces => Ok(json_response(200, &labels(engine, true))),
         Route::Tasks => Ok(json_response(200, &labels(engine, false))),
-        Route::ListMessages => list_messages(engine, config, query),
+        Route::ListMessages => list_messages(engine, config, query).await,
         Route::GetMessage {
             partition_id,
             transaction_id,
@@ -63,7 +64,10 @@ pub(in crate::http) fn answer<S: Store, H: Host>(
                 })
             });
             match found {
-                Some(v) => Ok(json_response(200, &v)),
+                Some(mut v) => {
+                    open_rendered(config, std::slice::from_mut(&mut v)).await;
+                    Ok(json_response(200, &v))
+                }
                 None => Err(HttpError::not_found("Message not found")),
             }
         }
@@ -117,7 +121,7 @@ fn uptime_s(config: &HttpConfig, now: i64) -> i64 {
 }
 
 /// `GET /api/v1/messages`: messages of the filtered queues/partitions, oldest first per partition.
-fn list_messages<S: Store, H: Host>(
+async fn list_messages<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     query: &Query,
@@ -173,8 +177,10 @@ fn list_messages<S: Store, H: Host>(
                 break;
             }
         }
-        Ok(out.into_iter().skip(offset).take(limit).collect())
+        Ok(out.into_iter().skip(offset).take(limit).collect::<Vec<_>>())
     })?;
+    let mut messages = messages;
+    open_rendered(config, &mut messages).await;
     Ok(json_response(
         200,
         &json!({
@@ -305,4 +311,17 @@ fn storage_counters<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
         "bytesWritten": c.bytes_written,
         "reloads": c.reloads,
     })
+}
+
+/// Decrypts the `payload` of rendered messages (`render::message`) and mirrors it into `data`.
+async fn open_rendered(config: &HttpConfig, messages: &mut [Value]) {
+    if config.encryption.is_none() {
+        return;
+    }
+    let mut payloads: Vec<Value> = messages.iter_mut().map(|m| m["payload"].take()).collect();
+    crypto::open_payloads(config, payloads.iter_mut()).await;
+    for (m, p) in messages.iter_mut().zip(payloads) {
+        m["data"] = p.clone();
+        m["payload"] = p;
+    }
 }
