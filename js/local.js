@@ -118,7 +118,8 @@ export class LocalTransport {
       maintenanceIntervalMillis: options.maintenanceIntervalMillis ?? 60000,
       resendMillis: options.resendMillis ?? 250,
       noWriterTimeoutMillis: options.noWriterTimeoutMillis ?? 30000,
-      answerCacheMillis: options.answerCacheMillis ?? 60000
+      answerCacheMillis: options.answerCacheMillis ?? 60000,
+      encryptionKey: options.encryptionKey ?? null
     }
   }
 
@@ -129,6 +130,12 @@ export class LocalTransport {
     }
     if (!['strict', 'relaxed', 'default'].includes(options.durability ?? 'strict')) {
       throw new QueenError('invalid', 'durability must be "strict", "relaxed" or "default"')
+    }
+    // Checked here too, not only by the writer's broker: a follower must fail open on a bad key as well.
+    const key = options.encryptionKey
+    if (key != null && !(typeof key === 'string' && /^\s*[0-9a-fA-F]{64}\s*$/.test(key)) &&
+        !(typeof CryptoKey === 'function' && key instanceof CryptoKey)) {
+      throw new QueenError('invalid', 'encryptionKey must be 64 hex characters (32 bytes) or an AES-GCM CryptoKey')
     }
     const Broker = await loadWasm(options.wasmUrl, options.views === true)
     const transport = new LocalTransport(options, Broker)
@@ -262,7 +269,8 @@ export class LocalTransport {
     try {
       broker = await this.#Broker.open(this.#name, {
         durability: this.#options.durability,
-        persist: this.#options.persist
+        persist: this.#options.persist,
+        encryptionKey: this.#options.encryptionKey
       })
     } catch (error) {
       throw asQueenError(error)

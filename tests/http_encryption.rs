@@ -258,3 +258,14 @@ fn turning_encryption_off_keeps_earlier_messages_readable() {
     assert_eq!(popped["messages"][0]["data"], json!({"m": MARKER}));
     assert_eq!(popped["messages"][1]["data"], json!({"m": "open"}));
 }
+
+#[test]
+fn health_says_whether_a_key_is_configured() {
+    let (_, body) = Harness::new().call("GET", "/health", None);
+    assert_eq!(
+        body["encryption"],
+        json!({"keyConfigured": false, "cipher": "AES-256-GCM"})
+    );
+    let (_, body) = Harness::with_config(keyed()).call("GET", "/health", None);
+    assert_eq!(body["encryption"]["keyConfigured"], true);
+}

@@ -363,6 +363,8 @@ impl Route {
                         "version": config.version,
                         "shared_state": {"enabled": false},
                         "queen": {"worker_id": config.worker_id, "status": "active"},
+                        // Ours: whether encryptionEnabled queues are accepted (the page asks).
+                        "encryption": {"keyConfigured": config.encryption.is_some(), "cipher": "AES-256-GCM"},
                     }),
                 ))
             }

@@ -16,7 +16,7 @@
 
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, Host};
-use crate::http::{self, HttpConfig, HttpRequest};
+use crate::http::{self, EncryptionKey, HttpConfig, HttpRequest};
 use crate::store::idb::{self, Durability, IdbOptions, IdbStore};
 use crate::store::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
 use futures::future::LocalBoxFuture;
@@ -203,6 +203,23 @@ fn read_bool(options: &JsValue, key: &str) -> Option<bool> {
         .and_then(|v| v.as_bool())
 }
 
+/// `options.encryptionKey`: absent or `null` is no key; a string is hex; an object is a `CryptoKey`.
+fn encryption_key(options: &JsValue) -> Result<Option<EncryptionKey>, String> {
+    if !options.is_object() {
+        return Ok(None);
+    }
+    let key = Reflect::get(options, &"encryptionKey".into()).unwrap_or(JsValue::UNDEFINED);
+    if key.is_undefined() || key.is_null() {
+        Ok(None)
+    } else if let Some(hex) = key.as_string() {
+        EncryptionKey::from_hex(&hex).map(Some)
+    } else if key.is_object() {
+        EncryptionKey::from_crypto_key(key).map(Some)
+    } else {
+        Err("must be 64 hex characters (a string) or a CryptoKey".into())
+    }
+}
+
 fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
     if body.is_undefined() || body.is_null() {
         return Ok(Vec::new());
@@ -252,11 +269,13 @@ impl WasmBroker {
     ///
     /// `options` (all optional): `durability` (`"strict"`, the default: a commit is on disk before its
     /// answer; `"relaxed"`: faster, a power loss right after may lose it; `"default"`: the browser's own),
-    /// `persist` (default `true`: ask `navigator.storage.persist()`; the answer is [`WasmBroker::persisted`]).
+    /// `persist` (default `true`: ask `navigator.storage.persist()`; the answer is [`WasmBroker::persisted`]),
+    /// `encryptionKey` (64 hex characters or an AES-GCM `CryptoKey` of 256 bits: payloads of
+    /// `encryptionEnabled` queues are stored encrypted; without it such queues are refused).
     ///
-    /// Rejects with an `Error` whose `code` is `"unavailable"` (no IndexedDB here, e.g. some private
-    /// modes), `"newer_format"` (the database was written by a newer version), `"quota_exceeded"` or
-    /// `"storage"`.
+    /// Rejects with an `Error` whose `code` is `"invalid"` (a malformed `encryptionKey`, or no Web Crypto
+    /// here), `"unavailable"` (no IndexedDB here, e.g. some private modes), `"newer_format"` (the
+    /// database was written by a newer version), `"quota_exceeded"` or `"storage"`.
     pub async fn open(name: String, options: JsValue) -> Result<WasmBroker, JsValue> {
         let durability = match read_string(&options, "durability").as_deref() {
             None | Some("strict") => Durability::Strict,
@@ -272,6 +291,8 @@ impl WasmBroker {
             }
         };
         let ask_persist = read_bool(&options, "persist").unwrap_or(true);
+        let encryption = encryption_key(&options)
+            .map_err(|e| js_error("invalid", &format!("encryptionKey: {e}")))?;
         let store = IdbStore::open(&name, IdbOptions { durability })
             .await
             .map_err(|e| store_js_error(&e))?;
@@ -292,6 +313,7 @@ impl WasmBroker {
         let config = HttpConfig {
             worker_id: "queen-edge-browser".to_string(),
             started_at_ms,
+            encryption,
             ..HttpConfig::default()
         };
         Ok(WasmBroker {

@@ -277,6 +277,7 @@ export interface OpenOptions {
     noWriterTimeoutMillis?: number;
     answerCacheMillis?: number;
     views?: boolean;
+    encryptionKey?: string | CryptoKey;
     wasmUrl?: string | URL;
 }
 export interface ConnectOptions {
