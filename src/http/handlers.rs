@@ -76,7 +76,7 @@ impl Route {
             Route::Preflight => Ok(no_content()),
             Route::Push => {
                 let mut items = wire::push_items(body, limits, caller.subject.as_deref())?;
-                crypto::seal_items(engine, config, &mut items).await?;
+                crypto::seal_items(engine, config, items.iter_mut().collect()).await?;
                 let results = engine.push(items).await?;
                 let body: Vec<Value> = results.iter().map(render::push_result).collect();
                 Ok(json_response(201, &Value::Array(body)))
@@ -135,11 +135,11 @@ impl Route {
             }
             Route::Transaction => {
                 let mut ops = wire::transaction(body, limits, caller.subject.as_deref())?;
-                for op in &mut ops {
-                    if let TxOperation::Push(items) = op {
-                        crypto::seal_items(engine, config, items).await?;
-                    }
-                }
+                let pushed = ops.iter_mut().flat_map(|op| match op {
+                    TxOperation::Push(items) => items.iter_mut(),
+                    _ => [].iter_mut(),
+                });
+                crypto::seal_items(engine, config, pushed.collect()).await?;
                 let reply = engine.transaction(ops).await?;
                 Ok(json_response(200, &render::tx_reply(&reply)))
             }
@@ -179,8 +179,8 @@ impl Route {
                     offset,
                 };
                 let mut dead_letters = engine.read(|b, _| b.dead_letters(&dlq));
-                crypto::open_payloads(config, dead_letters.iter_mut().map(|d| &mut d.payload))
-                    .await;
+                let payloads = dead_letters.iter_mut().map(|d| &mut d.payload).collect();
+                crypto::open_payloads(config, payloads).await;
                 let messages: Vec<Value> = dead_letters.iter().map(render::dead_letter).collect();
                 Ok(json_response(
                     200,
@@ -446,7 +446,8 @@ async fn pop<S: Store, H: Host>(
     let wait_ms = query.flag("wait").then_some(timeout_ms);
     match engine.pop(request, wait_ms).await {
         Ok(mut reply) => {
-            crypto::open_payloads(config, reply.messages.iter_mut().map(|m| &mut m.payload)).await;
+            let payloads = reply.messages.iter_mut().map(|m| &mut m.payload).collect();
+            crypto::open_payloads(config, payloads).await;
             if reply.messages.is_empty() && !reply.conflation && !reply.conflation_conflict {
                 Ok(no_content())
             } else {

@@ -33,7 +33,7 @@ mod views;
 mod wire;
 
 pub use auth::{AuthConfig, AuthToken, Role};
-pub use crypto::EncryptionKey;
+pub use crypto::{Cipher, EncryptionKey};
 
 use crate::engine::{Engine, Host};
 use crate::store::Store;

@@ -14,6 +14,8 @@
 //!
 //! Only one `WasmBroker` may write a database at a time; the wrapper guarantees it with a Web Lock.
 
+mod cipher;
+
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, Host};
 use crate::http::{self, EncryptionKey, HttpConfig, HttpRequest};
@@ -203,21 +205,17 @@ fn read_bool(options: &JsValue, key: &str) -> Option<bool> {
         .and_then(|v| v.as_bool())
 }
 
-/// `options.encryptionKey`: absent or `null` is no key; a string is hex; an object is a `CryptoKey`.
-fn encryption_key(options: &JsValue) -> Result<Option<EncryptionKey>, String> {
+/// `options.cipher`: absent or `null` is no key; otherwise the JS cipher object `js/local.js` made from
+/// `Queen.open`'s `encryptionKey` (see [`cipher`]).
+fn encryption_key(options: &JsValue) -> Option<EncryptionKey> {
     if !options.is_object() {
-        return Ok(None);
+        return None;
     }
-    let key = Reflect::get(options, &"encryptionKey".into()).unwrap_or(JsValue::UNDEFINED);
-    if key.is_undefined() || key.is_null() {
-        Ok(None)
-    } else if let Some(hex) = key.as_string() {
-        EncryptionKey::from_hex(&hex).map(Some)
-    } else if key.is_object() {
-        EncryptionKey::from_crypto_key(key).map(Some)
-    } else {
-        Err("must be 64 hex characters (a string) or a CryptoKey".into())
+    let cipher = Reflect::get(options, &"cipher".into()).unwrap_or(JsValue::UNDEFINED);
+    if cipher.is_undefined() || cipher.is_null() {
+        return None;
     }
+    Some(EncryptionKey::from_cipher(cipher::JsCipher::new(cipher)))
 }
 
 fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
@@ -270,11 +268,10 @@ impl WasmBroker {
     /// `options` (all optional): `durability` (`"strict"`, the default: a commit is on disk before its
     /// answer; `"relaxed"`: faster, a power loss right after may lose it; `"default"`: the browser's own),
     /// `persist` (default `true`: ask `navigator.storage.persist()`; the answer is [`WasmBroker::persisted`]),
-    /// `encryptionKey` (64 hex characters or an AES-GCM `CryptoKey` of 256 bits: payloads of
-    /// `encryptionEnabled` queues are stored encrypted; without it such queues are refused).
+    /// `cipher` (the JS cipher `js/local.js` makes from `Queen.open`'s `encryptionKey`, see [`cipher`]:
+    /// payloads of `encryptionEnabled` queues are stored encrypted; without it such queues are refused).
     ///
-    /// Rejects with an `Error` whose `code` is `"invalid"` (a malformed `encryptionKey`, or no Web Crypto
-    /// here), `"unavailable"` (no IndexedDB here, e.g. some private modes), `"newer_format"` (the
+    /// Rejects with an `Error` whose `code` is `"unavailable"` (no IndexedDB here, e.g. some private modes), `"newer_format"` (the
     /// database was written by a newer version), `"quota_exceeded"` or `"storage"`.
     pub async fn open(name: String, options: JsValue) -> Result<WasmBroker, JsValue> {
         let durability = match read_string(&options, "durability").as_deref() {
@@ -291,8 +288,7 @@ impl WasmBroker {
             }
         };
         let ask_persist = read_bool(&options, "persist").unwrap_or(true);
-        let encryption = encryption_key(&options)
-            .map_err(|e| js_error("invalid", &format!("encryptionKey: {e}")))?;
+        let encryption = encryption_key(&options);
         let store = IdbStore::open(&name, IdbOptions { durability })
             .await
             .map_err(|e| store_js_error(&e))?;

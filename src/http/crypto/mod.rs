@@ -2,7 +2,7 @@
 //! the store only ever hold ciphertext for a queue with `encryptionEnabled`.
 //!
 //! - **Push** (and a transaction's pushes): each payload of an encrypted queue is replaced, before the
-//!   command reaches the engine, by the envelope `{"encrypted", "iv", "authTag"}` (base64 fields;
+//!   command reaches the engine, by Queen's envelope `{"encrypted", "iv", "authTag"}` (base64 fields;
 //!   AES-256-GCM, a random 16-byte IV per payload, a 16-byte tag; the plaintext is the payload's compact
 //!   JSON). Which queues are encrypted is read from the broker just before the push; a queue the push
 //!   creates is never encrypted (push-created queues have `encryptionEnabled: false`).
@@ -14,56 +14,56 @@
 //! - **No key**: configuring `encryptionEnabled: true` is refused (400) and so is pushing to a queue that
 //!   has it (409), instead of the contract's plaintext-with-a-warning fallback (docs/decisions.md).
 //!
-//! The cipher is the platform's Web Crypto on wasm32 (`webcrypto.rs`: the Worker and the npm module
-//! carry no AES code) and RustCrypto's `aes-gcm` natively (`native.rs`: tests and tools).
+//! The [`Cipher`] behind an [`EncryptionKey`]: `envelope.rs` on the platform's Web Crypto in the Worker
+//! (`webcrypto.rs`: no AES code in the wasm) and on RustCrypto's `aes-gcm` natively (`native.rs`: tests,
+//! tools); in the npm module, the module's JS on the browser's Web Crypto (`src/js/cipher.rs`), because
+//! that costs the least download. A request's payloads are sealed or opened as one batch.
 
 mod base64;
+mod envelope;
 #[cfg(not(target_arch = "wasm32"))]
 mod native;
 #[cfg(target_arch = "wasm32")]
 mod webcrypto;
-
-#[cfg(not(target_arch = "wasm32"))]
-use native as aes;
-#[cfg(target_arch = "wasm32")]
-use webcrypto as aes;
 
 use super::error::HttpError;
 use super::HttpConfig;
 use crate::core::api::{ConfigureRequest, PushItem};
 use crate::engine::{Engine, Host};
 use crate::store::Store;
-use futures::future::join_all;
-use serde_json::{Map, Value};
+use futures::future::LocalBoxFuture;
+use serde_json::Value;
 use std::rc::Rc;
-
-/// Bytes of the random IV (Queen's choice; Web Crypto and `aes-gcm` both accept it).
-const IV_BYTES: usize = 16;
-/// Bytes of the GCM authentication tag.
-const TAG_BYTES: usize = 16;
 
 /// The error of a queue that asks for encryption on a broker that has no key.
 const NO_KEY: &str = "this broker has no encryption key (set the QUEEN_ENCRYPTION_KEY secret on the \
                       Worker, or pass encryptionKey to Queen.open in the browser), so it cannot keep \
                       payloads encrypted at rest";
 
-/// One encrypted payload, as bytes.
-struct Sealed {
-    iv: [u8; IV_BYTES],
-    ciphertext: Vec<u8>,
-    auth_tag: [u8; TAG_BYTES],
+/// AES-256-GCM with Queen's envelope (contract §2.4), under one key.
+pub trait Cipher {
+    /// The envelope of each payload, each sealed under its own random 16-byte IV.
+    fn seal_all<'a>(
+        &'a self,
+        payloads: Vec<&'a Value>,
+    ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>>;
+
+    /// The payload in each envelope, or `None` where it does not open (another key, altered bytes,
+    /// malformed fields).
+    fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>>;
 }
 
-/// The broker's AES-256-GCM key (`QUEEN_ENCRYPTION_KEY`, or `Queen.open({ encryptionKey })`).
+/// The broker's encryption key (`QUEEN_ENCRYPTION_KEY`, or `Queen.open({ encryptionKey })`), as the
+/// [`Cipher`] that uses it.
 ///
 /// Clones share the key. `Debug` never shows it; two keys are equal only when one is a clone of the
 /// other.
 #[derive(Clone)]
-pub struct EncryptionKey(Rc<aes::Key>);
+pub struct EncryptionKey(Rc<dyn Cipher>);
 
 impl EncryptionKey {
-    /// A key from 64 hex characters (32 bytes; surrounding whitespace is ignored). The error says what
-    /// is wrong without repeating the key.
+    /// A key from 64 hex characters (32 bytes; surrounding whitespace is ignored), used through
+    /// `envelope.rs`. The error says what is wrong without repeating the key.
     pub fn from_hex(hex: &str) -> Result<Self, String> {
         let hex = hex.trim();
         if hex.len() != 64 {
@@ -86,47 +86,14 @@ impl EncryptionKey {
                 }
             }
         }
-        let key = aes::Key::from_bytes(&bytes);
+        let cipher = envelope::AesCipher::from_bytes(&bytes);
         bytes.fill(0);
-        Ok(EncryptionKey(Rc::new(key?)))
+        Ok(Self::from_cipher(cipher?))
     }
 
-    /// A key from a Web Crypto `CryptoKey` (AES-GCM, 256 bits, usages `encrypt` and `decrypt`); it may
-    /// be non-extractable.
-    #[cfg(target_arch = "wasm32")]
-    pub fn from_crypto_key(key: wasm_bindgen::JsValue) -> Result<Self, String> {
-        Ok(EncryptionKey(Rc::new(aes::Key::from_crypto_key(key)?)))
-    }
-
-    /// Encrypts a payload into its stored envelope.
-    async fn seal(&self, payload: &Value) -> Result<Value, HttpError> {
-        // Serializing a `Value` cannot fail (its map keys are strings).
-        let plaintext = serde_json::to_vec(payload).unwrap_or_default();
-        let sealed = self
-            .0
-            .seal(&plaintext)
-            .await
-            .map_err(|e| HttpError::internal(format!("encryption failed: {e}")))?;
-        let mut envelope = Map::new();
-        envelope.insert(
-            "encrypted".into(),
-            base64::encode(&sealed.ciphertext).into(),
-        );
-        envelope.insert("iv".into(), base64::encode(&sealed.iv).into());
-        envelope.insert("authTag".into(), base64::encode(&sealed.auth_tag).into());
-        Ok(Value::Object(envelope))
-    }
-
-    /// Decrypts `payload` in place when it is an envelope this key opens; leaves it as it is otherwise.
-    async fn open(&self, payload: &mut Value) {
-        let Some(sealed) = envelope(payload) else {
-            return;
-        };
-        if let Some(plain) = self.0.open(&sealed).await {
-            if let Ok(value) = serde_json::from_slice(&plain) {
-                *payload = value;
-            }
-        }
+    /// A key that is some other [`Cipher`] (the npm module's, which lives in JS).
+    pub fn from_cipher(cipher: impl Cipher + 'static) -> Self {
+        EncryptionKey(Rc::new(cipher))
     }
 }
 
@@ -144,26 +111,16 @@ impl PartialEq for EncryptionKey {
 
 impl Eq for EncryptionKey {}
 
-/// The sealed bytes of an envelope: an object with exactly the string fields `encrypted`, `iv` and
-/// `authTag`, in base64, with a 16-byte IV and tag. Anything else is not an envelope.
-fn envelope(payload: &Value) -> Option<Sealed> {
-    let Value::Object(map) = payload else {
-        return None;
-    };
-    if map.len() != 3 {
-        return None;
-    }
-    let field = |k: &str| map.get(k)?.as_str().and_then(base64::decode);
-    Some(Sealed {
-        ciphertext: field("encrypted")?,
-        iv: field("iv")?.try_into().ok()?,
-        auth_tag: field("authTag")?.try_into().ok()?,
-    })
-}
-
-/// True when `payload` is stored as an envelope (the message browser's `isEncrypted`).
+/// True when `payload` has the envelope's shape: an object of exactly the string fields `encrypted`,
+/// `iv` and `authTag` (the message browser's `isEncrypted`; the cipher checks the rest).
 pub(crate) fn is_envelope(payload: &Value) -> bool {
-    envelope(payload).is_some()
+    let Value::Object(map) = payload else {
+        return false;
+    };
+    map.len() == 3
+        && ["encrypted", "iv", "authTag"]
+            .iter()
+            .all(|k| map.get(*k).is_some_and(Value::is_string))
 }
 
 /// Refuses `encryptionEnabled: true` on a broker without a key (400; nothing changes).
@@ -182,11 +139,14 @@ pub(crate) fn check_configure(
 
 /// Replaces the payload of every item bound for an encrypted queue by its envelope. Refuses the whole
 /// push (409, nothing stored) when such a queue exists and the broker has no key.
-pub(crate) async fn seal_items<S: Store, H: Host>(
+///
+/// Reads the flags now; the returned future (boxed and not generic, so its code exists once in the
+/// module rather than inlined into every route that awaits it) does the rest.
+pub(crate) fn seal_items<'a, S: Store, H: Host>(
     engine: &Engine<S, H>,
-    config: &HttpConfig,
-    items: &mut [PushItem],
-) -> Result<(), HttpError> {
+    config: &'a HttpConfig,
+    items: Vec<&'a mut PushItem>,
+) -> LocalBoxFuture<'a, Result<(), HttpError>> {
     let encrypted: Vec<bool> = engine.read(|b, _| {
         items
             .iter()
@@ -196,37 +156,60 @@ pub(crate) async fn seal_items<S: Store, H: Host>(
             })
             .collect()
     });
-    let Some(first) = encrypted.iter().position(|e| *e) else {
+    Box::pin(seal_marked(config, items, encrypted))
+}
+
+async fn seal_marked(
+    config: &HttpConfig,
+    items: Vec<&mut PushItem>,
+    encrypted: Vec<bool>,
+) -> Result<(), HttpError> {
+    let mut targets: Vec<&mut PushItem> = items
+        .into_iter()
+        .zip(encrypted)
+        .filter_map(|(item, e)| e.then_some(item))
+        .collect();
+    let Some(first) = targets.first() else {
         return Ok(());
     };
     let Some(key) = &config.encryption else {
         return Err(HttpError::conflict(format!(
             "queue '{}' has encryptionEnabled, but {NO_KEY}; nothing was pushed",
-            items[first].queue
+            first.queue
         )));
     };
-    let targets = items
-        .iter_mut()
-        .zip(encrypted)
-        .filter(|(_, e)| *e)
-        .map(|(item, _)| item);
-    let sealed = join_all(targets.map(|item| async move {
-        item.payload = key.seal(&item.payload).await?;
-        Ok::<(), HttpError>(())
-    }))
-    .await;
-    sealed.into_iter().collect()
+    let sealed = key
+        .0
+        .seal_all(targets.iter().map(|i| &i.payload).collect())
+        .await
+        .map_err(|e| HttpError::internal(format!("encryption failed: {e}")))?;
+    for (item, envelope) in targets.iter_mut().zip(sealed) {
+        item.payload = envelope;
+    }
+    Ok(())
 }
 
 /// Decrypts, in place, every payload among `payloads` that is an envelope (nothing without a key).
-pub(crate) async fn open_payloads<'a>(
-    config: &HttpConfig,
-    payloads: impl Iterator<Item = &'a mut Value>,
-) {
-    let Some(key) = &config.encryption else {
-        return;
-    };
-    join_all(payloads.map(|p| key.open(p))).await;
+pub(crate) fn open_payloads<'a>(
+    config: &'a HttpConfig,
+    payloads: Vec<&'a mut Value>,
+) -> LocalBoxFuture<'a, ()> {
+    Box::pin(async move {
+        let Some(key) = &config.encryption else {
+            return;
+        };
+        let mut targets: Vec<&mut Value> =
+            payloads.into_iter().filter(|p| is_envelope(p)).collect();
+        if targets.is_empty() {
+            return;
+        }
+        let opened = key.0.open_all(targets.iter().map(|p| &**p).collect()).await;
+        for (payload, plain) in targets.iter_mut().zip(opened) {
+            if let Some(plain) = plain {
+                **payload = plain;
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -234,6 +217,19 @@ mod tests {
     use super::*;
     use futures::executor::block_on;
     use serde_json::json;
+
+    fn seal(key: &EncryptionKey, payload: &Value) -> Value {
+        block_on(key.0.seal_all(vec![payload])).unwrap().remove(0)
+    }
+
+    /// What `open_payloads` does to one payload.
+    fn open(key: &EncryptionKey, payload: &mut Value) {
+        if is_envelope(payload) {
+            if let Some(plain) = block_on(key.0.open_all(vec![&*payload])).remove(0) {
+                *payload = plain;
+            }
+        }
+    }
 
     const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
@@ -261,13 +257,13 @@ mod tests {
     fn seal_then_open_round_trips_with_fresh_ivs() {
         let key = EncryptionKey::from_hex(KEY).unwrap();
         let payload = json!({"card": "4111 1111", "n": [1, 2.5, null], "s": "é€"});
-        let a = block_on(key.seal(&payload)).unwrap();
-        let b = block_on(key.seal(&payload)).unwrap();
+        let a = seal(&key, &payload);
+        let b = seal(&key, &payload);
         assert_ne!(a, b, "a fresh IV per payload");
         assert!(is_envelope(&a));
         assert!(!a.to_string().contains("4111"));
         let mut opened = a.clone();
-        block_on(key.open(&mut opened));
+        open(&key, &mut opened);
         assert_eq!(opened, payload);
     }
 
@@ -275,14 +271,14 @@ mod tests {
     fn what_does_not_open_is_returned_as_stored() {
         let key = EncryptionKey::from_hex(KEY).unwrap();
         let other = EncryptionKey::from_hex(&KEY.replace('1', "2")).unwrap();
-        let sealed = block_on(other.seal(&json!("secret"))).unwrap();
+        let sealed = seal(&other, &json!("secret"));
         let mut v = sealed.clone();
-        block_on(key.open(&mut v));
+        open(&key, &mut v);
         assert_eq!(v, sealed, "wrong key");
         let mut tampered = sealed.clone();
-        tampered["encrypted"] = json!(base64::encode(b"xxxxxxxx"));
+        tampered["encrypted"] = json!("eHh4eHh4eHg=");
         let mut v = tampered.clone();
-        block_on(other.open(&mut v));
+        open(&other, &mut v);
         assert_eq!(v, tampered, "altered ciphertext");
         for look_alike in [
             json!({"encrypted": "aGk=", "iv": "aGk=", "authTag": "aGk="}),
@@ -291,7 +287,7 @@ mod tests {
             json!("plain"),
         ] {
             let mut v = look_alike.clone();
-            block_on(key.open(&mut v));
+            open(&key, &mut v);
             assert_eq!(v, look_alike);
         }
     }
@@ -306,7 +302,7 @@ mod tests {
             "iv": "AAECAwQFBgcICQoLDA0ODw==",
             "authTag": NODE_TAG,
         });
-        block_on(key.open(&mut v));
+        open(&key, &mut v);
         assert_eq!(v, json!({"a": 1}));
     }
 

@@ -2,7 +2,7 @@
 //! Worker and the npm module use the platform's Web Crypto instead (`webcrypto.rs`); both produce the
 //! same bytes for the same key, IV and plaintext (a 16-byte IV, a 16-byte tag, no associated data).
 
-use super::{Sealed, IV_BYTES, TAG_BYTES};
+use super::envelope::{Sealed, IV_BYTES, TAG_BYTES};
 use aes_gcm::aead::consts::U16;
 use aes_gcm::aead::generic_array::GenericArray;
 use aes_gcm::aead::rand_core::RngCore;
@@ -26,8 +26,17 @@ impl Key {
         })
     }
 
-    /// Encrypts `plaintext` under a fresh random IV.
-    pub(super) async fn seal(&self, plaintext: &[u8]) -> Result<Sealed, String> {
+    /// Encrypts each plaintext under its own fresh random IV.
+    pub(super) async fn seal_all(&self, plaintexts: &[Vec<u8>]) -> Result<Vec<Sealed>, String> {
+        plaintexts.iter().map(|p| self.seal(p)).collect()
+    }
+
+    /// Decrypts and authenticates each envelope; `None` for one whose tag does not match.
+    pub(super) async fn open_all(&self, sealed: &[Sealed]) -> Vec<Option<Vec<u8>>> {
+        sealed.iter().map(|s| self.open(s)).collect()
+    }
+
+    fn seal(&self, plaintext: &[u8]) -> Result<Sealed, String> {
         let mut iv = [0u8; IV_BYTES];
         OsRng
             .try_fill_bytes(&mut iv)
@@ -46,8 +55,7 @@ impl Key {
         })
     }
 
-    /// Decrypts and authenticates; `None` when the tag does not match (wrong key or altered bytes).
-    pub(super) async fn open(&self, sealed: &Sealed) -> Option<Vec<u8>> {
+    fn open(&self, sealed: &Sealed) -> Option<Vec<u8>> {
         let mut plaintext = sealed.ciphertext.clone();
         self.cipher
             .decrypt_in_place_detached(

@@ -1,8 +1,8 @@
-//! AES-256-GCM through the platform's Web Crypto (`crypto.subtle`), in the Worker (workerd) and in the
-//! browser: no cipher code in the wasm, only calls. A 16-byte IV from `crypto.getRandomValues`, a
+//! AES-256-GCM through the platform's Web Crypto (`crypto.subtle`), for the Worker (workerd): no cipher
+//! code in the wasm, only calls. A 16-byte IV from `crypto.getRandomValues`, a
 //! 128-bit tag, no associated data; Web Crypto returns ciphertext and tag as one buffer (tag last).
 
-use super::{Sealed, IV_BYTES, TAG_BYTES};
+use super::envelope::{Sealed, IV_BYTES, TAG_BYTES};
 use js_sys::{Object, Promise, Reflect, Uint8Array};
 use std::cell::RefCell;
 use wasm_bindgen::prelude::*;
@@ -86,41 +86,6 @@ impl Key {
         })
     }
 
-    /// An existing `CryptoKey` (checked: AES-GCM, 256 bits, usable to encrypt and decrypt).
-    pub(super) fn from_crypto_key(key: JsValue) -> Result<Key, String> {
-        let (crypto, subtle) = platform()?;
-        let field = |o: &JsValue, k: &str| Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED);
-        let algorithm = field(&key, "algorithm");
-        let name = field(&algorithm, "name").as_string();
-        let bits = field(&algorithm, "length").as_f64();
-        if name.as_deref() != Some("AES-GCM") || bits != Some(256.0) {
-            return Err(format!(
-                "encryptionKey must be a 64-character hex string or an AES-GCM CryptoKey of 256 bits \
-                 (got algorithm {}, {} bits)",
-                name.unwrap_or_else(|| "none".into()),
-                bits.map_or("no".into(), |b| b.to_string())
-            ));
-        }
-        let usages = field(&key, "usages");
-        for usage in ["encrypt", "decrypt"] {
-            let has = js_sys::Array::is_array(&usages)
-                && usages
-                    .unchecked_ref::<js_sys::Array>()
-                    .includes(&usage.into(), 0);
-            if !has {
-                return Err(format!(
-                    "the encryptionKey CryptoKey must allow '{usage}' (its usages: {})",
-                    describe(&usages)
-                ));
-            }
-        }
-        Ok(Key {
-            crypto,
-            subtle,
-            key: RefCell::new(Ok(key)),
-        })
-    }
-
     /// The `CryptoKey`, waiting for the import the first time.
     async fn key(&self) -> Result<JsValue, String> {
         let pending = match &*self.key.borrow() {
@@ -141,48 +106,77 @@ impl Key {
         algorithm
     }
 
-    /// Encrypts `plaintext` under a fresh random IV.
-    pub(super) async fn seal(&self, plaintext: &[u8]) -> Result<Sealed, String> {
+    /// Encrypts each plaintext under its own fresh random IV. The `encrypt` calls all start before the
+    /// first answer is awaited (one `Promise.all`), so a batch costs one round trip, not one per message.
+    pub(super) async fn seal_all(&self, plaintexts: &[Vec<u8>]) -> Result<Vec<Sealed>, String> {
         let key = self.key().await?;
-        let mut iv = [0u8; IV_BYTES];
-        self.crypto
-            .get_random_values(&mut iv)
-            .map_err(|e| format!("crypto.getRandomValues failed: {}", describe(&e)))?;
-        let call = self
-            .subtle
-            .encrypt(&Self::algorithm(&iv), &key, plaintext)
-            .map_err(|e| describe(&e));
-        let out = match call {
-            Ok(promise) => JsFuture::from(promise).await.map_err(|e| describe(&e)),
-            Err(e) => Err(e),
+        let calls = js_sys::Array::new();
+        let mut ivs = Vec::with_capacity(plaintexts.len());
+        for plaintext in plaintexts {
+            let mut iv = [0u8; IV_BYTES];
+            self.crypto
+                .get_random_values(&mut iv)
+                .map_err(|e| format!("crypto.getRandomValues failed: {}", describe(&e)))?;
+            let call = self
+                .subtle
+                .encrypt(&Self::algorithm(&iv), &key, plaintext)
+                .map_err(|e| format!("crypto.subtle.encrypt failed: {}", describe(&e)))?;
+            calls.push(&call);
+            ivs.push(iv);
         }
-        .map_err(|e| format!("crypto.subtle.encrypt failed: {e}"))?;
-        let mut bytes = Uint8Array::new(&out).to_vec();
-        if bytes.len() < TAG_BYTES {
-            return Err("crypto.subtle.encrypt returned less than a tag".into());
-        }
-        let mut auth_tag = [0u8; TAG_BYTES];
-        auth_tag.copy_from_slice(&bytes[bytes.len() - TAG_BYTES..]);
-        bytes.truncate(bytes.len() - TAG_BYTES);
-        Ok(Sealed {
-            iv,
-            ciphertext: bytes,
-            auth_tag,
-        })
+        let outs = JsFuture::from(Promise::all(&calls))
+            .await
+            .map_err(|e| format!("crypto.subtle.encrypt failed: {}", describe(&e)))?;
+        let outs: js_sys::Array = outs.unchecked_into();
+        ivs.into_iter()
+            .zip(outs.iter())
+            .map(|(iv, out)| {
+                let mut bytes = Uint8Array::new(&out).to_vec();
+                let Some(split) = bytes.len().checked_sub(TAG_BYTES) else {
+                    return Err("crypto.subtle.encrypt returned less than a tag".to_string());
+                };
+                let mut auth_tag = [0u8; TAG_BYTES];
+                auth_tag.copy_from_slice(&bytes[split..]);
+                bytes.truncate(split);
+                Ok(Sealed {
+                    iv,
+                    ciphertext: bytes,
+                    auth_tag,
+                })
+            })
+            .collect()
     }
 
-    /// Decrypts and authenticates; `None` when the tag does not match (wrong key or altered bytes).
-    pub(super) async fn open(&self, sealed: &Sealed) -> Option<Vec<u8>> {
-        let key = self.key().await.ok()?;
-        let mut data = Vec::with_capacity(sealed.ciphertext.len() + TAG_BYTES);
-        data.extend_from_slice(&sealed.ciphertext);
-        data.extend_from_slice(&sealed.auth_tag);
-        let promise = self
-            .subtle
-            .decrypt(&Self::algorithm(&sealed.iv), &key, &data)
-            .ok()?;
-        let out = JsFuture::from(promise).await.ok()?;
-        Some(Uint8Array::new(&out).to_vec())
+    /// Decrypts and authenticates each envelope; `None` for one whose tag does not match (wrong key or
+    /// altered bytes). All `decrypt` calls run at once (one `Promise.allSettled`).
+    pub(super) async fn open_all(&self, sealed: &[Sealed]) -> Vec<Option<Vec<u8>>> {
+        let Ok(key) = self.key().await else {
+            return sealed.iter().map(|_| None).collect();
+        };
+        let calls = js_sys::Array::new();
+        for s in sealed {
+            let mut data = Vec::with_capacity(s.ciphertext.len() + TAG_BYTES);
+            data.extend_from_slice(&s.ciphertext);
+            data.extend_from_slice(&s.auth_tag);
+            let call = self
+                .subtle
+                .decrypt(&Self::algorithm(&s.iv), &key, &data)
+                .unwrap_or_else(|e| Promise::reject(&e));
+            calls.push(&call);
+        }
+        let Ok(settled) = JsFuture::from(Promise::all_settled(&calls)).await else {
+            return sealed.iter().map(|_| None).collect();
+        };
+        let settled: js_sys::Array = settled.unchecked_into();
+        settled
+            .iter()
+            .map(|outcome| {
+                let value = Reflect::get(&outcome, &"value".into()).ok()?;
+                value
+                    .is_instance_of::<js_sys::ArrayBuffer>()
+                    .then(|| Uint8Array::new(&value).to_vec())
+            })
+            .collect()
     }
 }
 

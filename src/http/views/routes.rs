@@ -319,7 +319,7 @@ async fn open_rendered(config: &HttpConfig, messages: &mut [Value]) {
         return;
     }
     let mut payloads: Vec<Value> = messages.iter_mut().map(|m| m["payload"].take()).collect();
-    crypto::open_payloads(config, payloads.iter_mut()).await;
+    crypto::open_payloads(config, payloads.iter_mut().collect()).await;
     for (m, p) in messages.iter_mut().zip(payloads) {
         m["data"] = p.clone();
         m["payload"] = p;

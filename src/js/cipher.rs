@@ -1,0 +1,83 @@
+//! The npm module's [`Cipher`]: AES-256-GCM with Queen's envelope, done by the module's JS on the
+//! browser's Web Crypto (`cipher()` in `js/local.js`, which makes one from the `encryptionKey` of
+//! `Queen.open`). The wasm only hands payloads over as JSON text and parses what comes back: the same
+//! work in Rust (`src/http/crypto/envelope.rs`, what the Worker uses) costs several KB more download.
+//!
+//! The JS object has two methods, each taking an array of JSON texts and resolving to an array of the
+//! same length: `seal(plaintexts)` to envelope texts, `open(envelopes)` to plaintext texts or `null`
+//! where one does not open.
+
+use crate::http::Cipher;
+use futures::future::LocalBoxFuture;
+use js_sys::{Array, Function, Promise, Reflect};
+use serde_json::Value;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+/// The JS cipher object `{ seal, open }`.
+pub struct JsCipher(JsValue);
+
+impl JsCipher {
+    /// Wraps the object (its methods are looked up at each call).
+    pub fn new(cipher: JsValue) -> Self {
+        JsCipher(cipher)
+    }
+
+    /// Calls `method` with the texts and waits for its array of answers.
+    async fn call(&self, method: &str, texts: Vec<String>) -> Result<Array, String> {
+        let f: Function = Reflect::get(&self.0, &method.into())
+            .ok()
+            .and_then(|f| f.dyn_into().ok())
+            .ok_or_else(|| format!("the cipher has no {method} function"))?;
+        let args: Array = texts.into_iter().map(JsValue::from).collect();
+        let promise: Promise = f
+            .call1(&self.0, &args)
+            .map_err(|_| format!("the cipher's {method} threw"))?
+            .unchecked_into();
+        let out = JsFuture::from(promise).await.map_err(|e| {
+            Reflect::get(&e, &"message".into())
+                .ok()
+                .and_then(|m| m.as_string())
+                .unwrap_or_else(|| "the cipher failed".into())
+        })?;
+        Ok(out.unchecked_into())
+    }
+}
+
+/// Each answer parsed as JSON (`None` for `null` or anything that is not JSON text). `from_slice`, not
+/// `from_str`: the module already has that parser, a second one would cost about 3 KB.
+fn parse_all(answers: &Array) -> Vec<Option<Value>> {
+    answers
+        .iter()
+        .map(|a| serde_json::from_slice(a.as_string()?.as_bytes()).ok())
+        .collect()
+}
+
+impl Cipher for JsCipher {
+    fn seal_all<'a>(
+        &'a self,
+        payloads: Vec<&'a Value>,
+    ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>> {
+        Box::pin(async move {
+            let texts = payloads.iter().map(|p| p.to_string()).collect();
+            let sealed = parse_all(&self.call("seal", texts).await?);
+            if sealed.len() != payloads.len() {
+                return Err("the cipher answered a different number of envelopes".into());
+            }
+            sealed
+                .into_iter()
+                .map(|e| e.ok_or_else(|| "the cipher answered something that is not JSON".into()))
+                .collect()
+        })
+    }
+
+    fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>> {
+        Box::pin(async move {
+            let texts = envelopes.iter().map(|e| e.to_string()).collect();
+            match self.call("open", texts).await {
+                Ok(answers) => parse_all(&answers),
+                Err(_) => Vec::new(),
+            }
+        })
+    }
+}
