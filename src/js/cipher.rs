@@ -14,34 +14,33 @@ use serde_json::Value;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-/// The JS cipher object `{ seal, open }`.
-pub struct JsCipher(JsValue);
+/// The JS cipher's two functions, `seal` and `open`.
+pub struct JsCipher {
+    seal: Function,
+    open: Function,
+}
 
 impl JsCipher {
-    /// Wraps the object (its methods are looked up at each call).
-    pub fn new(cipher: JsValue) -> Self {
-        JsCipher(cipher)
+    /// The cipher object's `seal` and `open` functions, if it has them.
+    pub fn new(cipher: &JsValue) -> Option<Self> {
+        let f = |name: &str| Reflect::get(cipher, &name.into()).ok()?.dyn_into().ok();
+        Some(JsCipher {
+            seal: f("seal")?,
+            open: f("open")?,
+        })
     }
+}
 
-    /// Calls `method` with the texts and waits for its array of answers.
-    async fn call(&self, method: &str, texts: Vec<String>) -> Result<Array, String> {
-        let f: Function = Reflect::get(&self.0, &method.into())
-            .ok()
-            .and_then(|f| f.dyn_into().ok())
-            .ok_or_else(|| format!("the cipher has no {method} function"))?;
-        let args: Array = texts.into_iter().map(JsValue::from).collect();
-        let promise: Promise = f
-            .call1(&self.0, &args)
-            .map_err(|_| format!("the cipher's {method} threw"))?
-            .unchecked_into();
-        let out = JsFuture::from(promise).await.map_err(|e| {
-            Reflect::get(&e, &"message".into())
-                .ok()
-                .and_then(|m| m.as_string())
-                .unwrap_or_else(|| "the cipher failed".into())
-        })?;
-        Ok(out.unchecked_into())
-    }
+/// Calls `f` with the texts and waits for its array of answers.
+async fn call(f: &Function, texts: Vec<String>) -> Result<Array, String> {
+    let args: Array = texts.into_iter().map(JsValue::from).collect();
+    let answers = match f.call1(&JsValue::NULL, &args) {
+        Ok(promise) => JsFuture::from(Promise::from(promise)).await,
+        Err(e) => Err(e),
+    };
+    answers
+        .map(JsCast::unchecked_into)
+        .map_err(|_| "the browser's Web Crypto refused".to_string())
 }
 
 /// Each answer parsed as JSON (`None` for `null` or anything that is not JSON text). `from_slice`, not
@@ -60,7 +59,7 @@ impl Cipher for JsCipher {
     ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>> {
         Box::pin(async move {
             let texts = payloads.iter().map(|p| p.to_string()).collect();
-            let sealed = parse_all(&self.call("seal", texts).await?);
+            let sealed = parse_all(&call(&self.seal, texts).await?);
             if sealed.len() != payloads.len() {
                 return Err("the cipher answered a different number of envelopes".into());
             }
@@ -74,7 +73,7 @@ impl Cipher for JsCipher {
     fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>> {
         Box::pin(async move {
             let texts = envelopes.iter().map(|e| e.to_string()).collect();
-            match self.call("open", texts).await {
+            match call(&self.open, texts).await {
                 Ok(answers) => parse_all(&answers),
                 Err(_) => Vec::new(),
             }

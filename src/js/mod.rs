@@ -215,7 +215,7 @@ fn encryption_key(options: &JsValue) -> Option<EncryptionKey> {
     if cipher.is_undefined() || cipher.is_null() {
         return None;
     }
-    Some(EncryptionKey::from_cipher(cipher::JsCipher::new(cipher)))
+    cipher::JsCipher::new(&cipher).map(EncryptionKey::from_cipher)
 }
 
 fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
