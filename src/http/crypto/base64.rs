@@ -1,6 +1,6 @@
 //! Standard base64 (RFC 4648 §4, with `=` padding), the encoding of the envelope's fields (Queen writes
-//! them with Node's `Buffer.toString('base64')`). Small on purpose: a crate would cost more of the npm
-//! module's download than these lines.
+//! them with Node's `Buffer.toString('base64')`), for `envelope.rs`. Sixty lines are not worth a
+//! dependency. (The npm module does not carry it: its envelope is made in JS.)
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 

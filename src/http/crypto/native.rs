@@ -1,5 +1,5 @@
 //! AES-256-GCM for native builds (tests, benchmarks, native tools), from RustCrypto's `aes-gcm`. The
-//! Worker and the npm module use the platform's Web Crypto instead (`webcrypto.rs`); both produce the
+//! Worker uses the platform's Web Crypto instead (`webcrypto.rs`), the npm module its JS; all produce the
 //! same bytes for the same key, IV and plaintext (a 16-byte IV, a 16-byte tag, no associated data).
 
 use super::envelope::{Sealed, IV_BYTES, TAG_BYTES};
