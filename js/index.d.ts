@@ -416,6 +416,17 @@ export interface OpenOptions {
    * available in a service worker (browsers forbid the `import()` that loads it there): code `invalid`.
    */
   views?: boolean
+  /**
+   * The AES-256-GCM key that encrypts, in IndexedDB, the payloads of queues configured with
+   * `encryptionEnabled` (Queen's `QUEEN_ENCRYPTION_KEY`): 64 hex characters, or a Web Crypto
+   * `CryptoKey` (AES-GCM, 256 bits, usages `encrypt` and `decrypt`; it may be non-extractable). Pops,
+   * the DLQ and the message browser give the plaintext back. Without a key, configuring such a queue
+   * is refused (QueenError `bad_request`) and pushing to one (made with a key earlier) is refused
+   * (`conflict`). A malformed key fails `open` with code `invalid`. The tab or worker that becomes
+   * the writer encrypts for every context, so pass the same key everywhere. Needs a secure context
+   * (https or localhost), where browsers offer `crypto.subtle`.
+   */
+  encryptionKey?: string | CryptoKey
   /** Where the .wasm file is (default: next to the module; with `views`, the views build's file). */
   wasmUrl?: string | URL
 }

@@ -110,6 +110,64 @@ export async function deleteDatabase(name, options = {}) {
   }
 }
 
+/**
+ * The cipher of `encryptionKey` (null when there is none): AES-256-GCM with Queen's envelope
+ * `{"encrypted", "iv", "authTag"}` (base64; a random 16-byte IV per payload, a 16-byte tag) on the
+ * browser's Web Crypto. The wasm calls `seal(jsonTexts)` and `open(envelopeTexts)` (src/js/cipher.rs);
+ * doing this here costs less download than in the wasm. A hex key is imported non-extractable; a
+ * CryptoKey is checked. Done in every context (a follower fails on a bad key too).
+ */
+async function cipher(key) {
+  if (key == null) return null
+  const bad = (why) => new QueenError('invalid', 'encryptionKey must be 64 hex characters (32 bytes) or an AES-GCM CryptoKey of 256 bits usable to encrypt and decrypt: ' + why)
+  const { crypto } = globalThis
+  const subtle = crypto && crypto.subtle
+  if (!subtle) throw new QueenError('invalid', 'encryptionKey needs crypto.subtle, which browsers offer only in secure contexts (https or localhost)')
+  if (typeof key === 'string') {
+    const hex = key.trim()
+    if (!/^[0-9a-fA-F]{64}$/.test(hex)) throw bad(`got a string of ${hex.length} characters that is not 64 hex digits`)
+    key = await subtle.importKey('raw', fromHex(hex), 'AES-GCM', false, ['encrypt', 'decrypt'])
+  } else {
+    const algorithm = (key && key.algorithm) || {}
+    if (!(typeof CryptoKey === 'function' && key instanceof CryptoKey)) throw bad('got ' + typeof key)
+    if (algorithm.name !== 'AES-GCM' || algorithm.length !== 256) throw bad(`got ${algorithm.name} of ${algorithm.length} bits`)
+    if (!key.usages.includes('encrypt') || !key.usages.includes('decrypt')) throw bad(`its usages are ${key.usages.join(', ') || 'none'}`)
+  }
+  const b64 = (bytes) => {
+    let s = ''
+    for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000))
+    return btoa(s)
+  }
+  const unb64 = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0))
+  const encoder = new TextEncoder()
+  const decoder = new TextDecoder('utf-8', { fatal: true })
+  return {
+    seal: (texts) => Promise.all(texts.map(async (text) => {
+      const iv = crypto.getRandomValues(new Uint8Array(16))
+      const out = new Uint8Array(await subtle.encrypt({ name: 'AES-GCM', iv }, key, encoder.encode(text)))
+      const tag = out.length - 16
+      return JSON.stringify({ encrypted: b64(out.subarray(0, tag)), iv: b64(iv), authTag: b64(out.subarray(tag)) })
+    })),
+    open: (texts) => Promise.all(texts.map(async (text) => {
+      try {
+        const e = JSON.parse(text)
+        const [data, iv, tag] = [unb64(e.encrypted), unb64(e.iv), unb64(e.authTag)]
+        if (iv.length !== 16 || tag.length !== 16) return null
+        const sealed = new Uint8Array(data.length + 16)
+        sealed.set(data)
+        sealed.set(tag, data.length)
+        return decoder.decode(await subtle.decrypt({ name: 'AES-GCM', iv }, key, sealed))
+      } catch {
+        return null // another key, altered bytes, malformed fields: returned as stored
+      }
+    }))
+  }
+}
+
+function fromHex(hex) {
+  return new Uint8Array(hex.match(/../g).map((h) => parseInt(h, 16)))
+}
+
 export class LocalTransport {
   #name
   #options
@@ -154,7 +212,8 @@ export class LocalTransport {
       answerCacheMillis: options.answerCacheMillis ?? 60000,
       maxStoredBytes: options.maxStoredBytes,
       cacheBytes: options.cacheBytes,
-      claimAfterMillis: options.claimAfterMillis ?? 2000
+      claimAfterMillis: options.claimAfterMillis ?? 2000,
+      cipher: options.cipher ?? null
     }
   }
 
@@ -166,8 +225,9 @@ export class LocalTransport {
     if (!['strict', 'relaxed', 'default'].includes(options.durability ?? 'strict')) {
       throw new QueenError('invalid', 'durability must be "strict", "relaxed" or "default"')
     }
+    const encryption = await cipher(options.encryptionKey)
     const Broker = await loadWasm(options.wasmUrl, options.views === true)
-    const transport = new LocalTransport(options, Broker)
+    const transport = new LocalTransport({ ...options, cipher: encryption }, Broker)
     await transport.#start()
     return transport
   }
@@ -315,7 +375,8 @@ export class LocalTransport {
         durability: this.#options.durability,
         persist: this.#options.persist,
         maxStoredBytes: this.#options.maxStoredBytes,
-        cacheBytes: this.#options.cacheBytes
+        cacheBytes: this.#options.cacheBytes,
+        cipher: this.#options.cipher
       })
     } catch (error) {
       throw asQueenError(error)

@@ -1023,7 +1023,8 @@ fn health_is_healthy() {
         json!({"status": "healthy", "database": "connected", "server": "queen-edge",
                "worker_id": "queen-edge-0", "version": env!("CARGO_PKG_VERSION"),
                "shared_state": {"enabled": false},
-               "queen": {"worker_id": "queen-edge-0", "status": "active"}})
+               "queen": {"worker_id": "queen-edge-0", "status": "active"},
+               "encryption": {"keyConfigured": false, "cipher": "AES-256-GCM"}})
     );
 }
 

@@ -83,6 +83,11 @@ impl Broker {
         self.queues.get(queue).map(|q| self.queue_view_of(q, now))
     }
 
+    /// One queue's options, if it exists (no view is built: cheap enough for every push).
+    pub fn queue_options(&self, queue: &str) -> Option<&QueueOptions> {
+        self.queues.get(queue).map(|q| &q.record.options)
+    }
+
     /// Dead letters, newest first, filtered and paged.
     pub fn dead_letters(&self, query: &DlqQuery) -> Vec<DeadLetterView> {
         let mut newest_first: Vec<&DeadLetter> = self.dead_letters.values().map(|d| &**d).collect();

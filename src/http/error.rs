@@ -60,6 +60,23 @@ impl HttpError {
         }
     }
 
+    /// 409: the request is well formed, but the state it addresses refuses it.
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 409,
+            message: message.into(),
+        }
+    }
+
+    /// 500: something this broker relies on failed (not the caller's fault; the store has its own
+    /// statuses).
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
+        HttpError {
+            status: 500,
+            message: message.into(),
+        }
+    }
+
     /// 413: over a configured size or count limit.
     pub(crate) fn too_large(message: impl Into<String>) -> Self {
         HttpError {

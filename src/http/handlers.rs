@@ -1,6 +1,7 @@
 //! One function per route: validate, call the engine, render.
 
 use super::auth::{self, Caller};
+use super::crypto;
 use super::error::{json_response, no_content, HttpError};
 use super::query::{clip, Query};
 use super::render;
@@ -74,7 +75,8 @@ impl Route {
         match route {
             Route::Preflight => Ok(no_content()),
             Route::Push => {
-                let items = wire::push_items(body, limits, caller.subject.as_deref())?;
+                let mut items = wire::push_items(body, limits, caller.subject.as_deref())?;
+                crypto::seal_items(engine, config, items.iter_mut().collect()).await?;
                 let results = engine.push(items).await?;
                 Ok(json_response(
                     201,
@@ -134,12 +136,18 @@ impl Route {
                 Ok(json_response(200, &render::extend_reply(&reply)))
             }
             Route::Transaction => {
-                let ops = wire::transaction(body, limits, caller.subject.as_deref())?;
+                let mut ops = wire::transaction(body, limits, caller.subject.as_deref())?;
+                let pushed = ops.iter_mut().flat_map(|op| match op {
+                    TxOperation::Push(items) => items.iter_mut(),
+                    _ => [].iter_mut(),
+                });
+                crypto::seal_items(engine, config, pushed.collect()).await?;
                 let reply = engine.transaction(ops).await?;
                 Ok(json_response(200, &render::tx_reply(&reply)))
             }
             Route::Configure => {
                 let request = wire::configure(body, limits)?;
+                crypto::check_configure(config, &request)?;
                 let reply = engine.configure(request).await?;
                 Ok(json_response(200, &render::configure_reply(&reply)))
             }
@@ -172,7 +180,9 @@ impl Route {
                     limit,
                     offset,
                 };
-                let letters = engine.read(|b, _| b.dead_letters(&dlq));
+                let mut letters = engine.read(|b, _| b.dead_letters(&dlq));
+                let payloads = letters.iter_mut().map(|d| &mut d.payload).collect();
+                crypto::open_payloads(config, payloads).await;
                 Ok(json_response(
                     200,
                     &render::DlqListOut {
@@ -356,6 +366,8 @@ impl Route {
                         "version": config.version,
                         "shared_state": {"enabled": false},
                         "queen": {"worker_id": config.worker_id, "status": "active"},
+                        // Ours: whether encryptionEnabled queues are accepted (the page asks).
+                        "encryption": {"keyConfigured": config.encryption.is_some(), "cipher": "AES-256-GCM"},
                     }),
                 ))
             }
@@ -436,7 +448,9 @@ async fn pop<S: Store, H: Host>(
     };
     let wait_ms = query.flag("wait").then_some(timeout_ms);
     match engine.pop(request, wait_ms).await {
-        Ok(reply) => {
+        Ok(mut reply) => {
+            let payloads = reply.messages.iter_mut().map(|m| &mut m.payload).collect();
+            crypto::open_payloads(config, payloads).await;
             if reply.messages.is_empty() && !reply.conflation && !reply.conflation_conflict {
                 Ok(no_content())
             } else {

@@ -12,6 +12,8 @@
 //! - `render`: core replies to JSON answers;
 //! - ISO-8601 timestamps come from `crate::core::timefmt` (shared with the core);
 //! - `auth`: bearer tokens and roles;
+//! - `crypto`: encryption at rest of `encryptionEnabled` queues' payloads (sealed on the way in, opened
+//!   on the way out);
 //! - `error`: the `{"error": ...}` answers and how engine errors map to statuses;
 //! - `handlers`: one function per route, calling the engine;
 //! - `views`: the read-only dashboard routes (listings, message browser, status, metrics and the
@@ -21,6 +23,7 @@
 //! A 5xx means the store failed (the client may retry).
 
 mod auth;
+mod crypto;
 mod error;
 mod handlers;
 mod query;
@@ -30,6 +33,7 @@ mod views;
 mod wire;
 
 pub use auth::{AuthConfig, AuthToken, Role};
+pub use crypto::{Cipher, EncryptionKey};
 
 use crate::engine::{Engine, Host};
 use crate::store::Store;
@@ -182,6 +186,9 @@ pub struct HttpConfig {
     pub worker_id: String,
     /// When the broker started (ms since the epoch); uptime is measured from it. 0 = unknown (uptime 0).
     pub started_at_ms: i64,
+    /// The key that encrypts the payloads of `encryptionEnabled` queues at rest. `None` (the default):
+    /// such queues are refused (configure 400, push 409), never stored in plain text.
+    pub encryption: Option<EncryptionKey>,
 }
 
 impl Default for HttpConfig {
@@ -193,6 +200,7 @@ impl Default for HttpConfig {
             server_name: "queen-edge".to_string(),
             worker_id: "queen-edge-0".to_string(),
             started_at_ms: 0,
+            encryption: None,
         }
     }
 }

@@ -20,9 +20,11 @@
 //! refused that way is `superseded`: it answers nothing any more, its requests reject with code
 //! `"superseded"` (nothing of them was written), and the wrapper steps down to follower.
 
+mod cipher;
+
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, Host};
-use crate::http::{self, HttpConfig, HttpRequest};
+use crate::http::{self, EncryptionKey, HttpConfig, HttpRequest};
 use crate::store::idb::{self, Durability, IdbOptions, IdbStore};
 use crate::store::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
 use futures::future::LocalBoxFuture;
@@ -392,6 +394,19 @@ fn read_byte_count(options: &JsValue, key: &str) -> Result<Option<u64>, JsValue>
     }
 }
 
+/// `options.cipher`: absent or `null` is no key; otherwise the JS cipher object `js/local.js` made from
+/// `Queen.open`'s `encryptionKey` (see [`cipher`]).
+fn encryption_key(options: &JsValue) -> Option<EncryptionKey> {
+    if !options.is_object() {
+        return None;
+    }
+    let cipher = Reflect::get(options, &"cipher".into()).unwrap_or(JsValue::UNDEFINED);
+    if cipher.is_undefined() || cipher.is_null() {
+        return None;
+    }
+    cipher::JsCipher::new(&cipher).map(EncryptionKey::from_cipher)
+}
+
 fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
     if body.is_undefined() || body.is_null() {
         return Ok(Vec::new());
@@ -444,11 +459,12 @@ impl WasmBroker {
     /// `persist` (default `true`: ask `navigator.storage.persist()`; the answer is [`WasmBroker::persisted`]),
     /// `maxStoredBytes` (a storage quota: pushes that would pass it are refused with status 507; none by
     /// default, the browser's own quota then answers `quota_exceeded`), `cacheBytes` (the budget of
-    /// decoded segments kept in memory).
+    /// decoded segments kept in memory),
+    /// `cipher` (the JS cipher `js/local.js` makes from `Queen.open`'s `encryptionKey`, see [`cipher`]:
+    /// payloads of `encryptionEnabled` queues are stored encrypted; without it such queues are refused).
     ///
-    /// Rejects with an `Error` whose `code` is `"unavailable"` (no IndexedDB here, e.g. some private
-    /// modes), `"newer_format"` (the database was written by a newer version), `"quota_exceeded"` or
-    /// `"storage"`.
+    /// Rejects with an `Error` whose `code` is `"unavailable"` (no IndexedDB here, e.g. some private modes), `"newer_format"` (the
+    /// database was written by a newer version), `"quota_exceeded"` or `"storage"`.
     pub async fn open(name: String, options: JsValue) -> Result<WasmBroker, JsValue> {
         let durability = match read_string(&options, "durability").as_deref() {
             None | Some("strict") => Durability::Strict,
@@ -471,6 +487,7 @@ impl WasmBroker {
         if let Some(bytes) = read_byte_count(&options, "cacheBytes")? {
             broker_config.cache_bytes = bytes as usize;
         }
+        let encryption = encryption_key(&options);
         let store = IdbStore::open(&name, IdbOptions { durability })
             .await
             .map_err(|e| store_js_error(&e))?;
@@ -494,6 +511,7 @@ impl WasmBroker {
         let config = HttpConfig {
             worker_id: "queen-edge-browser".to_string(),
             started_at_ms,
+            encryption,
             ..HttpConfig::default()
         };
         Ok(WasmBroker {

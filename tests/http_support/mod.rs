@@ -145,6 +145,24 @@ impl Harness {
         }
     }
 
+    /// The same store and clock opened again by a fresh engine with `config`: a restart, e.g. with
+    /// another encryption key or none.
+    pub fn restart(&self, config: HttpConfig) -> Harness {
+        let engine = futures::executor::block_on(Engine::open(
+            self.store.clone(),
+            self.host.clone(),
+            BrokerConfig::default(),
+        ))
+        .expect("engine reopens over its MemStore");
+        Harness {
+            engine: Rc::new(engine),
+            store: self.store.clone(),
+            host: self.host.clone(),
+            config: Rc::new(config),
+            pool: RefCell::new(LocalPool::new()),
+        }
+    }
+
     /// Current virtual time.
     pub fn now(&self) -> i64 {
         self.host.now_ms()

@@ -284,6 +284,7 @@ export interface OpenOptions {
     cacheBytes?: number;
     claimAfterMillis?: number;
     views?: boolean;
+    encryptionKey?: string | CryptoKey;
     wasmUrl?: string | URL;
 }
 export interface ConnectOptions {

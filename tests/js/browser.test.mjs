@@ -738,6 +738,112 @@ const tests = [
     }, url + '/vendor/queen-edge/queen-edge.js')
     assertEq([unavailable.name, unavailable.code], ['QueenError', 'unavailable'], `IndexedDB unavailable: ${unavailable.message}`)
     await context.close()
+  }],
+
+  // Encryption at rest (wire contract §2.4, docs/decisions.md). The raw check reads every record of the
+  // IndexedDB database with IndexedDB itself, turns segments into their JSON (format 2 is JSON after the
+  // version byte; format 1 is raw DEFLATE, inflated with DecompressionStream) and searches the text. A
+  // plain queue's marker must be found by the same scan, so the scan is shown to see plaintext.
+  ['encryption at rest: encryptionKey round-trips, IndexedDB holds no plaintext, no key refuses', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'encryption')
+    const name = uniqueName('enc')
+    const r = await page.evaluate(async (name) => {
+      const { Queen } = window.QE
+      const KEY = '3c9f1a7e5b2d4c6e8f0a1b3c5d7e9f2a4b6c8d0e1f3a5b7c9d2e4f6a8b0c1d3e'
+      const SECRET = 'SECRET-MARKER-5e1f0c'
+      const VISIBLE = 'VISIBLE-MARKER-77ab2d'
+      const out = {}
+      const failure = (e) => ({ code: e.code, status: e.status, message: e.message })
+
+      // No key: the broker says so and refuses encrypted queues.
+      const bare = await Queen.open({ name: name + '-bare' })
+      out.bareHealth = (await bare.request('GET', '/health')).body.encryption
+      out.bareConfigure = await bare.queue('vault').config({ encryptionEnabled: true }).create().then(() => 'created', failure)
+      await bare.close()
+      // Malformed keys fail open.
+      out.badHex = await Queen.open({ name: name + '-bad', encryptionKey: 'abc' }).then(() => 'opened', failure)
+      const aes128 = await crypto.subtle.generateKey({ name: 'AES-GCM', length: 128 }, false, ['encrypt', 'decrypt'])
+      out.badCryptoKey = await Queen.open({ name: name + '-bad2', encryptionKey: aes128 }).then(() => 'opened', failure)
+
+      // With a key (hex).
+      const queen = await Queen.open({ name, encryptionKey: KEY })
+      out.health = (await queen.request('GET', '/health')).body.encryption
+      out.created = (await queen.queue('vault').config({ encryptionEnabled: true, retryLimit: 0 }).create()).options.encryptionEnabled
+      const items = Array.from({ length: 10 }, (_, i) => ({ data: { card: SECRET, i } }))
+      out.pushed = (await queen.queue('vault').push(items)).map((p) => p.status)
+      out.tx = (await queen.transaction().queue('vault').push([{ data: { card: SECRET, via: 'tx' } }]).commit()).success
+      await queen.queue('open').push([{ data: { note: VISIBLE } }])
+      const popped = await queen.queue('vault').batch(50).wait(false).pop()
+      out.popped = popped.map((m) => m.data)
+      out.dlqAck = (await queen.ack(popped[0], 'dlq')).success
+      out.dlq = (await queen.queue('vault').dlq().get()).messages.map((d) => d.data)
+      await queen.close()
+
+      // The raw records.
+      const db = await new Promise((resolve, reject) => {
+        const req = indexedDB.open(name)
+        req.onsuccess = () => resolve(req.result)
+        req.onerror = () => reject(req.error)
+      })
+      const all = (what) => new Promise((resolve, reject) => {
+        const req = db.transaction('records', 'readonly').objectStore('records')[what]()
+        req.onsuccess = () => resolve(req.result)
+        req.onerror = () => reject(req.error)
+      })
+      const [keys, values] = [await all('getAllKeys'), await all('getAll')]
+      db.close()
+      let text = ''
+      for (let i = 0; i < keys.length; i++) {
+        let bytes = new Uint8Array(values[i].buffer ? values[i].buffer.slice(values[i].byteOffset, values[i].byteOffset + values[i].byteLength) : values[i])
+        if (String(keys[i]).startsWith('s/') && bytes[0] === 1) {
+          const stream = new Blob([bytes.subarray(1)]).stream().pipeThrough(new DecompressionStream('deflate-raw'))
+          bytes = new Uint8Array(await new Response(stream).arrayBuffer())
+        } else if (String(keys[i]).startsWith('s/')) {
+          bytes = bytes.subarray(1)
+        }
+        text += keys[i] + ' ' + new TextDecoder().decode(bytes) + '\n'
+      }
+      out.records = keys.length
+      out.rawSecret = text.includes(SECRET)
+      out.rawVisible = text.includes(VISIBLE)
+      out.rawEnvelope = /"authTag":"[A-Za-z0-9+/]{22}==","encrypted":"[A-Za-z0-9+/=]+","iv":"[A-Za-z0-9+/]{22}=="/.test(text)
+
+      // Reopened with the same key as a non-extractable CryptoKey: the dead letter reads back.
+      const raw = new Uint8Array(KEY.match(/../g).map((h) => parseInt(h, 16)))
+      const cryptoKey = await crypto.subtle.importKey('raw', raw, 'AES-GCM', false, ['encrypt', 'decrypt'])
+      const again = await Queen.open({ name, encryptionKey: cryptoKey })
+      out.dlqWithCryptoKey = (await again.queue('vault').dlq().get()).messages.map((d) => d.data)
+      await again.close()
+      // Reopened without a key: the envelope as stored, and pushes to the queue refused.
+      const keyless = await Queen.open({ name })
+      out.dlqKeyless = Object.keys((await keyless.queue('vault').dlq().get()).messages[0].data).sort()
+      out.keylessPush = await keyless.queue('vault').push([{ data: { card: SECRET } }]).then(() => 'pushed', failure)
+      await keyless.close()
+      return out
+    }, name)
+    assertEq([r.bareHealth.keyConfigured, r.bareHealth.cipher], [false, 'AES-256-GCM'], '/health says there is no key')
+    assertEq([r.bareConfigure.code, r.bareConfigure.status], ['bad_request', 400], `no key: configure refused (${r.bareConfigure.message})`)
+    assert(/no encryption key/.test(r.bareConfigure.message) && /encryptionKey/.test(r.bareConfigure.message), 'the refusal says how to fix it')
+    assertEq(r.badHex.code, 'invalid', `a malformed hex key fails open (${r.badHex.message})`)
+    assertEq(r.badCryptoKey.code, 'invalid', `an AES-128 CryptoKey fails open (${r.badCryptoKey.message})`)
+    assert(/256/.test(r.badCryptoKey.message), 'the CryptoKey refusal names the size')
+    assertEq(r.health.keyConfigured, true, '/health says there is a key')
+    assertEq(r.created, true, 'the encrypted queue is created')
+    assertEq(r.pushed, Array(10).fill('queued'), 'pushes queued')
+    assertEq(r.tx, true, 'a transaction pushes to the encrypted queue')
+    const expected = [...Array.from({ length: 10 }, (_, i) => ({ card: 'SECRET-MARKER-5e1f0c', i })), { card: 'SECRET-MARKER-5e1f0c', via: 'tx' }]
+    assertEq(r.popped, expected, 'pop gives the plaintext back')
+    assertEq(r.dlqAck, true, 'dead-lettered')
+    assertEq(r.dlq, [expected[0]], 'the DLQ listing decrypts')
+    assert(r.records > 0, 'records were read')
+    assertEq(r.rawVisible, true, 'the raw scan sees the plain queue\'s payload')
+    assertEq(r.rawSecret, false, 'IndexedDB holds no plaintext of the encrypted queue')
+    assertEq(r.rawEnvelope, true, 'IndexedDB holds Queen\'s envelope')
+    assertEq(r.dlqWithCryptoKey, [expected[0]], 'a non-extractable CryptoKey of the same bytes decrypts')
+    assertEq(r.dlqKeyless, ['authTag', 'encrypted', 'iv'], 'without a key the envelope is returned as stored')
+    assertEq([r.keylessPush.code, r.keylessPush.status], ['conflict', 409], `without a key pushes are refused (${r.keylessPush.message})`)
+    await context.close()
   }]
 ]
 

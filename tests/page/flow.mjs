@@ -51,6 +51,11 @@ export async function runFlow(page, { label, url, shots, log = console.log }) {
   await page.selectOption('#refresh-interval', '500');
   await shot('connected');
 
+  step('the encryption option is not offered as if it worked: this broker has no key, and the form says so');
+  await until('the encryption checkbox to be disabled with its reason', async () =>
+    (await page.locator('#configure-form input[name=encryptionEnabled]').isDisabled()) &&
+    (await text(page, '#cfg-encryptionEnabled-hint')).includes('no encryption key'));
+
   step('configure the queue (retry limit 1, no retry delay)');
   await page.fill('#cfg-queue', QUEUE);
   await page.fill('#cfg-leaseTime', '30');

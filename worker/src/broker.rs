@@ -7,7 +7,8 @@
 //! pushes); the engine serialises commands itself.
 //!
 //! If the store cannot be opened (or the engine cannot load), `/health` answers 503 `unhealthy` and every
-//! other route 503 `{"error": ...}`; the next request tries again.
+//! other route 503 `{"error": ...}`; the next request tries again. A malformed `QUEEN_ENCRYPTION_KEY` does
+//! the same until the secret is fixed (the object never opens the store with it).
 
 use std::rc::Rc;
 
@@ -114,6 +115,9 @@ pub struct Broker {
 impl Broker {
     /// The object's engine, opened on first use (over a fresh [`DoStore`]) and kept for the object's life.
     pub async fn engine(&self) -> std::result::Result<Rc<BrokerEngine>, String> {
+        if let Some(error) = &self.config.startup_error {
+            return Err(error.clone());
+        }
         let mut slot = self.engine.lock().await;
         if let Some(engine) = slot.as_ref() {
             return Ok(engine.clone());
@@ -188,6 +192,9 @@ impl DurableObject for Broker {
     fn new(state: State, env: Env) -> Self {
         let worker_id = state.id().to_string();
         let config = WorkerConfig::from_env(&env, worker_id, js_sys::Date::now() as i64);
+        if let Some(error) = &config.startup_error {
+            console_error!("broker cannot start: {error}");
+        }
         Broker {
             state,
             env,

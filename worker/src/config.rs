@@ -1,10 +1,12 @@
 //! Settings read from the Worker's environment (`[vars]` in `wrangler.toml`, secrets via `wrangler secret`).
 //!
 //! Every setting has a default, so a missing or unparsable variable never stops the broker; the defaults are
-//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`).
+//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`). One exception: a
+//! `QUEEN_ENCRYPTION_KEY` that is set but not 64 hex characters stops the broker (every request answers
+//! 503 saying why), because running without it would refuse or misread encrypted queues.
 
 use queen_edge::core::BrokerConfig;
-use queen_edge::http::{AuthConfig, AuthToken, HttpConfig, Role};
+use queen_edge::http::{AuthConfig, AuthToken, EncryptionKey, HttpConfig, Role};
 use worker::Env;
 
 /// Secrets that hold bearer tokens, and the role each grants.
@@ -17,6 +19,8 @@ pub const TOKEN_SECRETS: [(&str, Role); 3] = [
 /// The storage quota when `MAX_STORED_BYTES` is not set: 8 GiB of segments, under the 10 GB a Durable
 /// Object stores, leaving room for lanes, dead letters and indexes.
 pub const DEFAULT_MAX_STORED_BYTES: u64 = 8 * 1024 * 1024 * 1024;
+/// The secret holding the AES-256-GCM key of encrypted queues: 64 hex characters (contract §2.4).
+pub const ENCRYPTION_KEY_SECRET: &str = "QUEEN_ENCRYPTION_KEY";
 
 /// Everything the Durable Object hands to the engine and the HTTP layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,8 +31,10 @@ pub struct WorkerConfig {
     pub broker: BrokerConfig,
     /// HTTP settings: `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT` (long-poll ms when `wait=true` comes without
     /// `timeout`), `MAX_TIMEOUT` (cap on long-polls), and the bearer tokens of [`TOKEN_SECRETS`] (auth is on
-    /// when at least one is set).
+    /// when at least one is set), and the key of [`ENCRYPTION_KEY_SECRET`] (none: encrypted queues are refused).
     pub http: HttpConfig,
+    /// Why the broker must not start (a malformed [`ENCRYPTION_KEY_SECRET`]), if it must not.
+    pub startup_error: Option<String>,
 }
 
 impl WorkerConfig {
@@ -69,7 +75,18 @@ impl WorkerConfig {
         if !tokens.is_empty() {
             http.auth = Some(AuthConfig { tokens });
         }
-        WorkerConfig { broker, http }
+        let mut startup_error = None;
+        if let Some(hex) = var(env, ENCRYPTION_KEY_SECRET) {
+            match EncryptionKey::from_hex(&hex) {
+                Ok(key) => http.encryption = Some(key),
+                Err(e) => startup_error = Some(format!("{ENCRYPTION_KEY_SECRET} is invalid: {e}")),
+            }
+        }
+        WorkerConfig {
+            broker,
+            http,
+            startup_error,
+        }
     }
 }
 

@@ -30,10 +30,11 @@ export function tempPersistDir() {
 }
 
 /**
- * Runs `wrangler dev` on the repository's wrangler.toml and waits until GET /health answers.
+ * Runs `wrangler dev` on the repository's wrangler.toml and waits until GET /health answers
+ * `readyStatus` (200 unless a test expects a broker that refuses to start).
  * `vars` are passed as `--var K:V`. Returns { url, stop, logs }.
  */
-export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240_000 } = {}) {
+export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240_000, readyStatus = 200 } = {}) {
   const port = await freePort();
   const args = [
     'dev', '--ip', '127.0.0.1', '--port', String(port),
@@ -101,7 +102,7 @@ async function spawnAndWait({ command, args, env, port, name, readyTimeoutMs }) 
     if (exited) throw new Error(`${name} exited early (${JSON.stringify(exited)}):\n${logs}`);
     try {
       const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5_000) });
-      if (res.status === 200) break;
+      if (res.status === readyStatus) break;
     } catch { /* not listening yet */ }
     if (Date.now() > deadline) {
       await stop();

@@ -81,6 +81,13 @@ export async function connect(settings) {
   };
   // Probe, so that a wrong URL or token shows up now, in plain words.
   await conn.request('GET', '/api/v1/resources/queues');
+  // Whether the broker keeps encryptionEnabled queues (queen-edge refuses them without a key; its
+  // /health says which). true / false, or null when the broker does not say (e.g. Queen itself).
+  conn.encryption = null;
+  try {
+    const key = (await conn.request('GET', '/health')).body?.encryption?.keyConfigured;
+    if (typeof key === 'boolean') conn.encryption = key;
+  } catch { /* unknown: the form leaves the option as it is */ }
   return conn;
 }
 

@@ -157,8 +157,10 @@ pub(crate) struct MessageOut {
     queue_priority: Option<i64>,
     created_at: String,
     offset: u64,
-    payload: Payload,
-    data: Payload,
+    /// Whether the stored payload is an encryption envelope (computed before it is opened).
+    is_encrypted: bool,
+    pub(crate) payload: Payload,
+    pub(crate) data: Payload,
 }
 
 /// A stored message for the message browser.
@@ -195,6 +197,7 @@ pub(crate) fn message(m: MessageView, q: Option<&QueueView>, now: i64) -> Messag
         queue_priority: q.map(|q| q.options.priority),
         created_at: iso_millis(m.created_at_ms),
         offset: m.offset,
+        is_encrypted: crate::http::crypto::envelope_of(&m.payload).is_some(),
         data: m.payload.clone(),
         payload: m.payload,
     }

@@ -4,6 +4,7 @@ use super::prometheus;
 use super::render;
 use crate::core::timefmt::iso_millis;
 use crate::engine::{Engine, Host};
+use crate::http::crypto;
 use crate::http::error::{json_response, HttpError};
 use crate::http::query::{clip, Query};
 use crate::http::router::Route;
@@ -65,7 +66,10 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
                 })
                 .await?;
             match found {
-                Some(v) => Ok(json_response(200, &v)),
+                Some(mut v) => {
+                    open_rendered(config, std::slice::from_mut(&mut v)).await;
+                    Ok(json_response(200, &v))
+                }
                 None => Err(HttpError::not_found("Message not found")),
             }
         }
@@ -176,9 +180,11 @@ async fn list_messages<S: Store, H: Host>(
                     break;
                 }
             }
-            Ok(out.into_iter().skip(offset).take(limit).collect())
+            Ok(out.into_iter().skip(offset).take(limit).collect::<Vec<_>>())
         })
         .await??;
+    let mut messages = messages;
+    open_rendered(config, &mut messages).await;
     #[derive(serde::Serialize)]
     struct Listing {
         messages: Vec<render::MessageOut>,
@@ -322,4 +328,19 @@ fn storage_counters<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
         "segmentsRead": c.segments_read,
         "reruns": c.reruns,
     })
+}
+
+/// Decrypts the `payload` of rendered messages (`render::message`) and mirrors it into `data`.
+async fn open_rendered(config: &HttpConfig, messages: &mut [render::MessageOut]) {
+    if config.encryption.is_none() {
+        return;
+    }
+    crypto::open_payloads(
+        config,
+        messages.iter_mut().map(|m| &mut m.payload).collect(),
+    )
+    .await;
+    for m in messages.iter_mut() {
+        m.data = m.payload.clone();
+    }
 }

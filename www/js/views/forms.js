@@ -29,8 +29,27 @@ const MAIN = new Set(['leaseTime', 'retryLimit', 'retryDelay']);
 
 export function initForms(c) {
   ctx = c;
-  document.getElementById('configure-view').replaceChildren(configureForm());
+  const form = configureForm();
+  document.getElementById('configure-view').replaceChildren(form);
   document.getElementById('push-view').replaceChildren(pushForm());
+  store.subscribe(() => syncEncryption(form));
+  syncEncryption(form);
+}
+
+const NO_KEY_HINT = 'Not available: this broker has no encryption key, so it refuses encrypted queues rather than ' +
+  'store their messages in plain text. Set the QUEEN_ENCRYPTION_KEY secret on the worker, or open the ' +
+  'in-browser broker with Queen.open({ encryptionKey }).';
+const KEY_HINT = 'Messages are stored encrypted (AES-256-GCM); pops and this page show them decrypted.';
+
+/** The encryption checkbox offers only what the connected broker can do (its /health says). */
+function syncEncryption(form) {
+  const box = form.elements.encryptionEnabled;
+  const hint = document.getElementById('cfg-encryptionEnabled-hint');
+  const key = store.state.conn ? store.state.conn.encryption : null;
+  box.disabled = key === false;
+  const text = key === false ? NO_KEY_HINT : key === true ? KEY_HINT : '';
+  if (hint.textContent !== text) hint.textContent = text;
+  hint.hidden = text === '';
 }
 
 function numberField(key, label, value, hint) {
@@ -43,7 +62,11 @@ function numberField(key, label, value, hint) {
 }
 
 function boolField(key, label, value) {
-  return h('label', { class: 'check' }, h('input', { type: 'checkbox', name: key, checked: value }), ` ${label}`);
+  const box = h('label', { class: 'check' }, h('input', { type: 'checkbox', name: key, checked: value,
+    'aria-describedby': key === 'encryptionEnabled' ? 'cfg-encryptionEnabled-hint' : null }), ` ${label}`);
+  if (key !== 'encryptionEnabled') return box;
+  return h('div', { class: 'check-with-hint' }, box,
+    h('small', { id: 'cfg-encryptionEnabled-hint', class: 'hint', hidden: true }));
 }
 
 function configureForm() {

@@ -1,0 +1,82 @@
+//! The npm module's [`Cipher`]: AES-256-GCM with Queen's envelope, done by the module's JS on the
+//! browser's Web Crypto (`cipher()` in `js/local.js`, which makes one from the `encryptionKey` of
+//! `Queen.open`). The wasm only hands payloads over as JSON text and parses what comes back: the same
+//! work in Rust (`src/http/crypto/envelope.rs`, what the Worker uses) costs several KB more download.
+//!
+//! The JS object has two methods, each taking an array of JSON texts and resolving to an array of the
+//! same length: `seal(plaintexts)` to envelope texts, `open(envelopes)` to plaintext texts or `null`
+//! where one does not open.
+
+use crate::http::Cipher;
+use futures::future::LocalBoxFuture;
+use js_sys::{Array, Function, Promise, Reflect};
+use serde_json::Value;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+/// The JS cipher's two functions, `seal` and `open`.
+pub struct JsCipher {
+    seal: Function,
+    open: Function,
+}
+
+impl JsCipher {
+    /// The cipher object's `seal` and `open` functions, if it has them.
+    pub fn new(cipher: &JsValue) -> Option<Self> {
+        let f = |name: &str| Reflect::get(cipher, &name.into()).ok()?.dyn_into().ok();
+        Some(JsCipher {
+            seal: f("seal")?,
+            open: f("open")?,
+        })
+    }
+}
+
+/// Calls `f` with the texts and waits for its array of answers.
+async fn call(f: &Function, texts: Vec<String>) -> Result<Array, String> {
+    let args: Array = texts.into_iter().map(JsValue::from).collect();
+    let answers = match f.call1(&JsValue::NULL, &args) {
+        Ok(promise) => JsFuture::from(Promise::from(promise)).await,
+        Err(e) => Err(e),
+    };
+    answers
+        .map(JsCast::unchecked_into)
+        .map_err(|_| "the browser's Web Crypto refused".to_string())
+}
+
+/// Each answer parsed as JSON (`None` for `null` or anything that is not JSON text). `from_slice`, not
+/// `from_str`: the module already has that parser, a second one would cost about 3 KB.
+fn parse_all(answers: &Array) -> Vec<Option<Value>> {
+    answers
+        .iter()
+        .map(|a| serde_json::from_slice(a.as_string()?.as_bytes()).ok())
+        .collect()
+}
+
+impl Cipher for JsCipher {
+    fn seal_all<'a>(
+        &'a self,
+        payloads: Vec<&'a Value>,
+    ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>> {
+        Box::pin(async move {
+            let texts = payloads.iter().map(|p| p.to_string()).collect();
+            let sealed = parse_all(&call(&self.seal, texts).await?);
+            if sealed.len() != payloads.len() {
+                return Err("the cipher answered a different number of envelopes".into());
+            }
+            sealed
+                .into_iter()
+                .map(|e| e.ok_or_else(|| "the cipher answered something that is not JSON".into()))
+                .collect()
+        })
+    }
+
+    fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>> {
+        Box::pin(async move {
+            let texts = envelopes.iter().map(|e| e.to_string()).collect();
+            match call(&self.open, texts).await {
+                Ok(answers) => parse_all(&answers),
+                Err(_) => Vec::new(),
+            }
+        })
+    }
+}
