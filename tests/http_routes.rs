@@ -716,6 +716,502 @@ fn queue_list_and_detail() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// consumer-group views, depth, partitions, status/*
+// ---------------------------------------------------------------------------------------------
+
+fn push_to(h: &Harness, queue: &str, partition: &str, txs: &[&str]) {
+    let items: Vec<Value> = txs
+        .iter()
+        .map(|t| json!({"queue": queue, "partition": partition, "payload": t, "transactionId": t}))
+        .collect();
+    let (status, body) = h.call("POST", "/api/v1/push", Some(json!({ "items": items })));
+    assert_eq!(status, 201, "{body}");
+}
+
+/// Queue `cg`: `Default` holds three messages pushed at T0, `p2` one pushed at T0+400 s. At T0+500 s
+/// group `g` (subscribed from the start) takes and acks `Default`'s first message, and group `late`
+/// subscribes to new messages only.
+fn group_fixture() -> Harness {
+    let h = Harness::new();
+    push_to(&h, "cg", "Default", &["a", "b", "c"]);
+    h.advance(400_000);
+    push_to(&h, "cg", "p2", &["d"]);
+    h.advance(100_000);
+    let (status, popped) = pop(
+        &h,
+        "/api/v1/pop/queue/cg/partition/Default?consumerGroup=g&subscriptionMode=all&batch=1",
+    );
+    assert_eq!(status, 200, "{popped}");
+    let m = &popped["messages"][0];
+    let (_, acked) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                    "status": "completed", "consumerGroup": "g", "leaseId": popped["leaseId"]}),
+        ),
+    );
+    assert_eq!(acked[0]["success"], true, "{acked}");
+    let (status, _) = pop(
+        &h,
+        "/api/v1/pop/queue/cg?consumerGroup=late&subscriptionMode=new",
+    );
+    assert_eq!(status, 204);
+    h
+}
+
+#[test]
+fn consumer_groups_list_has_real_lag_and_state() {
+    let h = group_fixture();
+    let (status, body) = h.call("GET", "/api/v1/consumer-groups", None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!([
+            {"name": "g", "topics": ["cg"], "queueName": "cg", "members": 2,
+             "partitionsWithLag": 2, "totalLag": 3, "maxTimeLag": 500, "state": "Lagging",
+             "activeLeases": 0, "subscriptionMode": "all", "subscriptionTimestamp": null,
+             "subscriptionCreatedAt": iso_ms(T0 + 500_000), "conflation": false},
+            {"name": "late", "topics": ["cg"], "queueName": "cg", "members": 2,
+             "partitionsWithLag": 0, "totalLag": 0, "maxTimeLag": 0, "state": "Stable",
+             "activeLeases": 0, "subscriptionMode": "new",
+             "subscriptionTimestamp": iso_ms(T0 + 500_000),
+             "subscriptionCreatedAt": iso_ms(T0 + 500_000), "conflation": false},
+        ])
+    );
+
+    // The queue-mode group appears once it has a lane; a live lease counts and makes it Stable.
+    h.advance(1_000);
+    let (status, popped) = pop(&h, "/api/v1/pop/queue/cg/partition/p2?batch=1");
+    assert_eq!(status, 200, "{popped}");
+    let (_, body) = h.call("GET", "/api/v1/consumer-groups", None);
+    let qm = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["name"] == "__QUEUE_MODE__")
+        .expect("queue mode listed");
+    assert_eq!(qm["activeLeases"], 1, "{qm}");
+    assert_eq!(
+        qm["totalLag"], 4,
+        "the leased message is still after the cursor: {qm}"
+    );
+    assert_eq!(qm["partitionsWithLag"], 2);
+    assert_eq!(qm["maxTimeLag"], 501);
+    assert_eq!(qm["subscriptionMode"], Value::Null);
+
+    // Placed by a seek, nothing claimed since, work pending younger than 300 s: Dead. Claiming makes
+    // it Stable; a later seek makes it Dead again until it claims.
+    let h = Harness::new();
+    push_to(&h, "dq", "Default", &["x"]);
+    let seek = |h: &Harness| {
+        let (status, _) = h.call(
+            "POST",
+            "/api/v1/consumer-groups/idle/queues/dq/seek",
+            Some(json!({"timestamp": "2000-01-01T00:00:00Z"})),
+        );
+        assert_eq!(status, 200);
+    };
+    seek(&h);
+    let (_, body) = h.call("GET", "/api/v1/consumer-groups", None);
+    assert_eq!(
+        body,
+        json!([{"name": "idle", "topics": ["dq"], "queueName": "dq", "members": 1,
+                "partitionsWithLag": 1, "totalLag": 1, "maxTimeLag": 0, "state": "Dead",
+                "activeLeases": 0, "subscriptionMode": null, "subscriptionTimestamp": null,
+                "subscriptionCreatedAt": null, "conflation": false}])
+    );
+    let (status, _) = pop(&h, "/api/v1/pop/queue/dq?consumerGroup=idle&batch=1");
+    assert_eq!(status, 200);
+    let (_, body) = h.call("GET", "/api/v1/consumer-groups", None);
+    assert_eq!(body[0]["state"], "Stable", "{body}");
+    assert_eq!(body[0]["activeLeases"], 1);
+    seek(&h);
+    let (_, body) = h.call("GET", "/api/v1/consumer-groups", None);
+    assert_eq!(body[0]["state"], "Dead", "{body}");
+    assert_eq!(body[0]["totalLag"], 1);
+}
+
+#[test]
+fn consumer_group_detail_and_lagging() {
+    let h = group_fixture();
+    let (status, body) = h.call("GET", "/api/v1/consumer-groups/g", None);
+    assert_eq!(status, 200);
+    let ids: Vec<String> = ["Default", "p2"]
+        .iter()
+        .map(|p| {
+            let (_, q) = h.call("GET", "/api/v1/resources/queues/cg", None);
+            s(&q["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|x| x["name"] == *p)
+                .unwrap()["id"])
+        })
+        .collect();
+    assert_eq!(
+        body,
+        json!({"cg": {"partitions": [
+            {"partition": "Default", "partitionId": ids[0], "workerId": null, "leaseActive": false,
+             "leaseExpiresAt": null, "offsetLag": 2, "timeLagSeconds": 500, "committedOffset": 0,
+             "retryCount": 0, "totalConsumed": null, "lastConsumedAt": null},
+            {"partition": "p2", "partitionId": ids[1], "workerId": null, "leaseActive": false,
+             "leaseExpiresAt": null, "offsetLag": 1, "timeLagSeconds": 100, "committedOffset": -1,
+             "retryCount": 0, "totalConsumed": null, "lastConsumedAt": null},
+        ]}})
+    );
+    assert_eq!(
+        h.call("GET", "/api/v1/consumer-groups/nobody", None),
+        (200, json!({})),
+        "an unknown group answers {{}}, as Queen does"
+    );
+
+    let (status, body) = h.call(
+        "GET",
+        "/api/v1/consumer-groups/lagging?minLagSeconds=60",
+        None,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!([
+            {"consumer_group": "g", "queue_name": "cg", "partition_name": "Default",
+             "partition_id": ids[0], "worker_id": null, "offset_lag": 2, "time_lag_seconds": 500,
+             "lag_hours": 0.14, "oldest_unconsumed_at": iso_ms(T0), "last_consumed_at": null},
+            {"consumer_group": "g", "queue_name": "cg", "partition_name": "p2",
+             "partition_id": ids[1], "worker_id": null, "offset_lag": 1, "time_lag_seconds": 100,
+             "lag_hours": 0.03, "oldest_unconsumed_at": iso_ms(T0 + 400_000),
+             "last_consumed_at": null},
+        ])
+    );
+    assert_eq!(
+        h.call("GET", "/api/v1/consumer-groups/lagging", None),
+        (200, json!([])),
+        "minLagSeconds defaults to 3600"
+    );
+    h.advance(3_200_000);
+    let (_, body) = h.call("GET", "/api/v1/consumer-groups/lagging", None);
+    assert_eq!(body.as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(body[0]["time_lag_seconds"], 3700);
+    let (status, body) = h.call(
+        "GET",
+        "/api/v1/consumer-groups/lagging?minLagSeconds=x",
+        None,
+    );
+    assert_eq!(status, 400, "{body}");
+}
+
+#[test]
+fn queue_depth_worst_cursor_and_per_group() {
+    let h = group_fixture();
+    let (status, body) = h.call("GET", "/api/v1/resources/queues/cg/depth", None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"queue": "cg", "group": null, "pending": 3, "partitionsPending": 2,
+               "conflation": false, "effectivePending": 3,
+               "partitions": [{"partition": "Default", "pending": 2},
+                              {"partition": "p2", "pending": 1}]}),
+        "without a group each partition counts its most-behind group"
+    );
+    let (_, body) = h.call("GET", "/api/v1/resources/queues/cg/depth?group=late", None);
+    assert_eq!(
+        body,
+        json!({"queue": "cg", "group": "late", "pending": 0, "partitionsPending": 0,
+               "conflation": false, "effectivePending": 0,
+               "partitions": [{"partition": "Default", "pending": 0},
+                              {"partition": "p2", "pending": 0}]})
+    );
+    let (status, body) = h.call(
+        "GET",
+        "/api/v1/resources/queues/cg/depth?group=nobody",
+        None,
+    );
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(
+        h.call("GET", "/api/v1/resources/queues/none/depth", None),
+        (404, json!({"error": "Queue not found"}))
+    );
+
+    // No group reads it: every retained message is pending.
+    push_to(&h, "fresh", "Default", &["1", "2"]);
+    let (_, body) = h.call("GET", "/api/v1/resources/queues/fresh/depth", None);
+    assert_eq!(
+        (body["pending"].clone(), body["partitionsPending"].clone()),
+        (json!(2), json!(1))
+    );
+
+    // A conflating group owes one handler run per partition.
+    push_to(&h, "fresh", "other", &["3", "4", "5"]);
+    let (status, _) = pop(
+        &h,
+        "/api/v1/pop/queue/fresh/partition/other?consumerGroup=cf&conflation=true&subscriptionMode=all",
+    );
+    assert_eq!(status, 200);
+    let (_, body) = h.call("GET", "/api/v1/resources/queues/fresh/depth?group=cf", None);
+    assert_eq!(
+        body,
+        json!({"queue": "fresh", "group": "cf", "pending": 3, "partitionsPending": 2,
+               "conflation": true, "effectivePending": 2,
+               "partitions": [{"partition": "Default", "pending": 2},
+                              {"partition": "other", "pending": 1}]}),
+        "the conflating pop skipped to `other`'s newest message, which it holds leased"
+    );
+}
+
+#[test]
+fn partitions_listing_with_filters_and_paging() {
+    let h = group_fixture();
+    push_to(&h, "ns.t", "Default", &["z"]);
+    let (status, body) = h.call("GET", "/api/v1/resources/partitions", None);
+    assert_eq!(status, 200);
+    let names: Vec<(String, String)> = body["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (s(&p["queue"]), s(&p["name"])))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("cg".into(), "Default".into()),
+            ("cg".into(), "p2".into()),
+            ("ns.t".into(), "Default".into())
+        ]
+    );
+    assert_eq!(
+        body["pagination"],
+        json!({"limit": 100, "offset": 0, "total": 3})
+    );
+    let first = &body["partitions"][0];
+    assert_eq!(
+        first["messages"],
+        json!({"total": 3, "pending": 3, "processing": 0, "completed": 0, "failed": 0, "deadLetter": 0}),
+        "counts as the queue-mode group sees them"
+    );
+    assert_eq!(first["oldestMessage"], iso_ms(T0));
+    assert_eq!(first["nextOffset"], 3);
+    assert_eq!(first["consumerGroups"], 2, "g and late");
+    let (_, body) = h.call("GET", "/api/v1/resources/partitions?namespace=ns", None);
+    assert_eq!(body["partitions"].as_array().unwrap().len(), 1);
+    assert_eq!(body["partitions"][0]["task"], "t");
+    let (_, body) = h.call(
+        "GET",
+        "/api/v1/resources/partitions?queue=cg&limit=1&offset=1",
+        None,
+    );
+    assert_eq!(body["partitions"][0]["name"], "p2");
+    assert_eq!(
+        body["pagination"],
+        json!({"limit": 1, "offset": 1, "total": 2})
+    );
+}
+
+#[test]
+fn status_queues_and_queue_detail() {
+    let h = group_fixture();
+    h.advance(1_000);
+    push_to(&h, "later", "Default", &["z"]);
+    let (status, body) = h.call("GET", "/api/v1/status/queues", None);
+    assert_eq!(status, 200);
+    let (_, cg) = h.call("GET", "/api/v1/resources/queues/cg", None);
+    let (_, later) = h.call("GET", "/api/v1/resources/queues/later", None);
+    assert_eq!(
+        body,
+        json!({"queues": [
+            {"id": later["id"], "name": "later", "namespace": later["namespace"], "task": later["task"],
+             "createdAt": iso_ms(T0 + 501_000), "partitions": 1,
+             "messages": {"total": 1, "pending": 1, "processing": 0}},
+            {"id": cg["id"], "name": "cg", "namespace": cg["namespace"], "task": cg["task"],
+             "createdAt": iso_ms(T0), "partitions": 2,
+             "messages": {"total": 4, "pending": 4, "processing": 0}},
+        ], "pagination": {"limit": 100, "offset": 0}}),
+        "newest queue first"
+    );
+    let (_, body) = h.call("GET", "/api/v1/status/queues?limit=1&offset=1", None);
+    assert_eq!(body["queues"][0]["name"], "cg");
+
+    // Queue mode takes Default's first two messages and acks the first.
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/cg/partition/Default?batch=2");
+    let m = &popped["messages"][0];
+    h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                    "status": "completed", "leaseId": popped["leaseId"]}),
+        ),
+    );
+    let (status, body) = h.call("GET", "/api/v1/status/queues/cg", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["queue"],
+        json!({"id": cg["id"], "name": "cg", "namespace": cg["namespace"], "task": cg["task"],
+               "priority": 0,
+               "createdAt": iso_ms(T0),
+               "config": {"leaseTime": 60, "retryLimit": cg["options"]["retryLimit"],
+                          "retryDelay": cg["options"]["retryDelay"], "ttl": cg["options"]["ttl"],
+                          "maxQueueSize": cg["options"]["maxSize"],
+                          "deadLetterQueue": cg["options"]["deadLetterQueue"]}})
+    );
+    let d = &body["partitions"][0];
+    let counts = json!({"total": 3, "pending": 1, "processing": 1, "completed": 1, "failed": 0,
+                        "deadLetter": 0});
+    assert_eq!(d["name"], "Default");
+    assert_eq!(d["messages"], counts);
+    assert_eq!(d["stats"], counts);
+    assert_eq!(
+        d["cursor"],
+        json!({"totalConsumed": null, "batchesConsumed": null})
+    );
+    assert_eq!(d["lastActivity"], Value::Null);
+    assert_eq!(d["newestMessage"], iso_ms(T0));
+    assert_eq!(body["totals"]["messages"]["total"], 4);
+    assert_eq!(body["totals"]["pending"], 2);
+    assert_eq!(body["totals"]["processing"], 1);
+    assert_eq!(
+        h.call("GET", "/api/v1/status/queues/none", None),
+        (404, json!({"error": "Queue not found"}))
+    );
+}
+
+#[test]
+fn status_queue_messages_newest_first_with_status() {
+    let h = Harness::new();
+    push_to(&h, "sm", "Default", &["a", "b"]);
+    h.advance(1_000);
+    push_to(&h, "sm", "p2", &["c"]);
+    h.advance(1_000);
+    push_to(&h, "sm", "Default", &["d"]);
+    // Queue mode: `a` acked, `b` leased.
+    let (_, popped) = pop(&h, "/api/v1/pop/queue/sm/partition/Default?batch=2");
+    let m = &popped["messages"][0];
+    h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                    "status": "completed", "leaseId": popped["leaseId"]}),
+        ),
+    );
+    let (status, body) = h.call("GET", "/api/v1/status/queues/sm/messages", None);
+    assert_eq!(status, 200);
+    let got: Vec<(String, String, String)> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (s(&m["transactionId"]), s(&m["status"]), s(&m["createdAt"])))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("d".into(), "pending".into(), iso_ms(T0 + 2_000)),
+            ("c".into(), "pending".into(), iso_ms(T0 + 1_000)),
+            ("b".into(), "processing".into(), iso_ms(T0)),
+            ("a".into(), "completed".into(), iso_ms(T0)),
+        ]
+    );
+    let first = &body[0];
+    assert_eq!(first["queuePath"], "sm/Default");
+    assert_eq!(first["offset"], 2);
+    assert!(
+        first.get("payload").is_none() && first.get("data").is_none(),
+        "{first}"
+    );
+    let (_, body) = h.call(
+        "GET",
+        "/api/v1/status/queues/sm/messages?limit=2&offset=1",
+        None,
+    );
+    let page: Vec<String> = body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| s(&m["transactionId"]))
+        .collect();
+    assert_eq!(page, vec!["c", "b"]);
+    assert_eq!(
+        h.call("GET", "/api/v1/status/queues/none/messages", None),
+        (200, json!([])),
+        "an unknown queue lists nothing, as Queen does"
+    );
+
+    // A dead letter shows as such.
+    let h = Harness::new();
+    dead_letter(&h, "dl", "t1");
+    let (_, body) = h.call("GET", "/api/v1/status/queues/dl/messages", None);
+    assert_eq!(body[0]["status"], "dead_letter", "{body}");
+}
+
+#[test]
+fn status_analytics_counts_pushes_per_bucket() {
+    let h = Harness::new();
+    push_to(&h, "an", "Default", &["a", "b"]);
+    h.advance(3_600_000);
+    push_to(&h, "an", "Default", &["c"]);
+    push_to(&h, "other", "Default", &["x"]);
+    let (status, body) = h.call(
+        "GET",
+        &format!(
+            "/api/v1/status/analytics?interval=hour&from={}&to={}",
+            iso_ms(T0 - 3_600_000),
+            iso_ms(T0 + 3_600_000)
+        ),
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"dataPoints": [
+                  {"timestamp": iso_ms(T0 - 3_600_000), "messages": 0},
+                  {"timestamp": iso_ms(T0), "messages": 2},
+                  {"timestamp": iso_ms(T0 + 3_600_000), "messages": 2}],
+               "interval": "hour", "from": iso_ms(T0 - 3_600_000), "to": iso_ms(T0 + 3_600_000)})
+    );
+    let (_, body) = h.call("GET", "/api/v1/status/analytics?queue=an", None);
+    let total: u64 = body["dataPoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["messages"].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 3, "default: the last 24 h, hourly; {body}");
+    assert_eq!(body["dataPoints"].as_array().unwrap().len(), 25);
+    // `from` inside a bucket: messages before it are not counted.
+    let (_, body) = h.call(
+        "GET",
+        &format!(
+            "/api/v1/status/analytics?interval=day&from={}",
+            iso_ms(T0 + 1)
+        ),
+        None,
+    );
+    assert_eq!(body["dataPoints"][0]["messages"], 2, "{body}");
+    assert_eq!(
+        h.call("GET", "/api/v1/status/analytics?interval=week", None)
+            .0,
+        400
+    );
+    assert_eq!(
+        h.call("GET", "/api/v1/status/analytics?from=yesterday", None)
+            .0,
+        400
+    );
+}
+
+#[test]
+fn status_buffers_reports_no_file_buffer() {
+    let h = Harness::new();
+    assert_eq!(
+        h.call("GET", "/api/v1/status/buffers", None),
+        (
+            200,
+            json!({"pending": 0, "failed": 0, "dbHealthy": true, "worker": "queen-edge-0"})
+        )
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // dead letters
 // ---------------------------------------------------------------------------------------------
 
@@ -1126,7 +1622,6 @@ fn unknown_routes_are_404_no_such_route() {
     for (method, target) in [
         ("GET", "/api/v1/nothing"),
         ("DELETE", "/api/v1/queues/q/clear"),
-        ("GET", "/api/v1/resources/partitions"),
         ("POST", "/api/v1/messages/p/t/dlq"),
         ("POST", "/api/v1/stream/define"),
         ("GET", "/api/v1/push"),
@@ -1178,6 +1673,26 @@ fn auth_checks_roles_per_route() {
         (with_token("GET", "/metrics", None, None), 200, None),
         (
             with_token("GET", "/metrics/prometheus", None, None),
+            401,
+            Some("Authentication required"),
+        ),
+        (
+            with_token("GET", "/metrics/prometheus", Some("read-token"), None),
+            200,
+            None,
+        ),
+        (
+            with_token("GET", "/api/v1/consumer-groups", None, None),
+            401,
+            Some("Authentication required"),
+        ),
+        (
+            with_token("GET", "/api/v1/consumer-groups", Some("read-token"), None),
+            200,
+            None,
+        ),
+        (
+            with_token("GET", "/api/v1/status/queues", Some("read-token"), None),
             200,
             None,
         ),

@@ -874,6 +874,47 @@ pub struct LaneView {
     pub hold_until_ms: Option<i64>,
 }
 
+/// One consumer group's position in one partition of a queue, for the consumer-group views.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupPartitionView {
+    /// Partition name.
+    pub partition: String,
+    /// Partition id.
+    pub partition_id: String,
+    /// The lane (materialised from the subscription when the group has not claimed here yet).
+    pub lane: LaneView,
+    /// Push time of the oldest message after the cursor (`None` when nothing is pending).
+    pub oldest_pending_ms: Option<i64>,
+    /// True when the group has claimed here since its lane was made or last seeked.
+    pub claimed: bool,
+}
+
+/// One consumer group on one queue: its subscription, if any, and its position in every partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupView {
+    /// Group name (`__QUEUE_MODE__` for queue mode).
+    pub group: String,
+    /// Queue name.
+    pub queue: String,
+    /// The subscription fixed by the group's first pop (named groups only).
+    pub subscription: Option<SubscriptionView>,
+    /// One entry per partition of the queue, by partition name.
+    pub partitions: Vec<GroupPartitionView>,
+}
+
+/// A named group's subscription as the views show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscriptionView {
+    /// The mode named at creation.
+    pub mode: String,
+    /// Start instant; `None` = from the oldest retained message.
+    pub start_ms: Option<i64>,
+    /// When it was created.
+    pub created_at_ms: i64,
+    /// Deliver only the newest message per partition.
+    pub conflation: bool,
+}
+
 /// A partition as the page and the resources routes show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionView {

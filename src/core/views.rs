@@ -225,6 +225,185 @@ impl Broker {
         }
     }
 
+    /// Every (consumer group, queue) pair, by group then queue: a group is on a queue when it has a
+    /// lane on one of its partitions or a subscription to it. Each entry covers every partition of the
+    /// queue (a partition the group has not claimed yet shows the cursor its subscription gives it).
+    /// Computed from memory only: cursors, offsets and segment push times, never message bytes.
+    pub fn consumer_groups(&self, now: i64) -> Vec<GroupView> {
+        let now = now.max(self.now_ms);
+        let mut pairs: std::collections::BTreeSet<(String, String)> = Default::default();
+        for p in self.partitions.values() {
+            for g in p.lanes.keys() {
+                pairs.insert((g.clone(), p.queue.clone()));
+            }
+        }
+        for (q, g) in self.subscriptions.keys() {
+            if self.queues.contains_key(q) {
+                pairs.insert((g.clone(), q.clone()));
+            }
+        }
+        pairs
+            .into_iter()
+            .filter_map(|(g, q)| self.group_view(&g, &q, now))
+            .collect()
+    }
+
+    /// One group on one queue (see [`Self::consumer_groups`]); `None` when the queue does not exist.
+    pub fn group_view(&self, group: &str, queue: &str, now: i64) -> Option<GroupView> {
+        let now = now.max(self.now_ms);
+        let q = self.queues.get(queue)?;
+        let partitions = q
+            .partitions
+            .values()
+            .filter_map(|pid| self.partitions.get(pid))
+            .map(|p| {
+                let lane = self.lane_view(p, group, now);
+                let oldest_pending_ms = if lane.backlog > 0 {
+                    p.created_at((lane.committed + 1) as u64)
+                } else {
+                    None
+                };
+                GroupPartitionView {
+                    partition: p.name.clone(),
+                    partition_id: p.id.to_string(),
+                    claimed: p.lanes.get(group).is_some_and(|l| l.claim_start >= 0),
+                    lane,
+                    oldest_pending_ms,
+                }
+            })
+            .collect();
+        let subscription = self.subscription(queue, group).map(|s| SubscriptionView {
+            mode: s.mode.clone(),
+            start_ms: s.start_ms,
+            created_at_ms: s.created_at_ms,
+            conflation: s.conflation,
+        });
+        Some(GroupView {
+            group: group.to_string(),
+            queue: queue.to_string(),
+            subscription,
+            partitions,
+        })
+    }
+
+    /// True when `group` has a lane on a partition of `queue` or a subscription to it.
+    pub fn group_is_on_queue(&self, group: &str, queue: &str) -> bool {
+        self.subscription(queue, group).is_some()
+            || self.queues.get(queue).is_some_and(|q| {
+                q.partitions.values().any(|pid| {
+                    self.partitions
+                        .get(pid)
+                        .is_some_and(|p| p.lanes.contains_key(group))
+                })
+            })
+    }
+
+    /// Retained messages of the queues `include` accepts that were pushed in `from..=to`, counted into
+    /// buckets of `bucket_ms` starting at `start` (`start <= from`; bucket `i` covers
+    /// `start + i * bucket_ms` onwards, the last one holds `to`). From the segment index only: one push
+    /// time per segment.
+    pub fn pushed_per_bucket(
+        &self,
+        start: i64,
+        (from, to): (i64, i64),
+        bucket_ms: i64,
+        include: impl Fn(&QueueView) -> bool,
+    ) -> Vec<u64> {
+        let buckets = if to < start || bucket_ms <= 0 {
+            0
+        } else {
+            ((to - start) / bucket_ms + 1) as usize
+        };
+        let mut out = vec![0u64; buckets];
+        for q in self.queues.values() {
+            let summary = QueueView {
+                id: q.record.id.clone(),
+                name: q.record.name.clone(),
+                namespace: q.record.namespace.clone(),
+                task: q.record.task.clone(),
+                created_at_ms: q.record.created_at_ms,
+                options: q.record.options.clone(),
+                partitions: Vec::new(),
+            };
+            if !include(&summary) {
+                continue;
+            }
+            for p in q
+                .partitions
+                .values()
+                .filter_map(|pid| self.partitions.get(pid))
+            {
+                for seg in &p.segments {
+                    if seg.created_ms < from || seg.created_ms > to || seg.last < p.first_offset {
+                        continue;
+                    }
+                    let first = seg.first.max(p.first_offset);
+                    let at = ((seg.created_ms - start) / bucket_ms) as usize;
+                    if let Some(slot) = out.get_mut(at) {
+                        *slot += seg.last - first + 1;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The (partition id, offset) of the retained messages of `queue`, newest push first (ties: higher
+    /// partition id, then higher offset, first), skipping `skip` and taking at most `take`. From the
+    /// segment index only; `None` when the queue does not exist.
+    pub fn newest_offsets(&self, queue: &str, skip: usize, take: usize) -> Option<Vec<(u64, u64)>> {
+        let q = self.queues.get(queue)?;
+        // One cursor per partition at its newest retained offset; a heap picks the newest of them.
+        let mut heap: std::collections::BinaryHeap<(i64, u64, u64)> = q
+            .partitions
+            .values()
+            .filter_map(|pid| self.partitions.get(pid))
+            .filter(|p| p.retained() > 0)
+            .filter_map(|p| {
+                let last = p.next_offset - 1;
+                Some((p.created_at(last)?, p.id, last))
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut skipped = 0usize;
+        while out.len() < take {
+            let Some((_, pid, offset)) = heap.pop() else {
+                break;
+            };
+            if skipped < skip {
+                skipped += 1;
+            } else {
+                out.push((pid, offset));
+            }
+            let p = &self.partitions[&pid];
+            if offset > p.first_offset {
+                if let Some(at) = p.created_at(offset - 1) {
+                    heap.push((at, pid, offset - 1));
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The stored message at (partition id, offset), if retained. Reads its segment: call it inside
+    /// `Engine::read_loaded`, which loads what a run missed and runs again.
+    pub fn message_at(&self, pid: u64, offset: u64) -> Option<MessageView> {
+        let p = self.partitions.get(&pid)?;
+        if offset < p.first_offset || offset >= p.next_offset {
+            return None;
+        }
+        self.message_view(p, offset)
+    }
+
+    /// The (partition id, offset) of every message of `queue` with a dead-letter row (any group).
+    pub fn dead_lettered_offsets(&self, queue: &str) -> std::collections::HashSet<(u64, u64)> {
+        self.dead_letters
+            .values()
+            .filter(|d| d.queue == queue)
+            .map(|d| (d.partition_id, d.offset))
+            .collect()
+    }
+
     /// The subscription of `group` on `queue`, if its first pop happened.
     pub fn subscription(&self, queue: &str, group: &str) -> Option<&Subscription> {
         self.subscriptions

@@ -16,7 +16,7 @@ use crate::store::Store;
 use serde_json::{json, Value};
 
 /// A key prefix no record uses: `/health` scans it to check that the store answers.
-const HEALTH_PROBE_PREFIX: &str = "\u{7f}health-probe/";
+pub(super) const HEALTH_PROBE_PREFIX: &str = "\u{7f}health-probe/";
 
 /// Routes, authenticates and answers one request.
 pub(crate) async fn dispatch<S: Store, H: Host>(
@@ -168,7 +168,17 @@ impl Route {
             | Route::GetMessage { .. }
             | Route::Metrics
             | Route::Prometheus
-            | Route::Status) => views::answer(engine, config, view, query).await,
+            | Route::Status
+            | Route::ListGroups
+            | Route::LaggingGroups
+            | Route::GetGroup { .. }
+            | Route::QueueDepth { .. }
+            | Route::ListPartitions
+            | Route::StatusQueues
+            | Route::StatusQueue { .. }
+            | Route::StatusQueueMessages { .. }
+            | Route::StatusAnalytics
+            | Route::StatusBuffers) => views::answer(engine, config, view, query).await,
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?

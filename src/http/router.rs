@@ -1,7 +1,7 @@
 //! The route table: method and path to a [`Route`] with its path parameters percent-decoded, and the
 //! access level each route needs (contract §1.1 auth column).
 //!
-//! Routes the contract marks skip/optional (cluster-internal, migration, streams, analytics, traces
+//! Routes the contract marks skip/optional (cluster-internal, migration, streams, `/analytics/*`, traces
 //! reads, maintenance, the dashboard SPA) are not here and answer 404 `no_such_route`.
 
 use super::auth::Access;
@@ -90,6 +90,26 @@ pub(crate) enum Route {
     Prometheus,
     /// `GET /api/v1/status`.
     Status,
+    /// `GET /api/v1/consumer-groups`.
+    ListGroups,
+    /// `GET /api/v1/consumer-groups/lagging?minLagSeconds=`.
+    LaggingGroups,
+    /// `GET /api/v1/consumer-groups/:group`.
+    GetGroup { group: String },
+    /// `GET /api/v1/resources/queues/:queue/depth?group=`.
+    QueueDepth { queue: String },
+    /// `GET /api/v1/resources/partitions`.
+    ListPartitions,
+    /// `GET /api/v1/status/queues`.
+    StatusQueues,
+    /// `GET /api/v1/status/queues/:queue`.
+    StatusQueue { queue: String },
+    /// `GET /api/v1/status/queues/:queue/messages`.
+    StatusQueueMessages { queue: String },
+    /// `GET /api/v1/status/analytics`.
+    StatusAnalytics,
+    /// `GET /api/v1/status/buffers`.
+    StatusBuffers,
 }
 
 impl Route {
@@ -97,7 +117,10 @@ impl Route {
     pub(crate) fn access(&self) -> Access {
         use Route::*;
         match self {
-            Preflight | Health | Metrics | Prometheus => Access::Public,
+            Preflight | Health | Metrics => Access::Public,
+            // The Prometheus text names every queue (dead letters per queue), so with authentication
+            // on it needs a read-only token like the other views (docs/decisions.md).
+            Prometheus => Access::ReadOnly,
             ListQueues
             | GetQueue { .. }
             | Overview
@@ -106,7 +129,17 @@ impl Route {
             | ListDlq
             | ListMessages
             | GetMessage { .. }
-            | Status => Access::ReadOnly,
+            | Status
+            | ListGroups
+            | LaggingGroups
+            | GetGroup { .. }
+            | QueueDepth { .. }
+            | ListPartitions
+            | StatusQueues
+            | StatusQueue { .. }
+            | StatusQueueMessages { .. }
+            | StatusAnalytics
+            | StatusBuffers => Access::ReadOnly,
             Push
             | PopQueue { .. }
             | PopPartition { .. }
@@ -161,6 +194,8 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
             ("POST", ["configure"]) => Configure,
             ("GET", ["resources", "queues"]) => ListQueues,
             ("GET", ["resources", "queues", q]) => GetQueue { queue: d(q)? },
+            ("GET", ["resources", "queues", q, "depth"]) => QueueDepth { queue: d(q)? },
+            ("GET", ["resources", "partitions"]) => ListPartitions,
             ("DELETE", ["resources", "queues", q]) => DeleteQueue { queue: d(q)? },
             ("GET", ["resources", "overview"]) => Overview,
             ("GET", ["resources", "namespaces"]) => Namespaces,
@@ -180,6 +215,9 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
                 partition_id: d(p)?,
                 transaction_id: d(t)?,
             },
+            ("GET", ["consumer-groups"]) => ListGroups,
+            ("GET", ["consumer-groups", "lagging"]) => LaggingGroups,
+            ("GET", ["consumer-groups", g]) => GetGroup { group: d(g)? },
             ("DELETE", ["consumer-groups", g]) => DeleteGroup { group: d(g)? },
             ("DELETE", ["consumer-groups", g, "queues", q]) => DeleteGroupQueue {
                 group: d(g)?,
@@ -200,6 +238,11 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
             ("POST", ["stats", "refresh"]) => StatsRefresh,
             ("POST", ["traces"]) => PostTrace,
             ("GET", ["status"]) => Status,
+            ("GET", ["status", "queues"]) => StatusQueues,
+            ("GET", ["status", "queues", q]) => StatusQueue { queue: d(q)? },
+            ("GET", ["status", "queues", q, "messages"]) => StatusQueueMessages { queue: d(q)? },
+            ("GET", ["status", "analytics"]) => StatusAnalytics,
+            ("GET", ["status", "buffers"]) => StatusBuffers,
             _ => return Err(HttpError::no_such_route()),
         },
         _ => return Err(HttpError::no_such_route()),
@@ -225,6 +268,17 @@ mod tests {
             }
         );
         assert_eq!(
+            route("GET", "/api/v1/consumer-groups/lagging").unwrap(),
+            Route::LaggingGroups,
+            "the literal wins over the :group parameter (as in Queen)"
+        );
+        assert_eq!(
+            route("GET", "/api/v1/consumer-groups/a%2Fb").unwrap(),
+            Route::GetGroup {
+                group: "a/b".into()
+            }
+        );
+        assert_eq!(
             route("get", "/api/v1/pop/queue/orders").unwrap(),
             Route::PopQueue {
                 queue: "orders".into()
@@ -240,7 +294,8 @@ mod tests {
             ("GET", "/"),
             ("GET", ""),
             ("DELETE", "/api/v1/queues/q/clear"),
-            ("GET", "/api/v1/resources/partitions"),
+            ("GET", "/api/v1/resources/partitions/x"),
+            ("GET", "/api/v1/status/queues/q/x"),
         ] {
             assert_eq!(route(m, p).unwrap_err().message, "no_such_route", "{m} {p}");
         }

@@ -1,5 +1,6 @@
 //! The read-only view routes, for dashboards: queue listings and details, the message browser,
-//! overview, namespaces and tasks, status, and metrics (JSON and Prometheus).
+//! overview, namespaces and tasks, status (`/status` and `/status/*`), queue depth and the partition
+//! listing, the consumer-group views, and metrics (JSON and Prometheus).
 //!
 //! They are a cargo feature, `views` (default on: the Worker and native builds have them). The npm
 //! module ships two builds: without views for `Queen.open` (about 14 KB gzipped smaller, the size every
@@ -8,11 +9,15 @@
 //! get them; every other route works the same in both.
 
 #[cfg(feature = "views")]
+mod groups;
+#[cfg(feature = "views")]
 mod prometheus;
 #[cfg(feature = "views")]
 mod render;
 #[cfg(feature = "views")]
 mod routes;
+#[cfg(feature = "views")]
+mod status;
 
 /// Answers a view route (the routes `handlers` sends here).
 #[cfg(feature = "views")]

@@ -1,7 +1,9 @@
 //! The view routes' answers (feature `views`).
 
+use super::groups;
 use super::prometheus;
 use super::render;
+use super::status as status_views;
 use crate::core::timefmt::iso_millis;
 use crate::engine::{Engine, Host};
 use crate::http::crypto;
@@ -110,6 +112,43 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
             })
         }
         Route::Status => Ok(json_response(200, &status(engine, config))),
+        Route::ListGroups => {
+            let list = engine.read(|b, now| {
+                b.consumer_groups(now)
+                    .iter()
+                    .map(|g| groups::summary(g, now))
+                    .collect::<Vec<_>>()
+            });
+            Ok(json_response(200, &Value::Array(list)))
+        }
+        Route::GetGroup { group } => {
+            check_name("Consumer group", &group, false, limits)?;
+            let detail = engine.read(|b, now| {
+                let mine: Vec<_> = b
+                    .consumer_groups(now)
+                    .into_iter()
+                    .filter(|g| g.group == group)
+                    .collect();
+                groups::detail(&mine, now)
+            });
+            Ok(json_response(200, &detail))
+        }
+        Route::LaggingGroups => {
+            let min_lag = query
+                .uint("minLagSeconds", 0, i64::MAX as u64)?
+                .unwrap_or(groups::DEFAULT_MIN_LAG_S);
+            let rows = engine.read(|b, now| groups::lagging(&b.consumer_groups(now), min_lag, now));
+            Ok(json_response(200, &rows))
+        }
+        Route::QueueDepth { queue } => status_views::depth(engine, config, &queue, query),
+        Route::ListPartitions => status_views::partitions(engine, config, query),
+        Route::StatusQueues => status_views::status_queues(engine, config, query),
+        Route::StatusQueue { queue } => status_views::status_queue(engine, config, &queue),
+        Route::StatusQueueMessages { queue } => {
+            status_views::status_queue_messages(engine, config, &queue, query).await
+        }
+        Route::StatusAnalytics => status_views::analytics(engine, query),
+        Route::StatusBuffers => status_views::buffers(engine, config).await,
         other => unreachable!("not a view route: {other:?}"),
     }
 }
