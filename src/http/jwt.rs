@@ -609,11 +609,15 @@ pub(crate) fn check(
         return Ok(Caller::default());
     }
     let presented = authorization.map(auth::bearer).unwrap_or("");
+    if !presented.is_empty() && is_static_token(config.auth.as_ref(), presented) {
+        return auth::check(config.auth.as_ref(), access, authorization);
+    }
+    // A configuration that cannot verify anything says so (static tokens keep working).
+    if let Some(reason) = &jwt.error {
+        return Err(unavailable(reason.clone()));
+    }
     if presented.is_empty() {
         return Err(HttpError::unauthorized("Authentication required"));
-    }
-    if is_static_token(config.auth.as_ref(), presented) {
-        return auth::check(config.auth.as_ref(), access, authorization);
     }
     let principal = match &outcome.0 {
         Verdict::Valid(p) => p,

@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use futures::lock::Mutex;
 use queen_edge::engine::Engine;
-use queen_edge::http::{handle, HttpRequest, HttpResponse, CORS_HEADERS};
+use queen_edge::http::{handle_with_jwt, HttpRequest, HttpResponse, CORS_HEADERS};
 use serde_json::json;
 use worker::{
     console_error, console_log, durable_object, DurableObject, Env, Headers, Method, Request,
@@ -181,7 +181,17 @@ impl DurableObject for Broker {
             Err(message) => return self.unavailable(&path, message).await,
         };
         let request = read_request(req).await?;
-        let answer = handle(&engine, &self.config.http, request).await;
+        // The entry Worker checked the token already; the object checks again (it trusts no header).
+        let outcome = queen_edge::http::jwt::authenticate(
+            &self.config.http,
+            &crate::jwt::WebCryptoVerifier,
+            &request.method,
+            &request.path,
+            request.header("authorization"),
+            js_sys::Date::now() as i64,
+        )
+        .await;
+        let answer = handle_with_jwt(&engine, &self.config.http, request, &outcome).await;
         write_response(answer)
     }
 
