@@ -124,8 +124,25 @@ pub(crate) fn check(
     })
 }
 
+/// The static token equal to `presented`, if any (every token is compared, in constant time).
+#[cfg(feature = "jwt")]
+pub(crate) fn find_token<'a>(config: &'a AuthConfig, presented: &str) -> Option<&'a AuthToken> {
+    let mut matched = None;
+    for candidate in &config.tokens {
+        let equal: bool = candidate
+            .token
+            .as_bytes()
+            .ct_eq(presented.as_bytes())
+            .into();
+        if equal && !candidate.token.is_empty() {
+            matched = Some(candidate);
+        }
+    }
+    matched
+}
+
 /// The token in an `Authorization` value: after a case-insensitive `Bearer ` prefix, or the bare value.
-fn bearer(value: &str) -> &str {
+pub(crate) fn bearer(value: &str) -> &str {
     let value = value.trim();
     match value.get(..7) {
         Some(prefix) if prefix.eq_ignore_ascii_case("bearer ") => value[7..].trim(),

@@ -1,6 +1,6 @@
 //! One function per route: validate, call the engine, render.
 
-use super::auth::{self, Caller};
+use super::auth::Caller;
 use super::crypto;
 use super::error::{json_response, no_content, HttpError};
 use super::query::{clip, Query};
@@ -23,6 +23,7 @@ pub(crate) async fn dispatch<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     mut request: HttpRequest,
+    #[cfg(feature = "jwt")] jwt: &super::jwt::JwtOutcome,
 ) -> Result<HttpResponse, HttpError> {
     if request.query.is_empty() {
         if let Some((path, query)) = request.path.split_once('?') {
@@ -35,10 +36,19 @@ pub(crate) async fn dispatch<S: Store, H: Host>(
     if route == Route::Preflight {
         return Ok(no_content());
     }
-    let caller = auth::check(
+    #[cfg(not(feature = "jwt"))]
+    let caller = super::auth::check(
         config.auth.as_ref(),
         route.access(),
         request.header("authorization"),
+    )?;
+    #[cfg(feature = "jwt")]
+    let caller = super::jwt::check(
+        config,
+        route.access(),
+        &request.path,
+        request.header("authorization"),
+        jwt,
     )?;
     let limits = &config.limits;
     if request.body.len() > limits.max_body_bytes {

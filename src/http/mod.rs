@@ -14,6 +14,7 @@
 //! - `auth`: bearer tokens and roles;
 //! - `crypto`: encryption at rest of `encryptionEnabled` queues' payloads (sealed on the way in, opened
 //!   on the way out);
+//! - `jwt` (the `jwt` feature): JWT parsing and claims checks, the signature behind a verifier trait;
 //! - `error`: the `{"error": ...}` answers and how engine errors map to statuses;
 //! - `handlers`: one function per route, calling the engine;
 //! - `views`: the read-only dashboard routes (listings, message browser, status, metrics and the
@@ -26,6 +27,8 @@ mod auth;
 mod crypto;
 mod error;
 mod handlers;
+#[cfg(feature = "jwt")]
+pub mod jwt;
 mod query;
 mod render;
 mod router;
@@ -178,6 +181,10 @@ pub struct HttpConfig {
     pub limits: Limits,
     /// Bearer-token authentication; `None` (the default) means off.
     pub auth: Option<AuthConfig>,
+    /// JWT authentication (beside the static tokens); `None` (the default) means off. Requests are then
+    /// answered through [`handle_with_jwt`] and [`precheck_with_jwt`] with a verified [`jwt::JwtOutcome`].
+    #[cfg(feature = "jwt")]
+    pub jwt: Option<jwt::JwtConfig>,
     /// Version reported by `/health`. Default: this crate's version.
     pub version: String,
     /// Server name reported by `/health`. Default `queen-edge`.
@@ -196,6 +203,8 @@ impl Default for HttpConfig {
         HttpConfig {
             limits: Limits::default(),
             auth: None,
+            #[cfg(feature = "jwt")]
+            jwt: None,
             version: env!("CARGO_PKG_VERSION").to_string(),
             server_name: "queen-edge".to_string(),
             worker_id: "queen-edge-0".to_string(),
@@ -211,7 +220,28 @@ pub async fn handle<S: Store, H: Host>(
     config: &HttpConfig,
     request: HttpRequest,
 ) -> HttpResponse {
-    let mut response = match handlers::dispatch(engine, config, request).await {
+    #[cfg(feature = "jwt")]
+    let result = handlers::dispatch(engine, config, request, &jwt::JwtOutcome::default()).await;
+    #[cfg(not(feature = "jwt"))]
+    let result = handlers::dispatch(engine, config, request).await;
+    let mut response = match result {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    };
+    add_cors(&mut response);
+    response
+}
+
+/// [`handle`] for a request whose JWT (if any) the embedder has checked with [`jwt::authenticate`].
+/// Plain [`handle`] refuses (503) a token that would need JWT verification.
+#[cfg(feature = "jwt")]
+pub async fn handle_with_jwt<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    config: &HttpConfig,
+    request: HttpRequest,
+    jwt: &jwt::JwtOutcome,
+) -> HttpResponse {
+    let mut response = match handlers::dispatch(engine, config, request, jwt).await {
         Ok(response) => response,
         Err(error) => error.into_response(),
     };
@@ -230,12 +260,49 @@ pub fn precheck(
     authorization: Option<&str>,
     content_length: Option<u64>,
 ) -> Result<(), HttpResponse> {
+    #[cfg(feature = "jwt")]
+    return precheck_with_jwt(
+        config,
+        method,
+        path,
+        authorization,
+        content_length,
+        &jwt::JwtOutcome::default(),
+    );
+    #[cfg(not(feature = "jwt"))]
+    precheck_inner(config, method, path, content_length, |access| {
+        auth::check(config.auth.as_ref(), access, authorization).map(|_| ())
+    })
+}
+
+/// [`precheck`] for a request whose JWT (if any) the embedder has checked with [`jwt::authenticate`].
+#[cfg(feature = "jwt")]
+pub fn precheck_with_jwt(
+    config: &HttpConfig,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    content_length: Option<u64>,
+    outcome: &jwt::JwtOutcome,
+) -> Result<(), HttpResponse> {
+    precheck_inner(config, method, path, content_length, |access| {
+        jwt::check(config, access, path, authorization, outcome).map(|_| ())
+    })
+}
+
+fn precheck_inner(
+    config: &HttpConfig,
+    method: &str,
+    path: &str,
+    content_length: Option<u64>,
+    check: impl FnOnce(auth::Access) -> Result<(), error::HttpError>,
+) -> Result<(), HttpResponse> {
     let decide = || -> Result<(), error::HttpError> {
         let route = router::route(method, path)?;
         if route == router::Route::Preflight {
             return Ok(());
         }
-        auth::check(config.auth.as_ref(), route.access(), authorization)?;
+        check(route.access())?;
         if let Some(length) = content_length.filter(|l| *l > config.limits.max_body_bytes as u64) {
             return Err(error::HttpError::too_large(format!(
                 "Request body too large: {length} bytes (the limit is {})",

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use futures::lock::Mutex;
 use futures::StreamExt;
 use queen_edge::engine::Engine;
-use queen_edge::http::{handle, HttpRequest, HttpResponse, CORS_HEADERS};
+use queen_edge::http::{handle_with_jwt, HttpRequest, HttpResponse, CORS_HEADERS};
 use serde_json::json;
 use worker::{
     console_error, console_log, durable_object, DurableObject, Env, Headers, Method, Request,
@@ -216,10 +216,21 @@ impl DurableObject for Broker {
             Ok(engine) => engine,
             Err(message) => return self.unavailable(&path, message).await,
         };
-        let answer = match read_request(req, self.config.http.limits.max_body_bytes).await? {
-            Ok(request) => handle(&engine, &self.config.http, request).await,
-            Err(too_large) => too_large,
+        let request = match read_request(req, self.config.http.limits.max_body_bytes).await? {
+            Ok(request) => request,
+            Err(too_large) => return write_response(too_large),
         };
+        // The entry Worker checked the token already; the object checks again (it trusts no header).
+        let outcome = queen_edge::http::jwt::authenticate(
+            &self.config.http,
+            &crate::jwt::WebCryptoVerifier,
+            &request.method,
+            &request.path,
+            request.header("authorization"),
+            js_sys::Date::now() as i64,
+        )
+        .await;
+        let answer = handle_with_jwt(&engine, &self.config.http, request, &outcome).await;
         // A request may have created the first queue of an idle broker.
         self.arm_alarm_if_needed(&engine).await;
         write_response(answer)

@@ -6,6 +6,7 @@
 //! 503 saying why), because running without it would refuse or misread encrypted queues.
 
 use queen_edge::core::BrokerConfig;
+use queen_edge::http::jwt::{JwtConfig, JwtSettings};
 use queen_edge::http::{AuthConfig, AuthToken, EncryptionKey, HttpConfig, Role};
 use worker::Env;
 
@@ -14,6 +15,20 @@ pub const TOKEN_SECRETS: [(&str, Role); 3] = [
     ("API_TOKEN", Role::Admin),
     ("API_TOKEN_READ_WRITE", Role::ReadWrite),
     ("API_TOKEN_READ_ONLY", Role::ReadOnly),
+];
+
+/// The JWT settings (contract §1.12), read when `JWT_ENABLED` is `true` or `1`. A setting that cannot work
+/// (no key, an unknown algorithm, a bad PEM) makes authenticated routes answer 503 with the reason.
+pub const JWT_VARS: [&str; 9] = [
+    "JWT_ALGORITHM",
+    "JWT_SECRET",
+    "JWT_PUBLIC_KEY",
+    "JWT_JWKS_URL",
+    "JWT_ISSUER",
+    "JWT_AUDIENCE",
+    "JWT_CLOCK_SKEW",
+    "JWT_ROLES_CLAIM",
+    "JWT_SKIP_PATHS",
 ];
 
 /// The storage quota when `MAX_STORED_BYTES` is not set: 8 GiB of segments, under the 10 GB a Durable
@@ -30,8 +45,9 @@ pub struct WorkerConfig {
     /// `SEGMENT_CACHE_BYTES` (the decoded-segment cache, `queen_edge::core::DEFAULT_CACHE_BYTES` unless set).
     pub broker: BrokerConfig,
     /// HTTP settings: `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT` (long-poll ms when `wait=true` comes without
-    /// `timeout`), `MAX_TIMEOUT` (cap on long-polls), and the bearer tokens of [`TOKEN_SECRETS`] (auth is on
-    /// when at least one is set), and the key of [`ENCRYPTION_KEY_SECRET`] (none: encrypted queues are refused).
+    /// `timeout`), `MAX_TIMEOUT` (cap on long-polls), the bearer tokens of [`TOKEN_SECRETS`] (auth is on
+    /// when at least one is set), JWT ([`JWT_VARS`], on with `JWT_ENABLED`), and the key of
+    /// [`ENCRYPTION_KEY_SECRET`] (none: encrypted queues are refused).
     pub http: HttpConfig,
     /// Why the broker must not start (a malformed [`ENCRYPTION_KEY_SECRET`]), if it must not.
     pub startup_error: Option<String>,
@@ -74,6 +90,19 @@ impl WorkerConfig {
             .collect();
         if !tokens.is_empty() {
             http.auth = Some(AuthConfig { tokens });
+        }
+        if flag(env, "JWT_ENABLED") {
+            http.jwt = Some(JwtConfig::from_settings(&JwtSettings {
+                algorithm: var(env, "JWT_ALGORITHM"),
+                secret: var(env, "JWT_SECRET"),
+                public_key_pem: var(env, "JWT_PUBLIC_KEY"),
+                jwks_url: var(env, "JWT_JWKS_URL"),
+                issuer: var(env, "JWT_ISSUER"),
+                audience: var(env, "JWT_AUDIENCE"),
+                clock_skew: var(env, "JWT_CLOCK_SKEW"),
+                roles_claim: var(env, "JWT_ROLES_CLAIM"),
+                skip_paths: var(env, "JWT_SKIP_PATHS"),
+            }));
         }
         let mut startup_error = None;
         if let Some(hex) = var(env, ENCRYPTION_KEY_SECRET) {

@@ -1,8 +1,9 @@
 //! The queen-edge Cloudflare Worker: a thin entry Worker in front of one `Broker` Durable Object per broker.
 //!
 //! Routing (see `wrangler.toml` at the repository root):
-//! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: checked first (route, bearer token, declared
-//!   `Content-Length` against `MAX_BODY_BYTES`: `queen_edge::http::precheck`), then forwarded unchanged to the
+//! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: checked first (route, bearer token or JWT (its
+//!   signature through Web Crypto, [`jwt`]), declared `Content-Length` against `MAX_BODY_BYTES`:
+//!   `queen_edge::http::precheck_with_jwt`), then forwarded unchanged to the
 //!   Durable Object named by [`broker_name`], which checks again and answers through `src/http`.
 //! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
@@ -16,6 +17,7 @@ pub mod broker;
 pub mod config;
 pub mod do_store;
 pub mod host;
+pub mod jwt;
 pub mod selftest;
 
 use worker::{event, Context, Env, Method, Request, Response, Result};
@@ -119,12 +121,22 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         .flatten()
         .and_then(|v| v.trim().parse::<u64>().ok());
     let method = req.method().to_string();
-    if let Err(refusal) = queen_edge::http::precheck(
+    let outcome = queen_edge::http::jwt::authenticate(
+        &config.http,
+        &jwt::WebCryptoVerifier,
+        &method,
+        &path,
+        authorization.as_deref(),
+        js_sys::Date::now() as i64,
+    )
+    .await;
+    if let Err(refusal) = queen_edge::http::precheck_with_jwt(
         &config.http,
         &method,
         &path,
         authorization.as_deref(),
         content_length,
+        &outcome,
     ) {
         return api_response(refusal.status, &refusal.headers, refusal.body);
     }
