@@ -183,3 +183,20 @@ fn a_failed_group_commit_fails_every_command_in_it_and_keeps_nothing_of_them() {
     };
     assert_eq!(all, vec![100, 0, 5]);
 }
+
+#[test]
+fn with_group_commit_off_each_command_commits_in_its_own_call() {
+    let store = SlowStore {
+        inner: MemStore::new(),
+        commits: Rc::new(Cell::new(0)),
+        fail_commit: Rc::new(Cell::new(None)),
+    };
+    let off = BrokerConfig {
+        group_commit: false,
+        ..config()
+    };
+    let engine = block_on(Engine::open(store.clone(), TestHost, off)).unwrap();
+    let results = block_on(join_all((0..20).map(|i| push_one(&engine, i))));
+    assert!(results.iter().all(|r| r.is_ok()));
+    assert_eq!(store.commits.get(), 20, "one commit per push");
+}

@@ -58,6 +58,10 @@ pub struct BrokerConfig {
     /// Storage quota: pushes that would take the stored segment bytes past it are refused (507).
     /// `None`: no quota.
     pub max_stored_bytes: Option<u64>,
+    /// Whether the engine lets commands applied during a commit share the next one (group commit).
+    /// Off, each command commits inside its own call, under the command gate: what the browser's
+    /// recorded forwarded requests need (their writes are committed with their answer, in their call).
+    pub group_commit: bool,
 }
 
 impl Default for BrokerConfig {
@@ -66,6 +70,7 @@ impl Default for BrokerConfig {
             default_subscription_new: true,
             cache_bytes: DEFAULT_CACHE_BYTES,
             max_stored_bytes: None,
+            group_commit: true,
         }
     }
 }

@@ -318,9 +318,15 @@ impl<S: Store, H: Host> Engine<S, H> {
                             "a commit failed while this command was applied; nothing of it was kept",
                         )));
                     };
-                    // The next command may be applied while this one waits for its commit.
-                    drop(gate);
-                    self.lead_commits().await;
+                    if self.config.group_commit {
+                        // The next command may be applied while this one waits for its commit.
+                        drop(gate);
+                        self.lead_commits().await;
+                    } else {
+                        // Committed in this call, under the gate: a group of one.
+                        self.lead_commits().await;
+                        drop(gate);
+                    }
                     return match settled.await {
                         Ok(outcome) => outcome.map_err(EngineError::Store),
                         Err(_) => Err(EngineError::Store(StoreError::other(

@@ -482,6 +482,9 @@ impl WasmBroker {
         let ask_persist = read_bool(&options, "persist").unwrap_or(true);
         let mut broker_config = BrokerConfig {
             max_stored_bytes: read_byte_count(&options, "maxStoredBytes")?,
+            // A recorded (forwarded) request's writes are committed with its answer, in its own call
+            // (`Recorded`): a group commit led by another call would carry them off unrecorded.
+            group_commit: false,
             ..BrokerConfig::default()
         };
         if let Some(bytes) = read_byte_count(&options, "cacheBytes")? {
