@@ -7,32 +7,15 @@
 //! - A failed commit reloads the index, not the segments.
 //! - The storage quota refuses pushes with 507-class errors while pops, acks and deletes go on.
 
+mod support;
+
 use futures::executor::block_on;
-use futures::future::LocalBoxFuture;
 use queen_edge::core::api::*;
 use queen_edge::core::{BrokerConfig, INDEX_PREFIXES};
-use queen_edge::engine::{Engine, EngineError, Host};
+use queen_edge::engine::{Engine, EngineError};
 use queen_edge::store::MemStore;
 use serde_json::json;
-use std::cell::Cell;
-use std::rc::Rc;
-
-#[derive(Clone)]
-struct TestHost {
-    now: Rc<Cell<i64>>,
-}
-
-impl Host for TestHost {
-    fn now_ms(&self) -> i64 {
-        self.now.get()
-    }
-    fn sleep(&self, _ms: u64) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-    fn entropy(&self) -> u64 {
-        self.now.get() as u64
-    }
-}
+use support::TestHost;
 
 const CACHE_BYTES: usize = 64 * 1024;
 const PARTITIONS: [&str; 2] = ["a", "b"];
@@ -44,12 +27,6 @@ fn config() -> BrokerConfig {
         default_subscription_new: false,
         cache_bytes: CACHE_BYTES,
         ..BrokerConfig::default()
-    }
-}
-
-fn host() -> TestHost {
-    TestHost {
-        now: Rc::new(Cell::new(1_767_225_600_000)),
     }
 }
 
@@ -89,7 +66,7 @@ fn fill(engine: &Engine<MemStore, TestHost>, host: &TestHost) -> usize {
 #[test]
 fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order() {
     let store = MemStore::new();
-    let host = host();
+    let host = TestHost::new();
     let total = {
         let engine = open(&store, &host, config());
         fill(&engine, &host)
@@ -193,7 +170,7 @@ fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order(
 #[test]
 fn a_failed_commit_reloads_the_index_not_the_segments() {
     let store = MemStore::new();
-    let host = host();
+    let host = TestHost::new();
     let engine = open(&store, &host, config());
     fill(&engine, &host);
     store.take_reads();
@@ -224,7 +201,7 @@ fn a_failed_commit_reloads_the_index_not_the_segments() {
 #[test]
 fn a_missing_segment_is_a_hard_error_not_a_skip() {
     let store = MemStore::new();
-    let host = host();
+    let host = TestHost::new();
     let engine = open(&store, &host, config());
     fill(&engine, &host);
     // Damage: delete one segment record behind the broker's back, then restart (empty cache).
@@ -249,7 +226,7 @@ fn a_missing_segment_is_a_hard_error_not_a_skip() {
 #[test]
 fn the_quota_refuses_pushes_and_keeps_draining() {
     let store = MemStore::new();
-    let host = host();
+    let host = TestHost::new();
     let quota = 40_000;
     let engine = open(
         &store,
@@ -318,7 +295,7 @@ fn the_quota_refuses_pushes_and_keeps_draining() {
 #[test]
 fn format_1_data_is_upgraded_at_open_and_stays_exact() {
     let store = MemStore::new();
-    let host = host();
+    let host = TestHost::new();
     {
         let engine = open(&store, &host, config());
         fill(&engine, &host);

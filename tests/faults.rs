@@ -1,28 +1,15 @@
 //! Engine divergence under store faults (issue 15.4): state the store does not hold must never reach a
 //! later commit or a later answer.
 
+mod support;
+
 use futures::executor::block_on;
-use futures::future::LocalBoxFuture;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
-use queen_edge::engine::{Engine, Host};
+use queen_edge::engine::Engine;
 use queen_edge::store::MemStore;
 use serde_json::json;
-
-#[derive(Clone)]
-struct TestHost;
-
-impl Host for TestHost {
-    fn now_ms(&self) -> i64 {
-        1_767_225_600_000
-    }
-    fn sleep(&self, _ms: u64) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-    fn entropy(&self) -> u64 {
-        7
-    }
-}
+use support::TestHost;
 
 fn config() -> BrokerConfig {
     BrokerConfig {
@@ -52,7 +39,7 @@ fn queued(engine: &Engine<MemStore, TestHost>, group: &str) -> Vec<serde_json::V
 #[test]
 fn a_rolled_back_transaction_whose_reload_fails_leaves_nothing_behind() {
     let store = MemStore::new();
-    let engine = block_on(Engine::open(store.clone(), TestHost, config())).unwrap();
+    let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     let pushed = block_on(engine.push(vec![
         PushItem::new("q", json!("kept")),
         PushItem::new("q", json!("second")),
@@ -89,14 +76,14 @@ fn a_rolled_back_transaction_whose_reload_fails_leaves_nothing_behind() {
     block_on(engine.push(vec![PushItem::new("q", json!("after"))])).unwrap();
     let all = vec![json!("kept"), json!("second"), json!("after")];
     assert_eq!(queued(&engine, "audit"), all);
-    let reopened = block_on(Engine::open(store.clone(), TestHost, config())).unwrap();
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     assert_eq!(queued(&reopened, "audit-after-restart"), all);
 }
 
 #[test]
 fn a_failed_commit_whose_reload_fails_keeps_failing_until_the_store_answers() {
     let store = MemStore::new();
-    let engine = block_on(Engine::open(store.clone(), TestHost, config())).unwrap();
+    let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     store.fail_next_commits(1);
     assert!(block_on(engine.push(vec![PushItem::new("q", json!("lost"))])).is_err());
     store.fail_next_reads(1);
@@ -112,7 +99,7 @@ fn a_failed_commit_whose_reload_fails_keeps_failing_until_the_store_answers() {
 fn a_lost_index_entry_of_the_last_segment_stops_the_open() {
     let store = MemStore::new();
     {
-        let engine = block_on(Engine::open(store.clone(), TestHost, config())).unwrap();
+        let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
         block_on(engine.push(vec![PushItem::new("q", json!(1))])).unwrap();
         block_on(engine.push(vec![PushItem::new("q", json!(2))])).unwrap();
     }
@@ -124,7 +111,7 @@ fn a_lost_index_entry_of_the_last_segment_stops_the_open() {
     let mut damage = queen_edge::store::ChangeSet::default();
     damage.delete(last_entry);
     block_on(queen_edge::store::Store::commit(&store, &damage)).unwrap();
-    match block_on(Engine::open(store.clone(), TestHost, config())) {
+    match block_on(Engine::open(store.clone(), TestHost::new(), config())) {
         Err(e) => assert!(
             e.to_string().contains("past its partition's indexed end"),
             "{e}"

@@ -2,11 +2,13 @@
 //! the next one; each replies only after the commit that holds its changes; a failed group commit fails
 //! every command in it, keeps nothing of them, and the broker goes on from the store.
 
+mod support;
+
 use futures::executor::block_on;
-use futures::future::{join_all, LocalBoxFuture};
+use futures::future::join_all;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
-use queen_edge::engine::{Engine, EngineError, Host};
+use queen_edge::engine::{Engine, EngineError};
 use queen_edge::store::{ChangeSet, MemStore, Record, Store, StoreError};
 use serde_json::json;
 use std::cell::Cell;
@@ -14,21 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-
-#[derive(Clone)]
-struct TestHost;
-
-impl Host for TestHost {
-    fn now_ms(&self) -> i64 {
-        1_767_225_600_000
-    }
-    fn sleep(&self, _ms: u64) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-    fn entropy(&self) -> u64 {
-        42
-    }
-}
+use support::TestHost;
 
 /// Pending once, then ready: a commit that takes a moment, as IndexedDB's do.
 struct YieldOnce(bool);
@@ -85,7 +73,7 @@ fn open() -> (SlowStore, Engine<SlowStore, TestHost>) {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
     };
-    let engine = block_on(Engine::open(store.clone(), TestHost, config())).unwrap();
+    let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     (store, engine)
 }
 
@@ -127,7 +115,7 @@ fn concurrent_commands_share_commits_and_each_reply_follows_its_commit() {
     assert_eq!(store.commits.get(), 2, "20 pushes, 2 commits");
     assert_eq!(engine.counters().commits, 2);
     // Every answered push is stored: a new engine over the same store finds all of them, in order.
-    let reopened = block_on(Engine::open(store.clone(), TestHost, config())).unwrap();
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     assert_eq!(drain(&reopened), (0..20).collect::<Vec<_>>());
 }
 
@@ -165,7 +153,7 @@ fn a_failed_group_commit_fails_every_command_in_it_and_keeps_nothing_of_them() {
         (again[0].status.clone(), again[0].offset),
         (PushStatus::Queued, 2)
     );
-    let reopened = block_on(Engine::open(store.clone(), TestHost, config())).unwrap();
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     let all: Vec<u32> = {
         let r = block_on(reopened.pop(
             PopRequest {
@@ -195,7 +183,7 @@ fn with_group_commit_off_each_command_commits_in_its_own_call() {
         group_commit: false,
         ..config()
     };
-    let engine = block_on(Engine::open(store.clone(), TestHost, off)).unwrap();
+    let engine = block_on(Engine::open(store.clone(), TestHost::new(), off)).unwrap();
     let results = block_on(join_all((0..20).map(|i| push_one(&engine, i))));
     assert!(results.iter().all(|r| r.is_ok()));
     assert_eq!(store.commits.get(), 20, "one commit per push");

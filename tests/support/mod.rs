@@ -11,6 +11,34 @@ use std::collections::BTreeMap;
 /// Start of test time: 2026-01-01T00:00:00Z.
 pub const T0: i64 = 1_767_225_600_000;
 
+/// An engine host for tests: a clock the test moves by hand (from [`T0`]), sleeps that end at once,
+/// and entropy taken from the clock.
+#[derive(Clone)]
+pub struct TestHost {
+    pub now: std::rc::Rc<std::cell::Cell<i64>>,
+}
+
+impl TestHost {
+    /// A host whose clock reads [`T0`].
+    pub fn new() -> Self {
+        TestHost {
+            now: std::rc::Rc::new(std::cell::Cell::new(T0)),
+        }
+    }
+}
+
+impl queen_edge::engine::Host for TestHost {
+    fn now_ms(&self) -> i64 {
+        self.now.get()
+    }
+    fn sleep(&self, _ms: u64) -> futures::future::LocalBoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+    fn entropy(&self) -> u64 {
+        self.now.get() as u64
+    }
+}
+
 /// A broker, its committed records and a clock.
 pub struct Harness {
     pub broker: Broker,
