@@ -45,7 +45,7 @@ export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${v}`);
   const wrangler = join(ROOT, 'node_modules', '.bin', 'wrangler');
   const env = { ...process.env, WRANGLER_SEND_METRICS: 'false', CI: 'true' };
-  return spawnAndWait({ command: wrangler, args, env, port, name: 'wrangler dev', readyTimeoutMs });
+  return spawnAndWait({ command: wrangler, args, env, port, name: 'wrangler dev', readyTimeoutMs, readyStatus });
 }
 
 /**
@@ -56,9 +56,9 @@ export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240
  * { url, stop, logs, pid } (pid: scripts/serve's).
  * With QE_WORKER_RUNTIME=wrangler (or `runtime: 'wrangler'`) this is startWrangler.
  */
-export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_000, extraArgs = [],
+export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_000, extraArgs = [], readyStatus = 200,
   runtime = process.env.QE_WORKER_RUNTIME || 'workerd' } = {}) {
-  if (runtime === 'wrangler') return startWrangler({ persistTo, vars, readyTimeoutMs });
+  if (runtime === 'wrangler') return startWrangler({ persistTo, vars, readyTimeoutMs, readyStatus });
   if (runtime !== 'workerd') throw new Error(`QE_WORKER_RUNTIME must be workerd or wrangler, not ${runtime}`);
   const port = await freePort();
   // --no-build: the tiers run scripts/build-worker first, and the tests need no page module (scripts/build-js).
@@ -67,11 +67,11 @@ export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_0
   args.push(...extraArgs);
   const env = { ...process.env, QE_DEV_VARS: '/dev/null', QE_HOST: '127.0.0.1' };
   for (const k of ['API_TOKEN', 'API_TOKEN_READ_WRITE', 'API_TOKEN_READ_ONLY', 'PORT', 'QE_STATE_DIR']) delete env[k];
-  return spawnAndWait({ command: 'bash', args, env, port, name: 'scripts/serve', readyTimeoutMs });
+  return spawnAndWait({ command: 'bash', args, env, port, name: 'scripts/serve', readyTimeoutMs, readyStatus });
 }
 
 /** Spawns `command` in its own process group and waits for GET /health on `port`. */
-async function spawnAndWait({ command, args, env, port, name, readyTimeoutMs }) {
+async function spawnAndWait({ command, args, env, port, name, readyTimeoutMs, readyStatus = 200 }) {
   const child = spawn(command, args, {
     cwd: ROOT,
     env,
@@ -103,7 +103,10 @@ async function spawnAndWait({ command, args, env, port, name, readyTimeoutMs }) 
     try {
       const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5_000) });
       if (res.status === readyStatus) break;
-    } catch { /* not listening yet */ }
+    } catch (e) {
+      // Not listening yet; anything but a refused or reset connection (a bug here) stops the wait.
+      if (!(e instanceof TypeError) && e?.name !== 'TimeoutError') throw e;
+    }
     if (Date.now() > deadline) {
       await stop();
       throw new Error(`${name} not healthy after ${readyTimeoutMs} ms:\n${logs}`);
