@@ -133,7 +133,8 @@ fn main() {
         let target = (target_gb * 1e9) as usize;
         {
             let engine = block_on(Engine::open(store.clone(), host.clone(), config())).unwrap();
-            while store.stored_bytes() < target {
+            // The broker's own count of stored segment bytes (O(1); the store's total walks every record).
+            while (engine.read(|b, _| b.storage_usage().0) as usize) < target {
                 let items = (0..BATCH)
                     .map(|k| {
                         let i = pushed + k;
@@ -160,7 +161,7 @@ fn main() {
         // Cached: a fresh batch is in the cache right after its push.
         let items = (0..BATCH)
             .map(|k| PushItem {
-                partition: "hot".into(),
+                partition: format!("hot-{target_gb}"),
                 ..PushItem::new("orders", payload(pushed + k))
             })
             .collect();
@@ -173,7 +174,7 @@ fn main() {
                 batch: Some(BATCH as u32),
                 target: PopTarget::Partition {
                     queue: "orders".into(),
-                    partition: "hot".into(),
+                    partition: format!("hot-{target_gb}"),
                 },
                 ..PopRequest::queue("orders")
             },
