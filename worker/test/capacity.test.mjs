@@ -4,6 +4,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
 import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const states = [];
@@ -13,6 +14,33 @@ after(async () => {
   for (const w of workers) await w.stop();
   states.forEach((s) => s.cleanup());
 });
+
+/** POSTs `count` copies of `chunk` with chunked encoding (no Content-Length); resolves to {status, body}. */
+function chunkedPost(url, chunk, count, authorization) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: authorization },
+    });
+    req.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode, body: JSON.parse(text) }));
+    });
+    // Writing the rest may fail once the server has answered and closed: the answer is what counts.
+    req.on('error', (e) => setTimeout(() => reject(e), 2000));
+    let sent = 0;
+    const more = () => {
+      while (sent < count) {
+        sent += 1;
+        if (!req.write(chunk)) return req.once('drain', more);
+      }
+      req.end();
+    };
+    more();
+  });
+}
 
 async function start(options) {
   const w = await startWorker(options);
@@ -128,21 +156,9 @@ test('the entry Worker refuses an oversized Content-Length and a missing token b
   });
   assert.equal(big.status, 413);
   assert.match(big.body.error, /too large/);
-  // No Content-Length (a streamed, chunked body): the object stops reading at the limit.
-  const chunk = new TextEncoder().encode('x'.repeat(512));
-  let sent = 0;
-  const stream = new ReadableStream({
-    pull(controller) {
-      if (sent++ < 64) controller.enqueue(chunk);
-      else controller.close();
-    },
-  });
-  const streamed = await getJson(`${w.url}/api/v1/push`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json', Authorization: 'Bearer secret' },
-    body: stream,
-    duplex: 'half',
-  });
+  // No Content-Length (a streamed, chunked body): the object stops reading at the limit. Node's http (not
+  // fetch), so the answer is read even if the server closes the connection on the unread rest of the body.
+  const streamed = await chunkedPost(`${w.url}/api/v1/push`, 'x'.repeat(512), 64, 'Bearer secret');
   assert.equal(streamed.status, 413, JSON.stringify(streamed.body));
   assert.match(streamed.body.error, /more than 1024 bytes/);
   await w.stop();
