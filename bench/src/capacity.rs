@@ -11,15 +11,13 @@
 //! The store is in memory: a read costs a copy here, a SQLite or IndexedDB read on a real host.
 
 use futures::executor::block_on;
-use futures::future::LocalBoxFuture;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
-use queen_edge::engine::{Engine, Host};
+use queen_edge::engine::Engine;
 use queen_edge::store::MemStore;
+use queen_edge_bench::BenchHost;
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
@@ -50,23 +48,6 @@ static ALLOCATOR: Counting = Counting;
 
 fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
-}
-
-#[derive(Clone)]
-struct BenchHost {
-    now: Rc<Cell<i64>>,
-}
-
-impl Host for BenchHost {
-    fn now_ms(&self) -> i64 {
-        self.now.get()
-    }
-    fn sleep(&self, _ms: u64) -> LocalBoxFuture<'static, ()> {
-        Box::pin(async {})
-    }
-    fn entropy(&self) -> u64 {
-        self.now.get() as u64
-    }
 }
 
 const PARTITIONS: u64 = 10;
@@ -124,9 +105,7 @@ fn main() {
     };
     println!("| stored (segments) | messages | open | records read at open | broker heap after open | heap per message | pop 100, not cached | pop 100, cached |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let host = BenchHost {
-        now: Rc::new(Cell::new(1_767_225_600_000)),
-    };
+    let host = BenchHost::new(1_767_225_600_000);
     let store = MemStore::new();
     let mut pushed = 0u64;
     for target_gb in targets {

@@ -16,9 +16,20 @@ use std::rc::Rc;
 
 /// A clock the benchmark advances by hand, so leases never expire mid-run.
 #[derive(Clone)]
-struct BenchHost {
-    now: Rc<Cell<i64>>,
+pub struct BenchHost {
+    /// The clock, Unix ms; the benchmark moves it.
+    pub now: Rc<Cell<i64>>,
     opens: Rc<Cell<u64>>,
+}
+
+impl BenchHost {
+    /// A host whose clock reads `now_ms`.
+    pub fn new(now_ms: i64) -> Self {
+        BenchHost {
+            now: Rc::new(Cell::new(now_ms)),
+            opens: Rc::new(Cell::new(0)),
+        }
+    }
 }
 
 impl Host for BenchHost {
@@ -82,10 +93,7 @@ pub struct SizeRow {
 }
 
 fn open() -> (Engine<MemStore, BenchHost>, MemStore, BenchHost) {
-    let host = BenchHost {
-        now: Rc::new(Cell::new(1_767_225_600_000)),
-        opens: Rc::new(Cell::new(0)),
-    };
+    let host = BenchHost::new(1_767_225_600_000);
     let store = MemStore::new();
     let engine = block_on(Engine::open(
         store.clone(),
