@@ -189,7 +189,7 @@ if (args.has('--write')) {
     lines.push('queen-edge goes through the fluent API (push a batch; pop a batch + ack it). The naive baseline keeps one',
       'IndexedDB record per message (one readwrite transaction per batch) and deletes it on ack. Median of three',
       'interleaved runs; on this shared 2-core machine single runs vary by about ±30 %. queen-edge writes one',
-      'IndexedDB row per commit (push: the batch\'s segment; pop: the lease; ack: the cursor), so its advantage grows',
+      'or two IndexedDB rows per commit (push: the batch\'s segment and its index entry; pop: the lease; ack: the cursor), so its advantage grows',
       'with the batch; at batch 1 the per-call cost of the wasm engine and the JSON round trip dominates.', '')
     lines.push('| batch | messages | queen-edge push | naive push | queen-edge pop+ack | naive pop+ack |', '|---:|---:|---:|---:|---:|---:|')
     for (const r of results) {
