@@ -23,12 +23,14 @@ pub(crate) mod fields;
 pub mod ids;
 mod invariants;
 pub mod lane;
+pub mod maintenance;
 mod pop;
 mod push;
 mod records;
 pub mod segment;
 mod state;
 pub mod timefmt;
+pub mod traces;
 pub mod txindex;
 mod views;
 
@@ -105,6 +107,10 @@ pub struct Broker {
     /// Bytes of every stored segment record (what the storage quota counts).
     stored_bytes: u64,
     stats: Counters,
+    /// Maintenance mode switches and the push buffer's bounds (module `maintenance`).
+    mode: maintenance::ModeState,
+    /// Recorded trace events (module `traces`).
+    traces: traces::TraceLog,
     changes: ChangeSet,
     /// Queues that gained claimable work during the current command, each once.
     woken: Vec<String>,
@@ -132,6 +138,8 @@ impl Broker {
             cache,
             stored_bytes: 0,
             stats: Counters::default(),
+            mode: maintenance::ModeState::default(),
+            traces: traces::TraceLog::default(),
             changes: ChangeSet::default(),
             woken: Vec::new(),
             discard: false,

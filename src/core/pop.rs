@@ -79,6 +79,10 @@ impl Broker {
             conflation_conflict: false,
             autopilot: None,
         };
+        if self.mode.pop_paused {
+            // Pop maintenance (module `maintenance`): nothing is claimed.
+            return Ok(reply);
+        }
 
         let mut plan = ClaimPlan {
             group: &group,

@@ -13,6 +13,9 @@
 //! | `l/<pid>/<group>` | lane (JSON) |
 //! | `g/<queue>/<group>` | subscription (JSON) |
 //! | `d/<dead-letter id>` | dead letter (JSON) |
+//! | `m/mode` | maintenance switches and push-buffer bounds (module `maintenance`) |
+//! | `b/<seq>` | one buffered push item (module `maintenance`): read when drained, never at open |
+//! | `t/<seq>` | one trace event (module `traces`) |
 //!
 //! A segment's index entry is written in the same commit as the segment:
 //!
@@ -44,7 +47,7 @@ use serde::Serialize;
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The key prefixes an open reads: everything but segments.
-pub const INDEX_PREFIXES: [&str; 7] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/"];
+pub const INDEX_PREFIXES: [&str; 8] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/", "t/"];
 
 /// The prefix of segment records, read on demand.
 pub const SEGMENT_PREFIX: &str = "s/";
@@ -246,6 +249,14 @@ impl Broker {
                     }
                     format_version = rec.version;
                     self.next_partition_id = self.next_partition_id.max(rec.next_partition_id);
+                }
+                "m" if key == super::maintenance::MODE_KEY => {
+                    let mode = super::maintenance::decode_mode(&key, &value)?;
+                    self.set_mode(mode);
+                }
+                "t" => {
+                    let trace = super::traces::decode_trace(&key, &value)?;
+                    self.traces.load(trace);
                 }
                 "q" => {
                     let record = decode(&key, &value, queue_record)?;

@@ -13,7 +13,10 @@
 
 mod gate;
 mod group;
+mod modes;
 mod waiters;
+
+pub use modes::PushOutcome;
 
 use crate::core::api::*;
 use crate::core::{
@@ -571,8 +574,14 @@ impl<S: Store, H: Host> Engine<S, H> {
             .await
     }
 
-    /// Runs retention and eviction (the host calls this periodically).
+    /// Runs retention and eviction, and deletes the traces of messages no longer retained (the host
+    /// calls this periodically).
     pub async fn maintain(&self) -> EngineResult<MaintenanceReport> {
-        self.run_plain(|b, now| Ok(b.maintain(now))).await
+        self.run_plain(|b, now| {
+            let report = b.maintain(now);
+            b.prune_traces();
+            Ok(report)
+        })
+        .await
     }
 }

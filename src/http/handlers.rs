@@ -2,6 +2,8 @@
 
 use super::auth::Caller;
 use super::crypto;
+use super::modes;
+use super::traces;
 use super::error::{json_response, no_content, HttpError};
 use super::query::{clip, Query};
 use super::render;
@@ -11,7 +13,7 @@ use super::wire::{self, check_id, check_name};
 use super::{HttpConfig, HttpRequest, HttpResponse};
 use crate::core::api::*;
 use crate::core::timefmt::{iso_millis, parse_iso};
-use crate::engine::{Engine, EngineError, Host};
+use crate::engine::{Engine, EngineError, Host, PushOutcome};
 use crate::store::Store;
 use serde_json::{json, Value};
 
@@ -87,6 +89,15 @@ impl Route {
             Route::Push => {
                 let mut items = wire::push_items(body, limits, caller.subject.as_deref())?;
                 crypto::seal_items(engine, config, items.iter_mut().collect()).await?;
+                if engine.push_needs_buffer_path() {
+                    return match engine.push_or_buffer(items).await? {
+                        PushOutcome::Buffered(results) => Ok(modes::buffered_answer(&results)),
+                        PushOutcome::Pushed(results) => Ok(json_response(
+                            201,
+                            &render::SeqOf(&results, render::push_result),
+                        )),
+                    };
+                }
                 let results = engine.push(items).await?;
                 Ok(json_response(
                     201,
@@ -152,6 +163,19 @@ impl Route {
                     _ => [].iter_mut(),
                 });
                 crypto::seal_items(engine, config, pushed.collect()).await?;
+                let pushes = ops.iter().any(|op| matches!(op, TxOperation::Push(_)));
+                if pushes && engine.push_needs_buffer_path() {
+                    if engine.read(|b, _| b.mode().push_paused) {
+                        return Err(HttpError {
+                            status: 503,
+                            message: "Maintenance mode is on: pushes are buffered, and a transaction \
+                                      that pushes is refused until it is turned off"
+                                .to_string(),
+                        });
+                    }
+                    // Buffered pushes go first.
+                    engine.drain_push_buffer().await?;
+                }
                 let reply = engine.transaction(ops).await?;
                 Ok(json_response(200, &render::tx_reply(&reply)))
             }
@@ -188,7 +212,14 @@ impl Route {
             | Route::StatusQueue { .. }
             | Route::StatusQueueMessages { .. }
             | Route::StatusAnalytics
-            | Route::StatusBuffers) => views::answer(engine, config, view, query).await,
+            | Route::StatusBuffers
+            | Route::MessageTraces { .. }
+            | Route::TracesByName { .. }
+            | Route::TraceNames) => views::answer(engine, config, view, query).await,
+            Route::GetMaintenance => modes::push_maintenance(engine, None).await,
+            Route::SetMaintenance => modes::push_maintenance(engine, Some(body)).await,
+            Route::GetPopMaintenance => modes::pop_maintenance(engine, None).await,
+            Route::SetPopMaintenance => modes::pop_maintenance(engine, Some(body)).await,
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
@@ -346,20 +377,8 @@ impl Route {
                 &json!({"success": true, "message": "Statistics are computed live; nothing to refresh"}),
             )),
             Route::PostTrace => {
-                let event = wire::trace_event(body, limits)?;
-                let exists = engine
-                    .read_loaded(|b, _| {
-                        b.message(&event.partition_id, &event.transaction_id)
-                            .is_some()
-                    })
-                    .await?;
-                if !exists {
-                    return Err(HttpError::not_found("Message not found"));
-                }
-                Ok(json_response(
-                    201,
-                    &json!({"success": true, "traceId": mint_uuid(engine.host())}),
-                ))
+                let request = traces::parse(body, config)?;
+                traces::record(engine, request, mint_uuid(engine.host())).await
             }
             Route::Health => {
                 // Probe the store with an empty range read: 503 when storage is unusable.

@@ -4,6 +4,7 @@ use super::groups;
 use super::prometheus;
 use super::render;
 use super::status as status_views;
+use super::traces;
 use crate::core::timefmt::iso_millis;
 use crate::engine::{Engine, Host};
 use crate::http::crypto;
@@ -149,6 +150,12 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
         }
         Route::StatusAnalytics => status_views::analytics(engine, query),
         Route::StatusBuffers => status_views::buffers(engine, config).await,
+        Route::MessageTraces {
+            partition_id,
+            transaction_id,
+        } => traces::of_message(engine, config, &partition_id, &transaction_id),
+        Route::TracesByName { name } => traces::by_name(engine, config, &name, query),
+        Route::TraceNames => traces::names(engine, config, query),
         other => unreachable!("not a view route: {other:?}"),
     }
 }
