@@ -52,11 +52,18 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
         h.call("GET", "/api/v1/system/maintenance", None),
         (200, maintenance_state(0, false, false, 0, 0))
     );
-    let (status, _) = push(&h, json!([{"queue": "mm", "payload": {"n": 0}, "transactionId": "t0"}]));
+    let (status, _) = push(
+        &h,
+        json!([{"queue": "mm", "payload": {"n": 0}, "transactionId": "t0"}]),
+    );
     assert_eq!(status, 201);
 
     assert_eq!(
-        h.call("POST", "/api/v1/system/maintenance", Some(json!({"enabled": true}))),
+        h.call(
+            "POST",
+            "/api/v1/system/maintenance",
+            Some(json!({"enabled": true}))
+        ),
         (
             200,
             json!({"maintenanceMode": true, "bufferedMessages": 0, "bufferHealthy": true,
@@ -73,7 +80,10 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
     );
     assert_eq!(status, 201);
     let minted = body[1]["transactionId"].as_str().unwrap().to_string();
-    assert!(!minted.is_empty(), "a transaction id is minted for an item without one");
+    assert!(
+        !minted.is_empty(),
+        "a transaction id is minted for an item without one"
+    );
     assert_eq!(
         body,
         json!([
@@ -85,7 +95,10 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
              "transactionId": "t1", "transaction_id": "t1"},
         ])
     );
-    let (status, _) = push(&h, json!([{"queue": "mm", "payload": {"n": 3}, "transactionId": "t3"}]));
+    let (status, _) = push(
+        &h,
+        json!([{"queue": "mm", "payload": {"n": 3}, "transactionId": "t3"}]),
+    );
     assert_eq!(status, 201);
     // Buffered messages are not in the queue yet: only the one pushed before maintenance.
     assert_eq!(data_of(&pop_all(&h, "mm")), vec![json!({"n": 0})]);
@@ -97,7 +110,11 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
         (200, maintenance_state(4, true, false, 0, 4))
     );
     assert_eq!(
-        h.call("POST", "/api/v1/system/maintenance", Some(json!({"enabled": false}))),
+        h.call(
+            "POST",
+            "/api/v1/system/maintenance",
+            Some(json!({"enabled": false}))
+        ),
         (
             200,
             json!({"maintenanceMode": false, "bufferedMessages": 0, "bufferHealthy": true,
@@ -107,7 +124,11 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
     // Delivered in buffer order, the in-buffer duplicate once.
     let delivered = pop_all(&h, "mm");
     assert_eq!(data_of(&delivered), vec![json!({"n": 1}), json!({"n": 3})]);
-    let p2 = h.call("GET", "/api/v1/pop/queue/mm/partition/p2?batch=10&autoAck=true", None);
+    let p2 = h.call(
+        "GET",
+        "/api/v1/pop/queue/mm/partition/p2?batch=10&autoAck=true",
+        None,
+    );
     assert_eq!(p2.0, 200);
     assert_eq!(p2.1["messages"][0]["transactionId"], json!(minted));
     assert_eq!(p2.1["messages"][0]["data"], json!({"n": 2}));
@@ -118,7 +139,10 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
     // No buffer record is left behind.
     assert!(h.snapshot().iter().all(|(k, _)| !k.starts_with("b/")));
     // A push after the drain is applied at once.
-    let (_, body) = push(&h, json!([{"queue": "mm", "payload": {"n": 4}, "transactionId": "t4"}]));
+    let (_, body) = push(
+        &h,
+        json!([{"queue": "mm", "payload": {"n": 4}, "transactionId": "t4"}]),
+    );
     assert_eq!(body[0]["status"], "queued");
 }
 
@@ -146,10 +170,14 @@ fn maintenance_post_needs_a_boolean_and_an_admin() {
         }),
         ..HttpConfig::default()
     });
-    for target in ["/api/v1/system/maintenance", "/api/v1/system/maintenance/pop"] {
+    for target in [
+        "/api/v1/system/maintenance",
+        "/api/v1/system/maintenance/pop",
+    ] {
         let r = h.send(HttpRequest::new("GET", target).with_header("Authorization", "Bearer rw"));
         assert_eq!(r.status, 403, "{target}");
-        let r = h.send(HttpRequest::new("GET", target).with_header("Authorization", "Bearer admin"));
+        let r =
+            h.send(HttpRequest::new("GET", target).with_header("Authorization", "Bearer admin"));
         assert_eq!(r.status, 200, "{target}");
     }
 }
@@ -157,15 +185,26 @@ fn maintenance_post_needs_a_boolean_and_an_admin() {
 #[test]
 fn a_transaction_that_pushes_is_refused_during_push_maintenance() {
     let h = Harness::new();
-    h.call("POST", "/api/v1/system/maintenance", Some(json!({"enabled": true})));
+    h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": true})),
+    );
     let (status, body) = h.call(
         "POST",
         "/api/v1/transaction",
         Some(json!({"operations": [{"type": "push", "items": [{"queue": "tx", "payload": 1}]}]})),
     );
     assert_eq!(status, 503, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("Maintenance mode is on"));
-    h.call("POST", "/api/v1/system/maintenance", Some(json!({"enabled": false})));
+    assert!(body["error"]
+        .as_str()
+        .unwrap()
+        .contains("Maintenance mode is on"));
+    h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": false})),
+    );
     let (status, body) = h.call(
         "POST",
         "/api/v1/transaction",
@@ -183,7 +222,11 @@ fn pop_maintenance_answers_empty_survives_a_restart_and_wakes_parked_pops_when_o
     let h = Harness::new();
     push(&h, json!([{"queue": "pm", "payload": {"n": 1}}]));
     assert_eq!(
-        h.call("POST", "/api/v1/system/maintenance/pop", Some(json!({"enabled": true}))),
+        h.call(
+            "POST",
+            "/api/v1/system/maintenance/pop",
+            Some(json!({"enabled": true}))
+        ),
         (
             200,
             json!({"popMaintenanceMode": true,
@@ -208,15 +251,25 @@ fn pop_maintenance_answers_empty_survives_a_restart_and_wakes_parked_pops_when_o
     ));
     h.advance(1_000);
     assert!(parked.get().is_none(), "the long-poll is parked");
-    let off = h.call("POST", "/api/v1/system/maintenance/pop", Some(json!({"enabled": false})));
+    let off = h.call(
+        "POST",
+        "/api/v1/system/maintenance/pop",
+        Some(json!({"enabled": false})),
+    );
     assert_eq!(
         off,
-        (200, json!({"popMaintenanceMode": false, "message": "Pop maintenance mode is off"}))
+        (
+            200,
+            json!({"popMaintenanceMode": false, "message": "Pop maintenance mode is off"})
+        )
     );
     h.run_until_stalled();
     let answer = parked.get().expect("woken when pops resume");
     assert_eq!(answer.status, 200);
-    assert_eq!(response_json(&answer)["messages"][0]["data"], json!({"n": 1}));
+    assert_eq!(
+        response_json(&answer)["messages"][0]["data"],
+        json!({"n": 1})
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -227,8 +280,10 @@ fn trace(h: &Harness, pid: &str, tx: &str, names: Value, data: Value) -> String 
     let (status, body) = h.call(
         "POST",
         "/api/v1/traces",
-        Some(json!({"transactionId": tx, "partitionId": pid, "consumerGroup": "workers",
-                    "traceNames": names, "data": data})),
+        Some(
+            json!({"transactionId": tx, "partitionId": pid, "consumerGroup": "workers",
+                    "traceNames": names, "data": data}),
+        ),
     );
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["success"], true);
@@ -245,7 +300,13 @@ fn traces_are_stored_read_per_message_by_name_and_as_names_and_survive_a_restart
     );
     let pid = pushed[0]["partitionId"].as_str().unwrap().to_string();
     let t0 = h.now();
-    let id1 = trace(&h, &pid, "a", json!(["order-1", "billing"]), json!({"step": 1}));
+    let id1 = trace(
+        &h,
+        &pid,
+        "a",
+        json!(["order-1", "billing"]),
+        json!({"step": 1}),
+    );
     h.advance(1_000);
     let id2 = trace(&h, &pid, "a", json!("order-1"), json!({"step": 2}));
     h.advance(1_000);
@@ -254,8 +315,10 @@ fn traces_are_stored_read_per_message_by_name_and_as_names_and_survive_a_restart
     let (status, body) = h.call(
         "POST",
         "/api/v1/traces",
-        Some(json!({"transactionId": "b", "partitionId": pid, "eventType": "error",
-                    "traceNames": ["order-2"], "data": [1, 2]})),
+        Some(
+            json!({"transactionId": "b", "partitionId": pid, "eventType": "error",
+                    "traceNames": ["order-2"], "data": [1, 2]}),
+        ),
     );
     assert_eq!(status, 201);
     let id4 = body["traceId"].as_str().unwrap().to_string();
@@ -309,9 +372,13 @@ fn traces_are_stored_read_per_message_by_name_and_as_names_and_survive_a_restart
         "total": 3,
         "pagination": {"limit": 50, "offset": 0},
     });
-    assert_eq!(h.call("GET", "/api/v1/traces/names", None), (200, names.clone()));
     assert_eq!(
-        h.call("GET", "/api/v1/traces/names?limit=1&offset=2", None).1["traceNames"],
+        h.call("GET", "/api/v1/traces/names", None),
+        (200, names.clone())
+    );
+    assert_eq!(
+        h.call("GET", "/api/v1/traces/names?limit=1&offset=2", None)
+            .1["traceNames"],
         json!([{"traceName": "billing", "traceCount": 1, "messageCount": 1, "lastSeen": iso_ms(t0)}])
     );
     let _ = id3;
@@ -328,11 +395,22 @@ fn traces_are_stored_read_per_message_by_name_and_as_names_and_survive_a_restart
 #[test]
 fn trace_input_is_checked() {
     let h = Harness::new();
-    let (_, pushed) = push(&h, json!([{"queue": "tv", "payload": 1, "transactionId": "a"}]));
+    let (_, pushed) = push(
+        &h,
+        json!([{"queue": "tv", "payload": 1, "transactionId": "a"}]),
+    );
     let pid = pushed[0]["partitionId"].as_str().unwrap().to_string();
     for (body, status, error) in [
-        (json!({"partitionId": pid, "data": 1}), 400, "transactionId and partitionId are required"),
-        (json!({"transactionId": "a", "partitionId": pid}), 400, "data is required"),
+        (
+            json!({"partitionId": pid, "data": 1}),
+            400,
+            "transactionId and partitionId are required",
+        ),
+        (
+            json!({"transactionId": "a", "partitionId": pid}),
+            400,
+            "data is required",
+        ),
         (
             json!({"transactionId": "a", "partitionId": pid, "data": 1, "traceNames": [1]}),
             400,
@@ -385,7 +463,10 @@ fn traces_go_with_their_message() {
         Some(json!({"queue": "tr", "options": {"retentionEnabled": true, "retentionSeconds": 1}})),
     );
     assert_eq!(status, 200);
-    let (_, pushed) = push(&h, json!([{"queue": "tr", "payload": 1, "transactionId": "a"}]));
+    let (_, pushed) = push(
+        &h,
+        json!([{"queue": "tr", "payload": 1, "transactionId": "a"}]),
+    );
     let pid = pushed[0]["partitionId"].as_str().unwrap().to_string();
     trace(&h, &pid, "a", json!(["gone"]), json!(1));
     assert_eq!(h.call("GET", "/api/v1/traces/names", None).1["total"], 1);
@@ -399,5 +480,283 @@ fn traces_go_with_their_message() {
     assert!(
         h.snapshot().iter().all(|(k, _)| !k.starts_with("t/")),
         "the trace record is deleted with its message"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// measured numbers
+// ---------------------------------------------------------------------------------------------
+
+fn ack_all(h: &Harness, messages: &[Value], status: &str, group: Option<&str>) {
+    let acks: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": m["leaseId"], "status": status})
+        })
+        .collect();
+    let (code, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"acknowledgments": acks, "consumerGroup": group})),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["success"] == true),
+        "{body}"
+    );
+}
+
+#[test]
+fn counters_are_stored_and_metrics_overview_and_status_report_measured_values() {
+    let h = Harness::new();
+    let items: Vec<Value> = (0..6)
+        .map(|n| json!({"queue": "cq", "payload": n}))
+        .collect();
+    push(&h, json!(items));
+    let (_, popped) = h.call("GET", "/api/v1/pop/queue/cq?batch=4", None);
+    let popped = popped["messages"].as_array().unwrap().clone();
+    ack_all(&h, &popped[..3], "completed", None);
+    ack_all(&h, &popped[3..], "failed", None);
+    h.advance(30_000);
+
+    let check = |h: &Harness| {
+        let (_, m) = h.call("GET", "/metrics", None);
+        assert_eq!(
+            (
+                m["broker"]["pushed"].clone(),
+                m["broker"]["popped"].clone(),
+                m["broker"]["acked"].clone(),
+                m["broker"]["failed"].clone()
+            ),
+            (json!(6), json!(4), json!(4), json!(1))
+        );
+        assert_eq!(m["messages"]["total"], 6);
+        let (_, o) = h.call("GET", "/api/v1/resources/overview", None);
+        assert_eq!(o["messages"]["failed"], 1, "{o}");
+        assert_eq!(o["lag"]["pendingMessages"], 3, "{o}");
+        assert_eq!(o["lag"]["maxTimeLagSeconds"], 30, "{o}");
+        let (_, s) = h.call("GET", "/api/v1/status", None);
+        assert_eq!(s["messages"]["failed"], 1);
+        assert_eq!(s["messages"]["pushed"], 6);
+        s
+    };
+    let s = check(&h);
+    // Throughput: what this broker measured in the minute it happened.
+    assert_eq!(s["pointCount"], 1);
+    assert_eq!(
+        s["throughput"][0],
+        json!({"timestamp": iso_ms(T0 - T0 % 60_000), "pushed": 6, "popped": 4, "acked": 4,
+               "failed": 1})
+    );
+    let (_, o) = h.call("GET", "/api/v1/resources/overview", None);
+    assert_eq!(o["throughput"]["pushed"], 6);
+    assert_eq!(o["throughput"]["pushPerSecond"], json!(0.02));
+    // The failed span waits out its retry delay: the partition shows it as failed.
+    let (_, q) = h.call("GET", "/api/v1/resources/queues/cq", None);
+    assert_eq!(
+        q["totals"]["failed"], 0,
+        "the 1 s retry delay has passed: {q}"
+    );
+
+    // Totals survive a restart (the series starts again).
+    let h = h.restart(HttpConfig::default());
+    let s = check(&h);
+    assert_eq!(s["pointCount"], 0);
+    assert!(h.snapshot().iter().any(|(k, _)| k == "m/meters"));
+}
+
+#[test]
+fn a_failed_span_counts_as_failed_while_it_waits_for_its_retry() {
+    let h = Harness::new();
+    h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(json!({"queue": "fq", "options": {"retryDelay": 60000}})),
+    );
+    push(
+        &h,
+        json!([{"queue": "fq", "payload": 1}, {"queue": "fq", "payload": 2}]),
+    );
+    let (_, popped) = h.call("GET", "/api/v1/pop/queue/fq?batch=2", None);
+    ack_all(&h, popped["messages"].as_array().unwrap(), "failed", None);
+    let (_, q) = h.call("GET", "/api/v1/resources/queues/fq", None);
+    assert_eq!(
+        q["totals"],
+        json!({"total": 2, "pending": 0, "processing": 0, "completed": 0, "failed": 2,
+               "deadLetter": 0})
+    );
+    h.advance(61_000);
+    let (_, q) = h.call("GET", "/api/v1/resources/queues/fq", None);
+    assert_eq!(q["totals"]["failed"], 0);
+    assert_eq!(q["totals"]["pending"], 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// small behaviours
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_empty_conflating_pop_with_wait_parks_until_a_push() {
+    let h = Harness::new();
+    push(&h, json!([{"queue": "cf", "payload": 1}]));
+    let first = h.call(
+        "GET",
+        "/api/v1/pop/queue/cf?consumerGroup=g&conflation=true&subscriptionMode=all&autoAck=false",
+        None,
+    );
+    assert_eq!(first.0, 200);
+    ack_all(
+        &h,
+        first.1["messages"].as_array().unwrap(),
+        "completed",
+        Some("g"),
+    );
+    let parked = h.spawn(HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/cf?consumerGroup=g&conflation=true&wait=true&timeout=10000",
+    ));
+    h.advance(2_000);
+    assert!(parked.get().is_none(), "parked, not answered at once");
+    push(&h, json!([{"queue": "cf", "payload": 2}]));
+    h.run_until_stalled();
+    let r = parked.get().expect("woken by the push");
+    assert_eq!(response_json(&r)["messages"][0]["data"], 2);
+    // With nothing pushed, the deadline answers 200 with no messages (conflation).
+    let r = h.send(HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/cf?consumerGroup=g2&conflation=true&subscriptionMode=new&wait=true&timeout=5000",
+    ));
+    assert_eq!(r.status, 200);
+    assert_eq!(h.now(), T0 + 2_000 + 5_000, "answered at its deadline");
+    assert_eq!(response_json(&r)["messages"], json!([]));
+}
+
+#[test]
+fn autopilot_sizes_the_batch_from_the_groups_recent_ack_rate() {
+    let h = Harness::new();
+    let items: Vec<Value> = (0..3000)
+        .map(|n| json!({"queue": "ap", "payload": n}))
+        .collect();
+    push(&h, json!(items));
+    let target = "/api/v1/pop/queue/ap?consumerGroup=g&subscriptionMode=all&autopilot=true";
+    let (_, first) = h.call("GET", target, None);
+    assert_eq!(first["autopilot"]["batch"], 100, "no acks yet: the minimum");
+    assert_eq!(first["messages"].as_array().unwrap().len(), 100);
+    ack_all(
+        &h,
+        first["messages"].as_array().unwrap(),
+        "completed",
+        Some("g"),
+    );
+    // 100 acks within the 10 s window: 10 a second, still the minimum.
+    let (_, second) = h.call("GET", target, None);
+    assert_eq!(second["autopilot"]["batch"], 100);
+    // A group acking fast gets bigger batches: 100 + 100 + 2500 acks in the window.
+    ack_all(
+        &h,
+        second["messages"].as_array().unwrap(),
+        "completed",
+        Some("g"),
+    );
+    let (_, big) = h.call("GET", &format!("{target}&batch=2500"), None);
+    assert!(
+        big["autopilot"]["batch"] == 2500,
+        "a sent batch is never changed: {}",
+        big["autopilot"]
+    );
+    ack_all(
+        &h,
+        big["messages"].as_array().unwrap(),
+        "completed",
+        Some("g"),
+    );
+    let (_, sized) = h.call("GET", target, None);
+    assert_eq!(
+        sized["autopilot"]["batch"], 270,
+        "2,700 acks in 10 s: 270 a second"
+    );
+    ack_all(
+        &h,
+        sized["messages"].as_array().unwrap(),
+        "completed",
+        Some("g"),
+    );
+    // The rate is recent: 10 s later it is back to the minimum.
+    h.advance(10_000);
+    push(&h, json!([{"queue": "ap", "payload": "late"}]));
+    let (_, later) = h.call("GET", target, None);
+    assert_eq!(later["autopilot"]["batch"], 100);
+}
+
+#[test]
+fn message_listing_honours_from_to_and_dead_letter_status() {
+    let h = Harness::new();
+    h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(json!({"queue": "ml", "options": {"retryLimit": 0}})),
+    );
+    for n in 0..3 {
+        push(
+            &h,
+            json!([{"queue": "ml", "payload": n, "transactionId": format!("t{n}")}]),
+        );
+        h.advance(60_000);
+    }
+    let txs = |target: &str| -> Vec<Value> {
+        let (status, body) = h.call("GET", target, None);
+        assert_eq!(status, 200, "{body}");
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["transactionId"].clone())
+            .collect()
+    };
+    assert_eq!(
+        txs("/api/v1/messages?queue=ml"),
+        vec![json!("t0"), json!("t1"), json!("t2")]
+    );
+    let at = |ms: i64| iso_ms(ms).replace(':', "%3A");
+    assert_eq!(
+        txs(&format!(
+            "/api/v1/messages?queue=ml&from={}",
+            at(T0 + 60_000)
+        )),
+        vec![json!("t1"), json!("t2")]
+    );
+    assert_eq!(
+        txs(&format!("/api/v1/messages?queue=ml&to={}", at(T0 + 60_000))),
+        vec![json!("t0"), json!("t1")]
+    );
+    assert_eq!(
+        txs(&format!(
+            "/api/v1/messages?queue=ml&from={}&to={}",
+            at(T0 + 1),
+            at(T0 + 119_999)
+        )),
+        vec![json!("t1")]
+    );
+    // t0 goes to the dead-letter queue (retryLimit 0).
+    let (_, popped) = h.call("GET", "/api/v1/pop/queue/ml?batch=1", None);
+    ack_all(&h, popped["messages"].as_array().unwrap(), "failed", None);
+    let (_, listed) = h.call("GET", "/api/v1/messages?queue=ml&status=dead_letter", None);
+    assert_eq!(listed["messages"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed["messages"][0]["transactionId"], "t0");
+    assert_eq!(listed["messages"][0]["status"], "dead_letter");
+    assert_eq!(
+        txs("/api/v1/messages?queue=ml&status=pending"),
+        vec![json!("t1"), json!("t2")]
+    );
+    assert_eq!(
+        h.call("GET", "/api/v1/messages?from=yesterday", None),
+        (
+            400,
+            json!({"error": "from must be an ISO-8601 timestamp, got 'yesterday'"})
+        )
     );
 }

@@ -239,7 +239,11 @@ impl Broker {
             r.queue = Some(queue_name.clone());
             r.partition = Some(partition_name.clone());
         }
-        self.stats.acked += pending.len() as u64;
+        let failed = pending
+            .iter()
+            .filter(|x| matches!(x.status, AckStatus::Failed | AckStatus::Dlq))
+            .count();
+        self.count_acks(now, &queue, group, pending.len() as u64, failed as u64);
     }
 
     /// Files offset `offset` of `pid` as a dead letter of `group`.

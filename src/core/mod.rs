@@ -24,6 +24,7 @@ pub mod ids;
 mod invariants;
 pub mod lane;
 pub mod maintenance;
+pub mod meters;
 mod pop;
 mod push;
 mod records;
@@ -106,7 +107,8 @@ pub struct Broker {
     cache: SegmentCache,
     /// Bytes of every stored segment record (what the storage quota counts).
     stored_bytes: u64,
-    stats: Counters,
+    /// Pushed, popped, acked and failed counts (module `meters`).
+    meters: meters::Meters,
     /// Maintenance mode switches and the push buffer's bounds (module `maintenance`).
     mode: maintenance::ModeState,
     /// Recorded trace events (module `traces`).
@@ -137,7 +139,7 @@ impl Broker {
             ready_seq: 0,
             cache,
             stored_bytes: 0,
-            stats: Counters::default(),
+            meters: meters::Meters::default(),
             mode: maintenance::ModeState::default(),
             traces: traces::TraceLog::default(),
             changes: ChangeSet::default(),

@@ -1,13 +1,12 @@
 //! Pop: claim spans of messages for a consumer group (wire-contract §1.3, §3.2, §3.7).
 
 use super::api::*;
+use super::meters::Meter;
 use super::state::*;
 use super::timefmt::parse_iso;
 use super::Broker;
 use std::collections::BTreeSet;
 
-/// Batch budget autopilot uses when the request sent none (seed 003: 100 to 1,000).
-pub const AUTOPILOT_BATCH: u32 = 100;
 /// Most partitions autopilot claims in one pop.
 pub const AUTOPILOT_MAX_PARTITIONS: u32 = 16;
 /// Lease of a discovery pop without `leaseSeconds`, and of a queue whose lease time is 0.
@@ -113,9 +112,11 @@ impl Broker {
                     .groups
                     .get(&(queue.clone(), group.clone()))
                     .map_or(0, |s| s.len()) as u32;
-                plan.budget = req
-                    .batch
-                    .unwrap_or(if req.autopilot { AUTOPILOT_BATCH } else { 1 });
+                plan.budget = match req.batch {
+                    Some(batch) => batch,
+                    None if req.autopilot => self.autopilot_batch(&queue, &group, now),
+                    None => 1,
+                };
                 plan.max_partitions = match (&single_partition, req.partitions) {
                     (Some(_), _) => 1,
                     (None, Some(n)) => n,
@@ -197,9 +198,11 @@ impl Broker {
                 self.discover(namespace.as_deref(), task.as_deref())
             }
         };
-        let mut budget =
-            req.batch
-                .unwrap_or(if req.autopilot { AUTOPILOT_BATCH } else { 1 }) as u64;
+        let mut budget = match (req.batch, queues.first()) {
+            (Some(batch), _) => batch,
+            (None, Some(queue)) if req.autopilot => self.autopilot_batch(queue, &group, now),
+            (None, _) => 1,
+        } as u64;
         let mut partitions_left = match (&req.target, req.partitions) {
             (PopTarget::Partition { .. }, _) => 1,
             (_, Some(n)) => n.min(MAX_PARTITIONS_PER_POP),
@@ -438,7 +441,7 @@ impl Broker {
                 retry_count,
             });
         }
-        self.stats.popped += count as u64;
+        self.count(now, Meter::Popped, count as u64);
         plan.budget = plan.budget.saturating_sub(count);
         if reply.partitions_claimed == 0 {
             reply.queue = Some(queue.to_string());

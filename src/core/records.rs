@@ -16,6 +16,7 @@
 //! | `m/mode` | maintenance switches and push-buffer bounds (module `maintenance`) |
 //! | `b/<seq>` | one buffered push item (module `maintenance`): read when drained, never at open |
 //! | `t/<seq>` | one trace event (module `traces`) |
+//! | `m/meters` | pushed, popped, acked and failed totals (module `meters`) |
 //!
 //! A segment's index entry is written in the same commit as the segment:
 //!
@@ -31,7 +32,7 @@
 //! Format version 1 stored no index entries; opening it reads every segment once and writes them
 //! ([`Broker::load`] puts them in the pending change set, with format version 2).
 //!
-//! Opening reads every prefix but `s/` ([`INDEX_PREFIXES`]); memory then holds everything but message
+//! Opening reads every prefix but `s/` and `b/` ([`INDEX_PREFIXES`]); memory then holds everything but message
 //! bytes, so open time and memory grow with partitions, lanes, dead letters and segments, plus the 8
 //! bytes a message of the transaction-id index.
 use super::api::QueueOptions;
@@ -253,6 +254,10 @@ impl Broker {
                 "m" if key == super::maintenance::MODE_KEY => {
                     let mode = super::maintenance::decode_mode(&key, &value)?;
                     self.set_mode(mode);
+                }
+                "m" if key == super::meters::METERS_KEY => {
+                    self.meters
+                        .load(super::meters::decode_totals(&key, &value)?);
                 }
                 "t" => {
                     let trace = super::traces::decode_trace(&key, &value)?;

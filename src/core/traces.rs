@@ -275,7 +275,12 @@ impl Broker {
     pub fn trace_names(&self) -> Vec<TraceNameView> {
         let mut names: BTreeMap<&str, (u64, std::collections::BTreeSet<(u64, &str)>, i64)> =
             BTreeMap::new();
-        for t in self.traces.by_seq.values().filter(|t| self.trace_is_live(t)) {
+        for t in self
+            .traces
+            .by_seq
+            .values()
+            .filter(|t| self.trace_is_live(t))
+        {
             for n in &t.names {
                 let e = names.entry(n.as_str()).or_default();
                 e.0 += 1;

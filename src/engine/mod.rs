@@ -454,7 +454,9 @@ impl<S: Store, H: Host> Engine<S, H> {
             let (Some(deadline), Some(queue)) = (deadline, parked_queue.as_ref()) else {
                 return Ok(reply);
             };
-            if !reply.messages.is_empty() || reply.conflation {
+            // An empty conflating pop parks like any other (it answers 200 with no messages only
+            // when its deadline passes).
+            if !reply.messages.is_empty() || reply.conflation_conflict {
                 return Ok(reply);
             }
             let now = self.host.now_ms();

@@ -32,9 +32,7 @@ impl<S: Store, H: Host> Engine<S, H> {
             if self.read(|b, _| b.mode().push_paused) {
                 let buffered = self
                     .run_plain(|b, now| {
-                        Ok(b.mode()
-                            .push_paused
-                            .then(|| b.buffer_push(now, &items)))
+                        Ok(b.mode().push_paused.then(|| b.buffer_push(now, &items)))
                     })
                     .await?;
                 match buffered {

@@ -2,12 +2,12 @@
 
 use super::auth::Caller;
 use super::crypto;
-use super::modes;
-use super::traces;
 use super::error::{json_response, no_content, HttpError};
+use super::modes;
 use super::query::{clip, Query};
 use super::render;
 use super::router::{self, Route};
+use super::traces;
 use super::views;
 use super::wire::{self, check_id, check_name};
 use super::{HttpConfig, HttpRequest, HttpResponse};
@@ -168,9 +168,10 @@ impl Route {
                     if engine.read(|b, _| b.mode().push_paused) {
                         return Err(HttpError {
                             status: 503,
-                            message: "Maintenance mode is on: pushes are buffered, and a transaction \
+                            message:
+                                "Maintenance mode is on: pushes are buffered, and a transaction \
                                       that pushes is refused until it is turned off"
-                                .to_string(),
+                                    .to_string(),
                         });
                     }
                     // Buffered pushes go first.

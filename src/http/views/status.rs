@@ -40,7 +40,7 @@ fn counts_messages(c: &Counts) -> Value {
         "pending": c.pending,
         "processing": c.processing,
         "completed": c.completed,
-        "failed": 0,
+        "failed": c.failed,
         "deadLetter": c.dead_letter,
     })
 }

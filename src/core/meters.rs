@@ -1,0 +1,212 @@
+//! Measured numbers: totals of pushed, popped, acked and failed messages that survive restarts, the
+//! same counts per minute over the last hour, and each consumer group's recent ack rate (what
+//! autopilot sizes its batches from, wire-contract §1.3).
+//!
+//! The totals are stored at [`METERS_KEY`], put in the change set of every command that moves them, so
+//! they are committed with the messages they count (a reload or restart finds them as committed). The
+//! per-minute series and the ack rates are kept in memory only: after a restart they start empty and
+//! fill again as traffic comes (they measure the recent past, which a restart interrupts).
+
+use super::fields::Fields;
+use super::Broker;
+use crate::store::StoreError;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+
+/// The key of the stored totals.
+pub const METERS_KEY: &str = "m/meters";
+/// Minutes the per-minute series keeps.
+pub const SERIES_MINUTES: usize = 60;
+/// Window of the per-group ack rate, in seconds (one bucket a second).
+pub const ACK_RATE_WINDOW_S: usize = 10;
+/// Autopilot's batch bounds (seed 003: 100 to 1,000).
+pub const AUTOPILOT_MIN_BATCH: u32 = 100;
+/// See [`AUTOPILOT_MIN_BATCH`].
+pub const AUTOPILOT_MAX_BATCH: u32 = 1000;
+
+/// What a count is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meter {
+    /// Messages queued by pushes.
+    Pushed = 0,
+    /// Messages delivered by pops.
+    Popped = 1,
+    /// Ack items accepted (any status).
+    Acked = 2,
+    /// Ack items accepted with status `failed` or `dlq`.
+    Failed = 3,
+}
+
+/// Totals since the broker's storage was created.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Messages queued by pushes.
+    pub pushed: u64,
+    /// Messages delivered by pops.
+    pub popped: u64,
+    /// Ack items accepted.
+    pub acked: u64,
+    /// Ack items accepted with status `failed` or `dlq`.
+    pub failed: u64,
+}
+
+impl Totals {
+    fn add(&mut self, meter: Meter, n: u64) {
+        match meter {
+            Meter::Pushed => self.pushed += n,
+            Meter::Popped => self.popped += n,
+            Meter::Acked => self.acked += n,
+            Meter::Failed => self.failed += n,
+        }
+    }
+}
+
+/// Counts of one minute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MinuteCounts {
+    /// Start of the minute (Unix ms, a multiple of 60 000).
+    pub minute_ms: i64,
+    /// Counts by [`Meter`].
+    pub counts: Totals,
+}
+
+/// Acks of one group on one queue over the last seconds: `(second, count)` buckets.
+#[derive(Debug, Default)]
+struct AckWindow(VecDeque<(i64, u64)>);
+
+impl AckWindow {
+    fn note(&mut self, now: i64, n: u64) {
+        let second = now.div_euclid(1000);
+        match self.0.back_mut() {
+            Some((s, count)) if *s == second => *count += n,
+            _ => self.0.push_back((second, n)),
+        }
+        self.trim(second);
+    }
+
+    fn trim(&mut self, second: i64) {
+        while self
+            .0
+            .front()
+            .is_some_and(|(s, _)| *s <= second - ACK_RATE_WINDOW_S as i64)
+        {
+            self.0.pop_front();
+        }
+    }
+
+    /// Acks per second over the window ending at `now`.
+    fn rate(&self, now: i64) -> f64 {
+        let second = now.div_euclid(1000);
+        let acks: u64 = self
+            .0
+            .iter()
+            .filter(|(s, _)| *s > second - ACK_RATE_WINDOW_S as i64)
+            .map(|(_, n)| n)
+            .sum();
+        acks as f64 / ACK_RATE_WINDOW_S as f64
+    }
+}
+
+/// The broker's meters (see the module documentation).
+#[derive(Debug, Default)]
+pub struct Meters {
+    totals: Totals,
+    minutes: VecDeque<MinuteCounts>,
+    acks: BTreeMap<(String, String), Box<AckWindow>>,
+}
+
+/// Reads the stored totals.
+pub(super) fn decode_totals(key: &str, bytes: &[u8]) -> Result<Totals, StoreError> {
+    let read = |f: &mut Fields| -> Result<Totals, String> {
+        Ok(Totals {
+            pushed: f.u64_or("pushed", 0)?,
+            popped: f.u64_or("popped", 0)?,
+            acked: f.u64_or("acked", 0)?,
+            failed: f.u64_or("failed", 0)?,
+        })
+    };
+    Fields::parse(bytes)
+        .and_then(|mut f| read(&mut f))
+        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
+}
+
+impl Meters {
+    pub(super) fn load(&mut self, totals: Totals) {
+        self.totals = totals;
+    }
+
+    fn note(&mut self, now: i64, meter: Meter, n: u64) {
+        self.totals.add(meter, n);
+        let minute_ms = now.div_euclid(60_000) * 60_000;
+        match self.minutes.back_mut() {
+            Some(m) if m.minute_ms == minute_ms => m.counts.add(meter, n),
+            _ => {
+                let mut counts = Totals::default();
+                counts.add(meter, n);
+                self.minutes.push_back(MinuteCounts { minute_ms, counts });
+            }
+        }
+        while self
+            .minutes
+            .front()
+            .is_some_and(|m| m.minute_ms <= minute_ms - (SERIES_MINUTES as i64) * 60_000)
+        {
+            self.minutes.pop_front();
+        }
+    }
+}
+
+impl Broker {
+    /// Counts `n` messages of `meter` (and puts the totals in the command's change set).
+    pub(super) fn count(&mut self, now: i64, meter: Meter, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.meters.note(now, meter, n);
+        let bytes = serde_json::to_vec(&self.meters.totals).expect("totals serialize");
+        self.changes.put(METERS_KEY, bytes);
+    }
+
+    /// Counts `n` acks of `group` on `queue` (`failed` of them failed) for the totals and the ack rate.
+    pub(super) fn count_acks(&mut self, now: i64, queue: &str, group: &str, n: u64, failed: u64) {
+        self.count(now, Meter::Acked, n);
+        self.count(now, Meter::Failed, failed);
+        self.meters
+            .acks
+            .entry((queue.to_string(), group.to_string()))
+            .or_default()
+            .note(now, n);
+    }
+
+    /// Totals since the storage was created.
+    pub fn meters_totals(&self) -> Totals {
+        self.meters.totals
+    }
+
+    /// Counts per minute, oldest first, for the minutes since `from_ms` that had traffic (at most the
+    /// last [`SERIES_MINUTES`], and none from before the broker opened).
+    pub fn minutes_since(&self, from_ms: i64) -> Vec<MinuteCounts> {
+        self.meters
+            .minutes
+            .iter()
+            .filter(|m| m.minute_ms + 60_000 > from_ms)
+            .copied()
+            .collect()
+    }
+
+    /// Acks per second of `group` on `queue` over the last [`ACK_RATE_WINDOW_S`] seconds.
+    pub fn ack_rate(&self, queue: &str, group: &str, now: i64) -> f64 {
+        self.meters
+            .acks
+            .get(&(queue.to_string(), group.to_string()))
+            .map_or(0.0, |w| w.rate(now))
+    }
+
+    /// Autopilot's batch for `group` on `queue`: about one second of the group's recent acks, within
+    /// [`AUTOPILOT_MIN_BATCH`]..=[`AUTOPILOT_MAX_BATCH`] (the minimum for a group that has not acked
+    /// lately).
+    pub fn autopilot_batch(&self, queue: &str, group: &str, now: i64) -> u32 {
+        let per_second = self.ack_rate(queue, group, now).ceil() as u32;
+        per_second.clamp(AUTOPILOT_MIN_BATCH, AUTOPILOT_MAX_BATCH)
+    }
+}
