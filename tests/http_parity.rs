@@ -1,5 +1,7 @@
-//! Golden route tests for maintenance mode and traces (wire-contract §1.10, §1.11, §1.2 "buffered"):
-//! request in, exact status and JSON out, across restarts of the engine over the same store.
+//! Golden route tests for maintenance mode and traces (wire-contract §1.10, §1.11, §1.2 "buffered"),
+//! the measured numbers (/metrics, overview, /status) and the small behaviours of issue 14 item 7
+//! (conflating long-poll, autopilot sizing, message listing filters): request in, exact status and
+//! JSON out, across restarts of the engine over the same store.
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -566,7 +568,14 @@ fn counters_are_stored_and_metrics_overview_and_status_report_measured_values() 
     let h = h.restart(HttpConfig::default());
     let s = check(&h);
     assert_eq!(s["pointCount"], 0);
-    assert!(h.snapshot().iter().any(|(k, _)| k == "m/meters"));
+    // The counts live in the lane's record: no row of their own.
+    let lane = h
+        .snapshot()
+        .into_iter()
+        .find(|(k, _)| k.starts_with("l/"))
+        .expect("the queue-mode lane is stored");
+    let lane: Value = serde_json::from_slice(&lane.1).unwrap();
+    assert_eq!(lane["n"], json!({"d": 4, "a": 4, "f": 1}));
 }
 
 #[test]

@@ -27,6 +27,7 @@
 //! `head` is the first offset after the committed prefix (`max(C,p)+1`), which is `s` whenever the
 //! consumer acked everything below `s`.
 
+use super::meters::LaneTally;
 use serde::Serialize;
 
 /// A lane's stored state.
@@ -56,6 +57,10 @@ pub struct Lane {
     /// `H`: not claimable before this instant (0 = no hold).
     #[serde(rename = "h")]
     pub hold_until_ms: i64,
+    /// Messages delivered, acks and failed acks on this lane (module `meters`; not a lane rule: stored
+    /// in the lane's record so the counts commit with the pops and acks they count).
+    #[serde(rename = "n", skip_serializing_if = "LaneTally::is_zero")]
+    pub tally: LaneTally,
 }
 
 impl Lane {
@@ -70,6 +75,7 @@ impl Lane {
             attempt_count: 0,
             claim_start: -1,
             hold_until_ms: 0,
+            tally: LaneTally::default(),
         }
     }
 

@@ -2,19 +2,18 @@
 //! same counts per minute over the last hour, and each consumer group's recent ack rate (what
 //! autopilot sizes its batches from, wire-contract §1.3).
 //!
-//! The totals are stored at [`METERS_KEY`], put in the change set of every command that moves them, so
-//! they are committed with the messages they count (a reload or restart finds them as committed). The
-//! per-minute series and the ack rates are kept in memory only: after a restart they start empty and
-//! fill again as traffic comes (they measure the recent past, which a restart interrupts).
+//! The totals cost no row of their own: pushed is the sum of the partitions' next offsets (offsets
+//! are never reused), and each lane's record carries its delivered, acked and failed counts
+//! ([`LaneTally`]), written in the commit of the pop or ack they count. So the totals are those of the
+//! queues and groups that exist: deleting a queue or a group takes its counts with it. The per-minute
+//! series and the ack rates are kept in memory only: after a restart they start empty and fill again
+//! as traffic comes (they measure the recent past, which a restart interrupts).
 
-use super::fields::Fields;
+use super::fields::{FieldError, Fields};
 use super::Broker;
-use crate::store::StoreError;
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 
-/// The key of the stored totals.
-pub const METERS_KEY: &str = "m/meters";
 /// Minutes the per-minute series keeps.
 pub const SERIES_MINUTES: usize = 60;
 /// Window of the per-group ack rate, in seconds (one bucket a second).
@@ -37,8 +36,41 @@ pub enum Meter {
     Failed = 3,
 }
 
-/// Totals since the broker's storage was created.
+/// One lane's counts, stored in its record (key `n`: `{"d", "a", "f"}`, absent while all are 0).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LaneTally {
+    /// Messages delivered by pops.
+    #[serde(rename = "d")]
+    pub delivered: u64,
+    /// Ack items accepted.
+    #[serde(rename = "a")]
+    pub acked: u64,
+    /// Ack items accepted with status `failed` or `dlq`.
+    #[serde(rename = "f")]
+    pub failed: u64,
+}
+
+impl LaneTally {
+    /// True when nothing was counted (the record then leaves the tally out).
+    pub fn is_zero(&self) -> bool {
+        *self == LaneTally::default()
+    }
+}
+
+/// Reads a lane record's tally (absent: zeros).
+pub(super) fn decode_tally(f: &mut Fields) -> Result<LaneTally, FieldError> {
+    match f.opt_object("n")? {
+        None => Ok(LaneTally::default()),
+        Some(mut n) => Ok(LaneTally {
+            delivered: n.u64_or("d", 0)?,
+            acked: n.u64_or("a", 0)?,
+            failed: n.u64_or("f", 0)?,
+        }),
+    }
+}
+
+/// Totals over the queues and groups that exist.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
     /// Messages queued by pushes.
     pub pushed: u64,
@@ -110,33 +142,12 @@ impl AckWindow {
 /// The broker's meters (see the module documentation).
 #[derive(Debug, Default)]
 pub struct Meters {
-    totals: Totals,
     minutes: VecDeque<MinuteCounts>,
     acks: BTreeMap<(String, String), Box<AckWindow>>,
 }
 
-/// Reads the stored totals.
-pub(super) fn decode_totals(key: &str, bytes: &[u8]) -> Result<Totals, StoreError> {
-    let read = |f: &mut Fields| -> Result<Totals, String> {
-        Ok(Totals {
-            pushed: f.u64_or("pushed", 0)?,
-            popped: f.u64_or("popped", 0)?,
-            acked: f.u64_or("acked", 0)?,
-            failed: f.u64_or("failed", 0)?,
-        })
-    };
-    Fields::parse(bytes)
-        .and_then(|mut f| read(&mut f))
-        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
-}
-
 impl Meters {
-    pub(super) fn load(&mut self, totals: Totals) {
-        self.totals = totals;
-    }
-
     fn note(&mut self, now: i64, meter: Meter, n: u64) {
-        self.totals.add(meter, n);
         let minute_ms = now.div_euclid(60_000) * 60_000;
         match self.minutes.back_mut() {
             Some(m) if m.minute_ms == minute_ms => m.counts.add(meter, n),
@@ -157,14 +168,11 @@ impl Meters {
 }
 
 impl Broker {
-    /// Counts `n` messages of `meter` (and puts the totals in the command's change set).
+    /// Counts `n` messages of `meter` in the per-minute series.
     pub(super) fn count(&mut self, now: i64, meter: Meter, n: u64) {
-        if n == 0 {
-            return;
+        if n > 0 {
+            self.meters.note(now, meter, n);
         }
-        self.meters.note(now, meter, n);
-        let bytes = serde_json::to_vec(&self.meters.totals).expect("totals serialize");
-        self.changes.put(METERS_KEY, bytes);
     }
 
     /// Counts `n` acks of `group` on `queue` (`failed` of them failed) for the totals and the ack rate.
@@ -178,9 +186,18 @@ impl Broker {
             .note(now, n);
     }
 
-    /// Totals since the storage was created.
+    /// Totals over the queues and groups that exist (see the module documentation).
     pub fn meters_totals(&self) -> Totals {
-        self.meters.totals
+        let mut totals = Totals::default();
+        for p in self.partitions.values() {
+            totals.pushed += p.next_offset;
+            for lane in p.lanes.values() {
+                totals.popped += lane.tally.delivered;
+                totals.acked += lane.tally.acked;
+                totals.failed += lane.tally.failed;
+            }
+        }
+        totals
     }
 
     /// Counts per minute, oldest first, for the minutes since `from_ms` that had traffic (at most the

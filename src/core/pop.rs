@@ -395,6 +395,7 @@ impl Broker {
             // Move the cursor past the older messages; they are never delivered to this group.
             lane.committed = lane.committed.max(first as i64 - 1);
         }
+        lane.tally.delivered += last - first + 1;
         let attempt = if plan.auto_ack {
             lane.claim_auto_ack(last)
         } else {

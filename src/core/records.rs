@@ -16,7 +16,6 @@
 //! | `m/mode` | maintenance switches and push-buffer bounds (module `maintenance`) |
 //! | `b/<seq>` | one buffered push item (module `maintenance`): read when drained, never at open |
 //! | `t/<seq>` | one trace event (module `traces`) |
-//! | `m/meters` | pushed, popped, acked and failed totals (module `meters`) |
 //!
 //! A segment's index entry is written in the same commit as the segment:
 //!
@@ -254,10 +253,6 @@ impl Broker {
                 "m" if key == super::maintenance::MODE_KEY => {
                     let mode = super::maintenance::decode_mode(&key, &value)?;
                     self.set_mode(mode);
-                }
-                "m" if key == super::meters::METERS_KEY => {
-                    self.meters
-                        .load(super::meters::decode_totals(&key, &value)?);
                 }
                 "t" => {
                     let trace = super::traces::decode_trace(&key, &value)?;
@@ -542,6 +537,7 @@ fn lane(f: &mut Fields) -> Result<Lane, FieldError> {
         attempt_count: f.u32_or("a", 0)?,
         claim_start: f.i64_or("s", -1)?,
         hold_until_ms: f.i64_or("h", 0)?,
+        tally: super::meters::decode_tally(f)?,
     })
 }
 
@@ -592,6 +588,7 @@ mod tests {
     //! The readers against the derived `Serialize`: whatever this build writes, it reads back equal;
     //! and records older builds wrote (without the fields added since) read with their defaults.
     use super::*;
+    use crate::core::meters::LaneTally;
     use proptest::prelude::*;
     use serde_json::{json, Value};
 
@@ -705,6 +702,7 @@ mod tests {
                 attempt_count: a,
                 claim_start: s,
                 hold_until_ms: h,
+                tally: LaneTally { delivered: x as u64, acked: r as u64, failed: a as u64 },
             }, lane);
         }
 

@@ -1,0 +1,41 @@
+// Retention and eviction run from the Durable Object's alarm: a queue with maxWaitTimeSeconds loses its
+// unconsumed messages once they are old enough, without any request asking for it.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+
+const state = tempPersistDir();
+after(() => state.cleanup());
+
+const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+
+test('the alarm evicts expired messages', async () => {
+  const w = await startWorker({ persistTo: state.dir, vars: { MAINTENANCE_INTERVAL_MS: '500' } });
+  try {
+    const cfg = await getJson(`${w.url}/api/v1/configure`, post({ queue: 'evict', options: { maxWaitTimeSeconds: 1 } }));
+    assert.equal(cfg.status, 200, JSON.stringify(cfg.body));
+    const keep = await getJson(`${w.url}/api/v1/configure`, post({ queue: 'keep', options: {} }));
+    assert.equal(keep.status, 200);
+    const push = await getJson(`${w.url}/api/v1/push`, post({
+      items: [1, 2, 3].map((n) => ({ queue: 'evict', payload: { n } })).concat([{ queue: 'keep', payload: { n: 4 } }]),
+    }));
+    assert.equal(push.status, 201, JSON.stringify(push.body));
+    // Stored first (so the wait below cannot pass on a queue that never held them), then evicted.
+    const before = await getJson(`${w.url}/api/v1/resources/queues/evict`);
+    assert.equal(before.body.totals.total, 3, JSON.stringify(before.body));
+    const deadline = Date.now() + 20_000;
+    let messages = null;
+    while (Date.now() < deadline) {
+      const q = await getJson(`${w.url}/api/v1/resources/queues/evict`);
+      messages = q.body?.partitions?.reduce((n, p) => n + (p.stats?.total ?? 0), 0);
+      if (messages === 0) break;
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    assert.equal(messages, 0, 'evicted by the alarm within 20 s');
+    const kept = await getJson(`${w.url}/api/v1/pop/queue/keep?batch=10&wait=false`);
+    assert.equal(kept.status, 200, 'a queue without eviction keeps its messages');
+    assert.equal(kept.body.messages.length, 1);
+  } finally {
+    await w.stop();
+  }
+});
