@@ -384,6 +384,17 @@ fn traces_are_stored_read_per_message_by_name_and_as_names_and_survive_a_restart
         json!([{"traceName": "billing", "traceCount": 1, "messageCount": 1, "lastSeen": iso_ms(t0)}])
     );
     let _ = id3;
+    // The message browser counts each message's traces.
+    let (_, listed) = h.call("GET", "/api/v1/messages?queue=tq", None);
+    let counts: Vec<Value> = listed["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["traceCount"].clone())
+        .collect();
+    assert_eq!(counts, vec![json!(2), json!(2)]);
+    let (_, one) = h.call("GET", &format!("/api/v1/messages/{pid}/a"), None);
+    assert_eq!(one["traceCount"], 2);
 
     // Stored: the same answers after a restart.
     let h = h.restart(HttpConfig::default());

@@ -305,6 +305,20 @@ impl Broker {
         list
     }
 
+    /// How many traces each traced message has: (partition id, transaction id) -> count.
+    pub fn trace_counts(&self) -> BTreeMap<(u64, String), u64> {
+        let mut counts = BTreeMap::new();
+        for t in self
+            .traces
+            .by_seq
+            .values()
+            .filter(|t| self.trace_is_live(t))
+        {
+            *counts.entry((t.pid, t.transaction_id.clone())).or_default() += 1;
+        }
+        counts
+    }
+
     /// Stored traces and their bytes.
     pub fn trace_usage(&self) -> (usize, u64) {
         self.traces.usage()

@@ -180,6 +180,8 @@ pub(crate) struct MessageOut {
     offset: u64,
     /// Whether the stored payload is an encryption envelope (computed before it is opened).
     is_encrypted: bool,
+    /// Trace events recorded about this message (`GET /traces/:partitionId/:transactionId` lists them).
+    pub(crate) trace_count: u64,
     pub(crate) payload: Payload,
     pub(crate) data: Payload,
 }
@@ -219,6 +221,7 @@ pub(crate) fn message(m: MessageView, q: Option<&QueueView>, now: i64) -> Messag
         created_at: iso_millis(m.created_at_ms),
         offset: m.offset,
         is_encrypted: crate::http::crypto::envelope_of(&m.payload).is_some(),
+        trace_count: 0,
         data: m.payload.clone(),
         payload: m.payload,
     }

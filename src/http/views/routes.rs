@@ -64,7 +64,9 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
                 .read_loaded(|b, now| {
                     b.message(&partition_id, &transaction_id).map(|m| {
                         let q = b.queue_view(now, &m.queue);
-                        render::message(m, q.as_ref(), now)
+                        let mut out = render::message(m, q.as_ref(), now);
+                        out.trace_count = b.traces_of(&partition_id, &transaction_id).len() as u64;
+                        out
                     })
                 })
                 .await?;
@@ -283,6 +285,7 @@ async fn list_messages<S: Store, H: Host>(
     let messages = engine
         .read_loaded(|b, now| -> Result<Vec<render::MessageOut>, HttpError> {
             let mut out = Vec::new();
+            let traced = b.trace_counts();
             for q in b.list_queues(now) {
                 if queue.is_some_and(|n| q.name != n)
                     || namespace.is_some_and(|n| q.namespace != n)
@@ -322,7 +325,12 @@ async fn list_messages<S: Store, H: Host>(
                                 continue;
                             }
                             let is_dead = dead.contains(&(pid, m.offset));
+                            let traces = traced
+                                .get(&(pid, m.transaction_id.clone()))
+                                .copied()
+                                .unwrap_or(0);
                             let mut v = render::message(m, Some(&q), now);
+                            v.trace_count = traces;
                             if is_dead {
                                 v.status = "dead_letter";
                             }
