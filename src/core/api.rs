@@ -872,6 +872,9 @@ pub struct LaneView {
     pub attempt_count: u32,
     /// Not claimable before this instant.
     pub hold_until_ms: Option<i64>,
+    /// Messages this group was delivered, and acks it sent (all, and failed), from the lane's stored
+    /// counts (module `meters`).
+    pub tally: super::meters::LaneTally,
 }
 
 /// One consumer group's position in one partition of a queue, for the consumer-group views.

@@ -25,6 +25,7 @@ impl Broker {
             retry_count: lane.retry_count,
             attempt_count: lane.attempt_count,
             hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms),
+            tally: lane.tally,
         }
     }
 

@@ -125,6 +125,12 @@ fn lane(l: &LaneView) -> Value {
         "retryCount": l.retry_count,
         "attemptCount": l.attempt_count,
         "holdUntil": l.hold_until_ms.map(iso_millis),
+        // The lane's stored counts: what the page's throughput pictures sample.
+        "counts": {
+            "delivered": l.tally.delivered,
+            "acked": l.tally.acked,
+            "failed": l.tally.failed,
+        },
     })
 }
 
