@@ -49,6 +49,9 @@ export async function runFlow(page, { label, url, shots, log = console.log }) {
   await until('the page to say it is connected', async () => (await text(page, '#connection-state')).startsWith('Connected'), 30_000);
   await until('the refresh state to say Live', async () => (await text(page, '#refresh-state')).startsWith('Live'));
   await page.selectOption('#refresh-interval', '500');
+  await until('the activity view to ask for a queue and the broker chart to say nothing was measured yet', async () =>
+    (await text(page, '#activity-view')).includes('Choose a queue to see its activity') &&
+    (await text(page, '#broker-picture .empty')).includes('No traffic measured in the last hour'));
   await shot('connected');
 
   step('the encryption option is not offered as if it worked: this broker has no key, and the form says so');

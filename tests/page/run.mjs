@@ -4,6 +4,7 @@
 //      scripts/build-js), with www/ served by a small static server, on a fresh IndexedDB database;
 //   2. against the real worker (`wrangler dev`, workerd, on a free port with a temporary state folder),
 //      which serves the page at / and the API at /api/v1.
+// Then the activity pictures (tests/page/pictures.mjs) in the same page.
 // Screenshots go to test-artifacts/page/. Any console error or page error fails the run.
 //
 //   node tests/page/run.mjs                 both modes
@@ -15,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { serveStatic } from './static-server.mjs';
 import { startWorker } from './wrangler.mjs';
 import { runFlow } from './flow.mjs';
+import { runPictures } from './pictures.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WWW = join(ROOT, 'www');
@@ -54,6 +56,7 @@ async function runMode(label, url) {
   page.on('crash', () => problems.push('the page crashed'));
   try {
     await runFlow(page, { label, url, shots: SHOTS });
+    await runPictures(page, { label, shots: SHOTS });
   } catch (e) {
     problems.unshift(`flow failed: ${e.message}`);
     await page.screenshot({ path: join(SHOTS, `${label}-FAILED.png`), fullPage: true }).catch(() => {});

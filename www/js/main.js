@@ -9,7 +9,10 @@
 //   countdown.js   one ticker for every [data-until] countdown (leases, retry holds)
 //   simulator.js   the simulated consumers (pop, hold, ack completed/failed or crash), no DOM
 //   dom.js         element builder, focus-keeping re-render, formatters
-//   views/*.js     queues + lanes, messages, dead letters, forms (configure, push), simulator
+//   activity.js    what the activity pictures draw, recorded from the broker's counters at each refresh
+//   charts.js      plain SVG drawing: bars over time, lines of gauges, the lane timeline
+//   views/*.js     queues + lanes, activity pictures, messages, dead letters, forms (configure, push),
+//                  simulator
 import { connect, ApiError } from './transport.js';
 import { Poller } from './poller.js';
 import { store, loadAll } from './state.js';
@@ -19,6 +22,8 @@ import { renderMessages, initMessages } from './views/messages.js';
 import { renderDlq, initDlq } from './views/dlq.js';
 import { initForms, renderQueueNames } from './views/forms.js';
 import { initSimulator, syncSimQueue, stopSimulator } from './views/simulator.js';
+import { renderActivity } from './views/activity.js';
+import { ActivityRecorder } from './activity.js';
 
 const $ = (id) => document.getElementById(id);
 const SETTINGS_KEY = 'queen-edge-page:connection';
@@ -98,10 +103,10 @@ async function doConnect() {
   poller.stop();
   store.state.conn?.close();
   store.set({ conn: null, queues: [], detail: null, dlq: [], messages: [], selected: null, partition: null,
-    msgOffset: null, dlqGroup: '', dlqSelected: new Set() });
+    msgOffset: null, dlqGroup: '', dlqSelected: new Set(), activity: null, brokerSeries: null });
   try {
     const conn = await connect(settings);
-    store.set({ conn });
+    store.set({ conn, activity: new ActivityRecorder(Date.now()) });
     $('connection-state').textContent = `Connected to the ${conn.label}`;
     $('alert').hidden = true;
     try {
@@ -152,6 +157,7 @@ store.subscribe((s) => {
   renderStorage(s.storage);
   renderQueueNames(s);
   renderQueues(s);
+  renderActivity(s);
   renderMessages(s);
   renderDlq(s);
   syncSimQueue(s);

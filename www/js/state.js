@@ -23,6 +23,8 @@ export const store = {
     dlq: [],             // GET /dlq for the selected queue
     dlqSelected: new Set(),
     storage: null,       // GET /status -> storage: {storedBytes, maxStoredBytes, ...}
+    brokerSeries: null,  // GET /status -> throughput: the broker's per-minute counts (null: not reported)
+    activity: null,      // ActivityRecorder of this connection (activity.js), fed at each refresh
     loadedAt: 0,         // Date.now() when the data arrived
   },
   listeners: new Set(),
@@ -81,13 +83,38 @@ export async function loadAll() {
   if (conn !== store.state.conn) return;
   // Stored bytes against the quota; a broker without /status (an older one) just shows nothing.
   let storage = null;
+  let brokerSeries = null;
   try {
-    storage = (await conn.request('GET', '/api/v1/status')).body?.storage ?? null;
+    const status = (await conn.request('GET', '/api/v1/status')).body;
+    storage = status?.storage ?? null;
+    brokerSeries = Array.isArray(status?.throughput) ? status.throughput : null;
   } catch (e) {
     if (e.status !== 404 && e.status !== 501) throw e;
   }
+  const pictures = detail ? await activityReads(conn, detail, s.dlqGroup ? null : dlq) : null;
   if (conn !== store.state.conn) return;
+  if (pictures) s.activity?.observe({ at: Date.now(), detail, ...pictures });
   const ids = new Set(dlq.map((d) => d.id));
   const dlqSelected = new Set([...s.dlqSelected].filter((id) => ids.has(id)));
-  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, storage, loadedAt: Date.now() });
+  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, storage, brokerSeries, loadedAt: Date.now() });
+}
+
+/**
+ * What the activity pictures need beyond the views' reads: the queue's dead letters of every group
+ * (`dlqAllGroups` when the dead-letter view already has them) and its delivery log when it keeps one
+ * (null otherwise, or when the broker has no delivery log route).
+ */
+async function activityReads(conn, detail, dlqAllGroups) {
+  const q = enc(detail.name);
+  const dlq = dlqAllGroups ?? ((await conn.request('GET', `/api/v1/dlq?queue=${q}&limit=200`)).body?.messages || []);
+  let deliveries = null;
+  const log = detail.options?.deliveryLog;
+  if (log && log !== 'off') {
+    try {
+      deliveries = (await conn.request('GET', `/api/v1/deliveries?queue=${q}&limit=200`)).body?.deliveries || [];
+    } catch (e) {
+      if (e.status !== 404 && e.status !== 501) throw e;
+    }
+  }
+  return { dlq, deliveries };
 }

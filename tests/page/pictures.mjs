@@ -1,0 +1,158 @@
+// The activity pictures, run once per broker mode after the main flow: push and pop through the API
+// (the page's own connection, so the same broker in both modes), then read back what the charts drew
+// (each bar and dot carries its value in data attributes) and compare it with the counts; nack a
+// message past its retry budget and check that its lane's timeline shows the lease, the retry, the hold
+// and the dead-lettering. With a broker that keeps a delivery log, the same on a queue with
+// `deliveryLog: all`, where the outcomes come from the log. Screenshots go to `shots`.
+
+const QUEUE = 'pictures';
+const LOG_QUEUE = 'pictures-log';
+
+async function until(what, check, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await check();
+      if (last) return last;
+    } catch (e) {
+      last = e.message;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what} (last: ${JSON.stringify(last)})`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** A Queen HTTP call through the page's own connection (in-browser broker or worker alike). */
+async function api(page, method, path, body = null) {
+  return page.evaluate(async ([m, p, b]) => {
+    const { store } = await import('/js/state.js');
+    const res = await store.state.conn.request(m, p, b);
+    return { status: res.status, body: res.body };
+  }, [method, path, body]);
+}
+
+/** Sum of `attr` over the elements matching `sel` (a data attribute, e.g. 'data-value'). */
+async function sumOf(page, sel, attr = 'data-value') {
+  return page.evaluate(([s, a]) => [...document.querySelectorAll(s)].reduce((n, e) => n + Number(e.getAttribute(a)), 0), [sel, attr]);
+}
+
+async function pop(page, queue, group, batch) {
+  const q = new URLSearchParams({ batch: String(batch), wait: 'false', consumerGroup: group, subscriptionMode: 'all' });
+  const res = await api(page, 'GET', `/api/v1/pop/queue/${queue}?${q}`);
+  if (res.status !== 200) throw new Error(`pop on ${queue} for ${group} answered ${res.status}`);
+  return res.body.messages;
+}
+
+async function ack(page, messages, status, group) {
+  const acknowledgments = messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId,
+    status, error: status === 'failed' ? 'picture test failure' : null }));
+  const res = await api(page, 'POST', '/api/v1/ack/batch', { acknowledgments, consumerGroup: group });
+  return res.body;
+}
+
+const row = (group) => `#lane-timeline g.lane-row[data-group="${group}"]`;
+
+/** Nacks one message of `queue` for `group` until it is dead-lettered (retry limit 1), checking the timeline. */
+async function nackPastBudget(page, queue, group, step) {
+  step(`${queue}: pop one message for group ${group}: the timeline shows its lease`);
+  let [m] = await pop(page, queue, group, 1);
+  await until('a lease bar on the lane', async () => (await page.locator(`${row(group)} rect[data-event=lease]`).count()) >= 1);
+  step(`${queue}: nack it (failed): a retry and a retry hold`);
+  await ack(page, [m], 'failed', group);
+  await until('a retry glyph on the lane', async () => (await sumOf(page, `${row(group)} g[data-event=retry]`, 'data-count')) === 1);
+  await until('a retry hold bar on the lane', async () => (await page.locator(`${row(group)} rect[data-event=hold]`).count()) >= 1);
+  step(`${queue}: after the hold, pop it again and nack it: its retry budget is used, it is dead-lettered`);
+  await until('the message to come back after its hold', async () => {
+    const again = await pop(page, queue, group, 1).catch(() => []);
+    if (again[0]) m = again[0];
+    return again.length === 1;
+  });
+  if (m.retryCount !== undefined && m.retryCount !== 1) throw new Error(`the redelivery says retryCount ${m.retryCount}, not 1`);
+  const [result] = await ack(page, [m], 'failed', group);
+  if (!result?.dlq) throw new Error(`the second failure was not dead-lettered: ${JSON.stringify(result)}`);
+  await until('a dead-letter glyph on the lane', async () => (await page.locator(`${row(group)} g[data-event=dead-letter]`).count()) === 1);
+  const retries = await sumOf(page, `${row(group)} g[data-event=retry]`, 'data-count');
+  if (retries !== 1) throw new Error(`the lane shows ${retries} retries, not 1`);
+  const leases = await page.locator(`${row(group)} rect[data-event=lease]`).count();
+  if (leases < 2) throw new Error(`the lane shows ${leases} lease bars, not the 2 deliveries`);
+}
+
+export async function runPictures(page, { label, shots, log = console.log }) {
+  const step = (s) => log(`  [${label}] pictures: ${s}`);
+  const shot = async (name, selector = '#activity-panel') => {
+    const file = `${shots}/${label}-pictures-${name}.png`;
+    await page.locator(selector).screenshot({ path: file });
+    log(`  screenshot ${file}`);
+  };
+
+  step('configure a queue (lease 30 s, retry limit 1, retry delay 1.5 s) and choose it');
+  await api(page, 'POST', '/api/v1/configure', { queue: QUEUE, options: { leaseTime: 30, retryLimit: 1, retryDelay: 1500 } });
+  await until('the queue to be listed', async () => (await page.locator(`#queue-table button[data-queue="${QUEUE}"]`).count()) === 1);
+  await page.click(`#queue-table button[data-queue="${QUEUE}"]`);
+  await until('the activity view to show the queue', async () => (await page.locator('#activity-view h3').textContent()).includes(QUEUE));
+  await page.selectOption('#activity-window', '60000');
+  await until('the throughput to start from zero', async () => (await page.getAttribute('#throughput-totals', 'data-pushed')) === '0');
+  await until('the backlog picture to say no group has read yet', async () =>
+    (await page.locator('#backlog-picture .empty').textContent()).includes('No consumer group'));
+  await shot('empty');
+
+  step('push 7 messages through the API: the pushed bars add up to 7');
+  const items = Array.from({ length: 7 }, (_, i) => ({ queue: QUEUE, payload: { n: i } }));
+  const pushed = await api(page, 'POST', '/api/v1/push', { items });
+  if (pushed.status !== 201 && pushed.status !== 200) throw new Error(`push answered ${pushed.status}`);
+  await until('pushed bars adding up to 7', async () => (await sumOf(page, '#throughput-chart rect[data-series=pushed]')) === 7);
+
+  step('pop 5 for group g and ack them: delivered and acked bars add up to 5, the backlog of g is 2');
+  const five = await pop(page, QUEUE, 'g', 5);
+  if (five.length !== 5) throw new Error(`popped ${five.length}, not 5`);
+  await ack(page, five, 'completed', 'g');
+  await until('delivered bars adding up to 5', async () => (await sumOf(page, '#throughput-chart rect[data-series=delivered]')) === 5);
+  await until('acked bars adding up to 5', async () => (await sumOf(page, '#throughput-chart rect[data-series=acked]')) === 5);
+  await until('the backlog of g to be 2', async () => (await page.getAttribute('#backlog-legend li[data-group=g]', 'data-value')) === '2');
+  const lastDot = await page.evaluate(() => {
+    const dots = [...document.querySelectorAll('#backlog-chart circle[data-series=g]')];
+    return dots.length ? Number(dots[dots.length - 1].dataset.value) : null;
+  });
+  if (lastDot !== 2) throw new Error(`the backlog line of g ends at ${lastDot}, not 2`);
+  const failedBars = await sumOf(page, '#throughput-chart rect[data-series=failed]');
+  if (failedBars !== 0) throw new Error(`failed bars add up to ${failedBars} with no failed ack`);
+  await shot('throughput');
+
+  await nackPastBudget(page, QUEUE, 'r', step);
+  await until('failed bars adding up to 2', async () => (await sumOf(page, '#throughput-chart rect[data-series=failed]')) === 2);
+  await shot('lane-timeline');
+
+  step('the broker chart draws what GET /status reports per minute');
+  const status = (await api(page, 'GET', '/api/v1/status')).body;
+  for (const [series, key] of [['pushed', 'pushed'], ['popped', 'popped'], ['acked', 'acked']]) {
+    const want = status.throughput.reduce((n, p) => n + p[key], 0);
+    await until(`broker ${series} bars adding up to ${want}`, async () => (await sumOf(page, `#broker-chart rect[data-series=${series}]`)) === want);
+  }
+
+  step('a queue with a delivery log: the outcomes on its timeline come from the log');
+  let configured;
+  try {
+    configured = await api(page, 'POST', '/api/v1/configure',
+      { queue: LOG_QUEUE, options: { leaseTime: 30, retryLimit: 1, retryDelay: 1500, deliveryLog: 'all' } });
+  } catch (e) {
+    configured = { status: e.status, error: e.message };
+  }
+  const detail = configured.status < 300 ? (await api(page, 'GET', `/api/v1/resources/queues/${LOG_QUEUE}`).catch(() => null))?.body : null;
+  if (detail?.options?.deliveryLog !== 'all') {
+    log(`  [${label}] pictures: NOT RUN: this broker keeps no delivery log (configure answered ${configured.status}` +
+      `${configured.error ? `: ${configured.error}` : ''}; deliveryLog echoed as ${JSON.stringify(detail?.options?.deliveryLog)})`);
+    return { deliveryLog: false };
+  }
+  await api(page, 'POST', '/api/v1/push', { items: [{ queue: LOG_QUEUE, payload: { logged: true } }] });
+  await until('the queue to be listed', async () => (await page.locator(`#queue-table button[data-queue="${LOG_QUEUE}"]`).count()) === 1);
+  await page.click(`#queue-table button[data-queue="${LOG_QUEUE}"]`);
+  await until('the activity view to show the queue', async () => (await page.locator('#activity-view h3').textContent()).includes(LOG_QUEUE));
+  await nackPastBudget(page, LOG_QUEUE, 'r', step);
+  const fromLog = await page.locator(`${row('r')} g[data-source=log]`).count();
+  if (fromLog < 2) throw new Error(`only ${fromLog} timeline events come from the delivery log`);
+  const logHolds = await page.locator(`${row('r')} rect[data-event=hold][data-source=log]`).count();
+  if (logHolds < 1) throw new Error('the retry hold does not come from the delivery log');
+  await shot('lane-timeline-log');
+  return { deliveryLog: true };
+}
