@@ -140,7 +140,12 @@ export class ActivityRecorder {
       const track = rec.track(partition, lane.consumerGroup);
       const before = prev?.lanes.get(key)?.lane ?? null;
       observeLease(track, before, lane, { at, prevAt: prev?.t ?? null, leaseMs: (o.leaseTime || 60) * 1000 });
-      if (!useLog) observeHold(track, lane, { at, prevAt: prev?.t ?? null, delayMs: o.retryBackoff ? null : (o.retryDelay ?? null) });
+      if (!useLog) {
+        const hold = observeHold(track, lane, { at, prevAt: prev?.t ?? null, delayMs: o.retryBackoff ? null : (o.retryDelay ?? null) });
+        // The failed ack that set the hold ended the lease the previous refresh saw: no later than that.
+        const ended = track.leases[track.leases.length - 1];
+        if (hold && ended?.closed && ended.to > hold.from) ended.to = Math.max(ended.from, hold.from);
+      }
       // Failed acks: the lane's stored count, from the baseline on.
       const c = lane.counts;
       const b = base ? (base.lanes.get(key)?.lane?.counts ?? zero) : null;
@@ -226,16 +231,18 @@ function closeLease(track, at, how) {
   if (how === 'expired') track.events.push({ t: open.expires, kind: 'expired', source: 'lane' });
 }
 
-/** A retry hold seen on the lane: a bar up to `holdUntil`. */
+/** A retry hold seen on the lane: a bar up to `holdUntil`. Returns the hold when it is new. */
 function observeHold(track, lane, { at, prevAt, delayMs }) {
-  if (!lane.holdUntil) return;
+  if (!lane.holdUntil) return null;
   const until = Date.parse(lane.holdUntil);
-  if (!Number.isFinite(until)) return;
+  if (!Number.isFinite(until)) return null;
   const last = track.holds[track.holds.length - 1];
-  if (last && last.to === until) return;
+  if (last && last.to === until) return null;
   let from = delayMs !== null ? until - delayMs : at;
   from = Math.min(at, prevAt !== null ? Math.max(prevAt, from) : from);
-  track.holds.push({ from, to: until, source: 'lane' });
+  const hold = { from, to: until, source: 'lane' };
+  track.holds.push(hold);
+  return hold;
 }
 
 const OUTCOME_EVENT = {

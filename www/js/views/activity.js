@@ -137,12 +137,12 @@ function lanePicture(rec, detail, from, end, width) {
   return h('figure', { class: 'picture wide', id: 'lane-picture' },
     h('figcaption', {}, h('strong', {}, 'Lane timeline'), ' (one row per partition and group)'),
     body,
-    h('ul', { class: 'legend', 'aria-hidden': 'true' },
+    rows.length ? h('ul', { class: 'legend', 'aria-hidden': 'true' },
       h('li', {}, h('span', { class: 'swatch lease' }), 'lease'), h('li', {}, h('span', { class: 'swatch hold' }), 'retry hold'),
       h('li', {}, h('span', { class: 'glyph retry' }, '◆'), 'failed, retried'), h('li', {}, h('span', { class: 'glyph dead-letter' }, '✕'), 'dead-lettered'),
       h('li', {}, h('span', { class: 'glyph expired' }, '○'), 'lease expired'),
-      logged ? h('li', {}, h('span', { class: 'glyph completed' }, '|'), 'completed') : null),
-    h('p', { class: 'hint' }, source));
+      logged ? h('li', {}, h('span', { class: 'glyph completed' }, '|'), 'completed') : null) : null,
+    rows.length ? h('p', { class: 'hint' }, source) : null);
 }
 
 function brokerPicture(s, width) {
