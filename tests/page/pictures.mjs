@@ -2,7 +2,7 @@
 // (the page's own connection, so the same broker in both modes), then read back what the charts drew
 // (each bar and dot carries its value in data attributes) and compare it with the counts; nack a
 // message past its retry budget and check that its lane's timeline shows the lease, the retry, the hold
-// and the dead-lettering. With a broker that keeps a delivery log, the same on a queue with
+// and the dead-lettering, and that a lease left to run out ends in an expiry. With a broker that keeps a delivery log, the same on a queue with
 // `deliveryLog: all`, where the outcomes come from the log. Screenshots go to `shots`.
 
 const QUEUE = 'pictures';
@@ -37,8 +37,8 @@ async function sumOf(page, sel, attr = 'data-value') {
   return page.evaluate(([s, a]) => [...document.querySelectorAll(s)].reduce((n, e) => n + Number(e.getAttribute(a)), 0), [sel, attr]);
 }
 
-async function pop(page, queue, group, batch) {
-  const q = new URLSearchParams({ batch: String(batch), wait: 'false', consumerGroup: group, subscriptionMode: 'all' });
+async function pop(page, queue, group, batch, extra = {}) {
+  const q = new URLSearchParams({ batch: String(batch), wait: 'false', consumerGroup: group, subscriptionMode: 'all', ...extra });
   const res = await api(page, 'GET', `/api/v1/pop/queue/${queue}?${q}`);
   if (res.status !== 200) throw new Error(`pop on ${queue} for ${group} answered ${res.status}`);
   return res.body.messages;
@@ -121,6 +121,14 @@ export async function runPictures(page, { label, shots, log = console.log }) {
   await nackPastBudget(page, QUEUE, 'r', step);
   await until('failed bars adding up to 2', async () => (await sumOf(page, '#throughput-chart rect[data-series=failed]')) === 2);
   await shot('lane-timeline');
+
+  step('pop one for group x with a 2 s lease and never ack it: the lease bar ends in an expiry');
+  const [held] = await pop(page, QUEUE, 'x', 1, { leaseSeconds: '2' });
+  if (!held) throw new Error('group x got nothing to hold');
+  await until('a lease bar on lane x', async () => (await page.locator(`${row('x')} rect[data-event=lease]`).count()) === 1);
+  await until('an expiry glyph on lane x', async () => (await page.locator(`${row('x')} g[data-event=expired]`).count()) === 1, 15_000);
+  if ((await page.getAttribute(`${row('x')} rect[data-event=lease]`, 'data-end')) !== 'expired') throw new Error('the lease bar of x does not end as expired');
+  await shot('lane-expiry');
 
   step('the broker chart draws what GET /status reports per minute');
   const status = (await api(page, 'GET', '/api/v1/status')).body;

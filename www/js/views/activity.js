@@ -53,9 +53,10 @@ function view(s, width) {
     h('p', { class: 'hint' }, 'Sampled from the broker’s counters at each refresh since ',
       rec?.since ? h('time', { datetime: new Date(rec.since).toISOString() }, new Date(rec.since).toLocaleTimeString([], { hour12: false })) : 'now',
       ': the page keeps the last 15 minutes while it is open.'),
-    h('div', { class: 'pictures' },
-      throughputPicture(rec, windowMs, end, width),
-      backlogPicture(rec, s.detail, from, end, width)),
+    // Throughput and backlog side by side when there is room.
+    h('div', { class: `pictures${width >= 1000 ? ' two' : ''}` },
+      throughputPicture(rec, windowMs, end, width >= 1000 ? Math.floor((width - 16) / 2) : width),
+      backlogPicture(rec, s.detail, from, end, width >= 1000 ? Math.floor((width - 16) / 2) : width)),
     lanePicture(rec, s.detail, from, end, width),
     broker,
   ];
