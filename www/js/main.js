@@ -22,7 +22,7 @@ import { renderMessages, initMessages } from './views/messages.js';
 import { renderDlq, initDlq } from './views/dlq.js';
 import { initForms, renderQueueNames } from './views/forms.js';
 import { initSimulator, syncSimQueue, stopSimulator } from './views/simulator.js';
-import { renderActivity } from './views/activity.js';
+import { renderActivity, initActivity } from './views/activity.js';
 import { ActivityRecorder } from './activity.js';
 
 const $ = (id) => document.getElementById(id);
@@ -131,6 +131,7 @@ initMessages(refresh);
 initDlq({ refresh, notify, fail: (t) => showAlert(t) });
 initForms({ refresh, notify });
 initSimulator({ refresh });
+initActivity();
 /** "Storage: 12.3 MB of 8.0 GB (0.2 %)": stored message bytes against the broker's quota. */
 function renderStorage(storage) {
   const el = $('storage-state');

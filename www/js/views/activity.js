@@ -24,6 +24,17 @@ const BROKER_SERIES = [
 
 let windowMs = 5 * 60_000;
 let last = '';
+/** Most lane rows drawn; lanes with something in the window come first. */
+const MAX_ROWS = 40;
+
+/** Redraws at the new width when the window is resized (the charts are drawn in pixels). */
+export function initActivity() {
+  let timer = null;
+  window.addEventListener('resize', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => renderActivity(store.state), 150);
+  });
+}
 
 const el = () => document.getElementById('activity-view');
 const groupLabel = (g) => (g === QUEUE_MODE ? 'queue mode' : g);
@@ -120,11 +131,13 @@ function lanePicture(rec, detail, from, end, width) {
     if (!keys.some(([p, g]) => p === t.partition && g === t.group) && (t.events.length || t.leases.length)) keys.push([t.partition, t.group]);
   }
   const many = (detail.partitions || []).length > 1;
-  const rows = keys.map(([p, g]) => {
+  const all = keys.map(([p, g]) => {
     const t = rec?.tracks.get(`${p}\u0000${g}`);
     return { key: `${p}/${g}`, partition: p, group: g, label: many ? `${p} · ${groupLabel(g)}` : groupLabel(g),
       leases: t?.leases ?? [], holds: t?.holds ?? [], events: t?.events ?? [] };
   });
+  const busy = (r) => r.leases.some((x) => x.to >= from) || r.holds.some((x) => x.to >= from) || r.events.some((x) => x.t >= from);
+  const rows = [...all.filter(busy), ...all.filter((r) => !busy(r))].slice(0, MAX_ROWS);
   const source = logged
     ? `Outcomes from the queue’s delivery log (deliveryLog: ${detail.options.deliveryLog}); leases as each refresh saw them.`
     : 'From each lane’s state at each refresh (leases, holds, failed-ack counts) and the dead-letter queue; a lease shorter than a refresh can fall between two.';
@@ -143,6 +156,8 @@ function lanePicture(rec, detail, from, end, width) {
       h('li', {}, h('span', { class: 'glyph retry' }, '◆'), 'failed, retried'), h('li', {}, h('span', { class: 'glyph dead-letter' }, '✕'), 'dead-lettered'),
       h('li', {}, h('span', { class: 'glyph expired' }, '○'), 'lease expired'),
       logged ? h('li', {}, h('span', { class: 'glyph completed' }, '|'), 'completed') : null) : null,
+    all.length > rows.length ? h('p', { class: 'hint', id: 'lanes-not-shown' },
+      `${n('more lane', all.length - rows.length)} not shown (the quietest in this window).`) : null,
     rows.length ? h('p', { class: 'hint' }, source) : null);
 }
 
