@@ -91,7 +91,7 @@ function axes({ m, w, hgt, max, y, from, end, x }) {
  * Lines of gauges over time: `lines` = [{key, label, cls, points: [{t, v}]}] within [from, end].
  * A step line per series and a dot per point.
  */
-export function lineChart({ lines, from, end, width, height = 130, label, id }) {
+export function lineChart({ lines, from, end, width, height = 130, label, id, gapMs = Infinity }) {
   const m = { l: 38, r: 8, t: 8, b: 20 };
   const w = Math.max(40, width - m.l - m.r);
   const hgt = height - m.t - m.b;
@@ -102,7 +102,9 @@ export function lineChart({ lines, from, end, width, height = 130, label, id }) 
     axes({ m, w, hgt, max, y, from, end, x }),
     lines.map((l, i) => {
       const pts = l.points.filter((p) => p.t >= from && p.t <= end);
-      const path = pts.map((p, k) => `${k ? `H${round(x(p.t))}V` : `M${round(x(p.t))},`}${round(y(p.v))}`).join('');
+      // A gap longer than `gapMs` (the page was not looking) breaks the line instead of bridging it.
+      const path = pts.map((p, k) => (k && p.t - pts[k - 1].t <= gapMs
+        ? `H${round(x(p.t))}V${round(y(p.v))}` : `M${round(x(p.t))},${round(y(p.v))}`)).join('');
       return svg('g', { class: `line ${l.cls ?? `c${i % 6}`}`, dataset: { series: l.key } },
         pts.length > 1 ? svg('path', { d: path }) : null,
         pts.map((p) => svg('circle', { cx: round(x(p.t)), cy: round(y(p.v)), r: 2,

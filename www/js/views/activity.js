@@ -114,7 +114,7 @@ function backlogPicture(rec, detail, from, end, width) {
       points: (rec?.backlog ?? []).filter((b) => g in b.groups).map((b) => ({ t: b.t, v: b.groups[g] })),
     }));
     const now = lines.map((l) => `${l.label}: ${l.points[l.points.length - 1]?.v ?? 0}`).join(', ');
-    body = [lineChart({ lines, from, end, width, id: 'backlog-chart', label: `Backlog per group (messages after its cursor). Now ${now}` }),
+    body = [lineChart({ lines, from, end, width, id: 'backlog-chart', gapMs: Math.max(15_000, (end - from) / BUCKETS), label: `Backlog per group (messages after its cursor). Now ${now}` }),
       h('ul', { class: 'legend', id: 'backlog-legend' }, lines.map((l) => h('li', { dataset: { group: l.key, value: l.points[l.points.length - 1]?.v ?? 0 } },
         h('span', { class: `swatch ${l.cls}` }), `${l.label}: ${n('message', l.points[l.points.length - 1]?.v ?? 0)}`)))];
   }
