@@ -6,7 +6,7 @@
 //
 // Types: index.d.ts. Design: README.md (In the browser) and docs/decisions.md.
 
-import { QueenClient } from './client.js'
+import { QueenClient, flushBuffersForClose } from './client.js'
 import { HttpTransport } from './http.js'
 import { LocalTransport, deleteDatabase as deleteLocalDatabase, loadWasm } from './local.js'
 import { asQueenError } from './errors.js'
@@ -72,9 +72,16 @@ export class Queen extends QueenClient {
     return t instanceof LocalTransport ? t.onRoleChange(callback) : () => {}
   }
 
-  /** Stops this client. In-browser, a writer hands the database to the next tab or worker. */
+  /**
+   * Stops this client: sends what `.buffer()` holds first (up to 30 s; rejects, after closing, when
+   * some could not be sent). In-browser, a writer hands the database to the next tab or worker.
+   */
   async close() {
-    this.transport.close()
+    try {
+      await flushBuffersForClose(this)
+    } finally {
+      this.transport.close()
+    }
   }
 }
 
