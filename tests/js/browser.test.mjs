@@ -7,10 +7,24 @@
 // Screenshots and logs go to test-artifacts/js/.
 
 import { launch, openPage, uniqueName, assert, assertEq, runTests, ARTIFACTS } from './harness.mjs'
+import { recordAnswers, factsProblems, checkAnswerTypes } from './answers.mjs'
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 const tests = [
+  ['answers recorded in Chromium have the types js/index.d.ts declares (tsc --strict); 0-based offsets, groups, ack takes the group of the message, buffer', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'answers')
+    const recorded = await page.evaluate(`(${recordAnswers.toString()})(${JSON.stringify({
+      moduleUrl: '/vendor/queen-edge/queen-edge.js', mode: 'open', name: uniqueName('answers'), q: 'answers'
+    })})`)
+    const problems = factsProblems(recorded.facts)
+    assert(problems.length === 0, problems.join('\n      '))
+    const typeErrors = await checkAnswerTypes(recorded.answers, 'open')
+    assert(typeErrors === '', 'recorded answers against js/index.d.ts:\n' + typeErrors)
+    await context.close()
+  }],
+
   ['push, pop, ack, nack to the dead-letter queue, replay', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'basic')
