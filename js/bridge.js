@@ -44,6 +44,8 @@ export class Bridge {
   #pending = null
   #onOnline = null
   #onOffline = null
+  #onPageHide = null
+  #held = new Set()
 
   /**
    * Starts forwarding (internal: `Queen.open` makes it). `options`: checked by bridgeOptions; `deps`:
@@ -67,6 +69,12 @@ export class Bridge {
       this.#onOffline = () => this.#emit()
       target.addEventListener('online', this.#onOnline)
       target.addEventListener('offline', this.#onOffline)
+      // A page going away (reload, navigation) gives back the spans it holds, so the next page does not
+      // wait for their leases; best effort: if it does not get through, the leases expire.
+      this.#onPageHide = () => {
+        for (const messages of this.#held) this.#queen.ack(messages, 'retry', { group: BRIDGE_GROUP })
+      }
+      target.addEventListener('pagehide', this.#onPageHide)
     }
     this.#loops = options.queues.map((queue) => this.#run(queue))
   }
@@ -127,6 +135,7 @@ export class Bridge {
     if (this.#onOnline) {
       globalThis.removeEventListener('online', this.#onOnline)
       globalThis.removeEventListener('offline', this.#onOffline)
+      globalThis.removeEventListener('pagehide', this.#onPageHide)
     }
     this.retryNow()
     this.#edge.close()
@@ -240,6 +249,7 @@ export class Bridge {
       const renewed = await this.#queen.renew(leaseId)
       if (!renewed.success) leaseLost = true
     }, Math.max(1000, (o.leaseSeconds * 1000) / 3))
+    this.#held.add(messages)
     const items = messages.map((m) => {
       const item = { queue: m.queue || queue, partition: m.partition, payload: m.data, transactionId: m.transactionId }
       if (m.traceId) item.traceId = m.traceId
@@ -289,6 +299,7 @@ export class Bridge {
       return delay
     } finally {
       clearInterval(renewal)
+      this.#held.delete(messages)
     }
   }
 
