@@ -194,6 +194,9 @@ export class PushBuilder {
   #run() {
     if (!this.#promise && this.#buffer) {
       this.#promise = (async () => {
+        if (this.#onError || this.#onDuplicate) {
+          throw new QueenError('invalid', 'a buffered push is sent later: its failures are in getBufferStats() and flushBuffer(), not onError/onDuplicate')
+        }
         const { manager, key, options } = this.#buffer
         manager.add(key, this.#items, options)
         if (this.#onSuccess) await this.#onSuccess(this.#items)

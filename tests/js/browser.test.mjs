@@ -172,6 +172,12 @@ const tests = [
       } catch (e) {
         out.badBuffer = e.code
       }
+      try {
+        await queen.queue('buf').buffer().push({ data: 'never' }).onError(() => {})
+        out.bufferedOnError = 'resolved'
+      } catch (e) {
+        out.bufferedOnError = e.code
+      }
       await queen.queue('buf').partition('z').buffer({ messageCount: 100, timeMillis: 60000 }).push([{ data: 'z1' }, { data: 'z2' }])
       await queen.close()
       const reopened = await Queen.open({ name })
@@ -198,6 +204,7 @@ const tests = [
     assertEq(r.refused, 'bad_request', 'a refused batch rejects flushBuffer')
     assertEq(r.refusedStats, [1, 'string', 0], 'and is counted as failed, not kept')
     assertEq(r.badBuffer, 'invalid', 'buffer({ messageCount: 0 }) is refused')
+    assertEq(r.bufferedOnError, 'invalid', 'onError on a buffered push (it could never be called) is refused')
     assertEq(r.byClose, ['z1', 'z2'], 'close() flushes the buffers')
     await context.close()
   }],
