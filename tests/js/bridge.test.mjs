@@ -11,7 +11,9 @@
 //   5. the tab crashes after the edge stored a batch and before the local ack: after reopening, the
 //      span is sent again once its lease expired, the edge answers `duplicate`, and holds each message
 //      once;
-//   6. bad options fail Queen.open with clear errors.
+//   6. bad options fail Queen.open with clear errors;
+//   7. (not the bridge) a buffered push through Queen.connect while the broker is unreachable: kept and
+//      retried with a back-off, then delivered once.
 //
 //   node tests/js/bridge.test.mjs [name-filter ...]
 // Needs scripts/build-js (the bundle in www/vendor/queen-edge) and scripts/build-worker.
@@ -206,6 +208,34 @@ const tests = [
       'once the lease expired the batch was sent again and the edge answered duplicate for each')
     await assertEdgeHolds(queue, pushed, 'after the crash')
     await reopened.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['buffered push through Queen.connect: the broker unreachable keeps the items buffered and retried, then delivered once', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'buffer-retry')
+    const queue = uniqueName('buffered')
+    let refused = 0
+    await page.route(worker.url + '/api/v1/push', (route) => {
+      refused++
+      return route.abort('connectionrefused')
+    })
+    const cut = await page.evaluate(async ({ url, token, queue }) => {
+      window.remote = window.QE.Queen.connect(url, { token, retryAttempts: 1 })
+      await window.remote.queue(queue).partition('p').buffer({ messageCount: 100, timeMillis: 100 }).push([{ data: 1 }, { data: 2 }, { data: 3 }])
+      await new Promise((r) => setTimeout(r, 1200))
+      return window.remote.getBufferStats()
+    }, { url: worker.url, token: TOKEN, queue })
+    assertEq([cut.totalBufferedMessages, cut.failedMessages, cut.flushesPerformed], [3, 0, 0], `unreachable: the items stay buffered (${JSON.stringify(cut)})`)
+    assert(refused >= 2 && refused <= 5, `retried with a back-off (${refused} attempts in 1.2 s)`)
+    assert(typeof cut.lastError === 'string' && cut.lastError.length > 0, 'the last error is shown')
+    await page.unroute(worker.url + '/api/v1/push')
+    const after = await page.evaluate(async () => {
+      await new Promise((r) => setTimeout(r, 6000))
+      return window.remote.getBufferStats()
+    })
+    assertEq([after.totalBufferedMessages, after.flushesPerformed, after.failedMessages], [0, 1, 0], `delivered by the retry timer (${JSON.stringify(after)})`)
+    assertEq((await edgeMessages(queue, 'p')).map((m) => m.data), [1, 2, 3], 'the broker has them once, in order')
     await context.close()
   }],
 
