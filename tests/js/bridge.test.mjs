@@ -5,6 +5,8 @@
 //      back online they reach the edge exactly once, in order per partition;
 //   2. the edge unreachable while the browser thinks it is online (route interception): retries with a
 //      growing back-off, the last error visible; forwarded when the route is back;
+//   2b. two tabs of one broker, both bridged, pushing while offline: each message once at the edge, each
+//      tab's pushes in order;
 //   3. a wrong token: 401 as the last error, nothing dropped;
 //   4. a reload while the edge is unreachable: the pending messages are still there (IndexedDB) and
 //      forwarded after the reload;
@@ -16,11 +18,12 @@
 //      retried with a back-off, then delivered once.
 //
 //   node tests/js/bridge.test.mjs [name-filter ...]
+// Screenshots of the status at each stage: test-artifacts/js/bridge-*.png.
 // Needs scripts/build-js (the bundle in www/vendor/queen-edge) and scripts/build-worker.
 
 import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
-import { launch, openPage, uniqueName, assert, assertEq, runTests, ROOT } from './harness.mjs'
+import { launch, openPage, uniqueName, assert, assertEq, runTests, ROOT, ARTIFACTS } from './harness.mjs'
 import { startWorker, tempPersistDir } from '../../worker/test/harness.mjs'
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
@@ -62,6 +65,21 @@ function openBridged(page, { name, queue, token = TOKEN, ...extra }) {
   }, { name, url: worker.url, token, queue, extra })
 }
 
+/** Shows the bridge's status in the page and keeps a screenshot (test-artifacts/js/bridge-<label>.png). */
+async function screenshot(page, label) {
+  await page.evaluate(async (label) => {
+    const status = await window.queen.bridge.status()
+    let pre = document.getElementById('bridge-status')
+    if (!pre) {
+      pre = document.createElement('pre')
+      pre.id = 'bridge-status'
+      document.body.append(pre)
+    }
+    pre.textContent = label + '\n' + JSON.stringify(status, null, 2)
+  }, label)
+  await page.screenshot({ path: resolve(ARTIFACTS, `bridge-${label}.png`) })
+}
+
 /** Pushes `count` messages to each partition of `queue` locally; resolves to {partition: [{data, transactionId}]}. */
 function pushLocal(page, queue, partitions, count, tag) {
   return page.evaluate(async ({ queue, partitions, count, tag }) => {
@@ -101,9 +119,11 @@ const tests = [
     assertEq([offline.state, offline.online, offline.pending, offline.forwarded], ['offline', false, 10, 0],
       `offline: the ten pushes are pending (${JSON.stringify(offline)})`)
     assertEq((await edgeMessages(queue, 'a')).length, 0, 'nothing reached the edge while offline')
+    await screenshot(page, 'offline')
     await context.setOffline(false)
     const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
     assertEq([drained.pending, drained.forwarded, drained.duplicates, drained.online], [0, 10, 0, true], 'back online: all forwarded')
+    await screenshot(page, 'online-drained')
     await assertEdgeHolds(queue, pushed, 'after going online')
     const states = await page.evaluate(() => [...new Set(window.events.map((e) => e.state))])
     assert(states.includes('offline') && states.includes('idle'), `progress events went through offline to idle: ${states}`)
@@ -133,11 +153,47 @@ const tests = [
     assert(cut.failedAttempts >= 2 && refused >= 2, `retried (${cut.failedAttempts} attempts, ${refused} requests refused)`)
     assert(refused <= 6, `with a back-off, not a busy loop (${refused} requests in 2.5 s with 200 ms doubling to 1 s)`)
     assert(/^network:/.test(cut.lastError) && cut.lastErrorAt && cut.nextRetryAt, `the last error and the next retry are shown: ${JSON.stringify(cut)}`)
+    await screenshot(page, 'edge-unreachable')
     await page.unroute(worker.url + '/**')
     const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
     assertEq([drained.pending, drained.forwarded, drained.state, drained.nextRetryAt], [0, 4, 'idle', null], 'forwarded once the edge answers')
     await assertEdgeHolds(queue, pushed, 'after the route came back')
     await page.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['two tabs, both bridged, pushing while offline: each message reaches the edge once, in order', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const a = await openPage(context, url, 'tab A')
+    const b = await openPage(context, url, 'tab B')
+    const name = uniqueName('bridge-tabs')
+    const queue = uniqueName('outbox')
+    await openBridged(a, { name, queue })
+    await openBridged(b, { name, queue })
+    const roles = [await a.evaluate(() => window.queen.role), await b.evaluate(() => window.queen.role)]
+    assertEq(roles, ['writer', 'follower'], 'one writer, one follower, both with a bridge')
+    await context.setOffline(true)
+    const [fromA, fromB] = await Promise.all([
+      pushLocal(a, queue, ['p1', 'p2', 'p3'], 4, 'A'),
+      pushLocal(b, queue, ['p1', 'p2', 'p3'], 4, 'B')
+    ])
+    await context.setOffline(false)
+    await Promise.all([a, b].map((p) => p.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))))
+    const forwarded = (await a.evaluate(() => window.queen.bridge.status())).forwarded +
+      (await b.evaluate(() => window.queen.bridge.status())).forwarded
+    assertEq(forwarded, 24, 'the two bridges forwarded 24 messages between them')
+    for (const p of ['p1', 'p2', 'p3']) {
+      const got = await edgeMessages(queue, p)
+      const ids = got.map((m) => m.transactionId)
+      assertEq(new Set(ids).size, 8, `partition ${p}: eight distinct messages at the edge (${ids.length} rows)`)
+      // Each tab's pushes keep their order (the two tabs' pushes interleave as the writer took them).
+      for (const [tab, pushed] of [['A', fromA], ['B', fromB]]) {
+        assertEq(got.filter((m) => m.data.tag === tab).map((m) => m.transactionId), pushed[p].map((m) => m.transactionId),
+          `partition ${p}: tab ${tab}'s pushes in order`)
+      }
+    }
+    await b.evaluate(() => window.queen.close())
+    await a.evaluate(() => window.queen.close())
     await context.close()
   }],
 
