@@ -683,6 +683,7 @@ export interface QueenFetchEvent {
 
 /**
  * Service-worker mode: a fetch handler answering `/api/v1/*`, `/health` and `/metrics*` of this origin
- * from the in-browser broker (returns true) and leaving other requests alone (returns false).
+ * from the in-browser broker (returns true) and leaving other requests alone (returns false). No
+ * `bridge` here (it needs the views build, which browsers cannot load in a service worker): refused.
  */
-export declare function serveQueen(options: OpenOptions): (event: QueenFetchEvent) => boolean
+export declare function serveQueen(options: Omit<OpenOptions, 'bridge'>): (event: QueenFetchEvent) => boolean

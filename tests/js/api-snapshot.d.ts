@@ -405,4 +405,4 @@ export interface QueenFetchEvent {
     readonly request: Request;
     respondWith(response: Response | Promise<Response>): void;
 }
-export declare function serveQueen(options: OpenOptions): (event: QueenFetchEvent) => boolean;
+export declare function serveQueen(options: Omit<OpenOptions, 'bridge'>): (event: QueenFetchEvent) => boolean;
