@@ -30,14 +30,17 @@ export function tempPersistDir() {
 }
 
 /**
- * Runs `wrangler dev` on the repository's wrangler.toml and waits until GET /health answers
+ * Runs `wrangler dev` on the repository's wrangler.toml (free ports for the server and the inspector) and waits
+ * until GET /health answers
  * `readyStatus` (200 unless a test expects a broker that refuses to start).
  * `vars` are passed as `--var K:V`. Returns { url, stop, logs }.
  */
 export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240_000, readyStatus = 200 } = {}) {
   const port = await freePort();
+  // Wrangler's inspector port too: its default (9229) is taken whenever another wrangler dev runs.
+  const inspectorPort = await freePort();
   const args = [
-    'dev', '--ip', '127.0.0.1', '--port', String(port),
+    'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspectorPort),
     '--persist-to', persistTo,
     '--show-interactive-dev-session=false',
     '--log-level', 'warn',
