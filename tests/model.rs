@@ -335,7 +335,8 @@ fn run(cmds: Vec<Cmd>) -> Result<(), TestCaseError> {
             for (g, name) in GROUPS.iter().enumerate() {
                 let lane = p.lanes.iter().find(|l| l.consumer_group == *name);
                 // A group the model has never moved may have no lane yet; any other must have one.
-                let pristine = m.lanes[g].c == -1 && m.lanes[g].r == 0 && m.lanes[g].lease.is_none();
+                let pristine =
+                    m.lanes[g].c == -1 && m.lanes[g].r == 0 && m.lanes[g].lease.is_none();
                 prop_assert!(
                     lane.is_some() || pristine,
                     "step {}: the lane of {} is lost (model cursor {})",
