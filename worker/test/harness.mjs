@@ -2,7 +2,7 @@
 // default, `startWorker`), or `wrangler dev` (`startWrangler`, or QE_WORKER_RUNTIME=wrangler for startWorker).
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +21,28 @@ export function freePort() {
       srv.close(() => resolve(port));
     });
   });
+}
+
+/**
+ * The workerd process under `pid` (scripts/serve's pid): a grandchild, since scripts/serve runs workerd under
+ * a guard (scripts/guard.sh). Throws when there is none.
+ */
+export function workerdUnder(pid) {
+  const stack = [pid];
+  while (stack.length) {
+    const p = stack.pop();
+    let tasks = [];
+    try { tasks = readdirSync(`/proc/${p}/task`); } catch { continue; }
+    for (const t of tasks) {
+      let kids = [];
+      try { kids = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { /* gone */ }
+      for (const c of kids) {
+        try { if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return c; } catch { /* gone */ }
+        stack.push(c);
+      }
+    }
+  }
+  throw new Error(`no workerd under pid ${pid}`);
 }
 
 /** A fresh temporary directory for `--persist-to`; removed by the returned `cleanup`. */
