@@ -62,7 +62,9 @@ guard_start() {
   fifo="$dir/pipe"
   mkfifo "$fifo"
   # The guard is forked before this script opens the write end, so neither it nor the server holds one.
-  setsid bash -c "$GUARD_BODY" guard "$@" <"$fifo" &
+  # -w: should setsid have to fork (a process group leader calling it), GUARD_PID still lives as long as
+  # the guard.
+  setsid -w bash -c "$GUARD_BODY" guard "$@" <"$fifo" &
   GUARD_PID=$!
   exec {GUARD_FD}>"$fifo"
   rm -rf "$dir"
