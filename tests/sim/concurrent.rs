@@ -11,7 +11,8 @@
 //! - a long-poll that answers empty waited its whole wait; a pushed message, or one whose retry hold
 //!   ended, reaches a parked consumer well before the long-poll's wait runs out (waiters are woken by
 //!   commits and by the broker's timers, not by their timeout);
-//! - a push or an ack is answered within a bound (the gate serves commands in order: no command starves);
+//! - the gate serves commands in the order they asked for it: of two pushes to one partition, the earlier
+//!   gets the lower offsets; and a push or an ack is answered within a bound;
 //! - `Broker::check_invariants` holds whenever every task waits.
 
 use super::{Rng, T0};
@@ -164,6 +165,12 @@ struct World {
     /// (group, partition) -> the instant its lane was last seen to become claimable (an ack answered, a
     /// retry hold's end, the end of a lease whose holder never acked in time).
     free_at: HashMap<(&'static str, String), i64>,
+    /// Pushes in the order they asked for the command gate.
+    push_seq: u64,
+    /// (partition, gate order, first offset) of every answered push.
+    push_order: Vec<(String, u64, u64)>,
+    /// Bursts of three pushes to one partition at once.
+    bursts: u64,
     failures: Vec<String>,
     late_acks: u64,
     retries: u64,
@@ -192,6 +199,9 @@ impl Ctx {
     fn below(&self, n: u64) -> u64 {
         self.rng.borrow_mut().below(n)
     }
+    fn chance(&self, percent: u64) -> bool {
+        self.rng.borrow_mut().chance(percent)
+    }
     fn now(&self) -> i64 {
         self.clock.now.get()
     }
@@ -203,46 +213,68 @@ impl Ctx {
 async fn producer(id: usize, cx: Ctx) {
     for n in 0..PUSHES_PER_PRODUCER {
         cx.clock.sleep(cx.below(200)).await;
-        let size = 1 + cx.below(3) as usize;
         let partition = PARTITIONS[cx.below(3) as usize];
-        let sent = cx.now();
-        let items: Vec<PushItem> = (0..size)
-            .map(|k| {
-                let tx = format!("w{id}-{n}-{k}");
-                let payload = json!({ "tx": tx });
-                cx.world
-                    .borrow_mut()
-                    .sent
-                    .insert((partition.to_string(), tx.clone()), (payload.clone(), sent));
-                PushItem {
-                    partition: partition.into(),
-                    transaction_id: Some(tx),
-                    ..PushItem::new(QUEUE, payload)
-                }
-            })
-            .collect();
-        let results = cx.engine.push(items).await;
-        let waited = cx.now() - sent;
-        if waited > ANSWER_BOUND_MS {
-            cx.failure(format!("a push waited {waited} ms for its answer"));
-        }
-        match results {
-            Ok(results) => {
-                for r in results {
-                    if r.status == PushStatus::Queued {
-                        cx.world
-                            .borrow_mut()
-                            .pushed
-                            .insert((r.partition, r.transaction_id));
-                    } else {
-                        cx.failure(format!("push {} answered {:?}", r.transaction_id, r.status));
-                    }
-                }
-            }
-            Err(e) => cx.failure(format!("push failed: {e}")),
+        if cx.chance(15) {
+            // A burst: three pushes to one partition at once, which meet at the gate.
+            cx.world.borrow_mut().bursts += 1;
+            let burst = (0..3).map(|b| push(&cx, format!("w{id}-{n}-b{b}"), partition, 1));
+            futures::future::join_all(burst).await;
+        } else {
+            let size = 1 + cx.below(3) as usize;
+            push(&cx, format!("w{id}-{n}"), partition, size).await;
         }
     }
     cx.world.borrow_mut().producers_left -= 1;
+}
+
+/// One push of `size` messages to `partition`, transaction ids `{name}-{k}`, checked and recorded.
+async fn push(cx: &Ctx, name: String, partition: &str, size: usize) {
+    let sent = cx.now();
+    let items: Vec<PushItem> = (0..size)
+        .map(|k| {
+            let tx = format!("{name}-{k}");
+            let payload = json!({ "tx": tx });
+            cx.world
+                .borrow_mut()
+                .sent
+                .insert((partition.to_string(), tx.clone()), (payload.clone(), sent));
+            PushItem {
+                partition: partition.into(),
+                transaction_id: Some(tx),
+                ..PushItem::new(QUEUE, payload)
+            }
+        })
+        .collect();
+    // The push asks for the gate on its first poll, right below: no other task runs in between.
+    let seq = {
+        let mut w = cx.world.borrow_mut();
+        w.push_seq += 1;
+        w.push_seq
+    };
+    let results = cx.engine.push(items).await;
+    let waited = cx.now() - sent;
+    if waited > ANSWER_BOUND_MS {
+        cx.failure(format!("a push waited {waited} ms for its answer"));
+    }
+    match results {
+        Ok(results) => {
+            if let Some(first) = results.first() {
+                let entry = (first.partition.clone(), seq, first.offset);
+                cx.world.borrow_mut().push_order.push(entry);
+            }
+            for r in results {
+                if r.status == PushStatus::Queued {
+                    cx.world
+                        .borrow_mut()
+                        .pushed
+                        .insert((r.partition, r.transaction_id));
+                } else {
+                    cx.failure(format!("push {} answered {:?}", r.transaction_id, r.status));
+                }
+            }
+        }
+        Err(e) => cx.failure(format!("push failed: {e}")),
+    }
 }
 
 /// The partitions of a reply, in order, each once.
@@ -465,8 +497,11 @@ fn open(seed: u64) -> Result<Opened, String> {
         seed,
     };
     let mut pool = LocalPool::new();
+    // A segment cache far smaller than the backlog: commands load segments from the store while they
+    // hold the gate, so others queue behind them.
     let config = BrokerConfig {
         default_subscription_new: false,
+        cache_bytes: 2 * 1024,
         ..BrokerConfig::default()
     };
     let opened: Rc<RefCell<Option<SharedEngine>>> = Rc::default();
@@ -558,6 +593,18 @@ fn run_concurrent(seed: u64) -> Result<Counts, String> {
         }
     }
     let w = world.borrow();
+    // The gate serves first come, first served: of two pushes to one partition, the one that asked first
+    // was applied first.
+    let mut order = w.push_order.clone();
+    order.sort();
+    for pair in order.windows(2) {
+        if pair[0].0 == pair[1].0 && pair[0].2 > pair[1].2 {
+            return Err(format!(
+                "push {} asked for the gate before push {} on {} but got offset {} after {}",
+                pair[0].1, pair[1].1, pair[0].0, pair[0].2, pair[1].2
+            ));
+        }
+    }
     for group in GROUPS {
         let missing: Vec<_> = w
             .pushed
@@ -577,6 +624,7 @@ fn run_concurrent(seed: u64) -> Result<Counts, String> {
         retries: w.retries,
         empty_polls: w.empty_polls,
         woken_deliveries: w.woken_deliveries,
+        bursts: w.bursts,
     })
 }
 
@@ -588,6 +636,7 @@ struct Counts {
     retries: u64,
     empty_polls: u64,
     woken_deliveries: u64,
+    bursts: u64,
 }
 
 #[test]
@@ -604,6 +653,7 @@ fn concurrent_long_polls_gate_and_waiters_on_a_virtual_clock() {
         total.retries += c.retries;
         total.empty_polls += c.empty_polls;
         total.woken_deliveries += c.woken_deliveries;
+        total.bursts += c.bursts;
     }
     println!("{seeds} seeds: {total:?}");
     // The checks that could pass over nothing had something to check.
@@ -611,7 +661,8 @@ fn concurrent_long_polls_gate_and_waiters_on_a_virtual_clock() {
         total.late_acks > 0
             && total.retries > 0
             && total.empty_polls > 0
-            && total.woken_deliveries > 0,
+            && total.woken_deliveries > 0
+            && total.bursts > 0,
         "{total:?}"
     );
 }
