@@ -98,8 +98,9 @@ try {
       }
     }
     const fillSeconds = (Date.now() - t0) / 1000;
-    // SIGKILL: no clean shutdown; the restart opens from what SQLite holds.
-    process.kill(-w.pid, 'SIGKILL');
+    // SIGKILL to workerd itself (scripts/serve runs it in a session of its own): no clean shutdown; the
+    // restart opens from what SQLite holds.
+    process.kill(workerdUnder(w.pid), 'SIGKILL');
     await w.stop();
     w = await startWorker({ persistTo: state.dir });
     const o0 = performance.now();
