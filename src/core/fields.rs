@@ -151,16 +151,6 @@ impl Fields {
         Ok(list.unwrap_or_default())
     }
 
-    /// An optional nested object.
-    pub(crate) fn opt_object(&mut self, key: &str) -> Result<Option<Fields>, FieldError> {
-        match self.optional(key, "an object", Some)? {
-            None => Ok(None),
-            Some(value) => Fields::of(value)
-                .map(Some)
-                .map_err(|e| format!("field `{key}`: {e}")),
-        }
-    }
-
     /// A required nested object.
     pub(crate) fn object(&mut self, key: &str) -> Result<Fields, FieldError> {
         let value = self.required(key, "an object", Some)?;

@@ -109,8 +109,8 @@ pub struct Broker {
     stored_bytes: u64,
     /// Pushed, popped, acked and failed counts (module `meters`).
     meters: meters::Meters,
-    /// Maintenance mode switches and the push buffer's bounds (module `maintenance`).
-    mode: maintenance::ModeState,
+    /// Maintenance mode switches and the push buffer (module `maintenance`).
+    mode: maintenance::Maintenance,
     /// Recorded trace events (module `traces`).
     traces: traces::TraceLog,
     changes: ChangeSet,
@@ -140,7 +140,7 @@ impl Broker {
             cache,
             stored_bytes: 0,
             meters: meters::Meters::default(),
-            mode: maintenance::ModeState::default(),
+            mode: maintenance::Maintenance::default(),
             traces: traces::TraceLog::default(),
             changes: ChangeSet::default(),
             woken: Vec::new(),

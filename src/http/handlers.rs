@@ -165,7 +165,7 @@ impl Route {
                 crypto::seal_items(engine, config, pushed.collect()).await?;
                 let pushes = ops.iter().any(|op| matches!(op, TxOperation::Push(_)));
                 if pushes && engine.push_needs_buffer_path() {
-                    if engine.read(|b, _| b.mode().push_paused) {
+                    if engine.maintenance_state().0.push_paused {
                         return Err(HttpError {
                             status: 503,
                             message:
@@ -174,7 +174,8 @@ impl Route {
                                     .to_string(),
                         });
                     }
-                    // Buffered pushes go first.
+                    // Buffered pushes go first (turning maintenance off drains them; this finishes a
+                    // drain that failed part way).
                     engine.drain_push_buffer().await?;
                 }
                 let reply = engine.transaction(ops).await?;
@@ -217,10 +218,10 @@ impl Route {
             | Route::MessageTraces { .. }
             | Route::TracesByName { .. }
             | Route::TraceNames) => views::answer(engine, config, view, query).await,
-            Route::GetMaintenance => modes::push_maintenance(engine, None).await,
-            Route::SetMaintenance => modes::push_maintenance(engine, Some(body)).await,
-            Route::GetPopMaintenance => modes::pop_maintenance(engine, None).await,
-            Route::SetPopMaintenance => modes::pop_maintenance(engine, Some(body)).await,
+            Route::GetMaintenance => modes::maintenance(engine, false, None).await,
+            Route::SetMaintenance => modes::maintenance(engine, false, Some(body)).await,
+            Route::GetPopMaintenance => modes::maintenance(engine, true, None).await,
+            Route::SetPopMaintenance => modes::maintenance(engine, true, Some(body)).await,
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
