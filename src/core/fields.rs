@@ -143,6 +143,7 @@ impl Fields {
     }
 
     /// A list of strings, empty when absent.
+    #[cfg(feature = "ops")]
     pub(crate) fn strings(&mut self, key: &str) -> Result<Vec<String>, FieldError> {
         let list = self.optional(key, "a list of strings", |v| match v {
             Value::Array(items) => items.into_iter().map(into_string).collect(),

@@ -14,7 +14,13 @@
 //! Records: `m/mode` holds the switches; `b/<seq>` (16 hex digits) holds one buffered item. Both are
 //! read at open: the buffer lives in memory too (it is bounded, and exists only around a maintenance
 //! window).
+//!
+//! The push buffer is the cargo feature `ops`. A build without it (the npm module's default build)
+//! still honours what is stored: pops claim nothing while pop maintenance is on, and while push
+//! maintenance is on or items wait in the buffer, pushes are refused (the HTTP layer answers 503) rather
+//! than applied ahead of the buffered ones.
 
+#[cfg(feature = "ops")]
 use super::api::*;
 use super::fields::Fields;
 use super::Broker;
@@ -26,6 +32,7 @@ pub const MODE_KEY: &str = "m/mode";
 /// The prefix of buffered push items.
 pub const BUFFER_PREFIX: &str = "b/";
 /// Most buffered items one drain command pushes.
+#[cfg(feature = "ops")]
 pub const DRAIN_CHUNK: usize = 500;
 /// Most payload bytes the push buffer holds.
 pub const MAX_BUFFER_BYTES: u64 = 16 * 1024 * 1024;
@@ -46,17 +53,31 @@ pub struct Maintenance {
     /// The switches.
     pub state: ModeState,
     /// Buffered items, oldest first: item `i` is record `b/<first_seq + i>`.
+    #[cfg(feature = "ops")]
     buffer: Vec<PushItem>,
     /// Sequence number of the oldest buffered item.
+    #[cfg(feature = "ops")]
     first_seq: u64,
     /// Payload bytes in the buffer.
+    #[cfg(feature = "ops")]
     buffer_bytes: u64,
     /// Sequence number the next buffered item gets.
+    #[cfg(feature = "ops")]
     next_seq: u64,
+    /// Buffered items stored (by a build with `ops`), counted at open by a build without it.
+    #[cfg(not(feature = "ops"))]
+    foreign_buffered: u64,
 }
 
 impl Maintenance {
+    /// Counts a stored buffered item (a build without `ops` does not read them).
+    #[cfg(not(feature = "ops"))]
+    pub(super) fn count_foreign_buffered(&mut self) {
+        self.foreign_buffered += 1;
+    }
+
     /// Adds item `seq` (records are loaded in key order); a gap in the sequence is damage.
+    #[cfg(feature = "ops")]
     pub(super) fn load_buffered(&mut self, seq: u64, item: PushItem) -> Result<(), StoreError> {
         if self.buffer.is_empty() {
             self.first_seq = seq;
@@ -74,26 +95,33 @@ impl Maintenance {
 
     /// Items waiting in the buffer.
     pub fn buffered(&self) -> u64 {
-        self.buffer.len() as u64
+        #[cfg(feature = "ops")]
+        return self.buffer.len() as u64;
+        #[cfg(not(feature = "ops"))]
+        self.foreign_buffered
     }
 
     /// Payload bytes waiting in the buffer.
+    #[cfg(feature = "ops")]
     pub fn buffered_bytes(&self) -> u64 {
         self.buffer_bytes
     }
 
     /// The items the next drain command pushes.
+    #[cfg(feature = "ops")]
     fn chunk(&self) -> &[PushItem] {
         &self.buffer[..self.buffer.len().min(DRAIN_CHUNK)]
     }
 }
 
 /// The key of buffered item `seq`.
+#[cfg(feature = "ops")]
 pub fn buffer_key(seq: u64) -> String {
     format!("{BUFFER_PREFIX}{seq:016x}")
 }
 
 /// A buffered push item as stored.
+#[cfg(feature = "ops")]
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct BufferedRecord<'a> {
@@ -112,11 +140,13 @@ struct BufferedRecord<'a> {
 }
 
 /// The sequence number a `b/` key names.
+#[cfg(feature = "ops")]
 pub(super) fn buffer_seq(key: &str) -> Option<u64> {
     u64::from_str_radix(key.strip_prefix(BUFFER_PREFIX)?, 16).ok()
 }
 
 /// Reads a stored buffered item back into a push item.
+#[cfg(feature = "ops")]
 pub(super) fn decode_buffered(key: &str, bytes: &[u8]) -> Result<PushItem, StoreError> {
     let read = |f: &mut Fields| -> Result<PushItem, String> {
         Ok(PushItem {
@@ -149,6 +179,7 @@ pub(super) fn decode_mode(key: &str, bytes: &[u8]) -> Result<ModeState, StoreErr
 }
 
 /// One buffered item's answer (wire-contract §1.2: `status: "buffered"`).
+#[cfg(feature = "ops")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BufferedResult {
     /// Position in the request.
@@ -171,7 +202,10 @@ impl Broker {
     pub fn mode(&self) -> ModeState {
         self.mode.state
     }
+}
 
+#[cfg(feature = "ops")]
+impl Broker {
     fn save_mode(&mut self) {
         // Plain data with string keys always serializes.
         let bytes = serde_json::to_vec(&self.mode.state).expect("the mode record serializes");

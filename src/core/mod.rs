@@ -31,6 +31,7 @@ mod records;
 pub mod segment;
 mod state;
 pub mod timefmt;
+#[cfg(feature = "ops")]
 pub mod traces;
 pub mod txindex;
 mod views;
@@ -112,6 +113,7 @@ pub struct Broker {
     /// Maintenance mode switches and the push buffer (module `maintenance`).
     mode: maintenance::Maintenance,
     /// Recorded trace events (module `traces`).
+    #[cfg(feature = "ops")]
     traces: traces::TraceLog,
     changes: ChangeSet,
     /// Queues that gained claimable work during the current command, each once.
@@ -141,6 +143,7 @@ impl Broker {
             stored_bytes: 0,
             meters: meters::Meters::default(),
             mode: maintenance::Maintenance::default(),
+            #[cfg(feature = "ops")]
             traces: traces::TraceLog::default(),
             changes: ChangeSet::default(),
             woken: Vec::new(),

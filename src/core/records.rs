@@ -253,12 +253,17 @@ impl Broker {
                 "m" if key == super::maintenance::MODE_KEY => {
                     self.mode.state = super::maintenance::decode_mode(&key, &value)?;
                 }
+                #[cfg(feature = "ops")]
                 "b" => {
                     let seq = super::maintenance::buffer_seq(&key)
                         .ok_or_else(|| corrupt(&key, "bad key"))?;
                     let item = super::maintenance::decode_buffered(&key, &value)?;
                     self.mode.load_buffered(seq, item)?;
                 }
+                // A build without `ops` cannot drain the buffer: it counts it (and refuses pushes).
+                #[cfg(not(feature = "ops"))]
+                "b" => self.mode.count_foreign_buffered(),
+                #[cfg(feature = "ops")]
                 "t" => self.traces.load(&key, value.len() as u64)?,
                 "q" => {
                     let record = decode(&key, &value, queue_record)?;

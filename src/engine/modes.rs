@@ -3,13 +3,18 @@
 //! Draining the push buffer pushes it a chunk at a time; each chunk's push and the removal of its
 //! records commit together.
 
-use super::{Engine, EngineResult, Host};
-use crate::core::api::*;
-use crate::core::maintenance::{BufferedResult, ModeState};
-use crate::core::traces::TraceRequest;
+use super::{Engine, Host};
 use crate::store::Store;
+#[cfg(feature = "ops")]
+use {
+    super::EngineResult,
+    crate::core::api::*,
+    crate::core::maintenance::{BufferedResult, ModeState},
+    crate::core::traces::TraceRequest,
+};
 
 /// What became of a push: applied, or buffered (push maintenance).
+#[cfg(feature = "ops")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PushOutcome {
     /// Applied to the queues.
@@ -19,19 +24,21 @@ pub enum PushOutcome {
 }
 
 impl<S: Store, H: Host> Engine<S, H> {
+    /// True when a push must take `push_or_buffer` (a build without `ops` refuses it): push
+    /// maintenance is on, or items are still buffered (they go first).
+    pub fn push_needs_buffer_path(&self) -> bool {
+        self.read(|b, _| b.mode().push_paused || b.maintenance().buffered() > 0)
+    }
+}
+
+#[cfg(feature = "ops")]
+impl<S: Store, H: Host> Engine<S, H> {
     /// The maintenance switches, the items and payload bytes in the push buffer.
     pub fn maintenance_state(&self) -> (ModeState, u64, u64) {
         self.read(|b, _| {
             let m = b.maintenance();
             (m.state, m.buffered(), m.buffered_bytes())
         })
-    }
-
-    /// True when a push must take [`Self::push_or_buffer`]: push maintenance is on, or items are still
-    /// buffered (they go first).
-    pub fn push_needs_buffer_path(&self) -> bool {
-        let (mode, buffered, _) = self.maintenance_state();
-        mode.push_paused || buffered > 0
     }
 
     /// Pushes `items`, or buffers them while push maintenance is on. Items still buffered after

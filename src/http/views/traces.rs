@@ -140,6 +140,9 @@ pub(crate) async fn by_name<S: Store, H: Host>(
     ))
 }
 
+/// One name's traces, distinct messages (partition id, transaction id) and when it was last seen.
+type NameCounts<'a> = (u64, BTreeSet<(&'a str, &'a str)>, i64);
+
 /// `GET /api/v1/traces/names`.
 pub(crate) async fn names<S: Store, H: Host>(
     engine: &Engine<S, H>,
@@ -149,8 +152,7 @@ pub(crate) async fn names<S: Store, H: Host>(
     let (limit, offset) = page(query, config, 50)?;
     let keys = engine.read(|b, _| b.trace_keys(None));
     let stored = read(engine, keys).await?;
-    // name -> (traces, distinct messages, last seen)
-    let mut by_name: BTreeMap<&str, (u64, BTreeSet<(&str, &str)>, i64)> = BTreeMap::new();
+    let mut by_name: BTreeMap<&str, NameCounts> = BTreeMap::new();
     for s in &stored {
         for n in &s.trace.names {
             let e = by_name.entry(n.as_str()).or_default();
