@@ -32,16 +32,23 @@ fn data_of(messages: &[Value]) -> Vec<Value> {
     messages.iter().map(|m| m["data"].clone()).collect()
 }
 
-fn maintenance_state(buffered: u64, push: bool, pop: bool, first: u64, next: u64) -> Value {
+/// Every maintenance route answers this shape (contract §1.11's keys of all three routes).
+fn maintenance_answer(buffered: u64, push: bool, pop: bool, bytes: u64, message: &str) -> Value {
     json!({
         "maintenanceMode": push,
         "popMaintenanceMode": pop,
         "bufferedMessages": buffered,
         "bufferHealthy": true,
-        "bufferStats": {"pendingMessages": buffered, "firstSequence": first,
-                        "nextSequence": next, "draining": !push && buffered > 0},
+        "bufferStats": {"pendingMessages": buffered, "pendingBytes": bytes,
+                        "maxBytes": 16 * 1024 * 1024},
+        "message": message,
     })
 }
+
+const PUSH_ON: &str = "Maintenance mode is on: pushes are buffered until it is turned off";
+const PUSH_OFF: &str = "Maintenance mode is off: pushes are applied at once";
+const POP_ON: &str = "Pop maintenance mode is on: every pop answers empty";
+const POP_OFF: &str = "Pop maintenance mode is off";
 
 // ---------------------------------------------------------------------------------------------
 // push maintenance
@@ -52,7 +59,7 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
     let h = Harness::new();
     assert_eq!(
         h.call("GET", "/api/v1/system/maintenance", None),
-        (200, maintenance_state(0, false, false, 0, 0))
+        (200, maintenance_answer(0, false, false, 0, PUSH_OFF))
     );
     let (status, _) = push(
         &h,
@@ -66,11 +73,7 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
             "/api/v1/system/maintenance",
             Some(json!({"enabled": true}))
         ),
-        (
-            200,
-            json!({"maintenanceMode": true, "bufferedMessages": 0, "bufferHealthy": true,
-                   "message": "Maintenance mode enabled: pushes are buffered until it is turned off"})
-        )
+        (200, maintenance_answer(0, true, false, 0, PUSH_ON))
     );
     let (status, body) = push(
         &h,
@@ -109,7 +112,7 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
     let h = h.restart(HttpConfig::default());
     assert_eq!(
         h.call("GET", "/api/v1/system/maintenance", None),
-        (200, maintenance_state(4, true, false, 0, 4))
+        (200, maintenance_answer(4, true, false, 28, PUSH_ON))
     );
     assert_eq!(
         h.call(
@@ -117,11 +120,8 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
             "/api/v1/system/maintenance",
             Some(json!({"enabled": false}))
         ),
-        (
-            200,
-            json!({"maintenanceMode": false, "bufferedMessages": 0, "bufferHealthy": true,
-                   "message": "Maintenance mode disabled: the buffered pushes were delivered"})
-        )
+        (200, maintenance_answer(0, false, false, 0, PUSH_OFF)),
+        "answered after the buffer drained"
     );
     // Delivered in buffer order, the in-buffer duplicate once.
     let delivered = pop_all(&h, "mm");
@@ -136,7 +136,7 @@ fn push_maintenance_buffers_survives_a_restart_and_drains_in_order_exactly_once(
     assert_eq!(p2.1["messages"][0]["data"], json!({"n": 2}));
     assert_eq!(
         h.call("GET", "/api/v1/system/maintenance", None),
-        (200, maintenance_state(0, false, false, 4, 4))
+        (200, maintenance_answer(0, false, false, 0, PUSH_OFF))
     );
     // No buffer record is left behind.
     assert!(h.snapshot().iter().all(|(k, _)| !k.starts_with("b/")));
@@ -229,21 +229,13 @@ fn pop_maintenance_answers_empty_survives_a_restart_and_wakes_parked_pops_when_o
             "/api/v1/system/maintenance/pop",
             Some(json!({"enabled": true}))
         ),
-        (
-            200,
-            json!({"popMaintenanceMode": true,
-                   "message": "Pop maintenance mode is on: every pop answers empty"})
-        )
+        (200, maintenance_answer(0, false, true, 0, POP_ON))
     );
     assert_eq!(h.call("GET", "/api/v1/pop/queue/pm?batch=10", None).0, 204);
     let h = h.restart(HttpConfig::default());
     assert_eq!(
         h.call("GET", "/api/v1/system/maintenance/pop", None),
-        (
-            200,
-            json!({"popMaintenanceMode": true,
-                   "message": "Pop maintenance mode is on: every pop answers empty"})
-        )
+        (200, maintenance_answer(0, false, true, 0, POP_ON))
     );
     assert_eq!(h.call("GET", "/api/v1/pop/queue/pm?batch=10", None).0, 204);
     // A long-poll parks while pops are paused, and is answered when they resume.
@@ -258,13 +250,7 @@ fn pop_maintenance_answers_empty_survives_a_restart_and_wakes_parked_pops_when_o
         "/api/v1/system/maintenance/pop",
         Some(json!({"enabled": false})),
     );
-    assert_eq!(
-        off,
-        (
-            200,
-            json!({"popMaintenanceMode": false, "message": "Pop maintenance mode is off"})
-        )
-    );
+    assert_eq!(off, (200, maintenance_answer(0, false, false, 0, POP_OFF)));
     h.run_until_stalled();
     let answer = parked.get().expect("woken when pops resume");
     assert_eq!(answer.status, 200);
@@ -427,7 +413,7 @@ fn trace_input_is_checked() {
         (
             json!({"transactionId": "a", "partitionId": pid, "data": 1, "traceNames": [1]}),
             400,
-            "traceNames must be a string, a list of strings or null",
+            "traceNames must be a string, a list of at most 16 strings, or null",
         ),
         (
             json!({"transactionId": "a", "partitionId": pid, "data": 1, "eventType": 5}),
@@ -586,7 +572,10 @@ fn counters_are_stored_and_metrics_overview_and_status_report_measured_values() 
         .find(|(k, _)| k.starts_with("l/"))
         .expect("the queue-mode lane is stored");
     let lane: Value = serde_json::from_slice(&lane.1).unwrap();
-    assert_eq!(lane["n"], json!({"d": 4, "a": 4, "f": 1}));
+    assert_eq!(
+        (&lane["nd"], &lane["na"], &lane["nf"]),
+        (&json!(4), &json!(4), &json!(1))
+    );
 }
 
 #[test]

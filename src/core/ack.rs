@@ -230,8 +230,8 @@ impl Broker {
             .get_mut(&pid)
             .and_then(|p| p.lanes.get_mut(group))
         {
-            lane.tally.acked += pending.len() as u64;
-            lane.tally.failed += failed;
+            lane.acked += pending.len() as u64;
+            lane.failed += failed;
         }
         self.save_lane(pid, group);
         self.refresh(&queue, group, pid);

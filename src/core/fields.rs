@@ -143,22 +143,13 @@ impl Fields {
     }
 
     /// A list of strings, empty when absent.
+    #[cfg(feature = "ops")]
     pub(crate) fn strings(&mut self, key: &str) -> Result<Vec<String>, FieldError> {
         let list = self.optional(key, "a list of strings", |v| match v {
             Value::Array(items) => items.into_iter().map(into_string).collect(),
             _ => None,
         })?;
         Ok(list.unwrap_or_default())
-    }
-
-    /// An optional nested object.
-    pub(crate) fn opt_object(&mut self, key: &str) -> Result<Option<Fields>, FieldError> {
-        match self.optional(key, "an object", Some)? {
-            None => Ok(None),
-            Some(value) => Fields::of(value)
-                .map(Some)
-                .map_err(|e| format!("field `{key}`: {e}")),
-        }
     }
 
     /// A required nested object.

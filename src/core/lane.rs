@@ -27,7 +27,6 @@
 //! `head` is the first offset after the committed prefix (`max(C,p)+1`), which is `s` whenever the
 //! consumer acked everything below `s`.
 
-use super::meters::LaneTally;
 use serde::Serialize;
 
 /// A lane's stored state.
@@ -58,9 +57,19 @@ pub struct Lane {
     #[serde(rename = "h")]
     pub hold_until_ms: i64,
     /// Messages delivered, acks and failed acks on this lane (module `meters`; not a lane rule: stored
-    /// in the lane's record so the counts commit with the pops and acks they count).
-    #[serde(rename = "n", skip_serializing_if = "LaneTally::is_zero")]
-    pub tally: LaneTally,
+    /// in the lane's record so the counts commit with the pops and acks they count). Absent while 0.
+    #[serde(rename = "nd", skip_serializing_if = "is_zero")]
+    pub delivered: u64,
+    /// See [`Lane::delivered`].
+    #[serde(rename = "na", skip_serializing_if = "is_zero")]
+    pub acked: u64,
+    /// See [`Lane::delivered`].
+    #[serde(rename = "nf", skip_serializing_if = "is_zero")]
+    pub failed: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Lane {
@@ -75,7 +84,9 @@ impl Lane {
             attempt_count: 0,
             claim_start: -1,
             hold_until_ms: 0,
-            tally: LaneTally::default(),
+            delivered: 0,
+            acked: 0,
+            failed: 0,
         }
     }
 

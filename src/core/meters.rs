@@ -4,15 +4,13 @@
 //!
 //! The totals cost no row of their own: pushed is the sum of the partitions' next offsets (offsets
 //! are never reused), and each lane's record carries its delivered, acked and failed counts
-//! ([`LaneTally`]), written in the commit of the pop or ack they count. So the totals are those of the
+//! (`Lane::delivered`, `acked`, `failed`), written in the commit of the pop or ack they count. So the totals are those of the
 //! queues and groups that exist: deleting a queue or a group takes its counts with it. The per-minute
 //! series and the ack rates are kept in memory only: after a restart they start empty and fill again
 //! as traffic comes (they measure the recent past, which a restart interrupts).
 
-use super::fields::{FieldError, Fields};
 use super::Broker;
-use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use litemap::LiteMap;
 
 /// Minutes the per-minute series keeps.
 pub const SERIES_MINUTES: usize = 60;
@@ -36,39 +34,6 @@ pub enum Meter {
     Failed = 3,
 }
 
-/// One lane's counts, stored in its record (key `n`: `{"d", "a", "f"}`, absent while all are 0).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct LaneTally {
-    /// Messages delivered by pops.
-    #[serde(rename = "d")]
-    pub delivered: u64,
-    /// Ack items accepted.
-    #[serde(rename = "a")]
-    pub acked: u64,
-    /// Ack items accepted with status `failed` or `dlq`.
-    #[serde(rename = "f")]
-    pub failed: u64,
-}
-
-impl LaneTally {
-    /// True when nothing was counted (the record then leaves the tally out).
-    pub fn is_zero(&self) -> bool {
-        *self == LaneTally::default()
-    }
-}
-
-/// Reads a lane record's tally (absent: zeros).
-pub(super) fn decode_tally(f: &mut Fields) -> Result<LaneTally, FieldError> {
-    match f.opt_object("n")? {
-        None => Ok(LaneTally::default()),
-        Some(mut n) => Ok(LaneTally {
-            delivered: n.u64_or("d", 0)?,
-            acked: n.u64_or("a", 0)?,
-            failed: n.u64_or("f", 0)?,
-        }),
-    }
-}
-
 /// Totals over the queues and groups that exist.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
@@ -83,6 +48,7 @@ pub struct Totals {
 }
 
 impl Totals {
+    #[cfg(feature = "views")]
     fn add(&mut self, meter: Meter, n: u64) {
         match meter {
             Meter::Pushed => self.pushed += n,
@@ -102,28 +68,19 @@ pub struct MinuteCounts {
     pub counts: Totals,
 }
 
-/// Acks of one group on one queue over the last seconds: `(second, count)` buckets.
+/// Acks of one group on one queue over the last seconds: one bucket a second, by second modulo the
+/// window, each stamped with the second it counts.
 #[derive(Debug, Default)]
-struct AckWindow(VecDeque<(i64, u64)>);
+struct AckWindow([(i64, u64); ACK_RATE_WINDOW_S]);
 
 impl AckWindow {
     fn note(&mut self, now: i64, n: u64) {
         let second = now.div_euclid(1000);
-        match self.0.back_mut() {
-            Some((s, count)) if *s == second => *count += n,
-            _ => self.0.push_back((second, n)),
+        let slot = &mut self.0[second.rem_euclid(ACK_RATE_WINDOW_S as i64) as usize];
+        if slot.0 != second {
+            *slot = (second, 0);
         }
-        self.trim(second);
-    }
-
-    fn trim(&mut self, second: i64) {
-        while self
-            .0
-            .front()
-            .is_some_and(|(s, _)| *s <= second - ACK_RATE_WINDOW_S as i64)
-        {
-            self.0.pop_front();
-        }
+        slot.1 += n;
     }
 
     /// Acks per second over the window ending at `now`.
@@ -132,7 +89,7 @@ impl AckWindow {
         let acks: u64 = self
             .0
             .iter()
-            .filter(|(s, _)| *s > second - ACK_RATE_WINDOW_S as i64)
+            .filter(|(s, _)| *s > second - ACK_RATE_WINDOW_S as i64 && *s <= second)
             .map(|(_, n)| n)
             .sum();
         acks as f64 / ACK_RATE_WINDOW_S as f64
@@ -142,29 +99,31 @@ impl AckWindow {
 /// The broker's meters (see the module documentation).
 #[derive(Debug, Default)]
 pub struct Meters {
-    minutes: VecDeque<MinuteCounts>,
-    acks: BTreeMap<(String, String), Box<AckWindow>>,
+    /// The per-minute series, oldest first (only the views read it).
+    #[cfg(feature = "views")]
+    minutes: Vec<MinuteCounts>,
+    /// Ack windows by (queue, group).
+    acks: LiteMap<(String, String), Box<AckWindow>>,
 }
 
 impl Meters {
+    #[cfg(feature = "views")]
     fn note(&mut self, now: i64, meter: Meter, n: u64) {
         let minute_ms = now.div_euclid(60_000) * 60_000;
-        match self.minutes.back_mut() {
+        match self.minutes.last_mut() {
             Some(m) if m.minute_ms == minute_ms => m.counts.add(meter, n),
             _ => {
                 let mut counts = Totals::default();
                 counts.add(meter, n);
-                self.minutes.push_back(MinuteCounts { minute_ms, counts });
+                self.minutes.push(MinuteCounts { minute_ms, counts });
             }
         }
-        while self
-            .minutes
-            .front()
-            .is_some_and(|m| m.minute_ms <= minute_ms - (SERIES_MINUTES as i64) * 60_000)
-        {
-            self.minutes.pop_front();
-        }
+        let horizon = minute_ms - (SERIES_MINUTES as i64) * 60_000;
+        self.minutes.retain(|m| m.minute_ms > horizon);
     }
+
+    #[cfg(not(feature = "views"))]
+    fn note(&mut self, _now: i64, _meter: Meter, _n: u64) {}
 }
 
 impl Broker {
@@ -179,11 +138,13 @@ impl Broker {
     pub(super) fn count_acks(&mut self, now: i64, queue: &str, group: &str, n: u64, failed: u64) {
         self.count(now, Meter::Acked, n);
         self.count(now, Meter::Failed, failed);
-        self.meters
-            .acks
-            .entry((queue.to_string(), group.to_string()))
-            .or_default()
-            .note(now, n);
+        let key = (queue.to_string(), group.to_string());
+        if self.meters.acks.get(&key).is_none() {
+            self.meters.acks.insert(key.clone(), Box::default());
+        }
+        if let Some(window) = self.meters.acks.get_mut(&key) {
+            window.note(now, n);
+        }
     }
 
     /// Totals over the queues and groups that exist (see the module documentation).
@@ -192,9 +153,9 @@ impl Broker {
         for p in self.partitions.values() {
             totals.pushed += p.next_offset;
             for lane in p.lanes.values() {
-                totals.popped += lane.tally.delivered;
-                totals.acked += lane.tally.acked;
-                totals.failed += lane.tally.failed;
+                totals.popped += lane.delivered;
+                totals.acked += lane.acked;
+                totals.failed += lane.failed;
             }
         }
         totals
@@ -202,6 +163,7 @@ impl Broker {
 
     /// Counts per minute, oldest first, for the minutes since `from_ms` that had traffic (at most the
     /// last [`SERIES_MINUTES`], and none from before the broker opened).
+    #[cfg(feature = "views")]
     pub fn minutes_since(&self, from_ms: i64) -> Vec<MinuteCounts> {
         self.meters
             .minutes

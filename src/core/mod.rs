@@ -31,6 +31,7 @@ mod records;
 pub mod segment;
 mod state;
 pub mod timefmt;
+#[cfg(feature = "ops")]
 pub mod traces;
 pub mod txindex;
 mod views;
@@ -109,9 +110,10 @@ pub struct Broker {
     stored_bytes: u64,
     /// Pushed, popped, acked and failed counts (module `meters`).
     meters: meters::Meters,
-    /// Maintenance mode switches and the push buffer's bounds (module `maintenance`).
-    mode: maintenance::ModeState,
+    /// Maintenance mode switches and the push buffer (module `maintenance`).
+    mode: maintenance::Maintenance,
     /// Recorded trace events (module `traces`).
+    #[cfg(feature = "ops")]
     traces: traces::TraceLog,
     changes: ChangeSet,
     /// Queues that gained claimable work during the current command, each once.
@@ -140,7 +142,8 @@ impl Broker {
             cache,
             stored_bytes: 0,
             meters: meters::Meters::default(),
-            mode: maintenance::ModeState::default(),
+            mode: maintenance::Maintenance::default(),
+            #[cfg(feature = "ops")]
             traces: traces::TraceLog::default(),
             changes: ChangeSet::default(),
             woken: Vec::new(),

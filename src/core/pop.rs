@@ -77,7 +77,7 @@ impl Broker {
             conflation_conflict: false,
             autopilot: None,
         };
-        if self.mode.pop_paused {
+        if self.mode.state.pop_paused {
             // Pop maintenance (module `maintenance`): nothing is claimed.
             return Ok(reply);
         }
@@ -392,7 +392,7 @@ impl Broker {
             // Move the cursor past the older messages; they are never delivered to this group.
             lane.committed = lane.committed.max(first as i64 - 1);
         }
-        lane.tally.delivered += last - first + 1;
+        lane.delivered += last - first + 1;
         let attempt = if plan.auto_ack {
             lane.claim_auto_ack(last)
         } else {

@@ -9,8 +9,10 @@
 //! more), an event carries at most [`MAX_TRACE_NAMES`] names, and the stored traces together take at
 //! most [`TRACE_BUDGET_BYTES`]; past it the oldest traces are deleted in the same commit as the new one.
 //!
-//! Each trace is one record `t/<seq>` (16 hex digits, in recording order), read at open: the trace log
-//! lives in memory, within the byte budget.
+//! Each trace is one record `t/<seq>/<partition id>/<offset>` (16 hex digits each; seq in recording
+//! order) whose value is the event as JSON ([`Trace`]). Memory holds only what the key says and the
+//! record's size (what pruning and the byte budget need); the views read the records themselves from
+//! the store ([`decode_trace`]).
 
 use super::api::*;
 use super::fields::Fields;
@@ -49,25 +51,19 @@ pub struct TraceRequest {
     pub worker_id: String,
 }
 
-/// A stored trace event.
+/// A stored trace event (the value of its record).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Trace {
     /// Trace id (UUID).
     pub id: String,
-    /// Recording order.
-    pub seq: u64,
-    /// Partition of the traced message.
-    pub pid: u64,
-    /// Offset of the traced message.
-    pub offset: u64,
     /// Transaction id of the traced message.
     pub transaction_id: String,
     /// The recording consumer group.
     pub consumer_group: String,
     /// Event type.
     pub event_type: String,
-    /// Trace names, sorted.
+    /// Trace names, distinct, in the order they were sent.
     pub names: Vec<String>,
     /// The event's data (stored under the `payload` key, kept as JSON text).
     #[serde(rename = "payload")]
@@ -76,64 +72,51 @@ pub struct Trace {
     pub worker_id: String,
     /// When it was recorded (Unix ms).
     pub created_at_ms: i64,
-    /// Bytes of its stored record.
-    #[serde(skip)]
-    pub stored_bytes: u64,
 }
 
-/// A trace as the views show it: the event and where its message lives.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TraceView {
-    /// The event.
-    pub trace: Trace,
-    /// Queue of the traced message.
-    pub queue: String,
-    /// Partition name of the traced message.
-    pub partition: String,
+/// Where a stored trace's message lives, from its key, and the record's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TraceEntry {
+    /// Partition of the traced message.
+    pub pid: u64,
+    /// Offset of the traced message.
+    pub offset: u64,
+    /// Bytes of the record.
+    pub bytes: u64,
 }
 
-/// One trace name with its counts (for `/traces/names`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceNameView {
-    /// The name.
-    pub name: String,
-    /// Traces carrying it.
-    pub trace_count: u64,
-    /// Distinct messages those traces are about.
-    pub message_count: u64,
-    /// When the newest of them was recorded.
-    pub last_seen_ms: i64,
-}
-
-/// The stored traces, in recording order.
+/// The stored traces' entries, by sequence number (recording order).
 #[derive(Debug, Default)]
 pub struct TraceLog {
-    by_seq: BTreeMap<u64, Box<Trace>>,
+    by_seq: BTreeMap<u64, Box<TraceEntry>>,
     next_seq: u64,
     stored_bytes: u64,
 }
 
-fn trace_key(seq: u64) -> String {
-    format!("{TRACE_PREFIX}{seq:016x}")
+/// The key of trace `seq` about offset `offset` of partition `pid`.
+pub fn trace_key(seq: u64, pid: u64, offset: u64) -> String {
+    format!("{TRACE_PREFIX}{seq:016x}/{pid:016x}/{offset:016x}")
 }
 
-/// Reads a trace record.
-pub(super) fn decode_trace(key: &str, bytes: &[u8]) -> Result<Trace, StoreError> {
+/// The (seq, pid, offset) a trace key names.
+fn parse_trace_key(key: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = key.strip_prefix(TRACE_PREFIX)?.split('/');
+    let mut next = || u64::from_str_radix(parts.next()?, 16).ok();
+    Some((next()?, next()?, next()?))
+}
+
+/// Reads a trace record's value (the views do, from the store).
+pub fn decode_trace(key: &str, bytes: &[u8]) -> Result<Trace, StoreError> {
     let read = |f: &mut Fields| -> Result<Trace, String> {
-        let names = f.strings("names")?;
         Ok(Trace {
             id: f.string("id")?,
-            seq: f.u64("seq")?,
-            pid: f.u64("pid")?,
-            offset: f.u64("offset")?,
             transaction_id: f.string("transactionId")?,
             consumer_group: f.string("consumerGroup")?,
             event_type: f.string("eventType")?,
-            names,
+            names: f.strings("names")?,
             data: f.payload()?,
             worker_id: f.string("workerId")?,
             created_at_ms: f.i64("createdAtMs")?,
-            stored_bytes: bytes.len() as u64,
         })
     };
     Fields::parse(bytes)
@@ -142,16 +125,16 @@ pub(super) fn decode_trace(key: &str, bytes: &[u8]) -> Result<Trace, StoreError>
 }
 
 impl TraceLog {
-    /// Adds a loaded trace.
-    pub(super) fn load(&mut self, trace: Trace) {
-        self.next_seq = self.next_seq.max(trace.seq + 1);
-        self.stored_bytes += trace.stored_bytes;
-        self.by_seq.insert(trace.seq, Box::new(trace));
-    }
-
-    /// Number of stored traces and their bytes.
-    pub fn usage(&self) -> (usize, u64) {
-        (self.by_seq.len(), self.stored_bytes)
+    /// Adds a loaded trace record (only its key and size are read).
+    pub(super) fn load(&mut self, key: &str, bytes: u64) -> Result<(), StoreError> {
+        let (seq, pid, offset) = parse_trace_key(key).ok_or_else(|| {
+            StoreError::other(format!("stored record \"{key}\" is unreadable: bad key"))
+        })?;
+        self.next_seq = self.next_seq.max(seq + 1);
+        self.stored_bytes += bytes;
+        self.by_seq
+            .insert(seq, Box::new(TraceEntry { pid, offset, bytes }));
+        Ok(())
     }
 }
 
@@ -162,16 +145,16 @@ impl Broker {
         let (pid, offset) = self
             .find_retained(&req.partition_id, &req.transaction_id)
             .ok_or_else(|| CoreError::not_found("Message not found"))?;
-        let mut names = req.names.clone();
-        names.sort();
-        names.dedup();
-        names.truncate(MAX_TRACE_NAMES);
-        let seq = self.traces.next_seq;
-        let mut trace = Trace {
+        // Distinct, in the order sent (the views sort them); no sort here keeps a sort routine out of
+        // the browser module.
+        let mut names: Vec<String> = Vec::new();
+        for n in &req.names {
+            if names.len() < MAX_TRACE_NAMES && !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        let trace = Trace {
             id: req.id.clone(),
-            seq,
-            pid,
-            offset,
             transaction_id: req.transaction_id.clone(),
             consumer_group: req.consumer_group.clone(),
             event_type: req.event_type.clone(),
@@ -179,14 +162,18 @@ impl Broker {
             data: req.data.clone(),
             worker_id: req.worker_id.clone(),
             created_at_ms: now,
-            stored_bytes: 0,
         };
         let bytes = serde_json::to_vec(&trace).expect("a trace serializes");
-        trace.stored_bytes = bytes.len() as u64;
-        self.changes.put(trace_key(seq), bytes);
+        let seq = self.traces.next_seq;
+        let entry = TraceEntry {
+            pid,
+            offset,
+            bytes: bytes.len() as u64,
+        };
+        self.changes.put(trace_key(seq, pid, offset), bytes);
         self.traces.next_seq += 1;
-        self.traces.stored_bytes += trace.stored_bytes;
-        self.traces.by_seq.insert(seq, Box::new(trace));
+        self.traces.stored_bytes += entry.bytes;
+        self.traces.by_seq.insert(seq, Box::new(entry));
         while self.traces.stored_bytes > TRACE_BUDGET_BYTES {
             let Some(oldest) = self.traces.by_seq.keys().next().copied() else {
                 break;
@@ -207,13 +194,13 @@ impl Broker {
 
     fn drop_trace(&mut self, seq: u64) {
         if let Some(t) = self.traces.by_seq.remove(&seq) {
-            self.traces.stored_bytes -= t.stored_bytes;
-            self.changes.delete(trace_key(seq));
+            self.traces.stored_bytes -= t.bytes;
+            self.changes.delete(trace_key(seq, t.pid, t.offset));
         }
     }
 
     /// True when the message a trace is about is still retained.
-    fn trace_is_live(&self, t: &Trace) -> bool {
+    fn trace_is_live(&self, t: &TraceEntry) -> bool {
         self.partitions
             .get(&t.pid)
             .is_some_and(|p| t.offset >= p.first_offset && t.offset < p.next_offset)
@@ -224,9 +211,9 @@ impl Broker {
         let dead: Vec<u64> = self
             .traces
             .by_seq
-            .values()
-            .filter(|t| !self.trace_is_live(t))
-            .map(|t| t.seq)
+            .iter()
+            .filter(|(_, t)| !self.trace_is_live(t))
+            .map(|(seq, _)| *seq)
             .collect();
         for seq in &dead {
             self.drop_trace(*seq);
@@ -234,79 +221,32 @@ impl Broker {
         dead.len() as u64
     }
 
-    fn trace_view(&self, t: &Trace) -> Option<TraceView> {
-        if !self.trace_is_live(t) {
-            return None;
-        }
-        let p = self.partitions.get(&t.pid)?;
-        Some(TraceView {
-            trace: t.clone(),
-            queue: p.queue.clone(),
-            partition: p.name.clone(),
-        })
-    }
-
-    /// The traces of one message, oldest first.
-    pub fn traces_of(&self, partition_id: &str, transaction_id: &str) -> Vec<TraceView> {
-        let Ok(pid) = partition_id.parse::<u64>() else {
-            return Vec::new();
-        };
+    /// The keys of the stored traces whose message is retained, oldest first, with the queue and
+    /// partition name of their message; only those about offset `at` of partition `pid` when given.
+    pub fn trace_keys(&self, at: Option<(u64, u64)>) -> Vec<(String, String, String)> {
         self.traces
             .by_seq
-            .values()
-            .filter(|t| t.pid == pid && t.transaction_id == transaction_id)
-            .filter_map(|t| self.trace_view(t))
-            .collect()
-    }
-
-    /// A page of the traces carrying `name`, oldest first.
-    pub fn traces_named(&self, name: &str, limit: usize, offset: usize) -> Vec<TraceView> {
-        self.traces
-            .by_seq
-            .values()
-            .filter(|t| t.names.iter().any(|n| n == name))
-            .filter_map(|t| self.trace_view(t))
-            .skip(offset)
-            .take(limit)
-            .collect()
-    }
-
-    /// Every trace name with its counts, most recently seen first (then by name), and the total.
-    pub fn trace_names(&self) -> Vec<TraceNameView> {
-        let mut names: BTreeMap<&str, (u64, std::collections::BTreeSet<(u64, &str)>, i64)> =
-            BTreeMap::new();
-        for t in self
-            .traces
-            .by_seq
-            .values()
-            .filter(|t| self.trace_is_live(t))
-        {
-            for n in &t.names {
-                let e = names.entry(n.as_str()).or_default();
-                e.0 += 1;
-                e.1.insert((t.pid, t.transaction_id.as_str()));
-                e.2 = e.2.max(t.created_at_ms);
-            }
-        }
-        let mut list: Vec<TraceNameView> = names
-            .into_iter()
-            .map(|(name, (traces, messages, last))| TraceNameView {
-                name: name.to_string(),
-                trace_count: traces,
-                message_count: messages.len() as u64,
-                last_seen_ms: last,
+            .iter()
+            .filter(|(_, t)| at.is_none_or(|a| a == (t.pid, t.offset)))
+            .filter(|(_, t)| self.trace_is_live(t))
+            .filter_map(|(seq, t)| {
+                let p = self.partitions.get(&t.pid)?;
+                Some((
+                    trace_key(*seq, t.pid, t.offset),
+                    p.queue.clone(),
+                    p.name.clone(),
+                ))
             })
-            .collect();
-        list.sort_by(|a, b| {
-            b.last_seen_ms
-                .cmp(&a.last_seen_ms)
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        list
+            .collect()
     }
 
-    /// How many traces each traced message has: (partition id, transaction id) -> count.
-    pub fn trace_counts(&self) -> BTreeMap<(u64, String), u64> {
+    /// The retained message `transaction_id` of partition `partition_id`, as (partition id, offset).
+    pub fn trace_target(&self, partition_id: &str, transaction_id: &str) -> Option<(u64, u64)> {
+        self.find_retained(partition_id, transaction_id)
+    }
+
+    /// How many traces each traced message has: (partition id, offset) -> count.
+    pub fn trace_counts(&self) -> BTreeMap<(u64, u64), u64> {
         let mut counts = BTreeMap::new();
         for t in self
             .traces
@@ -314,13 +254,13 @@ impl Broker {
             .values()
             .filter(|t| self.trace_is_live(t))
         {
-            *counts.entry((t.pid, t.transaction_id.clone())).or_default() += 1;
+            *counts.entry((t.pid, t.offset)).or_default() += 1;
         }
         counts
     }
 
     /// Stored traces and their bytes.
     pub fn trace_usage(&self) -> (usize, u64) {
-        self.traces.usage()
+        (self.traces.by_seq.len(), self.traces.stored_bytes)
     }
 }

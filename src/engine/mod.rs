@@ -16,6 +16,7 @@ mod group;
 mod modes;
 mod waiters;
 
+#[cfg(feature = "ops")]
 pub use modes::PushOutcome;
 
 use crate::core::api::*;
@@ -581,6 +582,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     pub async fn maintain(&self) -> EngineResult<MaintenanceReport> {
         self.run_plain(|b, now| {
             let report = b.maintain(now);
+            #[cfg(feature = "ops")]
             b.prune_traces();
             Ok(report)
         })

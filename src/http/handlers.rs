@@ -3,17 +3,21 @@
 use super::auth::Caller;
 use super::crypto;
 use super::error::{json_response, no_content, HttpError};
+#[cfg(feature = "ops")]
 use super::modes;
 use super::query::{clip, Query};
 use super::render;
 use super::router::{self, Route};
+#[cfg(feature = "ops")]
 use super::traces;
 use super::views;
 use super::wire::{self, check_id, check_name};
 use super::{HttpConfig, HttpRequest, HttpResponse};
 use crate::core::api::*;
 use crate::core::timefmt::{iso_millis, parse_iso};
-use crate::engine::{Engine, EngineError, Host, PushOutcome};
+#[cfg(feature = "ops")]
+use crate::engine::PushOutcome;
+use crate::engine::{Engine, EngineError, Host};
 use crate::store::Store;
 use serde_json::{json, Value};
 
@@ -90,6 +94,9 @@ impl Route {
                 let mut items = wire::push_items(body, limits, caller.subject.as_deref())?;
                 crypto::seal_items(engine, config, items.iter_mut().collect()).await?;
                 if engine.push_needs_buffer_path() {
+                    #[cfg(not(feature = "ops"))]
+                    return Err(maintenance_not_built());
+                    #[cfg(feature = "ops")]
                     return match engine.push_or_buffer(items).await? {
                         PushOutcome::Buffered(results) => Ok(modes::buffered_answer(&results)),
                         PushOutcome::Pushed(results) => Ok(json_response(
@@ -165,17 +172,23 @@ impl Route {
                 crypto::seal_items(engine, config, pushed.collect()).await?;
                 let pushes = ops.iter().any(|op| matches!(op, TxOperation::Push(_)));
                 if pushes && engine.push_needs_buffer_path() {
-                    if engine.read(|b, _| b.mode().push_paused) {
-                        return Err(HttpError {
-                            status: 503,
-                            message:
-                                "Maintenance mode is on: pushes are buffered, and a transaction \
-                                      that pushes is refused until it is turned off"
-                                    .to_string(),
-                        });
+                    #[cfg(not(feature = "ops"))]
+                    return Err(maintenance_not_built());
+                    #[cfg(feature = "ops")]
+                    {
+                        if engine.maintenance_state().0.push_paused {
+                            return Err(HttpError {
+                                status: 503,
+                                message:
+                                    "Maintenance mode is on: pushes are buffered, and a \
+                                          transaction that pushes is refused until it is turned off"
+                                        .to_string(),
+                            });
+                        }
+                        // Buffered pushes go first (turning maintenance off drains them; this
+                        // finishes a drain that failed part way).
+                        engine.drain_push_buffer().await?;
                     }
-                    // Buffered pushes go first.
-                    engine.drain_push_buffer().await?;
                 }
                 let reply = engine.transaction(ops).await?;
                 Ok(json_response(200, &render::tx_reply(&reply)))
@@ -217,10 +230,20 @@ impl Route {
             | Route::MessageTraces { .. }
             | Route::TracesByName { .. }
             | Route::TraceNames) => views::answer(engine, config, view, query).await,
-            Route::GetMaintenance => modes::push_maintenance(engine, None).await,
-            Route::SetMaintenance => modes::push_maintenance(engine, Some(body)).await,
-            Route::GetPopMaintenance => modes::pop_maintenance(engine, None).await,
-            Route::SetPopMaintenance => modes::pop_maintenance(engine, Some(body)).await,
+            #[cfg(feature = "ops")]
+            Route::GetMaintenance => modes::maintenance(engine, false, None).await,
+            #[cfg(feature = "ops")]
+            Route::SetMaintenance => modes::maintenance(engine, false, Some(body)).await,
+            #[cfg(feature = "ops")]
+            Route::GetPopMaintenance => modes::maintenance(engine, true, None).await,
+            #[cfg(feature = "ops")]
+            Route::SetPopMaintenance => modes::maintenance(engine, true, Some(body)).await,
+            #[cfg(not(feature = "ops"))]
+            Route::GetMaintenance
+            | Route::SetMaintenance
+            | Route::GetPopMaintenance
+            | Route::SetPopMaintenance
+            | Route::PostTrace => Err(HttpError::not_built(OPS_NOT_BUILT)),
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
@@ -377,6 +400,7 @@ impl Route {
                 200,
                 &json!({"success": true, "message": "Statistics are computed live; nothing to refresh"}),
             )),
+            #[cfg(feature = "ops")]
             Route::PostTrace => {
                 let request = traces::parse(body, config)?;
                 traces::record(engine, request, mint_uuid(engine.host())).await
@@ -412,6 +436,25 @@ impl Route {
                 ))
             }
         }
+    }
+}
+
+/// What a build without `ops` answers the maintenance and trace routes (501).
+#[cfg(not(feature = "ops"))]
+const OPS_NOT_BUILT: &str = "Maintenance mode and traces are not in this build of the queen-edge module \
+     (its default build leaves them out for size). Open the database with Queen.open({ name, views: \
+     true }) in every tab and worker that uses it, or use the Worker.";
+
+/// A push while maintenance mode (set by a full build) is on, or its buffer still holds messages, in a
+/// build that cannot buffer or drain: refused (503), never applied ahead of the buffered messages.
+#[cfg(not(feature = "ops"))]
+fn maintenance_not_built() -> HttpError {
+    HttpError {
+        status: 503,
+        message: format!(
+            "Maintenance mode is on, or its buffer still holds pushed messages, and this build \
+             cannot buffer or deliver them: the push is refused. {OPS_NOT_BUILT}"
+        ),
     }
 }
 
@@ -508,6 +551,7 @@ fn ack_answer(results: &[AckResult]) -> HttpResponse {
 }
 
 /// A fresh UUIDv4 from the host's entropy, for trace ids.
+#[cfg(feature = "ops")]
 fn mint_uuid<H: Host>(host: &H) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);

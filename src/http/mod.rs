@@ -31,10 +31,12 @@ mod error;
 mod handlers;
 #[cfg(feature = "jwt")]
 pub mod jwt;
+#[cfg(feature = "ops")]
 mod modes;
 mod query;
 mod render;
 mod router;
+#[cfg(feature = "ops")]
 mod traces;
 mod views;
 mod wire;

@@ -5,14 +5,18 @@
 //! - `POST /api/v1/system/maintenance {enabled}` → `{maintenanceMode, bufferedMessages, bufferHealthy,
 //!   message}` (turning it off drains the buffer before answering);
 //! - `GET|POST /api/v1/system/maintenance/pop` (`{enabled}`) → `{popMaintenanceMode, message}`.
+//!
+//! Every answer carries all of these keys (one shape for the three routes; extra keys are harmless).
 
 use super::error::{json_response, HttpError};
+use super::render::SeqOf;
 use super::wire;
 use super::HttpResponse;
-use crate::core::maintenance::{BufferedResult, ModeState};
+use crate::core::maintenance::{BufferedResult, MAX_BUFFER_BYTES};
 use crate::engine::{Engine, Host};
 use crate::store::Store;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 /// The `enabled` boolean of a maintenance POST body.
 fn enabled(body: &[u8]) -> Result<bool, HttpError> {
@@ -23,89 +27,88 @@ fn enabled(body: &[u8]) -> Result<bool, HttpError> {
     }
 }
 
-fn push_state(mode: &ModeState) -> Value {
-    json!({
-        "maintenanceMode": mode.push_paused,
-        "popMaintenanceMode": mode.pop_paused,
-        "bufferedMessages": mode.buffered(),
-        // The buffer is the broker's own storage: it is healthy whenever the store answers (a failed
-        // write is an error answer, never a silent drop).
-        "bufferHealthy": true,
-        "bufferStats": {
-            "pendingMessages": mode.buffered(),
-            "firstSequence": mode.first_seq,
-            "nextSequence": mode.next_seq,
-            "draining": !mode.push_paused && mode.buffered() > 0,
-        },
-    })
+/// The answer of every maintenance route: the keys contract §1.11 lists for each route, all of them
+/// in every answer (a superset; clients read the ones their route names).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModeAnswer {
+    maintenance_mode: bool,
+    pop_maintenance_mode: bool,
+    buffered_messages: u64,
+    /// The buffer is the broker's own storage: healthy whenever the store answers (a failed write is
+    /// an error answer, never a silent drop).
+    buffer_healthy: bool,
+    buffer_stats: BufferStats,
+    message: &'static str,
 }
 
-/// `GET|POST /api/v1/system/maintenance`.
-pub(crate) async fn push_maintenance<S: Store, H: Host>(
-    engine: &Engine<S, H>,
-    body: Option<&[u8]>,
-) -> Result<HttpResponse, HttpError> {
-    let Some(body) = body else {
-        let mode = engine.read(|b, _| b.mode().clone());
-        return Ok(json_response(200, &push_state(&mode)));
-    };
-    let on = enabled(body)?;
-    let left = engine.set_push_maintenance(on).await?;
-    let message = if on {
-        "Maintenance mode enabled: pushes are buffered until it is turned off".to_string()
-    } else if left == 0 {
-        "Maintenance mode disabled: the buffered pushes were delivered".to_string()
-    } else {
-        format!("Maintenance mode disabled: {left} buffered messages are still being delivered")
-    };
-    let mode = engine.read(|b, _| b.mode().clone());
-    Ok(json_response(
-        200,
-        &json!({
-            "maintenanceMode": mode.push_paused,
-            "bufferedMessages": mode.buffered(),
-            "bufferHealthy": true,
-            "message": message,
-        }),
-    ))
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BufferStats {
+    pending_messages: u64,
+    pending_bytes: u64,
+    max_bytes: u64,
 }
 
-/// `GET|POST /api/v1/system/maintenance/pop`.
-pub(crate) async fn pop_maintenance<S: Store, H: Host>(
+/// `GET|POST /api/v1/system/maintenance` (`pop` false) and `/system/maintenance/pop` (`pop` true);
+/// `body` is the POST's. Turning push maintenance off answers after the buffer drained.
+pub(crate) async fn maintenance<S: Store, H: Host>(
     engine: &Engine<S, H>,
+    pop: bool,
     body: Option<&[u8]>,
 ) -> Result<HttpResponse, HttpError> {
     if let Some(body) = body {
-        engine.set_pop_maintenance(enabled(body)?).await?;
+        engine.set_maintenance(pop, enabled(body)?).await?;
     }
-    let on = engine.read(|b, _| b.mode().pop_paused);
-    let message = if on {
-        "Pop maintenance mode is on: every pop answers empty"
-    } else {
-        "Pop maintenance mode is off"
+    let (mode, buffered, bytes) = engine.maintenance_state();
+    let message = match (pop, mode.pop_paused, mode.push_paused) {
+        (true, true, _) => "Pop maintenance mode is on: every pop answers empty",
+        (true, false, _) => "Pop maintenance mode is off",
+        (false, _, true) => "Maintenance mode is on: pushes are buffered until it is turned off",
+        (false, _, false) => "Maintenance mode is off: pushes are applied at once",
     };
     Ok(json_response(
         200,
-        &json!({"popMaintenanceMode": on, "message": message}),
+        &ModeAnswer {
+            maintenance_mode: mode.push_paused,
+            pop_maintenance_mode: mode.pop_paused,
+            buffered_messages: buffered,
+            buffer_healthy: true,
+            buffer_stats: BufferStats {
+                pending_messages: buffered,
+                pending_bytes: bytes,
+                max_bytes: MAX_BUFFER_BYTES,
+            },
+            message,
+        },
     ))
 }
 
 /// The 201 answer to a buffered push: one `{index, status:"buffered", queue, partition, transactionId}`
 /// per item, in input order.
 pub(crate) fn buffered_answer(results: &[BufferedResult]) -> HttpResponse {
-    let list: Vec<Value> = results
-        .iter()
-        .map(|r| {
-            json!({
-                "index": r.index,
-                "status": "buffered",
-                "queue": r.queue,
-                "queueName": r.queue,
-                "partition": r.partition,
-                "transactionId": r.transaction_id,
-                "transaction_id": r.transaction_id,
-            })
-        })
-        .collect();
-    json_response(201, &Value::Array(list))
+    #[derive(Serialize)]
+    struct Out<'a> {
+        index: usize,
+        status: &'static str,
+        queue: &'a str,
+        #[serde(rename = "queueName")]
+        queue_name: &'a str,
+        partition: &'a str,
+        #[serde(rename = "transactionId")]
+        transaction_id_camel: &'a str,
+        transaction_id: &'a str,
+    }
+    fn out(r: &BufferedResult) -> Out<'_> {
+        Out {
+            index: r.index,
+            status: "buffered",
+            queue: &r.queue,
+            queue_name: &r.queue,
+            partition: &r.partition,
+            transaction_id_camel: &r.transaction_id,
+            transaction_id: &r.transaction_id,
+        }
+    }
+    json_response(201, &SeqOf(results, out))
 }

@@ -3,7 +3,7 @@
 //! (`views/traces.rs`).
 
 use super::error::{json_response, HttpError};
-use super::wire::{check_id, check_name, parse_object};
+use super::wire::{check_id, check_name, opt_group, parse_object};
 use super::{HttpConfig, HttpResponse};
 use crate::core::api::{Payload, QUEUE_MODE_GROUP};
 use crate::core::traces::{TraceRequest, MAX_TRACE_DATA_BYTES, MAX_TRACE_NAMES};
@@ -34,60 +34,43 @@ pub(crate) fn parse(body: &[u8], config: &HttpConfig) -> Result<TraceRequest, Ht
             data.len()
         )));
     }
-    let consumer_group = match map.get("consumerGroup") {
-        None | Some(Value::Null) => QUEUE_MODE_GROUP.to_string(),
-        Some(Value::String(g)) if g.is_empty() => QUEUE_MODE_GROUP.to_string(),
-        Some(Value::String(g)) => {
-            check_name("consumerGroup", g, false, limits)?;
-            g.clone()
+    let consumer_group =
+        opt_group(&map, "consumerGroup", "", limits)?.unwrap_or_else(|| QUEUE_MODE_GROUP.into());
+    let mut names: Vec<String> = Vec::new();
+    match map.get("traceNames") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(n)) => names.push(n.clone()),
+        Some(Value::Array(list)) if list.len() <= MAX_TRACE_NAMES => {
+            for v in list {
+                names.push(v.as_str().ok_or_else(bad_names)?.to_string());
+            }
         }
-        Some(_) => {
-            return Err(HttpError::bad_request(
-                "consumerGroup must be a string or null",
-            ))
-        }
-    };
-    let names: Vec<String> = match map.get("traceNames") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(n)) => vec![n.clone()],
-        Some(Value::Array(list)) if list.iter().all(Value::is_string) => list
-            .iter()
-            .filter_map(|v| v.as_str().map(str::to_string))
-            .collect(),
-        Some(_) => {
-            return Err(HttpError::bad_request(
-                "traceNames must be a string, a list of strings or null",
-            ))
-        }
-    };
-    if names.len() > MAX_TRACE_NAMES {
-        return Err(HttpError::bad_request(format!(
-            "traceNames has {} names; the limit is {MAX_TRACE_NAMES}",
-            names.len()
-        )));
+        Some(_) => return Err(bad_names()),
     }
     for n in &names {
         check_name("traceNames entry", n, false, limits)?;
     }
     let event_type = match map.get("eventType") {
-        None | Some(Value::Null) => "info".to_string(),
-        Some(Value::String(e)) if e.is_empty() => "info".to_string(),
-        Some(Value::String(e)) => {
-            check_name("eventType", e, false, limits)?;
-            e.clone()
-        }
+        None | Some(Value::Null) => "info",
+        Some(Value::String(e)) if e.is_empty() => "info",
+        Some(Value::String(e)) => e.as_str(),
         Some(_) => return Err(HttpError::bad_request("eventType must be a string")),
     };
+    check_name("eventType", event_type, false, limits)?;
     Ok(TraceRequest {
         partition_id: p.clone(),
         transaction_id: t.clone(),
         consumer_group,
-        event_type,
+        event_type: event_type.to_string(),
         names,
         data,
         id: String::new(),
         worker_id: config.worker_id.clone(),
     })
+}
+
+fn bad_names() -> HttpError {
+    HttpError::bad_request("traceNames must be a string, a list of at most 16 strings, or null")
 }
 
 /// Records the trace: 201 `{success:true, traceId}`, 404 `Message not found` when no such message is

@@ -65,7 +65,10 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
                     b.message(&partition_id, &transaction_id).map(|m| {
                         let q = b.queue_view(now, &m.queue);
                         let mut out = render::message(m, q.as_ref(), now);
-                        out.trace_count = b.traces_of(&partition_id, &transaction_id).len() as u64;
+                        out.trace_count = b
+                            .trace_target(&partition_id, &transaction_id)
+                            .and_then(|at| b.trace_counts().get(&at).copied())
+                            .unwrap_or(0);
                         out
                     })
                 })
@@ -163,9 +166,9 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
         Route::MessageTraces {
             partition_id,
             transaction_id,
-        } => traces::of_message(engine, config, &partition_id, &transaction_id),
-        Route::TracesByName { name } => traces::by_name(engine, config, &name, query),
-        Route::TraceNames => traces::names(engine, config, query),
+        } => traces::of_message(engine, config, &partition_id, &transaction_id).await,
+        Route::TracesByName { name } => traces::by_name(engine, config, &name, query).await,
+        Route::TraceNames => traces::names(engine, config, query).await,
         other => unreachable!("not a view route: {other:?}"),
     }
 }
@@ -325,10 +328,7 @@ async fn list_messages<S: Store, H: Host>(
                                 continue;
                             }
                             let is_dead = dead.contains(&(pid, m.offset));
-                            let traces = traced
-                                .get(&(pid, m.transaction_id.clone()))
-                                .copied()
-                                .unwrap_or(0);
+                            let traces = traced.get(&(pid, m.offset)).copied().unwrap_or(0);
                             let mut v = render::message(m, Some(&q), now);
                             v.trace_count = traces;
                             if is_dead {

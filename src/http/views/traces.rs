@@ -6,7 +6,7 @@
 //!   recently seen first.
 
 use crate::core::timefmt::iso_millis;
-use crate::core::traces::TraceView;
+use crate::core::traces::{decode_trace, Trace};
 use crate::engine::{Engine, Host};
 use crate::http::error::{json_response, HttpError};
 use crate::http::query::Query;
@@ -14,6 +14,7 @@ use crate::http::wire::{check_id, check_name};
 use crate::http::{HttpConfig, HttpResponse};
 use crate::store::Store;
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
 
 fn page(query: &Query, config: &HttpConfig, default: u64) -> Result<(usize, usize), HttpError> {
     let limit = query
@@ -23,10 +24,53 @@ fn page(query: &Query, config: &HttpConfig, default: u64) -> Result<(usize, usiz
     Ok((limit, offset))
 }
 
+/// A stored trace read back, with its message's partition id, queue and partition name.
+struct Stored {
+    trace: Trace,
+    partition_id: String,
+    queue: String,
+    partition: String,
+}
+
+/// Reads the trace records `keys` names (key, queue, partition), oldest first. A record deleted since
+/// the keys were listed (pruned meanwhile) is skipped.
+async fn read<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    keys: Vec<(String, String, String)>,
+) -> Result<Vec<Stored>, HttpError> {
+    let names: Vec<String> = keys.iter().map(|(k, _, _)| k.clone()).collect();
+    let values = engine
+        .store()
+        .get(&names)
+        .await
+        .map_err(|e| HttpError::from(crate::engine::EngineError::Store(e)))?;
+    let mut out = Vec::new();
+    for ((key, queue, partition), value) in keys.into_iter().zip(values) {
+        let Some(bytes) = value else { continue };
+        let trace = decode_trace(&key, &bytes)
+            .map_err(|e| HttpError::from(crate::engine::EngineError::Store(e)))?;
+        // The key is t/<seq>/<pid>/<offset>, 16 hex digits each.
+        let pid = key
+            .split('/')
+            .nth(2)
+            .and_then(|p| u64::from_str_radix(p, 16).ok())
+            .unwrap_or(0);
+        out.push(Stored {
+            trace,
+            partition_id: pid.to_string(),
+            queue,
+            partition,
+        });
+    }
+    Ok(out)
+}
+
 /// One trace; `with_message` adds where the message lives (the by-name listing).
-fn trace(v: &TraceView, with_message: bool) -> Value {
-    let t = &v.trace;
+fn trace(s: &Stored, with_message: bool) -> Value {
+    let t = &s.trace;
     let data = t.data.to_value().unwrap_or(Value::Null);
+    let mut names = t.names.clone();
+    names.sort();
     let mut out = json!({
         "id": t.id,
         "eventType": t.event_type,
@@ -34,19 +78,19 @@ fn trace(v: &TraceView, with_message: bool) -> Value {
         "consumerGroup": t.consumer_group,
         "workerId": t.worker_id,
         "createdAt": iso_millis(t.created_at_ms),
-        "traceNames": t.names,
+        "traceNames": names,
     });
     if with_message {
         out["transactionId"] = json!(t.transaction_id);
-        out["partitionId"] = json!(t.pid.to_string());
-        out["queueName"] = json!(v.queue);
-        out["partitionName"] = json!(v.partition);
+        out["partitionId"] = json!(s.partition_id);
+        out["queueName"] = json!(s.queue);
+        out["partitionName"] = json!(s.partition);
     }
     out
 }
 
 /// `GET /api/v1/traces/:partitionId/:transactionId`.
-pub(crate) fn of_message<S: Store, H: Host>(
+pub(crate) async fn of_message<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     partition_id: &str,
@@ -54,17 +98,23 @@ pub(crate) fn of_message<S: Store, H: Host>(
 ) -> Result<HttpResponse, HttpError> {
     check_id("partitionId", partition_id, &config.limits)?;
     check_id("transactionId", transaction_id, &config.limits)?;
-    let list: Vec<Value> = engine.read(|b, _| {
-        b.traces_of(partition_id, transaction_id)
-            .iter()
-            .map(|v| trace(v, false))
-            .collect()
-    });
+    let keys = engine
+        .read_loaded(|b, _| {
+            b.trace_target(partition_id, transaction_id)
+                .map(|at| b.trace_keys(Some(at)))
+                .unwrap_or_default()
+        })
+        .await?;
+    let list: Vec<Value> = read(engine, keys)
+        .await?
+        .iter()
+        .map(|s| trace(s, false))
+        .collect();
     Ok(json_response(200, &json!({ "traces": list })))
 }
 
 /// `GET /api/v1/traces/by-name/:name`.
-pub(crate) fn by_name<S: Store, H: Host>(
+pub(crate) async fn by_name<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     name: &str,
@@ -72,12 +122,15 @@ pub(crate) fn by_name<S: Store, H: Host>(
 ) -> Result<HttpResponse, HttpError> {
     check_name("Trace name", name, false, &config.limits)?;
     let (limit, offset) = page(query, config, 100)?;
-    let list: Vec<Value> = engine.read(|b, _| {
-        b.traces_named(name, limit, offset)
-            .iter()
-            .map(|v| trace(v, true))
-            .collect()
-    });
+    let keys = engine.read(|b, _| b.trace_keys(None));
+    let list: Vec<Value> = read(engine, keys)
+        .await?
+        .iter()
+        .filter(|s| s.trace.names.iter().any(|n| n == name))
+        .skip(offset)
+        .take(limit)
+        .map(|s| trace(s, true))
+        .collect();
     Ok(json_response(
         200,
         &json!({
@@ -87,24 +140,43 @@ pub(crate) fn by_name<S: Store, H: Host>(
     ))
 }
 
+/// One name's traces, distinct messages (partition id, transaction id) and when it was last seen.
+type NameCounts<'a> = (u64, BTreeSet<(&'a str, &'a str)>, i64);
+
 /// `GET /api/v1/traces/names`.
-pub(crate) fn names<S: Store, H: Host>(
+pub(crate) async fn names<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     let (limit, offset) = page(query, config, 50)?;
-    let all = engine.read(|b, _| b.trace_names());
+    let keys = engine.read(|b, _| b.trace_keys(None));
+    let stored = read(engine, keys).await?;
+    let mut by_name: BTreeMap<&str, NameCounts> = BTreeMap::new();
+    for s in &stored {
+        for n in &s.trace.names {
+            let e = by_name.entry(n.as_str()).or_default();
+            e.0 += 1;
+            e.1.insert((s.partition_id.as_str(), s.trace.transaction_id.as_str()));
+            e.2 = e.2.max(s.trace.created_at_ms);
+        }
+    }
+    let mut all: Vec<(&str, u64, usize, i64)> = by_name
+        .into_iter()
+        .map(|(name, (traces, messages, last))| (name, traces, messages.len(), last))
+        .collect();
+    // Most recently seen first, then by name.
+    all.sort_by(|a, b| b.3.cmp(&a.3).then_with(|| a.0.cmp(b.0)));
     let list: Vec<Value> = all
         .iter()
         .skip(offset)
         .take(limit)
-        .map(|n| {
+        .map(|(name, traces, messages, last)| {
             json!({
-                "traceName": n.name,
-                "traceCount": n.trace_count,
-                "messageCount": n.message_count,
-                "lastSeen": iso_millis(n.last_seen_ms),
+                "traceName": name,
+                "traceCount": traces,
+                "messageCount": messages,
+                "lastSeen": iso_millis(*last),
             })
         })
         .collect();
