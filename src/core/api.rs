@@ -892,9 +892,12 @@ pub struct LaneView {
     pub attempt_count: u32,
     /// Not claimable before this instant.
     pub hold_until_ms: Option<i64>,
-    /// Messages this group was delivered, and acks it sent (all, and failed), from the lane's stored
-    /// counts (module `meters`).
-    pub tally: super::meters::LaneTally,
+    /// Messages this group was delivered here, from the lane's stored counts (module `meters`).
+    pub delivered: u64,
+    /// Acks this group sent here (any status), from the lane's stored counts.
+    pub acked: u64,
+    /// Of those, acks with status `failed` or `dlq`.
+    pub failed: u64,
 }
 
 /// One consumer group's position in one partition of a queue, for the consumer-group views.

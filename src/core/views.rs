@@ -25,7 +25,9 @@ impl Broker {
             retry_count: lane.retry_count,
             attempt_count: lane.attempt_count,
             hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms),
-            tally: lane.tally,
+            delivered: lane.delivered,
+            acked: lane.acked,
+            failed: lane.failed,
         }
     }
 

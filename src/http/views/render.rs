@@ -127,9 +127,9 @@ fn lane(l: &LaneView) -> Value {
         "holdUntil": l.hold_until_ms.map(iso_millis),
         // The lane's stored counts: what the page's throughput pictures sample.
         "counts": {
-            "delivered": l.tally.delivered,
-            "acked": l.tally.acked,
-            "failed": l.tally.failed,
+            "delivered": l.delivered,
+            "acked": l.acked,
+            "failed": l.failed,
         },
     })
 }
