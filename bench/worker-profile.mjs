@@ -267,8 +267,13 @@ md.push('Each sample goes to the first phase of the list below that has a frame 
   + 'frame at all (HTTP parsing, the entry Worker\'s subrequest to the object, I/O) is "workerd native". The '
   + 'shares count samples, not the time between them: on this loaded machine the gap after a sample is often '
   + 'many intervals long (the thread was preempted), and V8 still records one sample for it, so summing the gaps '
-  + 'would hand the wall clock to whichever frame happened to be on the stack. "est. ms" = share x the workerd '
-  + 'CPU per request measured without the profiler (the sampler itself costs CPU: compare the two CPU figures).');
+  + 'would hand the wall clock to whichever frame happened to be on the stack. Samples V8 marks idle are left '
+  + 'out, and workerd\'s work outside the isolate (other threads, much of the HTTP and commit work) is not '
+  + 'sampled at all: the "non-idle samples per request" below, at one per 100 us, cover only part of the workerd '
+  + 'CPU, so the shares describe the isolate\'s part (`perf` on workerd shows the rest: docs/decisions.md, "The '
+  + 'Worker\'s request path, leaner"). "est. ms" = share x the workerd CPU per request measured without the '
+  + 'profiler: it spreads all of that CPU over the sampled phases, so it overstates each (the sampler itself costs '
+  + 'CPU too: compare the two CPU figures).');
 md.push('');
 for (const r of results) {
   md.push(`### ${r.op}, ${r.batch === 1 ? '1 message' : `${r.batch} messages`} per request, ${r.size}-byte payloads`);

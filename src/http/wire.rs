@@ -698,11 +698,7 @@ pub(crate) fn batch_ack(
     let parsed: AckBatchBody = parse_shaped(body)?;
     let items = match parsed.acknowledgments {
         Some(Shaped::Is(List(items))) => items,
-        _ => {
-            return Err(HttpError::bad_request(
-                "acknowledgments array is required",
-            ))
-        }
+        _ => return Err(HttpError::bad_request("acknowledgments array is required")),
     };
     if items.is_empty() {
         return Err(HttpError::bad_request(

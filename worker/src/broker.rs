@@ -67,7 +67,8 @@ pub async fn read_request(
                     return Ok(Err(queen_edge::http::body_too_large(max_body_bytes)))
                 }
                 Some(_) => {
-                    let buffer = worker::wasm_bindgen_futures::JsFuture::from(req.array_buffer()?).await?;
+                    let buffer =
+                        worker::wasm_bindgen_futures::JsFuture::from(req.array_buffer()?).await?;
                     body = Uint8Array::new(&buffer).to_vec();
                 }
                 None => {

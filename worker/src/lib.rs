@@ -124,7 +124,8 @@ pub async fn forward_to_object(
     let namespace = env.durable_object(BROKER_BINDING)?;
     let stub: worker::worker_sys::DurableObject =
         namespace.id_from_name(name)?.get_stub()?.into_rpc();
-    let response = worker::wasm_bindgen_futures::JsFuture::from(stub.fetch_with_request(req)?).await?;
+    let response =
+        worker::wasm_bindgen_futures::JsFuture::from(stub.fetch_with_request(req)?).await?;
     Ok(response.dyn_into::<web_sys::Response>()?)
 }
 
@@ -221,7 +222,10 @@ mod tests {
         assert_eq!(path_and_query("https://h.example"), ("/", ""));
         assert_eq!(path_and_query("http://h/a%3Fb?c=d#frag"), ("/a%3Fb", "c=d"));
         assert_eq!(path_and_query("/metrics?x"), ("/metrics", "x"));
-        assert_eq!(query_param("a=1&broker=t%2D1&b", BROKER_QUERY).as_deref(), Some("t-1"));
+        assert_eq!(
+            query_param("a=1&broker=t%2D1&b", BROKER_QUERY).as_deref(),
+            Some("t-1")
+        );
     }
 
     #[test]

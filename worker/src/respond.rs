@@ -48,7 +48,8 @@ fn headers_for(headers: &[(String, String)]) -> Result<web_sys::Headers, JsValue
         .iter()
         .filter(|(name, value)| !is_default_cors(name, value));
     let first = rest.next();
-    let json_only = matches!(first, Some((n, v)) if n.eq_ignore_ascii_case(CONTENT_TYPE) && v == JSON);
+    let json_only =
+        matches!(first, Some((n, v)) if n.eq_ignore_ascii_case(CONTENT_TYPE) && v == JSON);
     let cached = if json_only { &CORS_JSON } else { &CORS_ONLY };
     let out = cached.with(web_sys::Headers::new_with_headers)?;
     let extra = if json_only { None } else { first };
@@ -111,7 +112,10 @@ mod tests {
     #[test]
     fn default_cors_pairs_are_recognised() {
         assert!(is_default_cors("access-control-allow-origin", "*"));
-        assert!(!is_default_cors("Access-Control-Allow-Origin", "https://a.example"));
+        assert!(!is_default_cors(
+            "Access-Control-Allow-Origin",
+            "https://a.example"
+        ));
         assert!(!is_default_cors("Content-Type", JSON));
     }
 }
