@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort, startWorker } from '../worker/test/harness.mjs';
+import { ROOT, freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
 
 const argv = process.argv.slice(2);
 const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
@@ -144,14 +144,6 @@ function cpuNs(pid) {
   }
   return total;
 }
-function childWorkerd(pid) {
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    for (const c of readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return Number(c);
-    }
-  }
-  throw new Error(`no workerd under pid ${pid}`);
-}
 
 // ---------------------------------------------------------------- main
 const inspectPort = await freePort();
@@ -159,7 +151,7 @@ const inspectPort = await freePort();
 const state = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'queen-edge-profile-state-'));
 const w = await startWorker({ persistTo: state, extraArgs: [...(GIVEN_BUILD ? ['--build-dir', GIVEN_BUILD] : []), '--inspector', `127.0.0.1:${inspectPort}`] });
 const port = Number(new URL(w.url).port);
-const workerdPid = childWorkerd(w.pid);
+const workerdPid = workerdUnder(w.pid);
 // On a loaded machine the isolate thread and V8's sampler thread wait for a core, and samples get lost.
 // Raising workerd's priority (every thread; QE_PROFILE_NICE, default -10, needs root; 0 to skip) keeps more.
 const NICE = Number(process.env.QE_PROFILE_NICE ?? -10);
