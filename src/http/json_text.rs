@@ -136,27 +136,41 @@ mod tests {
             "\u{80}\u{ff}\u{100}",
         ];
         for s in cases {
-            assert_eq!(text(|t| {
-                t.str(s);
-            }), serde_json::to_string(s).unwrap(), "{s:?}");
+            assert_eq!(
+                text(|t| {
+                    t.str(s);
+                }),
+                serde_json::to_string(s).unwrap(),
+                "{s:?}"
+            );
         }
         for b in 0u8..=255 {
             let s = format!("abcdefg{}hijklmn", b as char);
-            assert_eq!(text(|t| {
-                t.str(&s);
-            }), serde_json::to_string(&s).unwrap(), "{b}");
+            assert_eq!(
+                text(|t| {
+                    t.str(&s);
+                }),
+                serde_json::to_string(&s).unwrap(),
+                "{b}"
+            );
         }
     }
 
     #[test]
     fn numbers_and_literals() {
         for n in [0u64, 7, 10, 99, 100, 12_345, u32::MAX as u64, u64::MAX] {
-            assert_eq!(text(|t| {
-                t.uint(n);
-            }), n.to_string());
+            assert_eq!(
+                text(|t| {
+                    t.uint(n);
+                }),
+                n.to_string()
+            );
         }
-        assert_eq!(text(|t| {
-            t.bool(true).raw(",").bool(false).raw(",").opt_str(None);
-        }), "true,false,null");
+        assert_eq!(
+            text(|t| {
+                t.bool(true).raw(",").bool(false).raw(",").opt_str(None);
+            }),
+            "true,false,null"
+        );
     }
 }

@@ -34,22 +34,26 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
     t.raw("[");
     for (i, r) in results.iter().enumerate() {
         let queued = r.status == PushStatus::Queued;
-        t.raw(if i == 0 { "{\"index\":" } else { ",{\"index\":" })
-            .uint(r.index as u64)
-            .raw(",\"status\":")
-            .str(push_status(&r.status))
-            .raw(",\"transaction_id\":")
-            .str(&r.transaction_id)
-            .raw(",\"transactionId\":")
-            .str(&r.transaction_id)
-            .raw(",\"message_id\":")
-            .str(&r.message_id)
-            .raw(",\"messageId\":")
-            .str(&r.message_id)
-            .raw(",\"partition_id\":")
-            .str(&r.partition_id)
-            .raw(",\"partitionId\":")
-            .str(&r.partition_id);
+        t.raw(if i == 0 {
+            "{\"index\":"
+        } else {
+            ",{\"index\":"
+        })
+        .uint(r.index as u64)
+        .raw(",\"status\":")
+        .str(push_status(&r.status))
+        .raw(",\"transaction_id\":")
+        .str(&r.transaction_id)
+        .raw(",\"transactionId\":")
+        .str(&r.transaction_id)
+        .raw(",\"message_id\":")
+        .str(&r.message_id)
+        .raw(",\"messageId\":")
+        .str(&r.message_id)
+        .raw(",\"partition_id\":")
+        .str(&r.partition_id)
+        .raw(",\"partitionId\":")
+        .str(&r.partition_id);
         if queued {
             t.raw(",\"trace_id\":").opt_str(r.trace_id.as_deref());
         }
@@ -154,27 +158,31 @@ pub(crate) fn ack_results(results: &[AckResult]) -> Vec<u8> {
                 .filter(|e| !e.is_empty())
                 .unwrap_or("Ack refused")
         });
-        t.raw(if i == 0 { "{\"index\":" } else { ",{\"index\":" })
-            .uint(r.index as u64)
-            .raw(",\"transactionId\":")
-            .str(&r.transaction_id)
-            .raw(",\"partitionId\":")
-            .str(&r.partition_id)
-            .raw(",\"success\":")
-            .bool(r.success)
-            .raw(",\"error\":")
-            .opt_str(error)
-            .raw(",\"queueName\":")
-            .opt_str(r.queue.as_deref())
-            .raw(",\"partitionName\":")
-            .opt_str(r.partition.as_deref())
-            .raw(",\"leaseReleased\":")
-            .bool(r.lease_released)
-            .raw(",\"dlq\":")
-            .bool(r.dlq)
-            .raw(",\"status\":")
-            .str(&r.status)
-            .raw("}");
+        t.raw(if i == 0 {
+            "{\"index\":"
+        } else {
+            ",{\"index\":"
+        })
+        .uint(r.index as u64)
+        .raw(",\"transactionId\":")
+        .str(&r.transaction_id)
+        .raw(",\"partitionId\":")
+        .str(&r.partition_id)
+        .raw(",\"success\":")
+        .bool(r.success)
+        .raw(",\"error\":")
+        .opt_str(error)
+        .raw(",\"queueName\":")
+        .opt_str(r.queue.as_deref())
+        .raw(",\"partitionName\":")
+        .opt_str(r.partition.as_deref())
+        .raw(",\"leaseReleased\":")
+        .bool(r.lease_released)
+        .raw(",\"dlq\":")
+        .bool(r.dlq)
+        .raw(",\"status\":")
+        .str(&r.status)
+        .raw("}");
     }
     t.raw("]");
     t.into_bytes()
@@ -529,7 +537,6 @@ mod tests {
         }
     }
 
-
     fn sample_messages() -> Vec<DeliveredMessage> {
         let texts = [
             ("plain", "{\"n\":1,\"pad\":\"xxxx\"}"),
@@ -606,7 +613,11 @@ mod tests {
         let push: Vec<PushResult> = (0..4)
             .map(|i| PushResult {
                 index: i,
-                status: if i == 2 { PushStatus::Duplicate } else { PushStatus::Queued },
+                status: if i == 2 {
+                    PushStatus::Duplicate
+                } else {
+                    PushStatus::Queued
+                },
                 message_id: format!("m-{i}"),
                 transaction_id: format!("t \"{i}\""),
                 partition_id: format!("pid-{i}"),
