@@ -14,7 +14,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
+import { freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
 
 const argv = process.argv.slice(2);
 const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
