@@ -2,7 +2,7 @@
 
 use super::auth::Caller;
 use super::crypto;
-use super::error::{json_response, no_content, HttpError};
+use super::error::{json_response, json_text_response, no_content, HttpError};
 #[cfg(feature = "ops")]
 use super::modes;
 use super::query::{clip, Query};
@@ -99,17 +99,13 @@ impl Route {
                     #[cfg(feature = "ops")]
                     return match engine.push_or_buffer(items).await? {
                         PushOutcome::Buffered(results) => Ok(modes::buffered_answer(&results)),
-                        PushOutcome::Pushed(results) => Ok(json_response(
-                            201,
-                            &render::SeqOf(&results, render::push_result),
-                        )),
+                        PushOutcome::Pushed(results) => {
+                            Ok(json_text_response(201, render::push_results(&results)))
+                        }
                     };
                 }
                 let results = engine.push(items).await?;
-                Ok(json_response(
-                    201,
-                    &render::SeqOf(&results, render::push_result),
-                ))
+                Ok(json_text_response(201, render::push_results(&results)))
             }
             Route::PopQueue { queue } => {
                 check_name("Queue name", &queue, true, limits)?;
@@ -537,7 +533,10 @@ async fn pop<S: Store, H: Host>(
             if reply.messages.is_empty() && !reply.conflation && !reply.conflation_conflict {
                 Ok(no_content())
             } else {
-                Ok(json_response(200, &render::pop_reply(&reply, conflation)))
+                Ok(json_text_response(
+                    200,
+                    render::pop_reply(&reply, conflation),
+                ))
             }
         }
         // A pop on a queue or partition that does not exist is an empty pop, never a 4xx.
@@ -547,7 +546,7 @@ async fn pop<S: Store, H: Host>(
 }
 
 fn ack_answer(results: &[AckResult]) -> HttpResponse {
-    json_response(200, &render::SeqOf(results, render::ack_result))
+    json_text_response(200, render::ack_results(results))
 }
 
 /// A fresh UUIDv4 from the host's entropy, for trace ids.
