@@ -136,7 +136,7 @@ impl<S: Store, H: Host> Engine<S, H> {
         }
         if needs_segment_upgrade(&records) {
             records.extend(store.scan(SEGMENT_PREFIX).await?);
-            records.sort_by(|a, b| a.0.cmp(&b.0));
+            crate::core::sort::sort_by(&mut records, |a, b| a.0.cmp(&b.0));
         }
         let mut core = Broker::from_records(config.clone(), host.entropy(), records)
             .map_err(EngineError::Store)?;

@@ -470,7 +470,7 @@ impl Store for IdbStore {
             out.push((key, value.to_vec()));
         }
         // IndexedDB sorts by UTF-16 code units; the contract is UTF-8 byte order (see module docs).
-        out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        crate::core::sort::sort_by(&mut out, |a, b| a.0.cmp(&b.0));
         Ok(out)
     }
 
