@@ -84,7 +84,10 @@ mod tests {
             assert_eq!(descending, (0..n).collect::<Vec<_>>());
             let mut strings: Vec<String> = (0..n).rev().map(|i| format!("k{i:03}")).collect();
             sort_by(&mut strings, |a, b| b.cmp(a));
-            assert_eq!(strings, (0..n).rev().map(|i| format!("k{i:03}")).collect::<Vec<_>>());
+            assert_eq!(
+                strings,
+                (0..n).rev().map(|i| format!("k{i:03}")).collect::<Vec<_>>()
+            );
         }
     }
 }

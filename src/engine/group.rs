@@ -182,7 +182,10 @@ mod tests {
         let mut failed = gc.join(0, ChangeSet::default(), vec![]).unwrap();
         gc.hold();
         lead.failed(&Err(StoreError::other("disk full")));
-        assert!(failed.try_recv().unwrap().unwrap().is_err(), "a failure takes it");
+        assert!(
+            failed.try_recv().unwrap().unwrap().is_err(),
+            "a failure takes it"
+        );
     }
 
     #[test]

@@ -20,10 +20,10 @@ use crate::core::{
     needs_segment_upgrade, segment_key, Broker, BrokerConfig, INDEX_PREFIXES, SEGMENT_PREFIX,
 };
 use crate::store::{ChangeSet, Store, StoreError};
+use futures::channel::oneshot;
 use futures::future::{select, Either, LocalBoxFuture};
 use gate::{Gate, GateGuard};
 use group::GroupCommit;
-use futures::channel::oneshot;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use waiters::Waiters;

@@ -712,7 +712,11 @@ fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<Fence, JsValue> {
     let on_read = {
         let (request, tx, stale) = (request.clone(), tx.clone(), stale.clone());
         Closure::<dyn FnMut()>::new(move || {
-            let current = request.result().ok().and_then(|v| v.as_f64()).unwrap_or(0.0);
+            let current = request
+                .result()
+                .ok()
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0);
             if current != f64::from(epoch) {
                 stale.set(true);
                 let _ = tx.abort();
