@@ -29,6 +29,7 @@ mod pop;
 mod push;
 mod records;
 pub mod segment;
+pub mod sort;
 mod state;
 pub mod timefmt;
 #[cfg(feature = "ops")]
