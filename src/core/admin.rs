@@ -52,7 +52,7 @@ impl Broker {
                 self.stored_bytes = self.stored_bytes.saturating_sub(p.stored_bytes());
                 for (group, lane) in &p.lanes {
                     self.changes.delete(lane_key(*pid, group));
-                    if let Some(lease) = &lane.lease_id {
+                    if let Some(lease) = lane.lease_id() {
                         self.unindex_lease(lease, *pid, group);
                     }
                 }
@@ -317,11 +317,11 @@ impl Broker {
                 let untouched = self.partitions[&pid]
                     .lanes
                     .get(g)
-                    .is_none_or(|l| l.claim_start < 0 && l.lease_id.is_none());
+                    .is_none_or(|l| l.never_claimed());
                 if untouched {
                     let cursor = self.initial_cursor(pid, g);
                     if let Some(lane) = self.lane_mut(pid, g) {
-                        lane.committed = cursor;
+                        lane.resubscribe(cursor);
                     }
                     if self.partitions[&pid].lanes.contains_key(g) {
                         self.save_lane(pid, g);
@@ -516,7 +516,7 @@ impl Broker {
             .map(|g| {
                 p.lanes
                     .get(g)
-                    .map_or_else(|| self.initial_cursor(pid, g), |l| l.committed)
+                    .map_or_else(|| self.initial_cursor(pid, g), |l| l.committed())
             })
             .min()
             .unwrap_or(-1)
@@ -542,7 +542,7 @@ impl Broker {
             p.first_offset = new_first;
             let floor = new_first as i64 - 1;
             for lane in p.lanes.values_mut() {
-                lane.committed = lane.committed.max(floor);
+                lane.raise_floor(floor);
             }
             (p.queue.clone(), doomed)
         };

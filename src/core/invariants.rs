@@ -45,7 +45,7 @@ impl Broker {
             }
             for (group, lane) in &p.lanes {
                 // The lease index holds every live lease.
-                if let Some(lease) = lane.lease_id.as_deref().filter(|_| lane.is_leased(now)) {
+                if let Some(lease) = lane.live_lease(now) {
                     let indexed = self
                         .leases
                         .get(lease)
@@ -62,7 +62,7 @@ impl Broker {
                 let Some(ready) = self.groups.get(&key) else {
                     continue;
                 };
-                if lane.is_leased(now) && !self.timers.contains(lane.lease_expires_ms, *pid, group)
+                if lane.is_leased(now) && !self.timers.contains(lane.lease_expires_ms(), *pid, group)
                 {
                     return Err(format!(
                         "lane ({pid}, {group}): no timer at its lease expiry"
@@ -70,13 +70,13 @@ impl Broker {
                 }
                 if !lane.is_leased(now)
                     && lane.is_held(now)
-                    && !self.timers.contains(lane.hold_until_ms, *pid, group)
+                    && !self.timers.contains(lane.hold_until_ms(), *pid, group)
                 {
                     return Err(format!(
                         "lane ({pid}, {group}): no timer at the end of its hold"
                     ));
                 }
-                let claimable = lane.is_free(now) && lane.committed + 1 < p.next_offset as i64;
+                let claimable = lane.is_free(now) && lane.committed() + 1 < p.next_offset as i64;
                 if claimable
                     && !ready.iter().any(|r| r == *pid)
                     && !self.timers.has_lane(*pid, group)
@@ -100,7 +100,7 @@ impl Broker {
                     .partitions
                     .get(pid)
                     .and_then(|p| p.lanes.get(group))
-                    .is_some_and(|l| l.lease_id.as_deref() == Some(lease.as_str()));
+                    .is_some_and(|l| l.lease_id() == Some(lease.as_str()));
                 if !holds {
                     return Err(format!("lease {lease} is indexed for lane ({pid}, {group}), which does not hold it"));
                 }
@@ -115,7 +115,7 @@ impl Broker {
                     ));
                 };
                 let (free, committed) = match p.lanes.get(group) {
-                    Some(lane) => (lane.is_free(now), lane.committed),
+                    Some(lane) => (lane.is_free(now), lane.committed()),
                     None => (true, self.initial_cursor(pid, group)),
                 };
                 if !free || committed + 1 >= p.next_offset as i64 {

@@ -334,11 +334,11 @@ impl Broker {
             .get(group)
             .map(|l| (**l).clone())
             .unwrap_or_else(|| Lane::at(self.initial_cursor(pid, group)));
-        let has_backlog = lane_state.committed + 1 < p.next_offset as i64;
+        let has_backlog = lane_state.committed() + 1 < p.next_offset as i64;
         let wait_until = if lane_state.is_leased(now) {
-            Some(lane_state.lease_expires_ms)
+            Some(lane_state.lease_expires_ms())
         } else if lane_state.is_held(now) {
-            Some(lane_state.hold_until_ms)
+            Some(lane_state.hold_until_ms())
         } else {
             None
         };
@@ -392,22 +392,16 @@ impl Broker {
         }
     }
 
-    /// Releases the lease of lane (pid, group), keeping the lease index in step.
+    /// Takes lane (pid, group)'s lease out of the lease index, before a transition that releases it
+    /// (`seek`) or the lane's removal.
     fn release_lane(&mut self, pid: u64, group: &str) {
         let old = self
             .partitions
             .get(&pid)
             .and_then(|p| p.lanes.get(group))
-            .and_then(|l| l.lease_id.clone());
+            .and_then(|l| l.lease_id().map(str::to_string));
         if let Some(old) = old {
             self.unindex_lease(&old, pid, group);
-        }
-        if let Some(lane) = self
-            .partitions
-            .get_mut(&pid)
-            .and_then(|p| p.lanes.get_mut(group))
-        {
-            lane.release();
         }
     }
 }

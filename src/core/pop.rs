@@ -226,7 +226,7 @@ impl Broker {
                 };
                 let committed = match p.lanes.get(&group) {
                     Some(lane) if !lane.is_free(now) => continue,
-                    Some(lane) => lane.committed,
+                    Some(lane) => lane.committed(),
                     None => self.initial_cursor(pid, &group),
                 };
                 let start = (committed.max(p.first_offset as i64 - 1) + 1) as u64;
@@ -329,7 +329,7 @@ impl Broker {
         }
         let p = &self.partitions[&pid];
         let floor = p.first_offset as i64 - 1;
-        let start = (p.lanes[group].committed.max(floor) + 1) as u64;
+        let start = (p.lanes[group].committed().max(floor) + 1) as u64;
         if start >= p.next_offset {
             self.refresh(queue, group, pid);
             return;
@@ -375,7 +375,7 @@ impl Broker {
             plan.lease_id = Some(self.ids.uuid_v7(now));
         }
         let lease_id = plan.lease_id.clone().unwrap_or_default();
-        let stale_lease = self.partitions[&pid].lanes[group].lease_id.clone();
+        let stale_lease = self.partitions[&pid].lanes[group].lease_id().map(str::to_string);
         if let Some(stale) = stale_lease {
             self.unindex_lease(&stale, pid, group);
         }
@@ -386,14 +386,14 @@ impl Broker {
             .expect("materialised above");
         if conflation {
             // Move the cursor past the older messages; they are never delivered to this group.
-            lane.committed = lane.committed.max(first as i64 - 1);
+            lane.skip_to(first as i64 - 1);
         }
         let attempt = if plan.auto_ack {
             lane.claim_auto_ack(last)
         } else {
             lane.claim(last, &lease_id, now + lease_ms)
         };
-        let retry_count = lane.retry_count;
+        let retry_count = lane.retry_count();
         if !plan.auto_ack {
             self.index_lease(&lease_id, pid, group);
         }

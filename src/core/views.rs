@@ -11,18 +11,18 @@ impl Broker {
             .get(group)
             .map(|l| (**l).clone())
             .unwrap_or_else(|| Lane::at(self.initial_cursor(p.id, group)));
-        let committed = lane.committed.max(p.first_offset as i64 - 1);
+        let committed = lane.committed().max(p.first_offset as i64 - 1);
         let leased = lane.is_leased(now);
         LaneView {
             consumer_group: group.to_string(),
             committed,
             backlog: (p.next_offset as i64 - 1 - committed).max(0) as u64,
             lease_id: lane.live_lease(now).map(str::to_string),
-            lease_expires_at_ms: leased.then_some(lane.lease_expires_ms),
-            batch_end: (leased && lane.batch_end >= 0).then_some(lane.batch_end as u64),
-            retry_count: lane.retry_count,
-            attempt_count: lane.attempt_count,
-            hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms),
+            lease_expires_at_ms: leased.then_some(lane.lease_expires_ms()),
+            batch_end: (leased && lane.batch_end() >= 0).then_some(lane.batch_end() as u64),
+            retry_count: lane.retry_count(),
+            attempt_count: lane.attempt_count(),
+            hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms()),
         }
     }
 
@@ -266,7 +266,7 @@ impl Broker {
                 GroupPartitionView {
                     partition: p.name.clone(),
                     partition_id: p.id.to_string(),
-                    claimed: p.lanes.get(group).is_some_and(|l| l.claim_start >= 0),
+                    claimed: p.lanes.get(group).is_some_and(|l| l.claim_start() >= 0),
                     lane,
                     oldest_pending_ms,
                 }
