@@ -170,7 +170,9 @@ impl Broker {
                 .unwrap_or(-1)
         };
         let p = completed_below(signal.map(|s| s.offset));
-        let old_lease = self.partitions[&pid].lanes[group].lease_id().map(str::to_string);
+        let old_lease = self.partitions[&pid].lanes[group]
+            .lease_id()
+            .map(str::to_string);
         let lane = self
             .partitions
             .get_mut(&pid)
@@ -185,7 +187,7 @@ impl Broker {
             Some(s) => match s.status {
                 AckStatus::Retry => lane.release_retry(p),
                 AckStatus::Failed if lane.retry_count() < options.retry_limit => {
-                    lane.release_failed(p, now + options.retry_delay_ms as i64);
+                    lane.release_failed(p, now + options.retry_hold_ms(lane.retry_count()) as i64);
                 }
                 _ => {
                     // Exhausted `failed` or explicit `dlq`: pass the head after the committed prefix.

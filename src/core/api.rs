@@ -3,6 +3,7 @@
 //! The HTTP layer (`src/http`) and the JS module translate their wire shapes into these types and back.
 //! Times are milliseconds since the Unix epoch (`_ms`), durations say their unit in their name.
 
+pub use super::redelivery::{DeliveryLogMode, RetryBackoff};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -229,6 +230,19 @@ pub struct QueueOptions {
     pub encryption_enabled: bool,
     /// Discovery pops drain higher priorities first.
     pub priority: i64,
+    /// `reclaimLimit` (0 = off; module `redelivery`). Stored only when set.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub reclaim_limit: u32,
+    /// `retryBackoff` (`None` = the fixed `retry_delay_ms`). Stored only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_backoff: Option<RetryBackoff>,
+    /// `deliveryLog` (off by default). Stored only when on.
+    #[serde(skip_serializing_if = "DeliveryLogMode::is_off")]
+    pub delivery_log: DeliveryLogMode,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 impl QueueOptions {
@@ -250,6 +264,9 @@ impl QueueOptions {
             max_wait_time_s: 0,
             encryption_enabled: false,
             priority: 0,
+            reclaim_limit: 0,
+            retry_backoff: None,
+            delivery_log: DeliveryLogMode::Off,
         }
     }
 
@@ -264,6 +281,15 @@ impl QueueOptions {
     /// True when an exhausted `failed` is filed to the dead-letter queue rather than dropped.
     pub fn dlq_enabled(&self) -> bool {
         self.dead_letter_queue || self.dlq_after_max_retries
+    }
+
+    /// The hold after a `failed` charged with `used` retries already used: the `retryBackoff` curve
+    /// when set, else `retryDelay`.
+    pub fn retry_hold_ms(&self, used: u32) -> u64 {
+        match &self.retry_backoff {
+            Some(backoff) => backoff.hold_ms(used),
+            None => self.retry_delay_ms,
+        }
     }
 }
 
@@ -300,6 +326,12 @@ pub struct OptionsPatch {
     pub encryption_enabled: Option<bool>,
     /// `priority`.
     pub priority: Option<i64>,
+    /// `reclaimLimit`.
+    pub reclaim_limit: Option<u32>,
+    /// `retryBackoff` (validated by [`RetryBackoff::validate`]).
+    pub retry_backoff: Option<RetryBackoff>,
+    /// `deliveryLog`.
+    pub delivery_log: Option<DeliveryLogMode>,
 }
 
 impl OptionsPatch {
@@ -326,6 +358,9 @@ impl OptionsPatch {
             max_wait_time_s: self.max_wait_time_s.unwrap_or(d.max_wait_time_s),
             encryption_enabled: self.encryption_enabled.unwrap_or(d.encryption_enabled),
             priority: self.priority.unwrap_or(d.priority),
+            reclaim_limit: self.reclaim_limit.unwrap_or(d.reclaim_limit),
+            retry_backoff: self.retry_backoff.or(d.retry_backoff),
+            delivery_log: self.delivery_log.unwrap_or(d.delivery_log),
         }
     }
 }

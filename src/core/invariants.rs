@@ -62,7 +62,8 @@ impl Broker {
                 let Some(ready) = self.groups.get(&key) else {
                     continue;
                 };
-                if lane.is_leased(now) && !self.timers.contains(lane.lease_expires_ms(), *pid, group)
+                if lane.is_leased(now)
+                    && !self.timers.contains(lane.lease_expires_ms(), *pid, group)
                 {
                     return Err(format!(
                         "lane ({pid}, {group}): no timer at its lease expiry"

@@ -504,14 +504,20 @@ mod tests {
         lane.pass_poison(2);
         assert_eq!(cols(&lane), (2, None, 4, 0, 0, 0, 0, -1));
         lane.pass_poison(1);
-        assert_eq!(lane.committed, 2, "passing an older head moves nothing back");
+        assert_eq!(
+            lane.committed, 2,
+            "passing an older head moves nothing back"
+        );
     }
 
     #[test]
     fn expire() {
         let lane = leased(-1, 4);
         assert!(!lane.lease_expired(99) && lane.lease_expired(100));
-        assert!(lane.is_free(100), "an expired lease is Free, no sweeper needed");
+        assert!(
+            lane.is_free(100),
+            "an expired lease is Free, no sweeper needed"
+        );
         assert_eq!(lane.live_lease(100), None);
         assert_eq!(lane.streak_at_claim(), 1, "K+1 at the next claim");
     }
@@ -529,7 +535,11 @@ mod tests {
     fn extend() {
         let mut lane = leased(-1, 4);
         assert_eq!(lane.extend(300), 300);
-        assert_eq!(lane.extend(200), 300, "an extension never shortens the lease");
+        assert_eq!(
+            lane.extend(200),
+            300,
+            "an extension never shortens the lease"
+        );
         assert!(lane.is_leased(299));
     }
 
@@ -547,7 +557,10 @@ mod tests {
         let mut lane = Lane::at(2);
         lane.skip_to(6);
         lane.claim(7, "L", 100);
-        assert_eq!((lane.committed, lane.claim_start, lane.batch_end), (6, 7, 7));
+        assert_eq!(
+            (lane.committed, lane.claim_start, lane.batch_end),
+            (6, 7, 7)
+        );
     }
 
     #[test]
@@ -582,7 +595,11 @@ mod tests {
         let mut lane = Lane::at(-1);
         lane.claim(4, "L1", 100);
         lane.quarantine("L2", 200);
-        assert_eq!(lane.reclaim_verdict(2), Reclaim::HeadAlone, "one expiry alone of two");
+        assert_eq!(
+            lane.reclaim_verdict(2),
+            Reclaim::HeadAlone,
+            "one expiry alone of two"
+        );
         lane.quarantine("L3", 300);
         assert_eq!(lane.expiry_streak, 1);
         assert_eq!(lane.reclaim_verdict(2), Reclaim::FileHead);

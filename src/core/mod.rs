@@ -26,6 +26,7 @@ pub mod lane;
 mod pop;
 mod push;
 mod records;
+pub mod redelivery;
 pub mod segment;
 mod state;
 pub mod timefmt;

@@ -375,7 +375,9 @@ impl Broker {
             plan.lease_id = Some(self.ids.uuid_v7(now));
         }
         let lease_id = plan.lease_id.clone().unwrap_or_default();
-        let stale_lease = self.partitions[&pid].lanes[group].lease_id().map(str::to_string);
+        let stale_lease = self.partitions[&pid].lanes[group]
+            .lease_id()
+            .map(str::to_string);
         if let Some(stale) = stale_lease {
             self.unindex_lease(&stale, pid, group);
         }

@@ -31,7 +31,7 @@
 //! Opening reads every prefix but `s/` ([`INDEX_PREFIXES`]); memory then holds everything but message
 //! bytes, so open time and memory grow with partitions, lanes, dead letters and segments, plus the 8
 //! bytes a message of the transaction-id index.
-use super::api::QueueOptions;
+use super::api::{DeliveryLogMode, QueueOptions, RetryBackoff};
 use super::fields::{FieldError, Fields};
 use super::segment;
 use super::state::*;
@@ -503,6 +503,20 @@ fn queue_options(f: &mut Fields) -> Result<QueueOptions, FieldError> {
         max_wait_time_s: f.u64("max_wait_time_s")?,
         encryption_enabled: f.bool("encryption_enabled")?,
         priority: f.i64("priority")?,
+        reclaim_limit: f.u32_or("reclaim_limit", 0)?,
+        retry_backoff: match f.opt_object("retry_backoff")? {
+            Some(mut b) => Some(RetryBackoff {
+                base_ms: b.u64("base_ms")?,
+                factor_permille: b.u32("factor_permille")?,
+                max_ms: b.u64("max_ms")?,
+            }),
+            None => None,
+        },
+        delivery_log: match f.opt_string("delivery_log")?.as_deref() {
+            None => DeliveryLogMode::Off,
+            Some(text) => DeliveryLogMode::parse(text)
+                .ok_or_else(|| format!("field `delivery_log`: unknown mode {text:?}"))?,
+        },
     })
 }
 
@@ -636,6 +650,17 @@ mod tests {
                     max_wait_time_s: m,
                     encryption_enabled: n,
                     priority: o,
+                    reclaim_limit: (a % 7) as u32,
+                    retry_backoff: f.then_some(RetryBackoff {
+                        base_ms: c,
+                        factor_permille: b,
+                        max_ms: d,
+                    }),
+                    delivery_log: [
+                        DeliveryLogMode::Off,
+                        DeliveryLogMode::Failures,
+                        DeliveryLogMode::All,
+                    ][(e % 3) as usize],
                 },
             )
     }

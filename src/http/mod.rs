@@ -30,6 +30,7 @@ mod handlers;
 #[cfg(feature = "jwt")]
 pub mod jwt;
 mod query;
+mod redelivery;
 mod render;
 mod router;
 mod views;
