@@ -125,10 +125,24 @@ impl Sim {
             max_now: 0,
             steps_since_full_check: 0,
         };
+        // Odd seeds also run issue 16's options, so the invariants see quarantined lanes, backoff
+        // holds and the delivery log; even seeds keep every option off.
+        let beyond = seed % 2 == 1;
         let options = OptionsPatch {
             retry_limit: Some(2),
             retry_delay_ms: Some(300),
             lease_time_s: Some(LEASE_S),
+            reclaim_limit: beyond.then_some(2),
+            retry_backoff: beyond.then_some(RetryBackoff {
+                base_ms: 100,
+                factor_permille: 3000,
+                max_ms: 2000,
+            }),
+            delivery_log: beyond.then_some(if seed % 4 == 1 {
+                DeliveryLogMode::All
+            } else {
+                DeliveryLogMode::Failures
+            }),
             ..Default::default()
         };
         run(sim.engine.configure(ConfigureRequest {

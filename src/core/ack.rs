@@ -1,6 +1,7 @@
 //! Ack resolution (wire-contract §3.5): one call, resolved per lane.
 
 use super::api::*;
+use super::deliveries::AttemptBefore;
 use super::state::*;
 use super::Broker;
 
@@ -173,6 +174,7 @@ impl Broker {
         let old_lease = self.partitions[&pid].lanes[group]
             .lease_id()
             .map(str::to_string);
+        let before = AttemptBefore::of(&self.partitions[&pid].lanes[group], now);
         let lane = self
             .partitions
             .get_mut(&pid)
@@ -216,6 +218,12 @@ impl Broker {
         if let (Some(old), true) = (old_lease, lane.lease_id().is_none()) {
             self.unindex_lease(&old, pid, group);
         }
+        let outcome = signal.map(|s| {
+            let error = filed.as_ref().map(|f| f.2.clone());
+            (&s.status, s.offset, error.or_else(|| s.error.clone()))
+        });
+        let mode = options.delivery_log;
+        self.log_ack_outcome(now, pid, group, mode, before, outcome, filed.is_some());
         if let Some((offset, retry_count, error)) = filed {
             self.file_dead_letter(now, pid, group, offset, retry_count, error);
         }

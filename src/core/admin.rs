@@ -90,6 +90,7 @@ impl Broker {
             self.changes.delete(subscription_key(&key.0, &key.1));
         }
         self.groups.retain(|(q, _), _| q != queue);
+        self.forget_deliveries(queue, None);
         self.wake_queue(queue.to_string());
         true
     }
@@ -479,6 +480,10 @@ impl Broker {
             .map(|q| (q.record.name.clone(), q.record.options.clone()))
             .collect();
         for (queue, o) in queues {
+            if o.retention_enabled && o.retention_s > 0 {
+                let age_ms = o.retention_s.saturating_mul(1000).min(i64::MAX as u64) as i64;
+                self.forget_deliveries(&queue, Some(now.saturating_sub(age_ms)));
+            }
             let pids: Vec<u64> = self.queues[&queue].partitions.values().copied().collect();
             for pid in pids {
                 let p = &self.partitions[&pid];

@@ -3,6 +3,7 @@
 //! The HTTP layer (`src/http`) and the JS module translate their wire shapes into these types and back.
 //! Times are milliseconds since the Unix epoch (`_ms`), durations say their unit in their name.
 
+pub use super::deliveries::{DeliveryPage, DeliveryQuery, DeliveryRecord, Outcome};
 pub use super::redelivery::{DeliveryLogMode, RetryBackoff};
 use serde_json::value::RawValue;
 use serde_json::Value;

@@ -44,6 +44,22 @@ impl Broker {
                 ));
             }
             for (group, lane) in &p.lanes {
+                // A quarantined head (reclaimLimit) is the lane's head, and a live lease on it covers
+                // it alone.
+                if let Some(q) = lane.quarantined_head() {
+                    if q as i64 != lane.committed() + 1 {
+                        return Err(format!(
+                            "lane ({pid}, {group}): quarantined head {q} is not its head ({})",
+                            lane.committed() + 1
+                        ));
+                    }
+                    if lane.is_leased(now) && lane.batch_end() != q as i64 {
+                        return Err(format!(
+                            "lane ({pid}, {group}): quarantined head {q} leased with a span to {}",
+                            lane.batch_end()
+                        ));
+                    }
+                }
                 // The lease index holds every live lease.
                 if let Some(lease) = lane.live_lease(now) {
                     let indexed = self
@@ -228,6 +244,24 @@ mod tests {
         let (mut b, _, _) = broker();
         b.stored_bytes += 1;
         fires(&b, "stored bytes");
+    }
+
+    #[test]
+    fn quarantined_lane_leased_with_a_whole_span() {
+        let (mut b, p0, _) = broker();
+        let lane = b.lane_mut(p0, "g").unwrap();
+        lane.quarantine("Q", NOW + 1);
+        lane.claim(2, "Q2", NOW + 1);
+        fires(&b, "leased with a span to 2");
+    }
+
+    #[test]
+    fn quarantined_head_behind_the_cursor() {
+        let (mut b, p0, _) = broker();
+        let lane = b.lane_mut(p0, "g").unwrap();
+        lane.quarantine("Q", NOW + 1);
+        lane.resubscribe(1);
+        fires(&b, "is not its head");
     }
 
     #[test]

@@ -19,12 +19,14 @@
 mod ack;
 mod admin;
 pub mod api;
+mod deliveries;
 pub(crate) mod fields;
 pub mod ids;
 mod invariants;
 pub mod lane;
 mod pop;
 mod push;
+mod reclaim;
 mod records;
 pub mod redelivery;
 pub mod segment;
@@ -110,6 +112,8 @@ pub struct Broker {
     /// Queues that gained claimable work during the current command, each once.
     woken: Vec<String>,
     discard: bool,
+    /// The delivery log of the queues that keep one (module `deliveries`).
+    deliveries: deliveries::DeliveryLog,
 }
 
 impl Broker {
@@ -136,6 +140,7 @@ impl Broker {
             changes: ChangeSet::default(),
             woken: Vec::new(),
             discard: false,
+            deliveries: Default::default(),
         }
     }
 
@@ -269,7 +274,8 @@ impl Broker {
     fn tick(&mut self, now: i64) -> i64 {
         self.now_ms = self.now_ms.max(now);
         let now = self.now_ms;
-        while let Some((_, pid, group)) = self.timers.pop_due(now) {
+        while let Some((at, pid, group)) = self.timers.pop_due(now) {
+            self.log_expiry(pid, &group, at);
             if let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) {
                 self.refresh(&queue, &group, pid);
                 self.wake_queue(queue);

@@ -327,6 +327,7 @@ impl Broker {
             self.refresh(queue, group, pid);
             return;
         }
+        let head_alone = self.reclaim_gate(now, pid, group, &options);
         let p = &self.partitions[&pid];
         let floor = p.first_offset as i64 - 1;
         let start = (p.lanes[group].committed().max(floor) + 1) as u64;
@@ -360,7 +361,7 @@ impl Broker {
             (last_due as u64, last_due as u64)
         } else {
             let last = (start as i64 + plan.budget as i64 - 1).min(last_due) as u64;
-            (start, last)
+            (start, if head_alone { start } else { last })
         };
         let lease_ms =
             (plan
@@ -392,12 +393,16 @@ impl Broker {
         }
         let attempt = if plan.auto_ack {
             lane.claim_auto_ack(last)
+        } else if head_alone {
+            lane.quarantine(&lease_id, now + lease_ms)
         } else {
             lane.claim(last, &lease_id, now + lease_ms)
         };
         let retry_count = lane.retry_count();
         if !plan.auto_ack {
             self.index_lease(&lease_id, pid, group);
+        } else {
+            self.log_auto_ack(now, pid, group, options.delivery_log, first, attempt);
         }
         self.save_lane(pid, group);
         // Re-file the lane at the back of its ready set (round-robin across partitions).

@@ -13,6 +13,7 @@
 //! | `l/<pid>/<group>` | lane (JSON) |
 //! | `g/<queue>/<group>` | subscription (JSON) |
 //! | `d/<dead-letter id>` | dead letter (JSON) |
+//! | `v/<seq>` | delivery record (JSON, module `deliveries`) |
 //!
 //! A segment's index entry is written in the same commit as the segment:
 //!
@@ -44,7 +45,7 @@ use serde::Serialize;
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The key prefixes an open reads: everything but segments.
-pub const INDEX_PREFIXES: [&str; 7] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/"];
+pub const INDEX_PREFIXES: [&str; 8] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/", "v/"];
 
 /// The prefix of segment records, read on demand.
 pub const SEGMENT_PREFIX: &str = "s/";
@@ -291,6 +292,10 @@ impl Broker {
                     let d = decode(&key, &value, dead_letter)?;
                     self.next_dead_letter_seq = self.next_dead_letter_seq.max(d.seq + 1);
                     self.dead_letters.insert(d.id.clone(), Box::new(d));
+                }
+                "v" => {
+                    let record = decode(&key, &value, super::deliveries::read_delivery)?;
+                    self.load_delivery(record);
                 }
                 _ => {}
             }
