@@ -908,6 +908,10 @@ pub struct LaneView {
     pub attempt_count: u32,
     /// Not claimable before this instant.
     pub hold_until_ms: Option<i64>,
+    /// The head `reclaimLimit` quarantined (claims deliver it alone), if any.
+    pub quarantined_offset: Option<u64>,
+    /// Lease expiries in a row of claims starting at the same offset.
+    pub expiry_streak: u32,
 }
 
 /// One consumer group's position in one partition of a queue, for the consumer-group views.

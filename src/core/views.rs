@@ -23,6 +23,8 @@ impl Broker {
             retry_count: lane.retry_count(),
             attempt_count: lane.attempt_count(),
             hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms()),
+            quarantined_offset: lane.quarantined_head(),
+            expiry_streak: lane.expiry_streak(),
         }
     }
 
