@@ -123,7 +123,12 @@ impl Broker {
         Ok(self.replay(now, *newest, rows))
     }
 
-    fn replay(&mut self, now: i64, letter: DeadLetter, remove: Vec<String>) -> ReplayReply {
+    pub(super) fn replay(
+        &mut self,
+        now: i64,
+        letter: DeadLetter,
+        remove: Vec<String>,
+    ) -> ReplayReply {
         let item = PushItem {
             queue: letter.queue.clone(),
             partition: letter.partition.clone(),

@@ -4,6 +4,7 @@
 //! Times are milliseconds since the Unix epoch (`_ms`), durations say their unit in their name.
 
 pub use super::deliveries::{DeliveryPage, DeliveryQuery, DeliveryRecord, Outcome};
+pub use super::dlq_bulk::{DlqFilter, DlqSelection};
 pub use super::redelivery::{DeliveryLogMode, RetryBackoff};
 use serde_json::value::RawValue;
 use serde_json::Value;

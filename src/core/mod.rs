@@ -20,6 +20,7 @@ mod ack;
 mod admin;
 pub mod api;
 mod deliveries;
+mod dlq_bulk;
 pub(crate) mod fields;
 pub mod ids;
 mod invariants;

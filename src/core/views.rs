@@ -100,22 +100,27 @@ impl Broker {
             .filter(|d| query.consumer_group.as_deref().is_none_or(|g| d.group == g))
             .skip(query.offset)
             .take(query.limit)
-            .map(|d| DeadLetterView {
-                id: d.id.clone(),
-                message_id: d.message_id.clone(),
-                transaction_id: d.transaction_id.clone(),
-                partition_id: d.partition_id.to_string(),
-                queue: d.queue.clone(),
-                partition: d.partition.clone(),
-                consumer_group: d.group.clone(),
-                error_message: d.error.clone(),
-                retry_count: d.retry_count,
-                payload: d.payload.clone(),
-                failed_at_ms: d.failed_at_ms,
-                offset: d.offset,
-                original_created_at_ms: d.created_at_ms,
-            })
+            .map(Self::dead_letter_view)
             .collect()
+    }
+
+    /// A dead-letter row as listed.
+    pub(super) fn dead_letter_view(d: &DeadLetter) -> DeadLetterView {
+        DeadLetterView {
+            id: d.id.clone(),
+            message_id: d.message_id.clone(),
+            transaction_id: d.transaction_id.clone(),
+            partition_id: d.partition_id.to_string(),
+            queue: d.queue.clone(),
+            partition: d.partition.clone(),
+            consumer_group: d.group.clone(),
+            error_message: d.error.clone(),
+            retry_count: d.retry_count,
+            payload: d.payload.clone(),
+            failed_at_ms: d.failed_at_ms,
+            offset: d.offset,
+            original_created_at_ms: d.created_at_ms,
+        }
     }
 
     fn message_view(&self, p: &Partition, offset: u64) -> Option<MessageView> {

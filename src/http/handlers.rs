@@ -212,6 +212,15 @@ impl Route {
                     },
                 ))
             }
+            Route::ReplayDlqBulk => {
+                super::dlq_bulk::answer(engine, config, body, super::dlq_bulk::BulkAction::Replay)
+                    .await
+            }
+            Route::DeleteDlqBulk => {
+                super::dlq_bulk::answer(engine, config, body, super::dlq_bulk::BulkAction::Delete)
+                    .await
+            }
+            Route::Deliveries => super::deliveries::answer(engine, config, query).await,
             Route::ReplayDlq { id } => {
                 check_id("id", &id, limits)?;
                 wire::parse_json(body, false)?;

@@ -25,6 +25,8 @@
 
 mod auth;
 mod crypto;
+mod deliveries;
+mod dlq_bulk;
 mod error;
 mod handlers;
 #[cfg(feature = "jwt")]
