@@ -92,6 +92,8 @@ struct Sim {
     next_tx: u64,
     max_now: i64,
     steps_since_full_check: u32,
+    /// Steps after which some lane was quarantined by `reclaimLimit` (odd seeds only).
+    quarantined_steps: u32,
 }
 
 fn run<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -124,6 +126,7 @@ impl Sim {
             next_tx: 0,
             max_now: 0,
             steps_since_full_check: 0,
+            quarantined_steps: 0,
         };
         // Odd seeds also run issue 16's options, so the invariants see quarantined lanes, backoff
         // holds and the delivery log; even seeds keep every option off.
@@ -503,6 +506,9 @@ impl Sim {
                     ));
                 }
                 for lane in &p.lanes {
+                    if lane.quarantined_offset.is_some() {
+                        self.quarantined_steps += 1;
+                    }
                     let key = (p.id.clone(), lane.consumer_group.clone());
                     let before = self.cursors.get(&key).copied().unwrap_or(-1);
                     if lane.committed < before {
@@ -521,7 +527,8 @@ impl Sim {
     }
 }
 
-fn run_seed(seed: u64, steps: usize, canary: bool, verbose: bool) -> Result<(), String> {
+/// Runs one seed; `Ok` holds how many steps ended with a quarantined lane.
+fn run_seed(seed: u64, steps: usize, canary: bool, verbose: bool) -> Result<u32, String> {
     let mut sim = Sim::new(seed, canary, verbose);
     for step in 0..=steps {
         if step == steps {
@@ -539,7 +546,7 @@ fn run_seed(seed: u64, steps: usize, canary: bool, verbose: bool) -> Result<(), 
         }
     }
     // Liveness: without faults, everything pushed can be drained by queue mode.
-    Ok(())
+    Ok(sim.quarantined_steps)
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -549,11 +556,17 @@ fn simulation_seeds() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(200);
+    let mut quarantined = 0;
     for seed in 0..seeds {
-        if let Err(e) = run_seed(seed, 300, false, false) {
-            panic!("{e}");
+        match run_seed(seed, 300, false, false) {
+            Ok(steps) => quarantined += steps,
+            Err(e) => panic!("{e}"),
         }
     }
+    assert!(
+        seeds < 2 || quarantined > 0,
+        "no seed reached a reclaimLimit quarantine: the invariants never saw one"
+    );
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -31,7 +31,25 @@ export interface QueueOptions {
     dlqAfterMaxRetries?: boolean;
     encryptionEnabled?: boolean;
     maxWaitTimeSeconds?: number;
+    reclaimLimit?: number;
+    retryBackoff?: RetryBackoff | null;
+    deliveryLog?: 'off' | 'failures' | 'all';
     [key: string]: Json | undefined;
+}
+export interface RetryBackoff {
+    baseMs: number;
+    factor?: number;
+    maxMs?: number;
+    [key: string]: Json | undefined;
+}
+export interface DeadLetterFilter {
+    queue?: string;
+    consumerGroup?: string;
+    partition?: string;
+    errorContains?: string;
+    from?: string;
+    to?: string;
+    limit?: number;
 }
 export declare const QUEUE_DEFAULTS: Readonly<{
     leaseTime: 300;
@@ -246,6 +264,20 @@ export class Admin {
     deleteMessage(partitionId: string, transactionId: string): Promise<JsonObject>;
     retryMessage(partitionId: string, transactionId: string): Promise<JsonObject>;
     replayDeadLetter(id: string): Promise<JsonObject>;
+    replayDeadLetters(filter?: DeadLetterFilter, options?: {
+        dryRun?: boolean;
+    }): Promise<JsonObject>;
+    deleteDeadLetters(filter?: DeadLetterFilter, options?: {
+        dryRun?: boolean;
+    }): Promise<JsonObject>;
+    listDeliveries(params?: {
+        queue?: string;
+        consumerGroup?: string;
+        partition?: string;
+        transactionId?: string;
+        limit?: number;
+        offset?: number;
+    }): Promise<JsonObject>;
     getTracesByName(name: string, params?: Record<string, string | number>): Promise<JsonObject>;
     getTraceNames(params?: Record<string, string | number>): Promise<JsonObject>;
     getTracesForMessage(partitionId: string, transactionId: string): Promise<JsonObject>;
