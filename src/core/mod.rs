@@ -8,9 +8,10 @@
 //! Methods, quinn-style:
 //! - inputs/mutators: `push`, `pop`, `ack`, `extend_lease`, `transaction`, `configure`, `delete_queue`,
 //!   `replay_dead_letter`, `replay_address`, `delete_dead_letters`, `seek`, `seek_partition_to_end`,
-//!   `delete_group`, `update_subscription`, `maintain`;
+//!   `delete_group`, `update_subscription`, `maintain`, `dlq_replay_rows`, `dlq_delete_rows`;
 //! - outputs: `take_changes`, `take_woken_queues`, `take_discard_flag`, `next_deadline_ms`;
-//! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`.
+//! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`, `deliveries`,
+//!   `dlq_select`, `dlq_preview`.
 //!
 //! Pop cost does not grow with idle or leased partitions: each (queue, group) keeps a ready set of the
 //! partitions it could claim, and a timer set brings leased and held lanes back when their lease expires
