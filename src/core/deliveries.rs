@@ -245,7 +245,7 @@ impl Broker {
 
     /// Called when a timer of lane (pid, group) set for instant `at` fires: if it was the lane's lease
     /// expiry and the lease did expire, records the `expired` attempt once (a reopened broker re-arms
-    /// the same timer, so a record already there for this lease is not written again).
+    /// the same timer, so a record already there for this lease and instant is not written again).
     pub(super) fn log_expiry(&mut self, pid: u64, group: &str, at: i64) {
         let Some(p) = self.partitions.get(&pid) else {
             return;
@@ -264,12 +264,16 @@ impl Broker {
             return;
         }
         let lease = lane.lease_id().map(str::to_string);
+        // Records are not in expiry order (an expiry is recorded late, at its instant), so the whole
+        // queue's log is searched: a bounded scan, and only when a lease expired with the log on.
         let already = self.deliveries.by_queue.get(&p.queue).is_some_and(|seqs| {
-            seqs.iter()
-                .rev()
-                .map(|s| &self.deliveries.records[s])
-                .take_while(|r| r.at_ms >= at)
-                .any(|r| r.outcome == Outcome::Expired && r.lease_id == lease && r.group == group)
+            seqs.iter().rev().map(|s| &self.deliveries.records[s]).any(|r| {
+                r.outcome == Outcome::Expired
+                    && r.at_ms == at
+                    && r.partition_id == pid
+                    && r.group == group
+                    && r.lease_id == lease
+            })
         });
         if already {
             return;
