@@ -267,13 +267,16 @@ impl Broker {
         // Records are not in expiry order (an expiry is recorded late, at its instant), so the whole
         // queue's log is searched: a bounded scan, and only when a lease expired with the log on.
         let already = self.deliveries.by_queue.get(&p.queue).is_some_and(|seqs| {
-            seqs.iter().rev().map(|s| &self.deliveries.records[s]).any(|r| {
-                r.outcome == Outcome::Expired
-                    && r.at_ms == at
-                    && r.partition_id == pid
-                    && r.group == group
-                    && r.lease_id == lease
-            })
+            seqs.iter()
+                .rev()
+                .map(|s| &self.deliveries.records[s])
+                .any(|r| {
+                    r.outcome == Outcome::Expired
+                        && r.at_ms == at
+                        && r.partition_id == pid
+                        && r.group == group
+                        && r.lease_id == lease
+                })
         });
         if already {
             return;

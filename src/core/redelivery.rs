@@ -37,10 +37,12 @@ impl RetryBackoff {
             return bad("retryBackoff.baseMs must be at least 1".to_string());
         }
         if !(1000..=MAX_FACTOR_PERMILLE).contains(&self.factor_permille) {
+            let f = self.factor_permille;
             return bad(format!(
-                "retryBackoff.factor must be between 1 and {}, got {}",
+                "retryBackoff.factor must be between 1 and {}, got {}.{:03}",
                 MAX_FACTOR_PERMILLE / 1000,
-                self.factor_permille as f64 / 1000.0
+                f / 1000,
+                f % 1000
             ));
         }
         if self.max_ms < self.base_ms || self.max_ms > max_duration_ms {

@@ -212,15 +212,9 @@ impl Route {
                     },
                 ))
             }
-            Route::ReplayDlqBulk => {
-                super::dlq_bulk::answer(engine, config, body, super::dlq_bulk::BulkAction::Replay)
-                    .await
+            route @ (Route::ReplayDlqBulk | Route::DeleteDlqBulk | Route::Deliveries) => {
+                super::operations::answer(engine, config, route, query, body).await
             }
-            Route::DeleteDlqBulk => {
-                super::dlq_bulk::answer(engine, config, body, super::dlq_bulk::BulkAction::Delete)
-                    .await
-            }
-            Route::Deliveries => super::deliveries::answer(engine, config, query).await,
             Route::ReplayDlq { id } => {
                 check_id("id", &id, limits)?;
                 wire::parse_json(body, false)?;

@@ -60,7 +60,15 @@ fn backoff(b: &Map<String, Value>, limits: &Limits) -> Result<RetryBackoff, Http
         .ok_or_else(|| HttpError::bad_request("retryBackoff.baseMs is required"))?;
     let factor = match b.get("factor") {
         None | Some(Value::Null) => DEFAULT_BACKOFF_FACTOR,
-        Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+        Some(v @ Value::Number(n)) => match n.as_f64().filter(|f| (1.0..=1000.0).contains(f)) {
+            Some(f) => f,
+            None => {
+                return Err(HttpError::bad_request(format!(
+                    "retryBackoff.factor must be between 1 and 1000, got {}",
+                    clip(&v.to_string())
+                )))
+            }
+        },
         Some(v) => {
             return Err(HttpError::bad_request(format!(
                 "retryBackoff.factor must be a number, got {}",
@@ -68,11 +76,6 @@ fn backoff(b: &Map<String, Value>, limits: &Limits) -> Result<RetryBackoff, Http
             )))
         }
     };
-    if !factor.is_finite() || !(1.0..=1000.0).contains(&factor) {
-        return Err(HttpError::bad_request(format!(
-            "retryBackoff.factor must be between 1 and 1000, got {factor}"
-        )));
-    }
     let max_ms =
         opt_uint(b, "maxMs", p, max_duration_ms)?.unwrap_or(DEFAULT_BACKOFF_MAX_MS.max(base_ms));
     let backoff = RetryBackoff {
