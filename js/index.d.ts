@@ -73,13 +73,12 @@ export interface QueueOptions {
 }
 
 /** `retryBackoff`: n counts the failures charged to the lane's retry budget (0 for the first). */
-export interface RetryBackoff {
+export type RetryBackoff = {
   baseMs: number
   /** Default 2. */
   factor?: number
   /** Default 300000 (or `baseMs` when longer). */
   maxMs?: number
-  [key: string]: Json | undefined
 }
 
 /** Which dead-letter rows a bulk call selects; every field is optional. */
@@ -385,11 +384,12 @@ export class Admin {
   /** Replays a dead letter by its row id. */
   replayDeadLetter(id: string): Promise<JsonObject>
   /** Replays every dead letter the filter selects (as `dlq:<id>`, so twice adds nothing), in chunks;
-   *  `{dryRun: true}` answers `{count, sample}` and changes nothing. */
+   *  `{dryRun: true}` answers `{count, sample}` and changes nothing. Against `Queen.open`, needs
+   *  `views: true` (the default build answers 501 `not_built`); the edge broker always has it. */
   replayDeadLetters(filter?: DeadLetterFilter, options?: { dryRun?: boolean }): Promise<JsonObject>
-  /** Deletes every dead letter the filter selects, in chunks; `{dryRun: true}` previews. */
+  /** Deletes every dead letter the filter selects, in chunks; `{dryRun: true}` previews (`views: true`, as above). */
   deleteDeadLetters(filter?: DeadLetterFilter, options?: { dryRun?: boolean }): Promise<JsonObject>
-  /** The delivery log of queues with `deliveryLog` on, newest first. */
+  /** The delivery log of queues with `deliveryLog` on, newest first (`views: true`, as above). */
   listDeliveries(params?: { queue?: string, consumerGroup?: string, partition?: string,
     transactionId?: string, limit?: number, offset?: number }): Promise<JsonObject>
   getTracesByName(name: string, params?: Record<string, string | number>): Promise<JsonObject>

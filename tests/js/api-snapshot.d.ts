@@ -36,12 +36,11 @@ export interface QueueOptions {
     deliveryLog?: 'off' | 'failures' | 'all';
     [key: string]: Json | undefined;
 }
-export interface RetryBackoff {
+export type RetryBackoff = {
     baseMs: number;
     factor?: number;
     maxMs?: number;
-    [key: string]: Json | undefined;
-}
+};
 export interface DeadLetterFilter {
     queue?: string;
     consumerGroup?: string;
