@@ -15,7 +15,7 @@ use super::redelivery::DeliveryLogMode;
 use super::state::Lane;
 use super::Broker;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// Most delivery records kept per queue.
 pub const MAX_RECORDS_PER_QUEUE: usize = 10_000;
@@ -133,12 +133,33 @@ impl AttemptBefore {
     }
 }
 
-/// The log in memory: every record by sequence, and each queue's sequence numbers oldest first.
+/// The log in memory: every record by sequence, and each queue's sequence numbers oldest first (a short
+/// list of the queues that keep a log: plain vectors cost the browser module less code than a map).
 #[derive(Debug, Default)]
 pub(super) struct DeliveryLog {
     records: BTreeMap<u64, Box<DeliveryRecord>>,
-    by_queue: HashMap<String, VecDeque<u64>>,
+    by_queue: Vec<(String, Vec<u64>)>,
     next_seq: u64,
+}
+
+impl DeliveryLog {
+    fn seqs(&self, queue: &str) -> Option<&Vec<u64>> {
+        self.by_queue
+            .iter()
+            .find(|(q, _)| q == queue)
+            .map(|(_, seqs)| seqs)
+    }
+
+    fn seqs_mut(&mut self, queue: &str) -> &mut Vec<u64> {
+        let at = match self.by_queue.iter().position(|(q, _)| q == queue) {
+            Some(at) => at,
+            None => {
+                self.by_queue.push((queue.to_string(), Vec::new()));
+                self.by_queue.len() - 1
+            }
+        };
+        &mut self.by_queue[at].1
+    }
 }
 
 /// `GET /api/v1/deliveries` filters and page.
@@ -266,7 +287,7 @@ impl Broker {
         let lease = lane.lease_id().map(str::to_string);
         // Records are not in expiry order (an expiry is recorded late, at its instant), so the whole
         // queue's log is searched: a bounded scan, and only when a lease expired with the log on.
-        let already = self.deliveries.by_queue.get(&p.queue).is_some_and(|seqs| {
+        let already = self.deliveries.seqs(&p.queue).is_some_and(|seqs| {
             seqs.iter()
                 .rev()
                 .map(|s| &self.deliveries.records[s])
@@ -330,12 +351,10 @@ impl Broker {
             serde_json::to_vec(&record).expect("records serialize"),
         );
         self.deliveries.records.insert(seq, Box::new(record));
-        let seqs = self.deliveries.by_queue.entry(queue).or_default();
-        seqs.push_back(seq);
-        let mut doomed = Vec::new();
-        while seqs.len() > MAX_RECORDS_PER_QUEUE {
-            doomed.extend(seqs.pop_front());
-        }
+        let seqs = self.deliveries.seqs_mut(&queue);
+        seqs.push(seq);
+        let excess = seqs.len().saturating_sub(MAX_RECORDS_PER_QUEUE);
+        let doomed: Vec<u64> = seqs.drain(..excess).collect();
         for seq in doomed {
             self.deliveries.records.remove(&seq);
             self.changes.delete(delivery_key(seq));
@@ -345,30 +364,25 @@ impl Broker {
     /// Keeps a record read at open.
     pub(super) fn load_delivery(&mut self, record: DeliveryRecord) {
         self.deliveries.next_seq = self.deliveries.next_seq.max(record.seq + 1);
-        self.deliveries
-            .by_queue
-            .entry(record.queue.clone())
-            .or_default()
-            .push_back(record.seq); // keys are read in ascending order
+        let seq = record.seq;
+        self.deliveries.seqs_mut(&record.queue).push(seq); // keys are read in ascending order
         self.deliveries.records.insert(record.seq, Box::new(record));
     }
 
     /// Deletes every record of `queue`, or those older than `before_ms` when given.
     pub(super) fn forget_deliveries(&mut self, queue: &str, before_ms: Option<i64>) -> u64 {
-        let Some(seqs) = self.deliveries.by_queue.get_mut(queue) else {
+        let Some(at) = self.deliveries.by_queue.iter().position(|(q, _)| q == queue) else {
             return 0;
         };
-        let mut doomed = Vec::new();
-        while let Some(seq) = seqs.front().copied() {
-            let old = self.deliveries.records[&seq].at_ms;
-            if before_ms.is_some_and(|cut| old >= cut) {
-                break;
-            }
-            seqs.pop_front();
-            doomed.push(seq);
-        }
+        let records = &self.deliveries.records;
+        let seqs = &mut self.deliveries.by_queue[at].1;
+        let old = seqs
+            .iter()
+            .take_while(|seq| before_ms.is_none_or(|cut| records[*seq].at_ms < cut))
+            .count();
+        let doomed: Vec<u64> = seqs.drain(..old).collect();
         if seqs.is_empty() {
-            self.deliveries.by_queue.remove(queue);
+            self.deliveries.by_queue.remove(at);
         }
         for seq in &doomed {
             self.deliveries.records.remove(seq);
@@ -400,8 +414,7 @@ impl Broker {
         let source: Box<dyn Iterator<Item = &Box<DeliveryRecord>>> = match &query.queue {
             Some(q) => Box::new(
                 self.deliveries
-                    .by_queue
-                    .get(q)
+                    .seqs(q)
                     .into_iter()
                     .flat_map(|seqs| seqs.iter().rev())
                     .map(|s| &self.deliveries.records[s]),

@@ -55,17 +55,17 @@ impl RetryBackoff {
     }
 
     /// The hold after a failure charged with `used` retries already used: `base * factor^used`, capped
-    /// (integer arithmetic, so every build computes the same instant).
+    /// (integer arithmetic, so every build computes the same instant; u64 saturates long before a
+    /// validated cap could matter, and 128-bit division would add a software routine to the module).
     pub fn hold_ms(&self, used: u32) -> u64 {
-        let mut hold = self.base_ms as u128;
-        let cap = self.max_ms as u128;
+        let mut hold = self.base_ms;
         for _ in 0..used {
-            if hold >= cap || self.factor_permille == 1000 {
+            if hold >= self.max_ms || self.factor_permille == 1000 {
                 break;
             }
-            hold = hold * self.factor_permille as u128 / 1000;
+            hold = hold.saturating_mul(self.factor_permille as u64) / 1000;
         }
-        hold.min(cap) as u64
+        hold.min(self.max_ms)
     }
 }
 
