@@ -12,14 +12,11 @@ impl Broker {
     pub fn configure(&mut self, now: i64, req: ConfigureRequest) -> CoreResult<ConfigureReply> {
         let now = self.tick(now);
         let options = req.options.resolve();
-        if let Some(backoff) = &options.retry_backoff {
+        if let Some(backoff) = &req.options.retry_backoff {
             backoff.validate(u64::MAX)?;
         }
         if options.reclaim_limit > super::redelivery::MAX_RECLAIM_LIMIT {
-            return Err(CoreError::bad_request(format!(
-                "reclaimLimit must be at most {}",
-                super::redelivery::MAX_RECLAIM_LIMIT
-            )));
+            return Err(CoreError::bad_request("reclaimLimit must be at most 1000"));
         }
         self.ensure_queue(now, &req.queue, None, None);
         {

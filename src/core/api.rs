@@ -235,15 +235,27 @@ pub struct QueueOptions {
     /// `reclaimLimit` (0 = off; module `redelivery`). Stored only when set.
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub reclaim_limit: u32,
-    /// `retryBackoff` (`None` = the fixed `retry_delay_ms`). Stored only when set.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_backoff: Option<RetryBackoff>,
+    /// `retryBackoff.baseMs` (0 = no backoff: the fixed `retry_delay_ms`; see [`Self::retry_backoff`]).
+    /// The backoff is three flat fields, stored only when set: no nested record for the browser module
+    /// to write and read.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub backoff_base_ms: u64,
+    /// `retryBackoff.factor`, in thousandths.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub backoff_factor_permille: u32,
+    /// `retryBackoff.maxMs`.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub backoff_max_ms: u64,
     /// `deliveryLog` (off by default). Stored only when on.
     #[serde(skip_serializing_if = "DeliveryLogMode::is_off")]
     pub delivery_log: DeliveryLogMode,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
@@ -267,7 +279,9 @@ impl QueueOptions {
             encryption_enabled: false,
             priority: 0,
             reclaim_limit: 0,
-            retry_backoff: None,
+            backoff_base_ms: 0,
+            backoff_factor_permille: 0,
+            backoff_max_ms: 0,
             delivery_log: DeliveryLogMode::Off,
         }
     }
@@ -280,6 +294,15 @@ impl QueueOptions {
         }
     }
 
+    /// `retryBackoff`, when set.
+    pub fn retry_backoff(&self) -> Option<RetryBackoff> {
+        (self.backoff_base_ms > 0).then_some(RetryBackoff {
+            base_ms: self.backoff_base_ms,
+            factor_permille: self.backoff_factor_permille,
+            max_ms: self.backoff_max_ms,
+        })
+    }
+
     /// True when an exhausted `failed` is filed to the dead-letter queue rather than dropped.
     pub fn dlq_enabled(&self) -> bool {
         self.dead_letter_queue || self.dlq_after_max_retries
@@ -288,7 +311,7 @@ impl QueueOptions {
     /// The hold after a `failed` charged with `used` retries already used: the `retryBackoff` curve
     /// when set, else `retryDelay`.
     pub fn retry_hold_ms(&self, used: u32) -> u64 {
-        match &self.retry_backoff {
+        match &self.retry_backoff() {
             Some(backoff) => backoff.hold_ms(used),
             None => self.retry_delay_ms,
         }
@@ -361,7 +384,11 @@ impl OptionsPatch {
             encryption_enabled: self.encryption_enabled.unwrap_or(d.encryption_enabled),
             priority: self.priority.unwrap_or(d.priority),
             reclaim_limit: self.reclaim_limit.unwrap_or(d.reclaim_limit),
-            retry_backoff: self.retry_backoff.or(d.retry_backoff),
+            backoff_base_ms: self.retry_backoff.map_or(d.backoff_base_ms, |b| b.base_ms),
+            backoff_factor_permille: self
+                .retry_backoff
+                .map_or(d.backoff_factor_permille, |b| b.factor_permille),
+            backoff_max_ms: self.retry_backoff.map_or(d.backoff_max_ms, |b| b.max_ms),
             delivery_log: self.delivery_log.unwrap_or(d.delivery_log),
         }
     }

@@ -371,7 +371,12 @@ impl Broker {
 
     /// Deletes every record of `queue`, or those older than `before_ms` when given.
     pub(super) fn forget_deliveries(&mut self, queue: &str, before_ms: Option<i64>) -> u64 {
-        let Some(at) = self.deliveries.by_queue.iter().position(|(q, _)| q == queue) else {
+        let Some(at) = self
+            .deliveries
+            .by_queue
+            .iter()
+            .position(|(q, _)| q == queue)
+        else {
             return 0;
         };
         let records = &self.deliveries.records;

@@ -142,16 +142,6 @@ impl Fields {
             .ok_or_else(|| format!("missing field `{PAYLOAD_KEY}`"))
     }
 
-    /// An optional nested object.
-    pub(crate) fn opt_object(&mut self, key: &str) -> Result<Option<Fields>, FieldError> {
-        match self.optional(key, "an object", Some)? {
-            Some(value) => Fields::of(value)
-                .map(Some)
-                .map_err(|e| format!("field `{key}`: {e}")),
-            None => Ok(None),
-        }
-    }
-
     /// A required nested object.
     pub(crate) fn object(&mut self, key: &str) -> Result<Fields, FieldError> {
         let value = self.required(key, "an object", Some)?;

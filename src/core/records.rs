@@ -32,7 +32,7 @@
 //! Opening reads every prefix but `s/` ([`INDEX_PREFIXES`]); memory then holds everything but message
 //! bytes, so open time and memory grow with partitions, lanes, dead letters and segments, plus the 8
 //! bytes a message of the transaction-id index.
-use super::api::{DeliveryLogMode, QueueOptions, RetryBackoff};
+use super::api::{DeliveryLogMode, QueueOptions};
 use super::fields::{FieldError, Fields};
 use super::segment;
 use super::state::*;
@@ -509,14 +509,9 @@ fn queue_options(f: &mut Fields) -> Result<QueueOptions, FieldError> {
         encryption_enabled: f.bool("encryption_enabled")?,
         priority: f.i64("priority")?,
         reclaim_limit: f.u32_or("reclaim_limit", 0)?,
-        retry_backoff: match f.opt_object("retry_backoff")? {
-            Some(mut b) => Some(RetryBackoff {
-                base_ms: b.u64("base_ms")?,
-                factor_permille: b.u32("factor_permille")?,
-                max_ms: b.u64("max_ms")?,
-            }),
-            None => None,
-        },
+        backoff_base_ms: f.u64_or("backoff_base_ms", 0)?,
+        backoff_factor_permille: f.u32_or("backoff_factor_permille", 0)?,
+        backoff_max_ms: f.u64_or("backoff_max_ms", 0)?,
         delivery_log: match f.opt_string("delivery_log")?.as_deref() {
             None => DeliveryLogMode::Off,
             Some(text) => DeliveryLogMode::parse(text)
@@ -656,11 +651,9 @@ mod tests {
                     encryption_enabled: n,
                     priority: o,
                     reclaim_limit: (a % 7) as u32,
-                    retry_backoff: f.then_some(RetryBackoff {
-                        base_ms: c,
-                        factor_permille: b,
-                        max_ms: d,
-                    }),
+                    backoff_base_ms: if f { c } else { 0 },
+                    backoff_factor_permille: if f { b } else { 0 },
+                    backoff_max_ms: if f { d } else { 0 },
                     delivery_log: [
                         DeliveryLogMode::Off,
                         DeliveryLogMode::Failures,

@@ -19,7 +19,7 @@ pub const MAX_RECLAIM_LIMIT: u32 = 1000;
 pub const MAX_FACTOR_PERMILLE: u32 = 1_000_000;
 
 /// `retryBackoff`: the hold after the n-th charged failure is `base_ms * factor^n`, at most `max_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryBackoff {
     /// Hold after the first failure, ms (at least 1).
     pub base_ms: u64,
@@ -30,28 +30,19 @@ pub struct RetryBackoff {
 }
 
 impl RetryBackoff {
-    /// Checks the values; `max_duration_ms` bounds `maxMs`. The error names the field.
+    /// Checks the values; `max_duration_ms` bounds `maxMs`. The error names the field (static texts:
+    /// no formatting code for the browser module).
     pub fn validate(&self, max_duration_ms: u64) -> Result<(), CoreError> {
-        let bad = |m: String| Err(CoreError::bad_request(m));
-        if self.base_ms == 0 {
-            return bad("retryBackoff.baseMs must be at least 1".to_string());
-        }
-        if !(1000..=MAX_FACTOR_PERMILLE).contains(&self.factor_permille) {
-            let f = self.factor_permille;
-            return bad(format!(
-                "retryBackoff.factor must be between 1 and {}, got {}.{:03}",
-                MAX_FACTOR_PERMILLE / 1000,
-                f / 1000,
-                f % 1000
-            ));
-        }
-        if self.max_ms < self.base_ms || self.max_ms > max_duration_ms {
-            return bad(format!(
-                "retryBackoff.maxMs must be between baseMs ({}) and {max_duration_ms}, got {}",
-                self.base_ms, self.max_ms
-            ));
-        }
-        Ok(())
+        let error = if self.base_ms == 0 {
+            "retryBackoff.baseMs must be at least 1"
+        } else if !(1000..=MAX_FACTOR_PERMILLE).contains(&self.factor_permille) {
+            "retryBackoff.factor must be between 1 and 1000"
+        } else if self.max_ms < self.base_ms || self.max_ms > max_duration_ms {
+            "retryBackoff.maxMs must be at least baseMs and at most the longest duration option"
+        } else {
+            return Ok(());
+        };
+        Err(CoreError::bad_request(error))
     }
 
     /// The hold after a failure charged with `used` retries already used: `base * factor^used`, capped

@@ -7,11 +7,13 @@
 //! (`reclaimLimit`, `retryBackoff`, `deliveryLog`) works in every build: only these routes are left out.
 
 use super::error::HttpError;
-use super::query::Query;
-use super::router::Route;
-use super::{HttpConfig, HttpResponse};
-use crate::engine::{Engine, Host};
-use crate::store::Store;
+#[cfg(feature = "views")]
+use super::{query::Query, router::Route, HttpConfig, HttpResponse};
+#[cfg(feature = "views")]
+use crate::{
+    engine::{Engine, Host},
+    store::Store,
+};
 
 /// Answers an operations route.
 #[cfg(feature = "views")]
@@ -31,19 +33,12 @@ pub(super) async fn answer<S: Store, H: Host>(
     }
 }
 
-/// Answers an operations route in a build without views: 501 with what to do instead.
+/// The answer to an operations route in a build without views: 501 with what to do instead (a plain
+/// function, not an async one: no future for the browser module to carry).
 #[cfg(not(feature = "views"))]
-pub(super) async fn answer<S: Store, H: Host>(
-    _engine: &Engine<S, H>,
-    _config: &HttpConfig,
-    _route: Route,
-    _query: &Query,
-    _body: &[u8],
-) -> Result<HttpResponse, HttpError> {
-    Err(HttpError::not_built(
-        "The delivery log and bulk dead-letter routes are built with the views, and the broker answering \
-         was opened without them (the default build of the queen-edge module). Open the database with \
-         Queen.open({ name, views: true }) in every tab and worker that uses it, or call the edge broker \
-         through Queen.connect.",
-    ))
+pub(super) fn unavailable() -> HttpError {
+    HttpError::not_built(
+        "The delivery log and bulk dead-letter routes come with the views: open the database with \
+         Queen.open({ name, views: true }), or use the edge broker (Queen.connect).",
+    )
 }
