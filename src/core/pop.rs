@@ -223,10 +223,12 @@ impl Broker {
                 let Some(p) = self.partitions.get(&pid) else {
                     continue;
                 };
-                let committed = match p.lanes.get(&group) {
+                let (committed, head_alone) = match p.lanes.get(&group) {
                     Some(lane) if !lane.is_free(now) => continue,
-                    Some(lane) => lane.committed(),
-                    None => self.initial_cursor(pid, &group),
+                    Some(lane) => {
+                        self.reclaim_plan(pid, lane, q.record.options.reclaim_limit, &mut out)
+                    }
+                    None => (self.initial_cursor(pid, &group), false),
                 };
                 let start = (committed.max(p.first_offset as i64 - 1) + 1) as u64;
                 if start >= p.next_offset {
@@ -234,6 +236,8 @@ impl Broker {
                 }
                 let last = if req.conflation {
                     p.next_offset - 1
+                } else if head_alone {
+                    start
                 } else {
                     (start + budget - 1).min(p.next_offset - 1)
                 };

@@ -2,7 +2,7 @@
 //! option is described in module `redelivery`).
 
 use super::api::QueueOptions;
-use super::lane::Reclaim;
+use super::lane::{Lane, Reclaim};
 use super::Broker;
 
 /// The error a head gets when `reclaimLimit` dead-letters it.
@@ -14,6 +14,34 @@ pub fn expired_error(limit: u32) -> String {
 }
 
 impl Broker {
+    /// How a claim of the free `lane` of partition `pid` will go under `reclaimLimit` = `limit`, for
+    /// the segment planner: the cursor it claims after (past a head it will file, whose segment goes in
+    /// `out`) and whether it takes the head alone. The planner must follow the claim: a span it plans
+    /// longer than the claim takes leaves budget that the claim spends on partitions it did not plan.
+    pub(super) fn reclaim_plan(
+        &self,
+        pid: u64,
+        lane: &Lane,
+        limit: u32,
+        out: &mut Vec<(u64, u64)>,
+    ) -> (i64, bool) {
+        match lane.reclaim_verdict(limit) {
+            Reclaim::Whole => (lane.committed(), false),
+            Reclaim::HeadAlone => (lane.committed(), true),
+            Reclaim::FileHead => {
+                let head = lane.committed() + 1;
+                let seg = self
+                    .partitions
+                    .get(&pid)
+                    .and_then(|p| p.segment_of(head as u64));
+                if let Some(seg) = seg {
+                    self.want_segment(pid, seg.first, out);
+                }
+                (head, false)
+            }
+        }
+    }
+
     /// Applies `reclaimLimit` to the free lane (pid, group) about to be claimed: true when the claim
     /// must deliver the head alone. When the quarantined head outlived its lease the limit again, it is
     /// filed as a dead letter (dropped with the DLQ off) and the lane moves past it first.
