@@ -1,4 +1,4 @@
-//! Ack resolution (wire-contract §3.5): one call, resolved per lane.
+//! Ack resolution (docs/protocol.md §3.4, §4.3): one call, resolved per lane.
 
 use super::api::*;
 use super::deliveries::AttemptBefore;
@@ -86,7 +86,7 @@ impl Broker {
 
         // Lanes in partition-id order, each lane's items in call order (the sort is stable). A sorted
         // Vec, not a BTreeMap: one B-tree key/value type fewer in the browser module.
-        survivors.sort_by_key(|(pid, _)| *pid);
+        super::sort::sort_by_key(&mut survivors, |(pid, _)| *pid);
         let mut rest = survivors.into_iter().peekable();
         while let Some((pid, first)) = rest.next() {
             let mut pending = vec![first];
@@ -139,7 +139,7 @@ impl Broker {
         out
     }
 
-    /// Applies one lane's share of an ack call (the §3.5 table).
+    /// Applies one lane's share of an ack call (the table of docs/protocol.md §4.3).
     fn resolve_lane(
         &mut self,
         now: i64,
@@ -285,7 +285,7 @@ impl Broker {
         self.save_dead_letter(&id);
     }
 
-    /// Extends every live lane of `lease_id` to at least `now + seconds` (wire-contract §1.5, §3.8).
+    /// Extends every live lane of `lease_id` to at least `now + seconds` (docs/protocol.md §3.5).
     pub fn extend_lease(&mut self, now: i64, lease_id: &str, seconds: u64) -> ExtendReply {
         let now = self.tick(now);
         let lanes = self.leases.get(lease_id).cloned().unwrap_or_default();

@@ -12,7 +12,7 @@
 //! **Held** (no live lease, `H > now`). An expired lease is Free: there is no sweeper. A lane is
 //! **Quarantined** while `Q = C+1`: its claims deliver the head alone (`reclaimLimit`).
 //!
-//! Transition table (wire-contract §3.5 for rows claim to 9; `p` = highest completed offset below the
+//! Transition table (docs/protocol.md §4.3 for rows claim to 9; `p` = highest completed offset below the
 //! lowest signal `s`, `N` = retryLimit, `D` = retryDelay or the backoff of `retryBackoff`, `M` =
 //! reclaimLimit; each row has a unit test named after it at the end of this file):
 //!
