@@ -2,6 +2,7 @@
 //! `(partition, transactionId)` dedup.
 
 use super::api::*;
+use super::meters::Meter;
 use super::records;
 use super::segment::{self, StoredMessage};
 use super::state::*;
@@ -243,7 +244,7 @@ impl Broker {
             });
         }
         for (pid, batch) in batches {
-            self.stats.pushed += batch.len() as u64;
+            self.count(now, Meter::Pushed, batch.len() as u64);
             self.append_segment(now, pid, batch);
         }
         results
