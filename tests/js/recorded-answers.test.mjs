@@ -1,0 +1,100 @@
+// Recorded requests under group commit (review of branch browser-size, commits 50b8a83 and 9d0d2c0): a
+// recorded (forwarded) request's answer must be written in the commit that holds its changes, or not at
+// all. Drives the broker's wasm class directly (the views chunk exports it) in headless Chromium, with a
+// real IndexedDB commit failure: Chromium's DevTools protocol lowers the origin's quota, so a big push
+// fails with QuotaExceededError while small ones still commit.
+//
+//   node tests/js/recorded-answers.test.mjs      (after scripts/build-js)
+
+import { launch, openPage, uniqueName, assertEq, runTests } from './harness.mjs'
+
+/** Runs in the page: the scenario, reported as plain data. */
+async function scenario(name) {
+  const glue = await import('/vendor/queen-edge/queen_edge_views.js')
+  await glue.default()
+  const broker = await glue.WasmBroker.open(name, { persist: false })
+  const enc = new TextEncoder()
+  const dec = new TextDecoder()
+  const headers = { 'Content-Type': 'application/json' }
+  const body = (items) => enc.encode(JSON.stringify({ items }))
+  // Random text so nothing can shrink it below the quota.
+  const noise = (n) => {
+    const bytes = new Uint8Array(n)
+    for (let o = 0; o < n; o += 65536) crypto.getRandomValues(bytes.subarray(o, o + 65536))
+    return Array.from(bytes, (b) => String.fromCharCode(33 + (b % 90))).join('')
+  }
+  const outcome = (p) => p.then(
+    (r) => ({ status: r.status, body: dec.decode(r.body) }),
+    (e) => ({ error: e.code, message: e.message })
+  )
+  const big = body([0, 1, 2].map((i) => ({ queue: 'big', payload: { i, noise: noise(1536 * 1024) } })))
+  const id = String(Date.now()).padStart(15, '0') + ':review:1'
+
+  // R: a recorded push; A: a big local push, whose commit goes in flight and then fails (quota). R is
+  // sent first so its look-up of an earlier answer (a readonly transaction on meta) is created before
+  // A's commit; R is then applied while A's commit is in flight, so its changes form the next group,
+  // which A's failure takes with it.
+  const r = outcome(broker.handle('POST', '/api/v1/push', headers, body([{ queue: 'q', payload: { n: 'R' } }]), id))
+  const a = outcome(broker.handle('POST', '/api/v1/push', headers, big))
+  const out = { a: await a, r: await r }
+  // B: a later small local push, which commits.
+  out.b = await outcome(broker.handle('POST', '/api/v1/push', headers, body([{ queue: 'q', payload: { n: 'B' } }])))
+
+  // What IndexedDB holds under R's id.
+  const db = await new Promise((resolve, reject) => {
+    const req = indexedDB.open(name)
+    req.onsuccess = () => resolve(req.result)
+    req.onerror = () => reject(req.error)
+  })
+  const record = await new Promise((resolve, reject) => {
+    const req = db.transaction('meta').objectStore('meta').get('req/' + id)
+    req.onsuccess = () => resolve(req.result)
+    req.onerror = () => reject(req.error)
+  })
+  db.close()
+  out.record = record === undefined ? null : { status: record.status, body: dec.decode(record.body) }
+
+  // The follower sends R again under the same id (as it does to the next writer when the first one
+  // died before its answer arrived), then everything in q is popped.
+  out.retry = await outcome(broker.handle('POST', '/api/v1/push', headers, body([{ queue: 'q', payload: { n: 'R' } }]), id))
+  out.replayed = broker.counters().replayed
+  const popped = await outcome(broker.handle('GET', '/api/v1/pop/queue/q?batch=10', {}, undefined))
+  out.popped = popped.status === 200 ? JSON.parse(popped.body).messages.map((m) => m.data.n).sort() : popped
+  broker.close()
+  broker.free()
+  return out
+}
+
+const tests = [
+  ['a recorded request whose group commit failed leaves no record: its retry runs again', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'recorded')
+    const name = uniqueName('recorded')
+    // The override only bites when set before the origin first uses IndexedDB (tests/js/browser.test.mjs).
+    const cdp = await context.newCDPSession(page)
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin: url, quotaSize: 3 * 1024 * 1024 })
+    const r = await page.evaluate(`(${scenario.toString()})(${JSON.stringify(name)})`)
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin: url })
+    await context.close()
+    console.log('      seen:', JSON.stringify({ ...r, a: r.a.error ? r.a : { status: r.a.status } }))
+    // The set-up did what it should: A's commit was refused, R failed with it, B committed.
+    assertEq(r.a.status, 507, 'the big push is refused by the quota')
+    assertEq(Boolean(r.r.error), true, 'R fails with the group its changes were in (the failed commit\'s error)')
+    assertEq(r.b.status, 201, 'a later push commits')
+    // R's changes were refused, so its answer must not be stored (same commit as its effects, or none).
+    assertEq(r.record, null, 'no recorded answer for a request whose changes were not written')
+    // A retry of R must run it (nothing of it was written), not replay a success for a push never stored.
+    assertEq(r.replayed, 0, 'the retry is not answered from a record')
+    assertEq(r.popped, ['B', 'R'], 'R is in the queue after its retry was answered 201')
+  }]
+]
+
+const env = await launch()
+let failed
+try {
+  failed = await runTests(tests, env, process.argv.slice(2))
+} finally {
+  await env.close()
+}
+console.log(failed ? `recorded-answers tests: ${failed} failed` : 'recorded-answers tests: all passed')
+process.exit(failed ? 1 : 0)
