@@ -65,6 +65,56 @@ async function scenario(name) {
   return out
 }
 
+/**
+ * Runs in the page: a recorded pop on an encrypted queue, whose answer waits for the cipher after the
+ * pop was applied (a second await after the command), while a concurrent commit fails.
+ */
+async function encryptedPop(name) {
+  const glue = await import('/vendor/queen-edge/queen_edge_views.js')
+  await glue.default()
+  // A stand-in for js/local.js's cipher (same interface, src/js/cipher.rs): base64 instead of AES-GCM,
+  // and `open` answers only once `release` is called, so the test decides when the pop's answer is made.
+  let release
+  const released = new Promise((resolve) => { release = resolve })
+  const cipher = {
+    seal: (texts) => Promise.resolve(texts.map((t) => JSON.stringify({ encrypted: btoa(t), iv: 'aXY=', authTag: 'dGFn' }))),
+    open: async (texts) => { await released; return texts.map((t) => atob(JSON.parse(t).encrypted)) }
+  }
+  const broker = await glue.WasmBroker.open(name, { persist: false, cipher })
+  const enc = new TextEncoder()
+  const dec = new TextDecoder()
+  const headers = { 'Content-Type': 'application/json' }
+  const json = (value) => enc.encode(JSON.stringify(value))
+  const noise = (n) => {
+    const bytes = new Uint8Array(n)
+    for (let o = 0; o < n; o += 65536) crypto.getRandomValues(bytes.subarray(o, o + 65536))
+    return Array.from(bytes, (b) => String.fromCharCode(33 + (b % 90))).join('')
+  }
+  const outcome = (p) => p.then(
+    (r) => ({ status: r.status, body: r.body.length ? JSON.parse(dec.decode(r.body)) : null }),
+    (e) => ({ error: e.code, message: e.message })
+  )
+  const out = {}
+  out.configured = (await outcome(broker.handle('POST', '/api/v1/configure', headers, json({ queue: 'enc', options: { encryptionEnabled: true } })))).status
+  out.pushed = (await outcome(broker.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'enc', payload: { secret: 1 } }] })))).status
+  const big = json({ items: [0, 1, 2].map((i) => ({ queue: 'big', payload: { i, noise: noise(1536 * 1024) } })) })
+  const id = String(Date.now()).padStart(15, '0') + ':review:2'
+  // R (recorded pop, sent first: see `scenario`) is applied while A's commit is in flight, then waits
+  // for the cipher; A's commit fails; only then may the cipher answer.
+  const r = outcome(broker.handle('GET', '/api/v1/pop/queue/enc?batch=1', {}, undefined, id))
+  out.a = (await outcome(broker.handle('POST', '/api/v1/push', headers, big))).status
+  release()
+  const popped = await r
+  out.r = popped.error ? popped : { status: popped.status, messages: popped.body.messages.map((m) => m.data) }
+  // Another consumer pops the same queue: a message leased by an answered pop is not handed out again.
+  const again = await outcome(broker.handle('GET', '/api/v1/pop/queue/enc?batch=1', {}, undefined))
+  out.again = again.error ? again : { status: again.status, messages: again.body ? again.body.messages.map((m) => m.data) : [] }
+  out.replayed = broker.counters().replayed
+  broker.close()
+  broker.free()
+  return out
+}
+
 const tests = [
   ['a recorded request whose group commit failed leaves no record: its retry runs again', async ({ browser, url }) => {
     const context = await browser.newContext()
@@ -86,6 +136,24 @@ const tests = [
     // A retry of R must run it (nothing of it was written), not replay a success for a push never stored.
     assertEq(r.replayed, 0, 'the retry is not answered from a record')
     assertEq(r.popped, ['B', 'R'], 'R is in the queue after its retry was answered 201')
+  }],
+
+  ['a recorded pop answers only after the commit of its lease succeeded', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'recorded-pop')
+    const name = uniqueName('recorded-pop')
+    const cdp = await context.newCDPSession(page)
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin: url, quotaSize: 3 * 1024 * 1024 })
+    const r = await page.evaluate(`(${encryptedPop.toString()})(${JSON.stringify(name)})`)
+    await cdp.send('Storage.overrideQuotaForOrigin', { origin: url })
+    await context.close()
+    console.log('      seen:', JSON.stringify(r))
+    assertEq([r.configured, r.pushed, r.a], [200, 201, 507], 'set-up: the encrypted queue, its message, the refused big push')
+    // Either the pop fails (its lease was not written), or it succeeded and the message stays leased.
+    if (!r.r.error) {
+      assertEq(r.r, { status: 200, messages: [{ secret: 1 }] }, 'the recorded pop got the message')
+      assertEq(r.again.status, 204, 'the message the recorded pop was answered with is not handed out again')
+    }
   }]
 ]
 
