@@ -39,6 +39,8 @@ use litemap::LiteMap;
 use state::*;
 use std::collections::{BTreeMap, HashMap};
 
+/// The namespace and task a queue created without them gets from its name (`ns.task...`).
+pub use push::labels_from_name;
 pub use records::{
     needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES, SEGMENT_PREFIX,
 };

@@ -25,6 +25,8 @@ use worker::{
 use crate::config::{flag, WorkerConfig};
 use crate::do_store::DoStore;
 use crate::host::WorkerHost;
+use crate::shard_guard::{self, Decision, Placement, PLACEMENT_KEY};
+use crate::shards::SHARD_HEADER;
 
 /// The engine a `Broker` object runs.
 pub type BrokerEngine = Engine<DoStore, WorkerHost>;
@@ -97,6 +99,12 @@ pub fn error_response(status: u16, message: &str) -> Result<Response> {
     json_response(status, &json!({ "error": message }))
 }
 
+/// `k@broker` (the `x-queen-shard` header) -> (k, broker).
+pub fn parse_shard_hint(value: &str) -> Option<(u16, String)> {
+    let (index, broker) = value.split_once('@')?;
+    Some((index.parse().ok()?, broker.to_string()))
+}
+
 /// How often the alarm runs retention and eviction (`Engine::maintain`) unless the var
 /// `MAINTENANCE_INTERVAL_MS` says otherwise.
 pub const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -110,6 +118,11 @@ pub struct Broker {
     engine: Mutex<Option<Rc<BrokerEngine>>>,
     /// True while a maintenance alarm is scheduled (an idle, empty broker lets it lapse).
     alarm_armed: std::cell::Cell<bool>,
+    /// The shard index and broker name from the entry Worker's `x-queen-shard` header (`k@broker`), when
+    /// `SHARDS` > 1.
+    shard_hint: std::cell::RefCell<Option<(u16, String)>>,
+    /// Why this object refuses to open (a changed `SHARDS`, see [`crate::shard_guard`]), once decided.
+    refusal: std::cell::RefCell<Option<String>>,
 }
 
 impl Broker {
@@ -118,14 +131,51 @@ impl Broker {
         if let Some(error) = &self.config.startup_error {
             return Err(error.clone());
         }
+        if let Some(refusal) = self.refusal.borrow().as_ref() {
+            return Err(refusal.clone());
+        }
         let mut slot = self.engine.lock().await;
         if let Some(engine) = slot.as_ref() {
             return Ok(engine.clone());
         }
-        let store = DoStore::open(&self.state.storage()).map_err(|e| e.message)?;
-        let engine = Engine::open(store, WorkerHost, self.config.broker.clone())
+        let count = crate::shards::shard_count(&self.env)?;
+        let storage = self.state.storage();
+        let stored: Option<Placement> = storage
+            .get(PLACEMENT_KEY)
+            .await
+            .map_err(|e| format!("reading the shard placement: {e}"))?;
+        let hint = self.shard_hint.borrow().clone();
+        let index = match (&hint, stored) {
+            _ if count == 1 => 0,
+            (Some((index, _)), _) => *index,
+            (None, Some(p)) => p.index,
+            (None, None) => 0,
+        };
+        let mut broker_config = self.config.broker.clone();
+        broker_config.shard = queen_edge::core::ids::ShardTag { index, count };
+        let store = DoStore::open(&storage).map_err(|e| e.message)?;
+        let engine = Engine::open(store, WorkerHost, broker_config)
             .await
             .map_err(|e| e.to_string())?;
+        let has_data = engine.read(|b, now| b.stats(now).queues) > 0;
+        match shard_guard::decide(stored, index, count, has_data) {
+            Decision::Refuse(reason) => {
+                console_error!("broker refuses to open: {reason}");
+                *self.refusal.borrow_mut() = Some(reason.clone());
+                return Err(reason);
+            }
+            Decision::Open { record: true } => {
+                if index > 0 {
+                    let broker = hint.map(|(_, b)| b).unwrap_or_default();
+                    self.check_with_shard_zero(&broker, count).await?;
+                }
+                storage
+                    .put(PLACEMENT_KEY, Placement { index, count })
+                    .await
+                    .map_err(|e| format!("recording the shard placement: {e}"))?;
+            }
+            Decision::Open { record: false } => {}
+        }
         let engine = Rc::new(engine);
         *slot = Some(engine.clone());
         drop(slot);
@@ -162,6 +212,41 @@ impl Broker {
             .and_then(|v| v.to_string().parse::<u64>().ok())
             .map(|ms| std::time::Duration::from_millis(ms.max(100)))
             .unwrap_or(MAINTENANCE_INTERVAL)
+    }
+
+    /// Asks shard 0 of `broker` whether it opens with `count` shards (it decides for the whole broker: it
+    /// is the object that held every queue before shards). A refusal there is this object's refusal.
+    async fn check_with_shard_zero(
+        &self,
+        broker: &str,
+        count: u16,
+    ) -> std::result::Result<(), String> {
+        let map = crate::shards::ShardMap {
+            broker: broker.to_string(),
+            count,
+        };
+        let mut answer = crate::sharded::send(
+            &self.env,
+            &map,
+            0,
+            Method::Get,
+            "https://shard/__shard/check",
+            &Headers::new(),
+            None,
+        )
+        .await
+        .map_err(|e| format!("asking shard 0 about SHARDS: {e}"))?;
+        if answer.status_code() == 200 {
+            return Ok(());
+        }
+        let body: serde_json::Value = answer.json().await.unwrap_or_default();
+        let reason = body
+            .get("error")
+            .and_then(|e| e.as_str())
+            .unwrap_or("shard 0 refused")
+            .trim_start_matches("broker unavailable: ")
+            .to_string();
+        Err(reason)
     }
 
     /// Settings read from the environment when the object started.
@@ -201,6 +286,8 @@ impl DurableObject for Broker {
             config,
             engine: Mutex::new(None),
             alarm_armed: std::cell::Cell::new(false),
+            shard_hint: std::cell::RefCell::new(None),
+            refusal: std::cell::RefCell::new(None),
         }
     }
 
@@ -211,6 +298,24 @@ impl DurableObject for Broker {
                 return error_response(404, "Not Found");
             }
             return crate::selftest::handle(&self.state, req).await;
+        }
+        if let Some(hint) = req
+            .headers()
+            .get(SHARD_HEADER)
+            .ok()
+            .flatten()
+            .and_then(|v| parse_shard_hint(&v))
+        {
+            *self.shard_hint.borrow_mut() = Some(hint);
+        }
+        if path.starts_with("/__shard/catalog/") {
+            return crate::catalog::handle(&self.state, req).await;
+        }
+        if path == "/__shard/check" {
+            return match self.engine().await {
+                Ok(_) => json_response(200, &json!({ "ok": true })),
+                Err(message) => self.unavailable(&path, message).await,
+            };
         }
         let engine = match self.engine().await {
             Ok(engine) => engine,

@@ -5,6 +5,8 @@
 //!   signature through Web Crypto, [`jwt`]), declared `Content-Length` against `MAX_BODY_BYTES`:
 //!   `queen_edge::http::precheck_with_jwt`), then forwarded unchanged to the
 //!   Durable Object named by [`broker_name`], which checks again and answers through `src/http`.
+//!   With `SHARDS` > 1 ([`shards`]) the broker is spread over several objects: [`sharded`] decides which
+//!   ([`routing`]) and merges fan-out answers ([`fanout`]).
 //! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
 //!   this code: Workers serves matching files first).
@@ -14,11 +16,17 @@
 // The #[durable_object] macro generates undocumented wasm-bindgen glue (`new`, `fetch`) inside this module.
 #[allow(missing_docs)]
 pub mod broker;
+pub mod catalog;
 pub mod config;
 pub mod do_store;
+pub mod fanout;
 pub mod host;
 pub mod jwt;
+pub mod routing;
 pub mod selftest;
+pub mod shard_guard;
+pub mod sharded;
+pub mod shards;
 
 use worker::{event, Context, Env, Method, Request, Response, Result};
 
@@ -141,9 +149,21 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         return api_response(refusal.status, &refusal.headers, refusal.body);
     }
 
-    match broker_name(&req, &env) {
-        Ok(name) => forward(req, &env, &name).await,
-        Err(message) => error_response(400, &message),
+    let name = match broker_name(&req, &env) {
+        Ok(name) => name,
+        Err(message) => return error_response(400, &message),
+    };
+    match shards::shard_count(&env) {
+        // One shard: the broker's own object, as before shards existed.
+        Ok(1) => forward(req, &env, &name).await,
+        Ok(count) => {
+            let map = shards::ShardMap {
+                broker: name,
+                count,
+            };
+            sharded::handle(req, &env, map, &config).await
+        }
+        Err(message) => error_response(503, &format!("broker unavailable: {message}")),
     }
 }
 
