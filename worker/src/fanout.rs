@@ -9,11 +9,20 @@ use serde_json::{Map, Value};
 
 use crate::routing::Paging;
 
-/// Keys whose values are not added up across shards: the largest is kept (times, sizes of buckets).
-const MAX_KEYS: [&str; 4] = ["uptime", "bucketMinutes", "pointCount", "statsAge"];
+/// Keys whose values are not added up across shards: the largest is kept (times, sizes of buckets, and
+/// the per-object settings `MAX_STORED_BYTES` and `SEGMENT_CACHE_BYTES`, which every shard has in full).
+const MAX_KEYS: [&str; 6] = [
+    "uptime",
+    "bucketMinutes",
+    "pointCount",
+    "statsAge",
+    "maxStoredBytes",
+    "budgetBytes",
+];
 
 /// Objects merged key by key: numbers added (except [`MAX_KEYS`], the largest), arrays concatenated,
-/// objects merged recursively, anything else taken from the first answer that has it.
+/// objects merged recursively, booleans and-ed (a health flag holds when it holds on every shard), anything
+/// else taken from the first answer that has it.
 pub fn sum(values: Vec<Value>) -> Value {
     let mut it = values.into_iter();
     let Some(first) = it.next() else {
@@ -50,6 +59,8 @@ fn sum_two(a: Value, b: Value, key: Option<&str>) -> Value {
                 _ => Value::Number(a),
             }
         }
+        // Health flags: true only when every shard says so.
+        (Value::Bool(a), Value::Bool(b)) => Value::Bool(a && b),
         (Value::Null, b) => b,
         (a, _) => a,
     }

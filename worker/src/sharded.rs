@@ -96,29 +96,28 @@ async fn catalog(
 
 /// Answers a broker request over the shards of `map`.
 pub async fn handle(
-    mut req: Request,
+    req: Request,
     env: &Env,
     map: ShardMap,
     config: &WorkerConfig,
 ) -> Result<Response> {
     let url = req.url()?;
     let limit = config.http.limits.max_body_bytes;
-    let body = if matches!(req.method(), Method::Get | Method::Head) {
-        Vec::new()
-    } else {
-        let bytes = req.bytes().await?;
-        if bytes.len() > limit {
-            let too_large = queen_edge::http::body_too_large(limit);
-            return api_response(too_large.status, &too_large.headers, too_large.body);
+    let method = req.method();
+    let headers = req.headers().clone();
+    // Read as the object reads it: a body over the limit (declared or not) stops the read with a 413.
+    let body = match crate::broker::read_request(req, limit).await? {
+        Ok(read) => read.body,
+        Err(too_large) => {
+            return api_response(too_large.status, &too_large.headers, too_large.body)
         }
-        bytes
     };
     let incoming = Incoming {
-        method: req.method(),
+        method,
         url: url.to_string(),
         path: url.path().to_string(),
         query: url.query().unwrap_or("").to_string(),
-        headers: req.headers().clone(),
+        headers,
         body,
     };
     let plan = routing::plan(
