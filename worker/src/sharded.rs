@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use futures::future::join_all;
 use js_sys::Uint8Array;
 use serde_json::{json, Value};
-use worker::{Delay, Env, Headers, Method, Request, RequestInit, Response, Result};
+use worker::{Env, Headers, Method, Request, RequestInit, Response, Result};
 
 use crate::broker::{api_response, error_response, json_response};
 use crate::catalog::Label;
@@ -20,10 +20,6 @@ use crate::fanout;
 use crate::routing::{self, query_param, Merge, Plan};
 use crate::shards::{ShardMap, SHARD_HEADER};
 use crate::BROKER_BINDING;
-
-/// How long a discovery long-poll waits on one shard before it probes the others again (only when the
-/// catalog names several shards; with one, the pop long-polls that shard for the whole timeout).
-pub const DISCOVERY_SLICE_MS: u64 = 500;
 
 thread_local! {
     /// Labels this isolate has registered in the catalog (a register is idempotent; this only saves hops).
@@ -144,7 +140,7 @@ pub async fn handle(
         Plan::One(shard) => forward(env, &map, shard, &incoming).await,
         Plan::Refuse(status, message) => error_response(status, &message),
         Plan::Split { field, parts } => split(env, &map, &incoming, field, parts).await,
-        Plan::Discovery => discovery(env, &map, config, &incoming).await,
+        Plan::Discovery => discovery(env, &map, &incoming).await,
         Plan::FanOut(merge) => fan_out(env, &map, config, &incoming, merge).await,
     }
 }
@@ -389,38 +385,15 @@ fn with_query(req: &Incoming, query: &str) -> String {
 }
 
 /// A pop by namespace or task: the catalog names the shards that hold such queues; each is asked in turn
-/// (starting at a rotating one) without waiting, and the first that has messages answers. With `wait=true`
-/// and nothing found: one candidate shard is long-polled for the rest of the timeout; several are
-/// long-polled in turn, [`DISCOVERY_SLICE_MS`] each, with every candidate probed between slices, so a push
-/// to any shard is seen within about one slice.
-async fn discovery(
-    env: &Env,
-    map: &ShardMap,
-    config: &WorkerConfig,
-    req: &Incoming,
-) -> Result<Response> {
-    let namespace = query_param(&req.query, "namespace");
-    let task = query_param(&req.query, "task");
-    if namespace.is_none() && task.is_none() {
+/// (starting at a rotating one, so one shard's backlog does not starve the others) and the first that has
+/// messages answers; none: 204. Like a one-shard broker (wire contract §1.3: discovery does not
+/// long-poll), `wait` does not park: every shard is asked with `wait=false`.
+async fn discovery(env: &Env, map: &ShardMap, req: &Incoming) -> Result<Response> {
+    if query_param(&req.query, "namespace").is_none() && query_param(&req.query, "task").is_none() {
         return forward(env, map, 0, req).await; // shard 0 answers the 400
     }
-    let limits = &config.http.limits;
-    let wait = matches!(
-        query_param(&req.query, "wait").as_deref(),
-        Some("true") | Some("1")
-    );
-    let timeout_ms = match query_param(&req.query, "timeout") {
-        None => limits.default_wait_ms,
-        Some(t) => match t.parse::<u64>() {
-            Ok(ms) => ms,
-            Err(_) => return forward(env, map, 0, req).await, // shard 0 answers the 400
-        },
-    }
-    .min(limits.max_wait_ms);
-    let start = js_sys::Date::now() as u64;
-    let deadline = start + if wait { timeout_ms } else { 0 };
-    let mut lookup = String::from("https://catalog/__shard/catalog/lookup?");
-    lookup.push_str(&rewrite_query(&req.query, &["wait", "timeout"], &[]));
+    let plain = rewrite_query(&req.query, &["wait", "timeout"], &[]);
+    let lookup = format!("https://catalog/__shard/catalog/lookup?{plain}");
     let no_wait = with_query(
         req,
         &rewrite_query(
@@ -429,74 +402,31 @@ async fn discovery(
             &[("wait", "false".into())],
         ),
     );
-    let mut round = 0usize;
-    loop {
-        let mut found = catalog(env, map, Method::Get, &lookup, None).await?;
-        let shards: Vec<u16> = found
-            .json::<Value>()
-            .await?
-            .get("shards")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_u64().map(|s| s as u16))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let turn = DISCOVERY_TURN.with(|t| {
-            let n = t.get();
-            t.set(n.wrapping_add(1));
-            n
-        });
-        for i in 0..shards.len() {
-            let shard = shards[(turn + i) % shards.len()];
-            let answer = send(env, map, shard, Method::Get, &no_wait, &req.headers, None).await?;
-            if answer.status_code() != 204 {
-                return Ok(answer);
-            }
+    let mut found = catalog(env, map, Method::Get, &lookup, None).await?;
+    let shards: Vec<u16> = found
+        .json::<Value>()
+        .await?
+        .get("shards")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_u64().map(|s| s as u16))
+                .collect()
+        })
+        .unwrap_or_default();
+    let turn = DISCOVERY_TURN.with(|t| {
+        let n = t.get();
+        t.set(n.wrapping_add(1));
+        n
+    });
+    for i in 0..shards.len() {
+        let shard = shards[(turn + i) % shards.len()];
+        let answer = send(env, map, shard, Method::Get, &no_wait, &req.headers, None).await?;
+        if answer.status_code() != 204 {
+            return Ok(answer);
         }
-        let now = js_sys::Date::now() as u64;
-        if now >= deadline {
-            return api_response(204, &[], Vec::new());
-        }
-        let remaining = deadline - now;
-        match shards.as_slice() {
-            [] => {
-                Delay::from(std::time::Duration::from_millis(
-                    remaining.min(DISCOVERY_SLICE_MS),
-                ))
-                .await
-            }
-            [only] => {
-                let long = with_query(
-                    req,
-                    &rewrite_query(
-                        &req.query,
-                        &["wait", "timeout"],
-                        &[("wait", "true".into()), ("timeout", remaining.to_string())],
-                    ),
-                );
-                return send(env, map, *only, Method::Get, &long, &req.headers, None).await;
-            }
-            many => {
-                let slice = remaining.min(DISCOVERY_SLICE_MS);
-                let long = with_query(
-                    req,
-                    &rewrite_query(
-                        &req.query,
-                        &["wait", "timeout"],
-                        &[("wait", "true".into()), ("timeout", slice.to_string())],
-                    ),
-                );
-                let shard = many[round % many.len()];
-                let answer = send(env, map, shard, Method::Get, &long, &req.headers, None).await?;
-                if answer.status_code() != 204 {
-                    return Ok(answer);
-                }
-            }
-        }
-        round += 1;
     }
+    api_response(204, &[], Vec::new())
 }
 
 /// Asks every shard and merges the answers; a shard's error is the answer (its status and body).
