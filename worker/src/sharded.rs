@@ -49,7 +49,11 @@ pub async fn send(
     body: Option<&[u8]>,
 ) -> Result<Response> {
     let out = Headers::new();
-    for (k, v) in headers.entries() {
+    // The body may be a part of the original one: its length is the runtime's to set.
+    for (k, v) in headers
+        .entries()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
+    {
         out.append(&k, &v)?;
     }
     out.set(SHARD_HEADER, &format!("{shard}@{}", map.broker))?;
