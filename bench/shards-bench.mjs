@@ -166,11 +166,15 @@ Fan-out routes, one request at a time (${FANOUT_REQUESTS} each, after the runs a
 ${fanRows.join('\n')}
 
 What this can and cannot show: local workerd runs the entry Worker and every object of the process on the same
-${os.cpus().length} shared cores, so more shards cannot add CPU here; the table shows what sharding costs (the
-split and merge of spanning requests, the fan-out of listings) and that queue-scoped traffic pays nothing for
-it, not the scale-out. On Cloudflare each Durable Object is its own single thread (about 1,000 requests/s each
-by Cloudflare's guidance), so queue-scoped traffic spread over N shards gets up to N such threads, while a
-request that spans shards costs one subrequest per shard it touches and a fan-out route one per shard.
+${os.cpus().length} shared cores, so more shards cannot add CPU here, and the machine's other load moves the
+figures from run to run. The table shows what sharding costs: with one shard the entry Worker streams each
+request to the object unchanged; with more it reads the body, scans the routing fields (payloads are skipped,
+not parsed) and sends it on (compare the CPU per message of the one-queue rows), splits and merges requests
+that span shards (the spanning rows: one subrequest per shard touched) and asks every shard for a listing (the
+fan-out rows). It cannot show the scale-out. On Cloudflare each Durable Object is its own single thread (about
+1,000 requests/s each by Cloudflare's guidance) and entry Worker isolates scale out on their own, so
+queue-scoped traffic spread over N shards gets up to N such threads, while a request that spans shards costs
+one subrequest per shard it touches and a fan-out route one per shard.
 <!-- shards:end -->`;
 
 if (OUT) writeFileSync(OUT, section + '\n');

@@ -11,7 +11,7 @@
 //!
 //! A body that does not parse goes to shard 0, which answers the 400.
 
-use serde_json::Value;
+use serde::Deserialize;
 
 use crate::shards::ShardMap;
 
@@ -74,8 +74,78 @@ pub struct Paging {
     pub total: bool,
 }
 
+/// The fields of a request body that routing reads. Everything else (payloads above all) is skipped by the
+/// parser without being built, so deciding where a push goes costs a scan of its bytes, not a JSON tree.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BodyShape {
+    /// `queue` (configure).
+    pub queue: Option<String>,
+    /// `partitionId` (single ack, traces).
+    #[serde(rename = "partitionId")]
+    pub partition_id: Option<String>,
+    /// `namespace` (configure).
+    pub namespace: Option<String>,
+    /// `task` (configure).
+    pub task: Option<String>,
+    /// `items` (push).
+    pub items: Option<Vec<ItemShape>>,
+    /// `acknowledgments` (batch ack).
+    pub acknowledgments: Option<Vec<ItemShape>>,
+    /// `operations` (transaction).
+    pub operations: Option<Vec<OperationShape>>,
+}
+
+/// The routing fields of a pushed item or an acknowledgment.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ItemShape {
+    /// `queue` (pushed item).
+    pub queue: Option<String>,
+    /// `partitionId` (acknowledgment).
+    #[serde(rename = "partitionId")]
+    pub partition_id: Option<String>,
+    /// `namespace` (pushed item).
+    pub namespace: Option<String>,
+    /// `task` (pushed item).
+    pub task: Option<String>,
+}
+
+/// The routing fields of a transaction operation.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OperationShape {
+    /// `items` (push operation).
+    pub items: Option<Vec<ItemShape>>,
+    /// `queue`.
+    pub queue: Option<String>,
+    /// `partitionId` (ack operation).
+    #[serde(rename = "partitionId")]
+    pub partition_id: Option<String>,
+}
+
+/// The routing fields of `body`; `None` when it is not JSON of that shape (a field of the wrong type):
+/// the request then goes to shard 0, which answers the 400.
+pub fn shape(body: &[u8]) -> Option<BodyShape> {
+    if body.is_empty() {
+        return Some(BodyShape::default());
+    }
+    serde_json::from_slice(body).ok()
+}
+
 /// Decides the plan for a request. `path` is still percent-encoded; `query` is the raw query string.
 pub fn plan(map: &ShardMap, method: &str, path: &str, query: &str, body: &[u8]) -> Plan {
+    plan_shaped(map, method, path, query, shape(body).as_ref())
+}
+
+/// [`plan`] for a body already read into its [`BodyShape`] (`None`: not JSON of that shape).
+pub fn plan_shaped(
+    map: &ShardMap,
+    method: &str,
+    path: &str,
+    query: &str,
+    body: Option<&BodyShape>,
+) -> Plan {
     let method = method.to_ascii_uppercase();
     let segs: Vec<String> = path
         .trim_start_matches('/')
@@ -90,35 +160,24 @@ pub fn plan(map: &ShardMap, method: &str, path: &str, query: &str, body: &[u8]) 
         ("GET", ["metrics"]) => FanOut(Merge::Sum),
         ("GET", ["metrics", "prometheus"]) => FanOut(Merge::Prometheus),
         (m, ["api", "v1", tail @ ..]) => match (m, tail) {
-            ("POST", ["push"]) => split(body, "items", |item| {
-                item.get("queue")
-                    .and_then(Value::as_str)
-                    .map(|q| map.of_queue(q))
+            ("POST", ["push"]) => split(body.and_then(|b| b.items.as_deref()), "items", |item| {
+                item.queue.as_deref().map(|q| map.of_queue(q))
             }),
             ("GET", ["pop"]) => Discovery,
             ("GET", ["pop", "queue", q, ..]) => One(map.of_queue(q)),
-            ("POST", ["ack"]) => One(parse(body)
-                .as_ref()
-                .and_then(|b| b.get("partitionId"))
-                .and_then(Value::as_str)
+            ("POST", ["ack"]) | ("POST", ["traces"]) => One(body
+                .and_then(|b| b.partition_id.as_deref())
                 .map_or(0, |p| map.of_partition(p))),
-            ("POST", ["ack", "batch"]) => split(body, "acknowledgments", |item| {
-                item.get("partitionId")
-                    .and_then(Value::as_str)
-                    .map(|p| map.of_partition(p))
-            }),
+            ("POST", ["ack", "batch"]) => split(
+                body.and_then(|b| b.acknowledgments.as_deref()),
+                "acknowledgments",
+                |item| item.partition_id.as_deref().map(|p| map.of_partition(p)),
+            ),
             ("POST", ["lease", id, "extend"]) => One(map.of_uuid(id)),
             ("POST", ["transaction"]) => transaction(map, body),
-            ("POST", ["configure"]) => One(parse(body)
-                .as_ref()
-                .and_then(|b| b.get("queue"))
-                .and_then(Value::as_str)
+            ("POST", ["configure"]) => One(body
+                .and_then(|b| b.queue.as_deref())
                 .map_or(0, |q| map.of_queue(q))),
-            ("POST", ["traces"]) => One(parse(body)
-                .as_ref()
-                .and_then(|b| b.get("partitionId"))
-                .and_then(Value::as_str)
-                .map_or(0, |p| map.of_partition(p))),
             (_, ["resources", "queues", q, ..]) => One(map.of_queue(q)),
             ("GET", ["resources", "queues"]) => FanOut(Merge::Queues),
             ("GET", ["resources", "overview"]) => FanOut(Merge::Overview),
@@ -182,8 +241,8 @@ pub fn plan(map: &ShardMap, method: &str, path: &str, query: &str, body: &[u8]) 
 
 /// A transaction: the shards of its pushed items' queues and of its acks' partitions. One shard: forward.
 /// Several: refused with 501 (two-phase commit is not built, docs/decisions.md "Shards"); nothing is applied.
-fn transaction(map: &ShardMap, body: &[u8]) -> Plan {
-    let Some(body) = parse(body) else {
+fn transaction(map: &ShardMap, body: Option<&BodyShape>) -> Plan {
+    let Some(body) = body else {
         return Plan::One(0);
     };
     let mut shards: Vec<u16> = Vec::new();
@@ -192,23 +251,16 @@ fn transaction(map: &ShardMap, body: &[u8]) -> Plan {
             shards.push(s);
         }
     };
-    for op in body
-        .get("operations")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(items) = op.get("items").and_then(Value::as_array) {
-            for item in items {
-                if let Some(q) = item.get("queue").and_then(Value::as_str) {
-                    add(map.of_queue(q));
-                }
+    for op in body.operations.iter().flatten() {
+        for item in op.items.iter().flatten() {
+            if let Some(q) = &item.queue {
+                add(map.of_queue(q));
             }
         }
-        if let Some(q) = op.get("queue").and_then(Value::as_str) {
+        if let Some(q) = &op.queue {
             add(map.of_queue(q));
         }
-        if let Some(p) = op.get("partitionId").and_then(Value::as_str) {
+        if let Some(p) = &op.partition_id {
             add(map.of_partition(p));
         }
     }
@@ -234,9 +286,12 @@ fn transaction(map: &ShardMap, body: &[u8]) -> Plan {
 
 /// Groups the items of list `field` by `shard_of`. An item without a shard, or a body that does not
 /// parse, sends the whole request to shard 0 (which refuses it as a whole).
-fn split(body: &[u8], field: &'static str, shard_of: impl Fn(&Value) -> Option<u16>) -> Plan {
-    let Some(items) = parse(body).and_then(|b| b.get(field).and_then(Value::as_array).cloned())
-    else {
+fn split(
+    items: Option<&[ItemShape]>,
+    field: &'static str,
+    shard_of: impl Fn(&ItemShape) -> Option<u16>,
+) -> Plan {
+    let Some(items) = items else {
         return Plan::One(0);
     };
     let mut parts: Vec<(u16, Vec<usize>)> = Vec::new();
@@ -254,10 +309,6 @@ fn split(body: &[u8], field: &'static str, shard_of: impl Fn(&Value) -> Option<u
         [(one, _)] => Plan::One(*one),
         _ => Plan::Split { field, parts },
     }
-}
-
-fn parse(body: &[u8]) -> Option<Value> {
-    serde_json::from_slice(body).ok()
 }
 
 /// The percent-decoded value of query parameter `name`, if present and non-empty.

@@ -120,12 +120,14 @@ pub async fn handle(
         headers,
         body,
     };
-    let plan = routing::plan(
+    // The routing fields of the body, read once (payloads are skipped, not built).
+    let shape = routing::shape(&incoming.body);
+    let plan = routing::plan_shaped(
         &map,
         incoming.method.as_ref(),
         &incoming.path,
         &incoming.query,
-        &incoming.body,
+        shape.as_ref(),
     );
     // A body that would be split or sent on is checked whole first: a malformed item refuses the whole
     // request here instead of on one shard after another applied its part.
@@ -139,7 +141,9 @@ pub async fn handle(
             return api_response(refusal.status, &refusal.headers, refusal.body);
         }
     }
-    register_labels(env, &map, &incoming).await?;
+    if let Some(shape) = &shape {
+        register_labels(env, &map, &incoming, shape).await?;
+    }
     match plan {
         Plan::One(shard) => forward(env, &map, shard, &incoming).await,
         Plan::Refuse(status, message) => error_response(status, &message),
@@ -164,46 +168,47 @@ async fn forward(env: &Env, map: &ShardMap, shard: u16, req: &Incoming) -> Resul
 
 /// Before a push or configure is forwarded: records in the catalog the namespace and task of each queue
 /// it may create (given in the body, and those derived from the name), on the queue's shard.
-async fn register_labels(env: &Env, map: &ShardMap, req: &Incoming) -> Result<()> {
+async fn register_labels(
+    env: &Env,
+    map: &ShardMap,
+    req: &Incoming,
+    shape: &routing::BodyShape,
+) -> Result<()> {
     if req.method != Method::Post {
         return Ok(());
     }
-    let items: Vec<Value> = match req.path.as_str() {
-        "/api/v1/push" => serde_json::from_slice::<Value>(&req.body)
-            .ok()
-            .and_then(|b| b.get("items").and_then(Value::as_array).cloned())
-            .unwrap_or_default(),
-        "/api/v1/configure" => serde_json::from_slice::<Value>(&req.body)
-            .ok()
-            .map(|b| vec![b])
-            .unwrap_or_default(),
-        "/api/v1/transaction" => serde_json::from_slice::<Value>(&req.body)
-            .ok()
-            .and_then(|b| b.get("operations").and_then(Value::as_array).cloned())
-            .unwrap_or_default()
-            .into_iter()
-            .flat_map(|op| {
-                op.get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default()
-            })
+    let configured;
+    let items: Vec<&routing::ItemShape> = match req.path.as_str() {
+        "/api/v1/push" => shape.items.iter().flatten().collect(),
+        "/api/v1/configure" => {
+            configured = routing::ItemShape {
+                queue: shape.queue.clone(),
+                partition_id: None,
+                namespace: shape.namespace.clone(),
+                task: shape.task.clone(),
+            };
+            vec![&configured]
+        }
+        "/api/v1/transaction" => shape
+            .operations
+            .iter()
+            .flatten()
+            .flat_map(|op| op.items.iter().flatten())
             .collect(),
         _ => return Ok(()),
     };
     let mut new_labels = Vec::new();
-    for item in &items {
-        let Some(queue) = item.get("queue").and_then(Value::as_str) else {
+    for item in items {
+        let Some(queue) = item.queue.as_deref() else {
             continue;
         };
         let shard = map.of_queue(queue);
         let (derived_ns, derived_task) = queen_edge::core::labels_from_name(queue);
-        let given = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
         let mut candidates = vec![(derived_ns.clone(), derived_task.clone())];
-        if given("namespace").is_some() || given("task").is_some() {
+        if item.namespace.is_some() || item.task.is_some() {
             candidates.push((
-                given("namespace").unwrap_or(derived_ns),
-                given("task").unwrap_or(derived_task),
+                item.namespace.clone().unwrap_or(derived_ns),
+                item.task.clone().unwrap_or(derived_task),
             ));
         }
         for (ns, task) in candidates {
