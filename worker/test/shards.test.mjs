@@ -5,6 +5,7 @@
 // transaction across shards is refused whole, and a changed SHARDS over existing data is refused.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { startWorker, tempPersistDir, getJson } from './harness.mjs';
 
 const SHARDS = 4;
@@ -242,6 +243,37 @@ test('a transaction across shards is refused whole (501); one on a single shard 
     assert.deepEqual(out.body.messages.map((x) => x.data), ['out-2']);
   } finally {
     await w.stop();
+  }
+});
+
+test('a spanning push one shard refuses: its items come back failed, the others are stored', async () => {
+  const fresh = tempPersistDir();
+  // The quota is per object: fill one shard's queue until that shard refuses.
+  const w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: String(SHARDS), MAX_STORED_BYTES: String(64 * 1024) } });
+  try {
+    const [full, other] = onDistinctShards('quota-', 2);
+    const big = () => randomBytes(12 * 1024).toString('base64'); // incompressible
+    let refused = null;
+    for (let i = 0; i < 50 && !refused; i++) {
+      const res = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: full, payload: big() }] }));
+      if (res.status !== 201) refused = res;
+    }
+    assert.equal(refused?.status, 507, 'one shard filled up');
+    const span = await getJson(`${w.url}/api/v1/push`, post({
+      items: [{ queue: full, payload: big(), transactionId: 'span-a' }, { queue: other, payload: 'b', transactionId: 'span-b' }],
+    }));
+    assert.equal(span.status, 201, JSON.stringify(span.body));
+    assert.deepEqual(span.body.map((r) => [r.index, r.transactionId, r.status]),
+      [[0, 'span-a', 'failed'], [1, 'span-b', 'queued']]);
+    assert.match(span.body[0].error, new RegExp(`shard ${shardOf(full)}: .*full`));
+    const got = await getJson(`${w.url}/api/v1/pop/queue/${other}?wait=false`);
+    assert.deepEqual(got.body.messages.map((m) => m.data), ['b']);
+    // Every part refused: the shard's own answer.
+    const both = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: full, payload: big() }] }));
+    assert.equal(both.status, 507);
+  } finally {
+    await w.stop();
+    fresh.cleanup();
   }
 });
 
