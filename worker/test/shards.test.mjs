@@ -304,3 +304,16 @@ test('a changed SHARDS over existing data is refused on every shard until it is 
     fresh.cleanup();
   }
 });
+
+test('an invalid SHARDS is refused with the reason', async () => {
+  const fresh = tempPersistDir();
+  const w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: '0' }, readyStatus: 503 });
+  try {
+    const push = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'q', payload: 1 }] }));
+    assert.equal(push.status, 503);
+    assert.match(push.body.error, /SHARDS must be an integer from 1 to 256, got '0'/);
+  } finally {
+    await w.stop();
+    fresh.cleanup();
+  }
+});
