@@ -24,6 +24,7 @@ pub mod host;
 pub mod jwt;
 pub mod routing;
 pub mod selftest;
+pub mod shape;
 pub mod shard_guard;
 pub mod sharded;
 pub mod shards;

@@ -11,7 +11,7 @@
 //!
 //! A body that does not parse goes to shard 0, which answers the 400.
 
-use serde::Deserialize;
+pub use crate::shape::{shape, BodyShape, ItemShape, OperationShape};
 
 use crate::shards::ShardMap;
 
@@ -72,65 +72,6 @@ pub struct Paging {
     pub default_limit: u64,
     /// Whether the answer's `pagination` carries a grand `total` (summed over shards).
     pub total: bool,
-}
-
-/// The fields of a request body that routing reads. Everything else (payloads above all) is skipped by the
-/// parser without being built, so deciding where a push goes costs a scan of its bytes, not a JSON tree.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct BodyShape {
-    /// `queue` (configure).
-    pub queue: Option<String>,
-    /// `partitionId` (single ack, traces).
-    #[serde(rename = "partitionId")]
-    pub partition_id: Option<String>,
-    /// `namespace` (configure).
-    pub namespace: Option<String>,
-    /// `task` (configure).
-    pub task: Option<String>,
-    /// `items` (push).
-    pub items: Option<Vec<ItemShape>>,
-    /// `acknowledgments` (batch ack).
-    pub acknowledgments: Option<Vec<ItemShape>>,
-    /// `operations` (transaction).
-    pub operations: Option<Vec<OperationShape>>,
-}
-
-/// The routing fields of a pushed item or an acknowledgment.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct ItemShape {
-    /// `queue` (pushed item).
-    pub queue: Option<String>,
-    /// `partitionId` (acknowledgment).
-    #[serde(rename = "partitionId")]
-    pub partition_id: Option<String>,
-    /// `namespace` (pushed item).
-    pub namespace: Option<String>,
-    /// `task` (pushed item).
-    pub task: Option<String>,
-}
-
-/// The routing fields of a transaction operation.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct OperationShape {
-    /// `items` (push operation).
-    pub items: Option<Vec<ItemShape>>,
-    /// `queue`.
-    pub queue: Option<String>,
-    /// `partitionId` (ack operation).
-    #[serde(rename = "partitionId")]
-    pub partition_id: Option<String>,
-}
-
-/// The routing fields of `body`; `None` when it is not JSON of that shape (a field of the wrong type):
-/// the request then goes to shard 0, which answers the 400.
-pub fn shape(body: &[u8]) -> Option<BodyShape> {
-    if body.is_empty() {
-        return Some(BodyShape::default());
-    }
-    serde_json::from_slice(body).ok()
 }
 
 /// Decides the plan for a request. `path` is still percent-encoded; `query` is the raw query string.
@@ -251,14 +192,11 @@ fn transaction(map: &ShardMap, body: Option<&BodyShape>) -> Plan {
             shards.push(s);
         }
     };
-    for op in body.operations.iter().flatten() {
-        for item in op.items.iter().flatten() {
+    for op in body.operations.iter().flatten().flatten() {
+        for item in op.items.iter().flatten().flatten() {
             if let Some(q) = &item.queue {
                 add(map.of_queue(q));
             }
-        }
-        if let Some(q) = &op.queue {
-            add(map.of_queue(q));
         }
         if let Some(p) = &op.partition_id {
             add(map.of_partition(p));
@@ -287,7 +225,7 @@ fn transaction(map: &ShardMap, body: Option<&BodyShape>) -> Plan {
 /// Groups the items of list `field` by `shard_of`. An item without a shard, or a body that does not
 /// parse, sends the whole request to shard 0 (which refuses it as a whole).
 fn split(
-    items: Option<&[ItemShape]>,
+    items: Option<&[Option<ItemShape>]>,
     field: &'static str,
     shard_of: impl Fn(&ItemShape) -> Option<u16>,
 ) -> Plan {
@@ -296,7 +234,7 @@ fn split(
     };
     let mut parts: Vec<(u16, Vec<usize>)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let Some(shard) = shard_of(item) else {
+        let Some(shard) = item.as_ref().and_then(&shard_of) else {
             return Plan::One(0);
         };
         match parts.iter_mut().find(|(s, _)| *s == shard) {

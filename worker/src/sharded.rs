@@ -179,7 +179,7 @@ async fn register_labels(
     }
     let configured;
     let items: Vec<&routing::ItemShape> = match req.path.as_str() {
-        "/api/v1/push" => shape.items.iter().flatten().collect(),
+        "/api/v1/push" => shape.items.iter().flatten().flatten().collect(),
         "/api/v1/configure" => {
             configured = routing::ItemShape {
                 queue: shape.queue.clone(),
@@ -193,7 +193,8 @@ async fn register_labels(
             .operations
             .iter()
             .flatten()
-            .flat_map(|op| op.items.iter().flatten())
+            .flatten()
+            .flat_map(|op| op.items.iter().flatten().flatten())
             .collect(),
         _ => return Ok(()),
     };
