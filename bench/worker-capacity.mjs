@@ -11,7 +11,7 @@ import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { startWorker, tempPersistDir } from '../worker/test/harness.mjs';
+import { startWorker, tempPersistDir, workerdUnder } from '../worker/test/harness.mjs';
 
 const targets = process.argv.slice(2).map(Number).filter((x) => x > 0);
 if (targets.length === 0) targets.push(0.1);
@@ -46,15 +46,6 @@ function payload(i) {
   return { type: 'order.created', orderId: `ord-${String(i).padStart(10, '0')}`, blob: randomBytes(2200).toString('base64') };
 }
 
-/** scripts/serve's workerd child. */
-function workerdPid(servePid) {
-  for (const t of readdirSync(`/proc/${servePid}/task`)) {
-    for (const c of readFileSync(`/proc/${servePid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return Number(c);
-    }
-  }
-  throw new Error(`no workerd under pid ${servePid}`);
-}
 function rssMb(pid) {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'));
   return Number(line.split(/\s+/)[1]) / 1024;
@@ -77,7 +68,7 @@ try {
   {
     const w = await startWorker({ persistTo: state.dir });
     await request(w.url, 'GET', '/api/v1/status');
-    rows.baseline = rssMb(workerdPid(w.pid));
+    rows.baseline = rssMb(workerdUnder(w.pid));
     await w.stop();
     rmSync(state.dir, { recursive: true, force: true });
   }
@@ -107,14 +98,15 @@ try {
       }
     }
     const fillSeconds = (Date.now() - t0) / 1000;
-    // SIGKILL: no clean shutdown; the restart opens from what SQLite holds.
-    process.kill(-w.pid, 'SIGKILL');
+    // SIGKILL to workerd itself (scripts/serve runs it in a session of its own): no clean shutdown; the
+    // restart opens from what SQLite holds.
+    process.kill(workerdUnder(w.pid), 'SIGKILL');
     await w.stop();
     w = await startWorker({ persistTo: state.dir });
     const o0 = performance.now();
     const status = await request(w.url, 'GET', '/api/v1/status');
     const openMs = performance.now() - o0;
-    const pid = workerdPid(w.pid);
+    const pid = workerdUnder(w.pid);
     const rss = rssMb(pid);
     // The first pop after the open also runs code the isolate has not run yet; the second pops another
     // partition, whose segments are not cached either.
