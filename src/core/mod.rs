@@ -8,9 +8,10 @@
 //! Methods, quinn-style:
 //! - inputs/mutators: `push`, `pop`, `ack`, `extend_lease`, `transaction`, `configure`, `delete_queue`,
 //!   `replay_dead_letter`, `replay_address`, `delete_dead_letters`, `seek`, `seek_partition_to_end`,
-//!   `delete_group`, `update_subscription`, `maintain`;
+//!   `delete_group`, `update_subscription`, `maintain`, `dlq_replay_rows`, `dlq_delete_rows`;
 //! - outputs: `take_changes`, `take_woken_queues`, `take_discard_flag`, `next_deadline_ms`;
-//! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`.
+//! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`, `deliveries`,
+//!   `dlq_select`, `dlq_preview`.
 //!
 //! Pop cost does not grow with idle or leased partitions: each (queue, group) keeps a ready set of the
 //! partitions it could claim, and a timer set brings leased and held lanes back when their lease expires
@@ -19,6 +20,8 @@
 mod ack;
 mod admin;
 pub mod api;
+mod deliveries;
+mod dlq_bulk;
 pub(crate) mod fields;
 pub mod ids;
 mod invariants;
@@ -27,7 +30,9 @@ pub mod maintenance;
 pub mod meters;
 mod pop;
 mod push;
+mod reclaim;
 mod records;
+pub mod redelivery;
 pub mod segment;
 pub mod sort;
 mod state;
@@ -44,6 +49,8 @@ use litemap::LiteMap;
 use state::*;
 use std::collections::{BTreeMap, HashMap};
 
+/// The namespace and task a queue created without them gets from its name (`ns.task...`).
+pub use push::labels_from_name;
 pub use records::{
     needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES, SEGMENT_PREFIX,
 };
@@ -67,6 +74,9 @@ pub struct BrokerConfig {
     /// Off, each command commits inside its own call, under the command gate: what the browser's
     /// recorded forwarded requests need (their writes are committed with their answer, in their call).
     pub group_commit: bool,
+    /// Which shard of the Worker's `SHARDS` this broker is: its ids carry the index (see
+    /// [`ids::ShardTag`]). Default: the only one, ids untagged.
+    pub shard: ids::ShardTag,
 }
 
 impl Default for BrokerConfig {
@@ -76,6 +86,7 @@ impl Default for BrokerConfig {
             cache_bytes: DEFAULT_CACHE_BYTES,
             max_stored_bytes: None,
             group_commit: true,
+            shard: ids::ShardTag::default(),
         }
     }
 }
@@ -120,6 +131,8 @@ pub struct Broker {
     /// Queues that gained claimable work during the current command, each once.
     woken: Vec<String>,
     discard: bool,
+    /// The delivery log of the queues that keep one (module `deliveries`).
+    deliveries: deliveries::DeliveryLog,
 }
 
 impl Broker {
@@ -127,8 +140,8 @@ impl Broker {
     pub fn new(config: BrokerConfig, seed: u64) -> Self {
         let cache = SegmentCache::new(config.cache_bytes);
         Broker {
+            ids: IdGen::for_shard(seed, config.shard),
             config,
-            ids: IdGen::new(seed),
             now_ms: 0,
             queues: BTreeMap::new(),
             partitions: BTreeMap::new(),
@@ -149,6 +162,7 @@ impl Broker {
             changes: ChangeSet::default(),
             woken: Vec::new(),
             discard: false,
+            deliveries: Default::default(),
         }
     }
 
@@ -166,8 +180,9 @@ impl Broker {
         broker.stored_bytes = broker.partitions.values().map(|p| p.stored_bytes()).sum();
         // Mix what was loaded into the id stream, so a host that reseeds with the same value after a
         // reload does not mint the same ids again.
-        broker.ids = IdGen::new(
+        broker.ids = IdGen::for_shard(
             seed ^ (broker.now_ms as u64).rotate_left(21) ^ record_count.rotate_left(47),
+            broker.config.shard,
         );
         Ok(broker)
     }
@@ -282,7 +297,8 @@ impl Broker {
     fn tick(&mut self, now: i64) -> i64 {
         self.now_ms = self.now_ms.max(now);
         let now = self.now_ms;
-        while let Some((_, pid, group)) = self.timers.pop_due(now) {
+        while let Some((at, pid, group)) = self.timers.pop_due(now) {
+            self.log_expiry(pid, &group, at);
             if let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) {
                 self.refresh(&queue, &group, pid);
                 self.wake_queue(queue);
@@ -348,11 +364,11 @@ impl Broker {
             .get(group)
             .map(|l| (**l).clone())
             .unwrap_or_else(|| Lane::at(self.initial_cursor(pid, group)));
-        let has_backlog = lane_state.committed + 1 < p.next_offset as i64;
+        let has_backlog = lane_state.committed() + 1 < p.next_offset as i64;
         let wait_until = if lane_state.is_leased(now) {
-            Some(lane_state.lease_expires_ms)
+            Some(lane_state.lease_expires_ms())
         } else if lane_state.is_held(now) {
-            Some(lane_state.hold_until_ms)
+            Some(lane_state.hold_until_ms())
         } else {
             None
         };
@@ -406,22 +422,16 @@ impl Broker {
         }
     }
 
-    /// Releases the lease of lane (pid, group), keeping the lease index in step.
+    /// Takes lane (pid, group)'s lease out of the lease index, before a transition that releases it
+    /// (`seek`) or the lane's removal.
     fn release_lane(&mut self, pid: u64, group: &str) {
         let old = self
             .partitions
             .get(&pid)
             .and_then(|p| p.lanes.get(group))
-            .and_then(|l| l.lease_id.clone());
+            .and_then(|l| l.lease_id().map(str::to_string));
         if let Some(old) = old {
             self.unindex_lease(&old, pid, group);
-        }
-        if let Some(lane) = self
-            .partitions
-            .get_mut(&pid)
-            .and_then(|p| p.lanes.get_mut(group))
-        {
-            lane.release();
         }
     }
 }

@@ -20,13 +20,20 @@
 //! - `modes`: maintenance mode (push buffering, pop pausing) and the buffered push answer;
 //! - `traces`: `POST /api/v1/traces` (the reads are views);
 //! - `views`: the read-only dashboard routes (listings, message browser, status, metrics and the
-//!   `/metrics/prometheus` text), a cargo feature the npm module's default build leaves out.
+//!   `/metrics/prometheus` text), a cargo feature the npm module's default build leaves out;
+//! - `operations`: the delivery log (`deliveries`) and bulk dead-letter work (`dlq_bulk`), built with
+//!   the same feature;
+//! - `redelivery`: the `/configure` options beyond Queen (`reclaimLimit`, `retryBackoff`, `deliveryLog`).
 //!
 //! Every malformed request gets a 4xx with a JSON error that says what is wrong, and changes nothing.
 //! A 5xx means the store failed (the client may retry).
 
 mod auth;
 mod crypto;
+#[cfg(feature = "views")]
+mod deliveries;
+#[cfg(feature = "views")]
+mod dlq_bulk;
 mod error;
 mod handlers;
 mod json_text;
@@ -34,7 +41,9 @@ mod json_text;
 pub mod jwt;
 #[cfg(feature = "ops")]
 mod modes;
+mod operations;
 mod query;
+mod redelivery;
 mod render;
 mod router;
 #[cfg(feature = "ops")]
@@ -357,4 +366,29 @@ fn add_cors(response: &mut HttpResponse) {
             response.headers.push((name.to_string(), value.to_string()));
         }
     }
+}
+
+/// Checks the body of a push, ack, batch ack or transaction as the broker would, without applying it:
+/// `Err` is the whole 4xx answer. The Worker's entry calls this before it splits a request over several
+/// shards, so a malformed item refuses the whole request instead of being refused by one shard after
+/// another shard applied its part. Other routes are not checked here (`Ok`).
+pub fn validate_body(
+    config: &HttpConfig,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<(), HttpResponse> {
+    let limits = &config.limits;
+    let checked = match router::route(method, path) {
+        Ok(router::Route::Push) => wire::push_items(body, limits, None).map(|_| ()),
+        Ok(router::Route::Ack) => wire::single_ack(body, limits).map(|_| ()),
+        Ok(router::Route::AckBatch) => wire::batch_ack(body, limits).map(|_| ()),
+        Ok(router::Route::Transaction) => wire::transaction(body, limits, None).map(|_| ()),
+        _ => Ok(()),
+    };
+    checked.map_err(|e| {
+        let mut response = e.into_response();
+        add_cors(&mut response);
+        response
+    })
 }
