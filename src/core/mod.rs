@@ -36,8 +36,9 @@ use crate::store::{ChangeSet, Record, StoreError};
 use api::*;
 use ids::IdGen;
 use litemap::LiteMap;
+use rustc_hash::FxHashMap as HashMap;
 use state::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 pub use records::{
     needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES, SEGMENT_PREFIX,
@@ -126,7 +127,7 @@ impl Broker {
             dead_letters: BTreeMap::new(),
             next_dead_letter_seq: 0,
             groups: LiteMap::new(),
-            leases: HashMap::new(),
+            leases: HashMap::default(),
             timers: Timers::default(),
             ready_seq: 0,
             cache,
@@ -184,8 +185,12 @@ impl Broker {
             }
         }
         let weight = segment::decoded_weight(&messages);
+        let fingerprints = messages
+            .iter()
+            .map(|m| txindex::fingerprint(&m.transaction_id))
+            .collect();
         self.cache
-            .insert(pid, first, std::rc::Rc::new(messages), weight);
+            .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 //! One segment per push batch per partition. Two formats, told apart by the first byte:
 //!
 //! ```text
-//! format 1 (DEFLATE)   byte 0 = 1, bytes 1.. = raw DEFLATE (miniz_oxide, level 6) of a JSON array
+//! format 1 (DEFLATE)   byte 0 = 1, bytes 1.. = raw DEFLATE (miniz_oxide; written at level 1) of a JSON array
 //!                      of StoredMessage
 //! format 2 (JSON)      byte 0 = 2, bytes 1.. = the same JSON array, uncompressed
 //! ```
@@ -99,21 +99,36 @@ pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
     match format {
         SEGMENT_FORMAT_JSON => out.extend_from_slice(&json),
         #[cfg(feature = "deflate")]
-        SEGMENT_FORMAT_DEFLATE => deflate::deflate_into(&json, &mut out),
+        SEGMENT_FORMAT_DEFLATE => deflate::deflate_into(&json, deflate::DEFLATE_LEVEL, &mut out),
         _ => panic!("this build cannot write segment format {format}"),
     }
+    out
+}
+
+/// A format 1 segment compressed at DEFLATE `level` (0 to 10) rather than the level this build writes
+/// at: what the core benchmark compares levels with. Any level reads back the same.
+#[cfg(feature = "deflate")]
+pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
+    let json = serde_json::to_vec(messages).expect("stored messages serialize");
+    let mut out = Vec::with_capacity(json.len() / 2 + 1);
+    out.push(SEGMENT_FORMAT_DEFLATE);
+    deflate::deflate_into(&json, level, &mut out);
     out
 }
 
 /// DEFLATE with one reused compressor per thread (builds with the `deflate` feature).
 #[cfg(feature = "deflate")]
 mod deflate {
-    pub(super) const DEFLATE_LEVEL: u8 = 6;
+    /// The level segments are written at: level 1 costs a sixth of level 6's time for about a fifth
+    /// more bytes (the core benchmark's encoding table; docs/decisions.md, "Core speed: where the time
+    /// went"). Readers inflate any level.
+    pub(super) const DEFLATE_LEVEL: u8 = 1;
 
     thread_local! {
         /// One compressor per thread, reset between segments: a fresh `CompressorOxide` allocates and
         /// clears a few hundred KiB of tables, which dominated small pushes.
-        static COMPRESSOR: std::cell::RefCell<Option<Box<CompressorOxide>>> = const { std::cell::RefCell::new(None) };
+        /// Kept with the level it was made for; another level makes a new one.
+        static COMPRESSOR: std::cell::RefCell<Option<(u8, Box<CompressorOxide>)>> = const { std::cell::RefCell::new(None) };
     }
 
     use miniz_oxide::deflate::core::{
@@ -122,16 +137,14 @@ mod deflate {
 
     /// Raw DEFLATE of `input`, appended to `out` (the same stream `miniz_oxide::deflate::compress_to_vec`
     /// produces, with a reused compressor).
-    pub(super) fn deflate_into(mut input: &[u8], out: &mut Vec<u8>) {
+    pub(super) fn deflate_into(mut input: &[u8], level: u8, out: &mut Vec<u8>) {
         COMPRESSOR.with(|cell| {
             let mut slot = cell.borrow_mut();
-            let compressor = slot.get_or_insert_with(|| {
-                Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
-                    DEFLATE_LEVEL.into(),
-                    0,
-                    0,
-                )))
-            });
+            if slot.as_ref().is_none_or(|(made_for, _)| *made_for != level) {
+                let flags = create_comp_flags_from_zip_params(level.into(), 0, 0);
+                *slot = Some((level, Box::new(CompressorOxide::new(flags))));
+            }
+            let (_, compressor) = slot.as_mut().expect("made above");
             compressor.reset();
             let start = out.len();
             out.resize(start + (input.len() / 2).max(64), 0);
@@ -314,7 +327,7 @@ mod tests {
         for batch in [&big[..1], &big[..]] {
             let json = serde_json::to_vec(batch).unwrap();
             let mut ours = Vec::new();
-            deflate::deflate_into(&json, &mut ours);
+            deflate::deflate_into(&json, deflate::DEFLATE_LEVEL, &mut ours);
             assert_eq!(
                 ours,
                 miniz_oxide::deflate::compress_to_vec(&json, deflate::DEFLATE_LEVEL)

@@ -424,9 +424,11 @@ impl<S: Store, H: Host> Engine<S, H> {
 
     /// Pushes messages (wire-contract §1.2).
     pub async fn push(&self, items: Vec<PushItem>) -> EngineResult<Vec<PushResult>> {
+        // Taken by the run that pushes them; a run that missed a segment leaves them for the next.
+        let items = std::cell::RefCell::new(items);
         self.run(
-            |b, _| b.segments_needed_for_push(&items),
-            |b, now| b.push(now, items.clone()),
+            |b, _| b.segments_needed_for_push(&items.borrow()),
+            |b, now| b.push_taking(now, &mut items.borrow_mut()),
         )
         .await
     }
