@@ -2,6 +2,7 @@
 
 use super::api::*;
 use super::state::*;
+use super::txindex;
 use super::Broker;
 
 /// Item error for a message that does not exist (or is no longer retained).
@@ -46,7 +47,9 @@ impl Broker {
         // Lookup and fencing, per item; survivors grouped by lane (partition) below.
         let mut survivors: Vec<(u64, Pending)> = Vec::new();
         for (index, item) in items.iter().enumerate() {
-            let found = self.find_retained(&item.partition_id, &item.transaction_id);
+            let found = self
+                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id)
+                .or_else(|| self.find_retained(&item.partition_id, &item.transaction_id));
             let Some((pid, offset)) = found else {
                 results[index].error = Some(MESSAGE_NOT_FOUND.to_string());
                 continue;
@@ -108,6 +111,42 @@ impl Broker {
         (offset >= self.partitions.get(&pid)?.first_offset).then_some((pid, offset))
     }
 
+    /// The (pid, offset) of the message at a wire address when it is in the span `group` last claimed
+    /// on that partition and that span's segments are loaded (the usual ack, right after its pop):
+    /// found by the cached segments' fingerprints, without the transaction-id index.
+    ///
+    /// The same answer [`Self::find_retained`] gives: a partition's stored messages carry distinct
+    /// transaction ids (push refuses a second one as a duplicate). `None` says only "not found this
+    /// way"; nothing is recorded as read.
+    fn find_in_lease_span(
+        &self,
+        partition_id: &str,
+        group: &str,
+        transaction_id: &str,
+    ) -> Option<(u64, u64)> {
+        let pid = partition_id.parse::<u64>().ok()?;
+        let p = self.partitions.get(&pid)?;
+        let lane = p.lanes.get(group)?;
+        let start = (lane.committed + 1).max(p.first_offset as i64);
+        if lane.batch_end < start {
+            return None;
+        }
+        let fingerprint = txindex::fingerprint(transaction_id);
+        let mut offset = start as u64;
+        while offset <= lane.batch_end as u64 {
+            let seg = p.segment_of(offset)?;
+            if let Some(at) =
+                self.cache
+                    .peek_position_of_transaction(pid, seg.first, transaction_id, fingerprint)
+            {
+                let found = seg.first + at as u64;
+                return (found >= p.first_offset).then_some((pid, found));
+            }
+            offset = seg.last + 1;
+        }
+        None
+    }
+
     /// The segments an ack of `items` for `group` will read that are not loaded: the candidates for
     /// each item's transaction id, and the segment of each touched lane's head (which an exhausted
     /// retry budget files as a dead letter).
@@ -122,7 +161,12 @@ impl Broker {
             let Ok(pid) = item.partition_id.parse::<u64>() else {
                 continue;
             };
-            self.transaction_candidates(pid, &item.transaction_id, &mut out);
+            let in_span = self
+                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id)
+                .is_some();
+            if !in_span {
+                self.transaction_candidates(pid, &item.transaction_id, &mut out);
+            }
             let Some(p) = self.partitions.get(&pid) else {
                 continue;
             };

@@ -430,6 +430,25 @@ impl SegmentCache {
         }
     }
 
+    /// [`Self::position_of_transaction`] for a caller that only hopes the segment is loaded: `None` when
+    /// it is not loaded or holds no such message, and nothing is recorded (no miss, no use).
+    pub fn peek_position_of_transaction(
+        &self,
+        pid: u64,
+        first: u64,
+        transaction_id: &str,
+        fingerprint: u32,
+    ) -> Option<usize> {
+        let inner = self.inner.borrow();
+        let slot = inner.slots.get(&(pid, first))?;
+        slot.fingerprints
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| **f == fingerprint)
+            .map(|(at, _)| at)
+            .find(|at| slot.messages[*at].transaction_id == transaction_id)
+    }
+
     /// True when segment (pid, first) is loaded.
     pub fn contains(&self, pid: u64, first: u64) -> bool {
         self.inner.borrow().slots.contains_key(&(pid, first))
