@@ -46,10 +46,13 @@ impl Broker {
 
         // Lookup and fencing, per item; survivors grouped by lane (partition) below.
         let mut survivors: Vec<(u64, Pending)> = Vec::new();
+        // Where the next item probably is: right after the one before (acks come in pop order).
+        let mut hint = None;
         for (index, item) in items.iter().enumerate() {
             let found = self
-                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id)
+                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id, hint)
                 .or_else(|| self.find_retained(&item.partition_id, &item.transaction_id));
+            hint = found.map(|(pid, offset)| (pid, offset + 1));
             let Some((pid, offset)) = found else {
                 results[index].error = Some(MESSAGE_NOT_FOUND.to_string());
                 continue;
@@ -118,11 +121,14 @@ impl Broker {
     /// The same answer [`Self::find_retained`] gives: a partition's stored messages carry distinct
     /// transaction ids (push refuses a second one as a duplicate). `None` says only "not found this
     /// way"; nothing is recorded as read.
+    ///
+    /// `hint` is where the caller expects it, as (pid, offset): the scan of that segment starts there.
     fn find_in_lease_span(
         &self,
         partition_id: &str,
         group: &str,
         transaction_id: &str,
+        hint: Option<(u64, u64)>,
     ) -> Option<(u64, u64)> {
         let pid = partition_id.parse::<u64>().ok()?;
         let p = self.partitions.get(&pid)?;
@@ -135,10 +141,19 @@ impl Broker {
         let mut offset = start as u64;
         while offset <= lane.batch_end as u64 {
             let seg = p.segment_of(offset)?;
-            if let Some(at) =
-                self.cache
-                    .peek_position_of_transaction(pid, seg.first, transaction_id, fingerprint)
-            {
+            let from = match hint {
+                Some((p, expected)) if p == pid && (seg.first..=seg.last).contains(&expected) => {
+                    (expected - seg.first) as usize
+                }
+                _ => 0,
+            };
+            if let Some(at) = self.cache.peek_position_of_transaction(
+                pid,
+                seg.first,
+                transaction_id,
+                fingerprint,
+                from,
+            ) {
                 let found = seg.first + at as u64;
                 return (found >= p.first_offset).then_some((pid, found));
             }
@@ -157,14 +172,15 @@ impl Broker {
     ) -> Vec<(u64, u64)> {
         let group = Self::group_name(group);
         let mut out = Vec::new();
+        let mut hint = None;
         for item in items {
             let Ok(pid) = item.partition_id.parse::<u64>() else {
                 continue;
             };
-            let in_span = self
-                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id)
-                .is_some();
-            if !in_span {
+            let in_span =
+                self.find_in_lease_span(&item.partition_id, &group, &item.transaction_id, hint);
+            hint = in_span.map(|(pid, offset)| (pid, offset + 1));
+            if in_span.is_none() {
                 self.transaction_candidates(pid, &item.transaction_id, &mut out);
             }
             let Some(p) = self.partitions.get(&pid) else {

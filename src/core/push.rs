@@ -227,6 +227,7 @@ impl Broker {
         let mut results = Vec::with_capacity(items.len());
         // The partition of the previous item, looked up again only when the next names another.
         let mut last: Option<(u64, usize)> = None;
+        let total = items.len();
         for ((i, item), stored) in items.into_iter().enumerate().zip(stored) {
             let partition = if item.partition.is_empty() {
                 DEFAULT_PARTITION
@@ -246,7 +247,9 @@ impl Broker {
                     let slot = match batches.iter().position(|(p, _)| *p == pid) {
                         Some(slot) => slot,
                         None => {
-                            batches.push((pid, Vec::new()));
+                            // Room for every item left (a push usually names one partition); the
+                            // segment gives back what it did not use (append_segment).
+                            batches.push((pid, Vec::with_capacity(total - i)));
                             batches.len() - 1
                         }
                     };
@@ -341,7 +344,10 @@ impl Broker {
 
     /// Stores `batch` (offsets contiguous, from the partition's old end) as one new segment of `pid`:
     /// the segment and its index entry go in the change set, the decoded batch in the cache.
-    fn append_segment(&mut self, now: i64, pid: u64, batch: Vec<StoredMessage>) {
+    fn append_segment(&mut self, now: i64, pid: u64, mut batch: Vec<StoredMessage>) {
+        if batch.capacity() > batch.len() + batch.len() / 4 {
+            batch.shrink_to_fit();
+        }
         let first = batch[0].offset;
         let last = batch[batch.len() - 1].offset;
         let bytes = segment::encode(&batch);

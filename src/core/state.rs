@@ -432,20 +432,23 @@ impl SegmentCache {
 
     /// [`Self::position_of_transaction`] for a caller that only hopes the segment is loaded: `None` when
     /// it is not loaded or holds no such message, and nothing is recorded (no miss, no use).
+    ///
+    /// The scan starts at index `from` and wraps around: a caller that expects the message at a place
+    /// (acks in the order of their pop) finds it in one step.
     pub fn peek_position_of_transaction(
         &self,
         pid: u64,
         first: u64,
         transaction_id: &str,
         fingerprint: u32,
+        from: usize,
     ) -> Option<usize> {
         let inner = self.inner.borrow();
         let slot = inner.slots.get(&(pid, first))?;
-        slot.fingerprints
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| **f == fingerprint)
-            .map(|(at, _)| at)
+        let from = from.min(slot.fingerprints.len());
+        (from..slot.fingerprints.len())
+            .chain(0..from)
+            .filter(|at| slot.fingerprints[*at] == fingerprint)
             .find(|at| slot.messages[*at].transaction_id == transaction_id)
     }
 
