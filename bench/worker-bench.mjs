@@ -9,7 +9,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort, startWorker } from '../worker/test/harness.mjs';
+import { ROOT, freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
 
 const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
@@ -49,20 +49,10 @@ function cpuNs(pid) {
   }
   return total;
 }
-function childWorkerd(pid) {
-  // scripts/serve's workerd child.
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    for (const c of readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return Number(c);
-    }
-  }
-  throw new Error(`no workerd under pid ${pid}`);
-}
-
 // ---------------------------------------------------------------- the two brokers
 async function startQueenEdge(stateDir) {
   const w = await startWorker({ persistTo: stateDir, runtime: 'workerd' });
-  return { name: 'queen-edge', port: Number(new URL(w.url).port), pid: childWorkerd(w.pid), stop: w.stop };
+  return { name: 'queen-edge', port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
 }
 
 async function startNaive(stateDir) {

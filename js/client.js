@@ -9,6 +9,7 @@
 // PushBuilder, OperationBuilder, ConsumeBuilder, DLQBuilder, TransactionBuilder, Admin.
 
 import { QueenError, errorFromResponse, asQueenError } from './errors.js'
+import { BufferManager, bufferOptions } from './buffer.js'
 
 /** Options every `.config(...).create()` sends, overlaid with the caller's (wire-contract §4). */
 export const QUEUE_DEFAULTS = Object.freeze({
@@ -62,8 +63,23 @@ function pause(ms, signal) {
 /** Sends a request and returns the body of a 2xx answer; throws a QueenError otherwise. */
 async function call(transport, method, path, body, options) {
   const response = await transport.request(method, path, body, options)
-  if (response.status < 200 || response.status >= 300) throw errorFromResponse(response)
+  if (response.status < 200 || response.status >= 300) throw routeError(method, path, response)
   return response.body
+}
+
+/**
+ * The QueenError of a non-2xx answer; a 404 `no_such_route` (a route Queen has and this broker does
+ * not serve) becomes code `unsupported`, naming the route.
+ */
+function routeError(method, path, response) {
+  const error = errorFromResponse(response)
+  if (response.status === 404 && response.body && response.body.error === 'no_such_route') {
+    return new QueenError('unsupported', `${method} ${path.split('?')[0]} is not served by this broker (no_such_route)`, {
+      status: 404,
+      body: response.body
+    })
+  }
+  return error
 }
 
 function encodeQuery(params) {
@@ -137,18 +153,24 @@ export class OperationBuilder {
   }
 }
 
-/** A push, sent when awaited. Resolves to the broker's result array, one entry per item, in order. */
+/**
+ * A push, sent when awaited. Resolves to the broker's result array, one entry per item, in order; after
+ * `.buffer()`, the items join the client-side buffer and it resolves to `{buffered: true, count}`.
+ */
 export class PushBuilder {
   #transport
   #items
+  #buffer
   #onSuccess = null
   #onDuplicate = null
   #onError = null
   #promise = null
 
-  constructor(transport, items) {
+  /** `buffer`: `{manager, key, options}` for a buffered push, else null. */
+  constructor(transport, items, buffer = null) {
     this.#transport = transport
     this.#items = items
+    this.#buffer = buffer
   }
 
   /** Called with the `queued` results. */
@@ -170,6 +192,17 @@ export class PushBuilder {
   }
 
   #run() {
+    if (!this.#promise && this.#buffer) {
+      this.#promise = (async () => {
+        if (this.#onError || this.#onDuplicate) {
+          throw new QueenError('invalid', 'a buffered push is sent later: its failures are in getBufferStats() and flushBuffer(), not onError/onDuplicate')
+        }
+        const { manager, key, options } = this.#buffer
+        manager.add(key, this.#items, options)
+        if (this.#onSuccess) await this.#onSuccess(this.#items)
+        return { buffered: true, count: this.#items.length }
+      })()
+    }
     if (!this.#promise) {
       this.#promise = (async () => {
         let results
@@ -377,7 +410,8 @@ export class ConsumeBuilder {
           }
           throw errorFromResponse(response)
         }
-        if (!o.wait) await pause(100, signal)
+        const autopilot = response.body && response.body.autopilot
+        if (!o.wait) await pause(autopilot && autopilot.waitMs > 0 ? autopilot.waitMs : 100, signal)
         continue
       }
       const messages = response.body.messages.filter((m) => m != null)
@@ -495,11 +529,19 @@ export class QueueBuilder {
   #subscriptionMode = null
   #subscriptionFrom = null
   #each = false
+  #buffers
+  #bufferOptions = null
+  #batchSet = false
+  #partitionsSet = false
+  #autopilot = false
+  #conflation = false
+  #leaseSeconds = null
 
-  constructor(queen, transport, name) {
+  constructor(queen, transport, name, buffers) {
     this.#queen = queen
     this.#transport = transport
     this.#name = name === undefined ? null : name
+    this.#buffers = buffers
   }
 
   /** The queue name. */
@@ -571,7 +613,27 @@ export class QueueBuilder {
       if (isObject && typeof item.traceId === 'string' && UUID_RE.test(item.traceId)) out.traceId = item.traceId
       return out
     })
-    return new PushBuilder(this.#transport, formatted)
+    const buffer = this.#bufferOptions
+      ? { manager: this.#buffers, key: `${this.#name}/${this.#partition}`, options: this.#bufferOptions }
+      : null
+    return new PushBuilder(this.#transport, formatted, buffer)
+  }
+
+  /**
+   * Buffers pushes client-side (Queen's `.buffer()`): `push()` then resolves to `{buffered: true,
+   * count}` at once, and the items go out per queue/partition in one request when `messageCount`
+   * (default 100) are waiting or `timeMillis` (default 1000) after the first, or on `flushBuffer()`,
+   * `queen.flushAllBuffers()` and `queen.close()`.
+   */
+  buffer(options) {
+    this.#bufferOptions = bufferOptions(options)
+    return this
+  }
+
+  /** Sends what `.buffer()` holds for this queue and partition; rejects with the first failure. */
+  flushBuffer() {
+    this.#requireName('flushBuffer')
+    return this.#buffers.flush(`${this.#name}/${this.#partition}`)
   }
 
   /** Consumer group (default: queue mode, one logical consumer). */
@@ -586,15 +648,44 @@ export class QueueBuilder {
     return this
   }
 
-  /** Messages per pop (default 1). */
+  /** Messages per pop (default 1, or the broker's choice under `.autopilot()`). */
   batch(n) {
     this.#batch = Math.max(1, n)
+    this.#batchSet = true
     return this
   }
 
-  /** Partitions one pop may claim (default 1). */
+  /** Partitions one pop may claim (default 1, or the broker's choice under `.autopilot()`). */
   partitions(n) {
     this.#partitions = Math.max(1, n)
+    this.#partitionsSet = true
+    return this
+  }
+
+  /**
+   * Lets the broker size pops (`autopilot=true`): it picks `batch` from the group's recent ack rate and
+   * `partitions` from the ready ones, for whichever of the two this builder did not set. Off by default
+   * (queen-mq 0.15's requests; docs/decisions.md, "autopilot off by default").
+   */
+  autopilot(enabled = true) {
+    this.#autopilot = !!enabled
+    return this
+  }
+
+  /**
+   * Conflation (`conflation=true`): the group gets only the newest message of each partition, and the
+   * cursor moves past the older ones. Needs `.group()`; the broker refuses it with autoAck, and `pop()`
+   * then throws the QueenError instead of resolving to `[]`.
+   */
+  conflation(enabled = true) {
+    this.#conflation = !!enabled
+    return this
+  }
+
+  /** Lease of the messages a pop claims, in seconds (instead of the queue's `leaseTime`). */
+  leaseSeconds(seconds) {
+    if (!Number.isInteger(seconds) || seconds < 1) throw new QueenError('invalid', 'leaseSeconds must be an integer >= 1')
+    this.#leaseSeconds = seconds
     return this
   }
 
@@ -674,9 +765,12 @@ export class QueueBuilder {
     throw new QueenError('invalid', 'Must specify queue, namespace, or task for pop operation')
   }
 
+  /** Query parameters of pop and consume, as Queen's JS client sends them (wire-contract §2.3). */
   #popParams() {
+    const autopilot = this.#autopilot && !(this.#batchSet && this.#partitionsSet)
     return {
-      batch: this.#batch,
+      autopilot: autopilot ? 'true' : null,
+      batch: this.#autopilot && !this.#batchSet ? null : this.#batch,
       wait: this.#wait ? 'true' : 'false',
       timeout: this.#timeoutMillis,
       consumerGroup: this.#group,
@@ -684,13 +778,16 @@ export class QueueBuilder {
       task: this.#task,
       subscriptionMode: this.#subscriptionMode,
       subscriptionFrom: this.#subscriptionFrom,
-      partitions: this.#partitions > 1 ? this.#partitions : null
+      partitions: (this.#autopilot && this.#partitionsSet) || this.#partitions > 1 ? this.#partitions : null,
+      conflation: this.#conflation ? 'true' : null,
+      leaseSeconds: this.#leaseSeconds
     }
   }
 
   /**
    * Claims messages. Resolves to the messages (`[]` when there are none, after the long-poll when
-   * `wait` is on, and on transport failures, as queen-mq does); throws only when the Queen was closed.
+   * `wait` is on, and on transport failures, as queen-mq does); throws when the Queen was closed, and
+   * on a refused conflating pop.
    */
   async pop() {
     const path = this.#popPath()
@@ -700,10 +797,12 @@ export class QueueBuilder {
       const response = await this.#transport.request('GET', path + encodeQuery(params), undefined, {
         timeoutMs: this.#timeoutMillis + 5000
       })
+      // As Queen's clients: a refused conflating pop throws; other failures resolve to [].
+      if (this.#conflation && response.status >= 400 && response.status < 500) throw routeError('GET', path, response)
       if (response.status !== 200 || !response.body || !Array.isArray(response.body.messages)) return []
       return response.body.messages.filter((m) => m != null)
     } catch (error) {
-      if (error && error.code === 'closed') throw error
+      if (error && (error.code === 'closed' || (this.#conflation && error.status >= 400 && error.status < 500))) throw error
       return []
     }
   }
@@ -817,6 +916,42 @@ function enc(segment) {
   return encodeURIComponent(segment)
 }
 
+/** The consumer group a delivered message names (`null` for queue mode). */
+function messageGroup(m) {
+  const g = m && m.consumerGroup
+  return typeof g === 'string' && g !== '' && g !== '__QUEUE_MODE__' ? g : null
+}
+
+const BUFFERS = new WeakMap()
+
+/**
+ * For `Queen.close()`: sends what the client's buffers hold (bounded by `timeoutMs`), then stops them.
+ * Rejects when some buffered items could not be sent.
+ */
+export async function flushBuffersForClose(client, timeoutMs = 30000) {
+  const manager = BUFFERS.get(client)
+  if (!manager) return
+  const deadline = Date.now() + timeoutMs
+  let lastError = null
+  while (manager.stats().totalBufferedMessages > 0 && Date.now() < deadline) {
+    try {
+      await manager.flushAll()
+      lastError = null
+    } catch (error) {
+      lastError = error
+      // A passing failure keeps the items buffered: try again until the deadline.
+      if (manager.stats().totalBufferedMessages > 0) await pause(250)
+    }
+  }
+  const left = manager.stats().totalBufferedMessages
+  manager.stop()
+  if (left > 0) {
+    throw new QueenError((lastError && lastError.code) || 'timeout',
+      `close: ${left} buffered messages were not sent` + (lastError ? `: ${lastError.message}` : ''))
+  }
+  if (lastError) throw lastError
+}
+
 /** `queen.admin`: dashboard and operations calls. Each resolves to the answer body or throws a QueenError. */
 export class Admin {
   #transport
@@ -890,10 +1025,13 @@ export class Admin {
 export class QueenClient {
   #transport
   #admin
+  #buffers
 
   constructor(transport) {
     this.#transport = transport
     this.#admin = new Admin(transport)
+    this.#buffers = new BufferManager(transport)
+    BUFFERS.set(this, this.#buffers)
   }
 
   /** The transport underneath (internal). */
@@ -918,7 +1056,20 @@ export class QueenClient {
 
   /** A builder for queue `name`. */
   queue(name) {
-    return new QueueBuilder(this, this.#transport, name)
+    return new QueueBuilder(this, this.#transport, name, this.#buffers)
+  }
+
+  /** Sends everything `.buffer()` holds, for every queue; rejects with the first failure. */
+  flushAllBuffers() {
+    return this.#buffers.flushAll()
+  }
+
+  /**
+   * Queen's buffer stats (`activeBuffers`, `totalBufferedMessages`, `oldestBufferAge` in ms,
+   * `flushesPerformed`), plus `failedMessages` (dropped because the broker refused them) and `lastError`.
+   */
+  getBufferStats() {
+    return this.#buffers.stats()
   }
 
   /**
@@ -926,7 +1077,9 @@ export class QueenClient {
    * Per-message `_status` / `_error` override. Never throws: resolves to `{success, error?, results}`.
    */
   async ack(messages, status = true, context = {}) {
-    const group = context.group ?? context.consumerGroup ?? null
+    const explicitGroup = context.group ?? context.consumerGroup ?? null
+    // Without a group in `context`, each message is acked in the group it was popped with.
+    const groupOf = (m) => explicitGroup ?? messageGroup(m)
     const error = context.error ?? null
     const item = (m) => {
       const out = {
@@ -945,13 +1098,20 @@ export class QueenClient {
         if (messages.some((m) => !m || !m.partitionId)) {
           return { success: false, error: 'partitionId is required for every message' }
         }
+        const groups = new Map()
+        messages.forEach((m, i) => {
+          const g = groupOf(m)
+          if (!groups.has(g)) groups.set(g, [])
+          groups.get(g).push(i)
+        })
+        if (groups.size > 1) return this.#ackPerGroup(messages, groups, item)
         response = await this.#transport.request('POST', '/api/v1/ack/batch', {
           acknowledgments: messages.map(item),
-          consumerGroup: group
+          consumerGroup: groupOf(messages[0])
         })
       } else {
         if (!messages || !messages.partitionId) return { success: false, error: 'partitionId is required' }
-        response = await this.#transport.request('POST', '/api/v1/ack', { ...item(messages), consumerGroup: group })
+        response = await this.#transport.request('POST', '/api/v1/ack', { ...item(messages), consumerGroup: groupOf(messages) })
       }
       if (response.status < 200 || response.status >= 300) {
         const e = errorFromResponse(response)
@@ -966,6 +1126,29 @@ export class QueenClient {
       const err = asQueenError(e)
       return { success: false, error: err.message, code: err.code }
     }
+  }
+
+  /** A batch ack of messages from several groups: one request per group, results in message order. */
+  async #ackPerGroup(messages, groups, item) {
+    const results = new Array(messages.length)
+    for (const [group, indexes] of groups) {
+      const response = await this.#transport.request('POST', '/api/v1/ack/batch', {
+        acknowledgments: indexes.map((i) => item(messages[i])),
+        consumerGroup: group
+      })
+      if (response.status < 200 || response.status >= 300) {
+        const e = errorFromResponse(response)
+        return { success: false, error: e.message, code: e.code }
+      }
+      const answers = Array.isArray(response.body) ? response.body : [response.body]
+      indexes.forEach((i, k) => {
+        results[i] = answers[k] && typeof answers[k] === 'object' ? { ...answers[k], index: i } : answers[k]
+      })
+    }
+    const failed = results.find((r) => !r || r.success === false || r.error)
+    const out = { ...results, success: !failed, results }
+    if (failed) out.error = (failed && failed.error) || 'ack failed'
+    return out
   }
 
   /** Extends leases: a message, a lease id, or an array of either (one request per distinct lease). */

@@ -1,5 +1,7 @@
-// Types of queen-edge's JS module. Checked into the repository; tests/js/api-snapshot.txt is a dump of
-// this file's declarations, diffed by scripts/test.d/50-js-playwright so an API change is deliberate.
+// Types of queen-edge's JS module. Checked into the repository; tests/js/api-snapshot.d.ts is a dump of
+// this file's declarations, diffed by tests/js/api-check.mjs so an API change is deliberate. The answer
+// types are checked against answers recorded in Chromium, from the in-browser broker and from the
+// Worker (tests/js/answers.mjs, compiled with tsc --strict).
 
 /** Codes of {@link QueenError}. */
 export type QueenErrorCode =
@@ -87,17 +89,23 @@ export type PushItem =
   | { payload: Json; transactionId?: string; traceId?: string }
   | Json
 
-/** One entry of a push answer, in item order. */
+/** One entry of a push answer, in item order (snake_case fields with their camelCase aliases). */
 export interface PushResult {
   index: number
   status: 'queued' | 'duplicate' | 'failed' | 'buffered'
   transaction_id: string
   transactionId: string
+  /** The stored message's id (for a duplicate: the original's). */
   message_id?: string
   messageId?: string
   partition_id?: string
+  partitionId?: string
+  /** Only on `queued` results (may be null). */
   trace_id?: string | null
   queueName?: string
+  partition?: string
+  /** The message's 0-based position in its partition; only on `queued` results. */
+  offset?: number
   error?: string
 }
 
@@ -109,7 +117,11 @@ export interface Message<T = Json> {
   partition: string
   queue: string
   leaseId: string
-  consumerGroup: string | null
+  /**
+   * The consumer group the message was popped with; `'__QUEUE_MODE__'` for queue mode (no group).
+   * `queen.ack(message)` without a group acks in this one.
+   */
+  consumerGroup: string
   data: T
   traceId: string | null
   producerSub: string | null
@@ -133,7 +145,11 @@ export type AckStatus = boolean | 'completed' | 'success' | 'failed' | 'retry' |
 
 /** Options of `queen.ack`. */
 export interface AckContext {
-  /** The consumer group the message was popped with (omit for queue mode). */
+  /**
+   * The consumer group to ack in. Default: each message's own `consumerGroup` (the group it was popped
+   * with; queue mode for `'__QUEUE_MODE__'`). A batch of messages from several groups is acked with one
+   * request per group.
+   */
   group?: string
   consumerGroup?: string
   /** Why it failed (kept with a dead letter). */
@@ -175,10 +191,13 @@ export interface RenewResult {
 export interface DeadLetter<T = Json> {
   /** The dead-letter row id (what `admin.replayDeadLetter` takes). */
   id: string
+  /** The dead-lettered message's id. */
+  messageId?: string
   transactionId: string
   partitionId: string
   queue: string
   partition: string
+  /** The group it failed in (`'__QUEUE_MODE__'` for queue mode on queen-edge). */
   consumerGroup: string | null
   errorMessage: string | null
   retryCount: number
@@ -186,6 +205,10 @@ export interface DeadLetter<T = Json> {
   createdAt: string
   failedAt: string
   producerSub: string | null
+  /** The message's 0-based position in its partition. */
+  offset?: number
+  /** When the message was pushed (ISO). */
+  originalCreatedAt?: string
 }
 
 /** A page of the dead-letter queue, newest first. */
@@ -240,6 +263,55 @@ export class PushBuilder implements PromiseLike<PushResult[]> {
   finally(onfinally?: (() => void) | null): Promise<PushResult[]>
 }
 
+/** Options of `queue(q).buffer(options)` (Queen's client-side buffering). */
+export interface BufferOptions {
+  /** Items per request: a buffer is sent when this many are waiting (default 100). */
+  messageCount?: number
+  /** Milliseconds after the first buffered item when the buffer is sent anyway (default 1000). */
+  timeMillis?: number
+}
+
+/** An item as a buffered push holds it (what `onSuccess` of a buffered push receives). */
+export interface BufferedItem {
+  queue: string
+  partition: string
+  payload: Json
+  transactionId: string
+  traceId?: string
+}
+
+/** What a buffered push resolves to: the items joined the buffer (nothing was sent yet). */
+export interface BufferedPushResult {
+  buffered: true
+  count: number
+}
+
+/** A push after `.buffer()`: the items join the client-side buffer when awaited. */
+export interface BufferedPushBuilder extends PromiseLike<BufferedPushResult> {
+  /** Called with the items once they are in the buffer. */
+  onSuccess(callback: (items: BufferedItem[]) => unknown): this
+  catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<BufferedPushResult | B>
+  finally(onfinally?: (() => void) | null): Promise<BufferedPushResult>
+}
+
+/** `queen.getBufferStats()`: Queen's fields, plus what the broker refused. */
+export interface BufferStats {
+  /** Buffers (queue/partition) holding items. */
+  activeBuffers: number
+  totalBufferedMessages: number
+  /** Milliseconds since the oldest held item was buffered (0 when none). */
+  oldestBufferAge: number
+  /** Requests that delivered a batch. */
+  flushesPerformed: number
+  /**
+   * Items dropped because the broker refused them (a 4xx other than 408/429, or an item answered
+   * `failed`). Items that failed for a passing reason (network, 5xx, ...) stay buffered and are retried.
+   */
+  failedMessages: number
+  /** The last failure's message, or null. */
+  lastError: string | null
+}
+
 /** The consume loop; awaiting it waits until every worker stopped (or one threw). */
 export class ConsumeBuilder<T = Json, Each extends boolean = false> implements PromiseLike<void> {
   private constructor()
@@ -274,9 +346,10 @@ export type ConsumeHandler<T = Json, Each extends boolean = false> = (
 
 /**
  * `queen.queue(name)`: configure, push, pop, consume. Every setter returns the builder. `Each` records
- * whether `.each()` was called, which decides what the `consume` handler receives.
+ * whether `.each()` was called, which decides what the `consume` handler receives; `Buffered` whether
+ * `.buffer()` was, which decides what `push` resolves to.
  */
-export class QueueBuilder<T = Json, Each extends boolean = false> {
+export class QueueBuilder<T = Json, Each extends boolean = false, Buffered extends boolean = false> {
   private constructor()
   /** The queue name. */
   readonly name: string | null
@@ -290,14 +363,35 @@ export class QueueBuilder<T = Json, Each extends boolean = false> {
   delete(): OperationBuilder<JsonObject>
   /** Partition to push to or pop from (default `'Default'`). */
   partition(name: string): this
-  push(items: PushItem | PushItem[]): PushBuilder
+  /** Sends the items (after `.buffer()`: adds them to the client-side buffer). */
+  push(items: PushItem | PushItem[]): Buffered extends true ? BufferedPushBuilder : PushBuilder
+  /**
+   * Buffers pushes client-side per queue/partition: sent in one request when `messageCount` wait or
+   * `timeMillis` after the first, or by `flushBuffer()`, `queen.flushAllBuffers()`, `queen.close()`.
+   * Throws QueenError `invalid` on an unknown option or a bad value.
+   */
+  buffer(options?: BufferOptions): QueueBuilder<T, Each, true>
+  /** Sends what `.buffer()` holds for this queue and partition; rejects with the first failure. */
+  flushBuffer(): Promise<void>
   /** Consumer group (default: queue mode). */
   group(name: string): this
   concurrency(n: number): this
-  /** Messages per pop (default 1). */
+  /** Messages per pop (default 1; under `.autopilot()` the broker's choice unless set). */
   batch(n: number): this
-  /** Partitions one pop may claim (default 1). */
+  /** Partitions one pop may claim (default 1; under `.autopilot()` the broker's choice unless set). */
   partitions(n: number): this
+  /**
+   * `autopilot=true`: the broker sizes `batch` from the group's recent ack rate and `partitions` from
+   * the ready ones, for whichever of the two was not set. Off unless called (queen-mq 0.15's requests).
+   */
+  autopilot(enabled?: boolean): this
+  /**
+   * `conflation=true`: the group gets only the newest message of each partition; the cursor moves past
+   * the older ones. Needs `.group()`; refused with autoAck (then `pop()` throws instead of resolving to `[]`).
+   */
+  conflation(enabled?: boolean): this
+  /** Lease of what a pop claims, in seconds (instead of the queue's `leaseTime`); an integer >= 1. */
+  leaseSeconds(seconds: number): this
   /** `consume` stops after this many messages. */
   limit(n: number): this
   /** `consume` stops after this long without messages. */
@@ -309,12 +403,15 @@ export class QueueBuilder<T = Json, Each extends boolean = false> {
   subscriptionMode(mode: 'new' | 'all'): this
   subscriptionFrom(from: string | Date): this
   /** `consume`: one handler call per message. */
-  each(): QueueBuilder<T, true>
+  each(): QueueBuilder<T, true, Buffered>
   /** Long-poll (default true). */
   wait(enabled: boolean): this
   /** Long-poll deadline in ms (default 30000). */
   timeoutMillis(ms: number): this
-  /** Claims messages; `[]` when there are none (after the long-poll) or the request failed. */
+  /**
+   * Claims messages; `[]` when there are none (after the long-poll) or the request failed (a refused
+   * conflating pop throws).
+   */
   pop(): Promise<Message<T>[]>
   consume(handler: ConsumeHandler<T, Each>, options?: { signal?: AbortSignal }): ConsumeBuilder<T, Each>
   /** Dead letters of this queue (of one group when given). */
@@ -336,7 +433,12 @@ export class TransactionBuilder {
   commit(): Promise<TransactionResult>
 }
 
-/** `queen.admin`: operations and dashboard calls; each throws a QueenError on a non-2xx answer. */
+/**
+ * `queen.admin`: operations and dashboard calls; each throws a QueenError on a non-2xx answer. A call
+ * whose route the broker does not serve throws code `unsupported` naming the route (queen-edge today:
+ * `getSystemMetrics`, `getWorkerMetrics`, and the traces and maintenance calls where those routes are
+ * not built).
+ */
 export class Admin {
   private constructor()
   getOverview(): Promise<JsonObject>
@@ -429,6 +531,84 @@ export interface OpenOptions {
   encryptionKey?: string | CryptoKey
   /** Where the .wasm file is (default: next to the module; with `views`, the views build's file). */
   wasmUrl?: string | URL
+  /**
+   * Forward pushes to some queues to an edge broker (a queen-edge Worker or a Queen server): see
+   * {@link Bridge}. Implies `views: true` (the pending count reads the depth view; `views: false` with a
+   * bridge is refused). Unknown keys and bad values fail `open` with code `invalid`.
+   */
+  bridge?: BridgeOptions
+}
+
+/** `Queen.open({ bridge })`. */
+export interface BridgeOptions {
+  /** The edge broker's base URL (`?broker=` in it is kept, as for `Queen.connect`). */
+  url: string
+  /** Sent as `Authorization: Bearer <token>` to the edge. */
+  token?: string
+  /** The local queues whose messages go to the edge (the same queue and partition names there). */
+  queues: string[]
+  /** Messages per forwarded request, one partition's span at a time (default 100). */
+  batch?: number
+  /**
+   * Lease on the span being forwarded, in seconds (default 30; renewed while it is retried). After a
+   * crash mid-forward, the span is forwarded again once this lease expires.
+   */
+  leaseSeconds?: number
+  /** First wait after a failed forward, ms (default 1000), doubling up to `maxRetryDelayMillis` (default 60000). */
+  retryDelayMillis?: number
+  maxRetryDelayMillis?: number
+  /** Per-request timeout to the edge, ms (default 30000). */
+  timeoutMillis?: number
+}
+
+/** What the bridge is doing: `queen.bridge.status()` and `onProgress`. */
+export interface BridgeStatus {
+  url: string
+  queues: string[]
+  /**
+   * `starting`, `idle` (nothing to forward), `forwarding`, `retrying` (a forward failed; see
+   * `lastError`, `nextRetryAt`), `offline` (the browser says so; waits for `online`), `stopped`.
+   */
+  state: 'starting' | 'idle' | 'forwarding' | 'retrying' | 'offline' | 'stopped'
+  /** `navigator.onLine` (true where the browser does not say). */
+  online: boolean
+  /**
+   * Messages of the bridged queues the edge has not acknowledged yet, read from the local broker
+   * (`status()` reads it now; `onProgress` gives the last one read). Null when the broker could not say.
+   */
+  pending: number | null
+  /** Messages the edge took since this bridge started (resends it already had included). */
+  forwarded: number
+  /** Of those, resends the edge answered `duplicate` (already there: harmless). */
+  duplicates: number
+  /** Failed forward attempts since the last success. */
+  failedAttempts: number
+  lastError: string | null
+  /** ISO times. */
+  lastErrorAt: string | null
+  lastForwardAt: string | null
+  /** When a failed forward is tried again (null when nothing is failing). */
+  nextRetryAt: string | null
+}
+
+/**
+ * `queen.bridge`: forwards pushes to the bridged queues from the local broker to the edge, exactly once
+ * by transactionId, in order per partition. The forward position is a consumer group (`__bridge__`) of
+ * the local broker, acked only after the edge answered, so it survives reloads and crashes.
+ */
+export interface Bridge {
+  readonly url: string
+  readonly queues: string[]
+  /** Progress, with `pending` read now. */
+  status(): Promise<BridgeStatus>
+  /** Calls `callback` on every change; returns an unsubscribe function. */
+  onProgress(callback: (status: BridgeStatus) => void): () => void
+  /** Resolves once nothing is pending; rejects with QueenError `timeout` (naming the last error). */
+  drain(options?: { timeoutMillis?: number }): Promise<BridgeStatus>
+  /** Ends the current back-off: failed forwards are tried again now. */
+  retryNow(): void
+  /** Stops forwarding (`close()` does); a span held for a retry is given back to the local broker. */
+  stop(): Promise<void>
 }
 
 /** Options of {@link Queen.connect}. */
@@ -471,10 +651,12 @@ export class Queen {
   /** Broker name, or base URL over HTTP. */
   readonly name: string
   readonly admin: Admin
+  /** The bridge of `Queen.open({ bridge })`; null otherwise. */
+  readonly bridge: Bridge | null
   /** One raw Queen HTTP call; never throws for an HTTP status. `body`: JSON-encoded unless a string. */
   request(method: string, path: string, body?: unknown): Promise<RawResponse>
   queue<T = Json>(name?: string): QueueBuilder<T>
-  /** Acks a message or messages; never throws. */
+  /** Acks a message or messages (in their own group unless `context.group` says); never throws. */
   ack(messages: Message<unknown> | Message<unknown>[], status?: AckStatus, context?: AckContext): Promise<AckResult>
   renew(target: Message<unknown> | string): Promise<RenewResult>
   renew(target: Array<Message<unknown> | string>): Promise<RenewResult[]>
@@ -483,7 +665,13 @@ export class Queen {
   updateConsumerGroupTimestamp(group: string, timestamp: string | Date): Promise<JsonObject>
   /** Calls `callback` when `role` changes; returns an unsubscribe function. */
   onRoleChange(callback: (role: QueenRole) => void): () => void
-  /** Stops this client; in the browser a writer hands the database to the next tab or worker. */
+  /** Sends what `.buffer()` holds, for every queue; rejects with the first failure. */
+  flushAllBuffers(): Promise<void>
+  getBufferStats(): BufferStats
+  /**
+   * Stops this client: flushes buffers first (up to 30 s; rejects, after closing, when some items could
+   * not be sent), stops the bridge; in the browser a writer hands the database to the next tab or worker.
+   */
   close(): Promise<void>
 }
 
@@ -495,6 +683,7 @@ export interface QueenFetchEvent {
 
 /**
  * Service-worker mode: a fetch handler answering `/api/v1/*`, `/health` and `/metrics*` of this origin
- * from the in-browser broker (returns true) and leaving other requests alone (returns false).
+ * from the in-browser broker (returns true) and leaving other requests alone (returns false). No
+ * `bridge` here (it needs the views build, which browsers cannot load in a service worker): refused.
  */
-export declare function serveQueen(options: OpenOptions): (event: QueenFetchEvent) => boolean
+export declare function serveQueen(options: Omit<OpenOptions, 'bridge'>): (event: QueenFetchEvent) => boolean

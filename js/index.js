@@ -6,10 +6,11 @@
 //
 // Types: index.d.ts. Design: README.md (In the browser) and docs/decisions.md.
 
-import { QueenClient } from './client.js'
+import { QueenClient, flushBuffersForClose } from './client.js'
 import { HttpTransport } from './http.js'
 import { LocalTransport, deleteDatabase as deleteLocalDatabase, loadWasm } from './local.js'
-import { asQueenError } from './errors.js'
+import { QueenError, asQueenError, errorFromResponse } from './errors.js'
+import { bridgeOptions } from './bridge-options.js'
 
 export { QueenError } from './errors.js'
 export {
@@ -26,17 +27,45 @@ export {
 
 /** A Queen client: in-browser broker (`Queen.open`) or HTTP (`Queen.connect`). */
 export class Queen extends QueenClient {
+  #bridge = null
+
   /**
    * Opens the broker `name` in this page or worker, on IndexedDB. Across tabs and workers of the
-   * origin, one holds the database (the writer) and the others forward to it; see `role`.
+   * origin, one holds the database (the writer) and the others forward to it; see `role`. With
+   * `bridge: { url, token, queues }`, pushes to those queues are forwarded to the edge broker at `url`
+   * (see `queen.bridge`); the bridge reads its pending count from the view routes, so it loads the
+   * views build (`views: false` with a bridge is refused).
    */
   static async open(options) {
-    return new Queen(await LocalTransport.open(options))
+    let bridge = null
+    let loading = null
+    if (options && options.bridge !== undefined) {
+      bridge = bridgeOptions(options.bridge)
+      if (options.views === false) {
+        throw new QueenError('invalid', 'bridge needs views (its pending count reads the depth view): leave views unset or true')
+      }
+      options = { ...options, views: true }
+      loading = import('./bridge.js')
+    }
+    const queen = new Queen(await LocalTransport.open(options))
+    if (bridge) {
+      const { Bridge } = await loading
+      queen.#bridge = new Bridge(queen, bridge, { QueenError, errorFromResponse, asQueenError, HttpTransport })
+    }
+    return queen
   }
 
   /** The same API over HTTP to a queen-edge worker or a Queen server. */
   static connect(url, options = {}) {
+    if (options && options.bridge !== undefined) {
+      throw new QueenError('invalid', 'bridge is an option of Queen.open (a broker in this page), not of Queen.connect')
+    }
     return new Queen(new HttpTransport(url, options))
+  }
+
+  /** The browser-to-edge bridge of `Queen.open({ bridge })`, or null. */
+  get bridge() {
+    return this.#bridge
   }
 
   /** Deletes the IndexedDB database of broker `name` and everything in it. */
@@ -72,9 +101,17 @@ export class Queen extends QueenClient {
     return t instanceof LocalTransport ? t.onRoleChange(callback) : () => {}
   }
 
-  /** Stops this client. In-browser, a writer hands the database to the next tab or worker. */
+  /**
+   * Stops this client: sends what `.buffer()` holds first (up to 30 s; rejects, after closing, when
+   * some could not be sent). In-browser, a writer hands the database to the next tab or worker.
+   */
   async close() {
-    this.transport.close()
+    try {
+      await flushBuffersForClose(this)
+    } finally {
+      if (this.#bridge) await this.#bridge.stop()
+      this.transport.close()
+    }
   }
 }
 
@@ -95,6 +132,9 @@ const CORS = {
  *   self.addEventListener('fetch', (event) => { handle(event) })
  */
 export function serveQueen(options) {
+  if (options && options.bridge !== undefined) {
+    throw new QueenError('invalid', 'bridge is an option of Queen.open, not of serveQueen (browsers forbid the views build it needs in a service worker)')
+  }
   let opening = null
   const transport = () => {
     if (!opening) {

@@ -653,7 +653,7 @@ fn s15_subscription_start_fixed_by_first_pop_default_new() {
     // A later pop with mode=all changes nothing.
     let mut req = PopRequest::queue("q");
     req.group = Some("late".into());
-    req.subscription_mode = Some("all".into());
+    req.subscription = Some(SubscriptionStart::All);
     h.advance(400_000);
     assert_eq!(offsets(&h.pop_with(req)), vec![3]);
     // Queue mode always starts from the oldest.
@@ -661,7 +661,7 @@ fn s15_subscription_start_fixed_by_first_pop_default_new() {
     // mode=all reads the backlog.
     let mut req = PopRequest::queue("q");
     req.group = Some("all".into());
-    req.subscription_mode = Some("all".into());
+    req.subscription = Some(SubscriptionStart::All);
     req.batch = Some(10);
     assert_eq!(offsets(&h.pop_with(req)), vec![0, 1, 2, 3]);
 }

@@ -333,7 +333,18 @@ fn run(cmds: Vec<Cmd>) -> Result<(), TestCaseError> {
             let q = h.broker.queue_view(h.now, "q").unwrap();
             let p = &q.partitions[0];
             for (g, name) in GROUPS.iter().enumerate() {
-                if let Some(lane) = p.lanes.iter().find(|l| l.consumer_group == *name) {
+                let lane = p.lanes.iter().find(|l| l.consumer_group == *name);
+                // A group the model has never moved may have no lane yet; any other must have one.
+                let pristine =
+                    m.lanes[g].c == -1 && m.lanes[g].r == 0 && m.lanes[g].lease.is_none();
+                prop_assert!(
+                    lane.is_some() || pristine,
+                    "step {}: the lane of {} is lost (model cursor {})",
+                    step,
+                    name,
+                    m.lanes[g].c
+                );
+                if let Some(lane) = lane {
                     prop_assert_eq!(
                         lane.committed,
                         m.lanes[g].c,

@@ -230,10 +230,38 @@ async fn non_ascii_keys_scan_in_byte_order_and_prefixes_are_exact() {
 async fn failed_commit_writes_nothing() {
     let name = unique_name("atomic");
     let store = open(&name, Durability::Strict).await;
+    let mut base = ChangeSet::default();
+    base.put("a/1", vec![1]);
+    base.put("a/2", vec![2]);
+    store.commit(&base).await.expect("commit");
+    // A commit whose last request fails inside the transaction, after its puts and delete were issued: the
+    // record is a function, which IndexedDB cannot store (DataCloneError). The whole transaction aborts.
     let mut changes = ChangeSet::default();
-    changes.put("a/1", vec![1]);
-    store.commit(&changes).await.expect("commit");
-    // Deleting the database closes our connection: the next commit must fail, not half-apply.
+    changes.put("a/1", vec![9]);
+    changes.put("a/3", vec![3]);
+    changes.delete("a/2");
+    let unstorable: JsValue = js_sys::Function::new_no_args("").into();
+    let err = store
+        .commit_recording(&changes, Some(("req/1", &unstorable, "req/")))
+        .await
+        .expect_err("a commit with a request that fails");
+    assert!(err.message.contains("DataCloneError"), "{err}");
+    // Nothing of it is visible, from this connection or a new one.
+    let expected = vec![("a/1".to_string(), vec![1]), ("a/2".to_string(), vec![2])];
+    assert_eq!(store.scan("").await.expect("scan"), expected);
+    drop(store);
+    let store = open(&name, Durability::Strict).await;
+    assert_eq!(store.scan("").await.expect("scan"), expected);
+    assert!(store.read_meta("req/1").await.expect("read").is_undefined());
+    drop(store);
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+#[wasm_bindgen_test]
+async fn commit_on_a_closed_connection_is_unavailable() {
+    let name = unique_name("closed");
+    let store = open(&name, Durability::Strict).await;
+    // Deleting the database closes our connection (its versionchange handler).
     IdbStore::delete_database(&name).await.expect("delete");
     let mut changes = ChangeSet::default();
     changes.put("a/2", vec![2]);
@@ -242,11 +270,6 @@ async fn failed_commit_writes_nothing() {
         .await
         .expect_err("commit on a closed connection");
     assert_eq!(err.kind, StoreErrorKind::Unavailable, "{err}");
-    drop(store);
-    let store = open(&name, Durability::Strict).await;
-    assert!(store.scan("").await.expect("scan").is_empty());
-    drop(store);
-    IdbStore::delete_database(&name).await.expect("delete");
 }
 
 #[wasm_bindgen_test]

@@ -305,7 +305,7 @@ impl Broker {
         for (queue, g) in &keys {
             if let Some(sub) = self.subscriptions.get_mut(&(queue.clone(), g.clone())) {
                 sub.start_ms = Some(start_ms);
-                sub.mode = "timestamp".to_string();
+                sub.mode = SubscriptionMode::Timestamp;
             }
             self.save_subscription(queue, g);
             let pids: Vec<u64> = self

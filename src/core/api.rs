@@ -461,6 +461,28 @@ pub enum PopTarget {
     },
 }
 
+/// Where a named group starts reading when its first pop creates its subscription (wire-contract §3.7),
+/// parsed at the edge from `subscriptionMode` and `subscriptionFrom` (which wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubscriptionStart {
+    /// After the first pop's instant: `subscriptionMode=new` or `new-only`, `subscriptionFrom=now`.
+    New,
+    /// From the oldest retained message: any other `subscriptionMode` (wire-contract §7, note 24).
+    All,
+    /// After this instant (ms since the epoch): `subscriptionFrom=<ISO time>`.
+    At(i64),
+}
+
+impl SubscriptionStart {
+    /// The start a `subscriptionMode` value names.
+    pub fn from_mode(mode: &str) -> Self {
+        match mode {
+            "new" | "new-only" => SubscriptionStart::New,
+            _ => SubscriptionStart::All,
+        }
+    }
+}
+
 /// A pop (claim) request. Long-polling is the engine's business; the core answers at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PopRequest {
@@ -474,10 +496,9 @@ pub struct PopRequest {
     pub partitions: Option<u32>,
     /// Commit at delivery, no lease.
     pub auto_ack: bool,
-    /// `new`, `new-only`, `all`, ...: read on a named group's first pop only.
-    pub subscription_mode: Option<String>,
-    /// ISO time or `now`: read on a named group's first pop only; wins over the mode.
-    pub subscription_from: Option<String>,
+    /// Where a named group starts, read on its first pop only; `None` = the broker's default
+    /// (`BrokerConfig::default_subscription_new`).
+    pub subscription: Option<SubscriptionStart>,
     /// Overrides the queue's lease time when > 0.
     pub lease_seconds: Option<u64>,
     /// Let the broker size `batch` and `partitions` when they are not sent.
@@ -497,8 +518,7 @@ impl PopRequest {
             batch: None,
             partitions: None,
             auto_ack: false,
-            subscription_mode: None,
-            subscription_from: None,
+            subscription: None,
             lease_seconds: None,
             autopilot: false,
             conflation: false,

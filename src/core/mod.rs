@@ -43,7 +43,7 @@ use std::collections::BTreeMap;
 pub use records::{
     needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES, SEGMENT_PREFIX,
 };
-pub use state::Subscription;
+pub use state::{Subscription, SubscriptionMode};
 
 /// Default byte budget of the decoded-segment cache: a quarter of a Durable Object's 128 MB.
 pub const DEFAULT_CACHE_BYTES: usize = 32 * 1024 * 1024;

@@ -2,7 +2,6 @@
 
 use super::api::*;
 use super::state::*;
-use super::timefmt::parse_iso;
 use super::Broker;
 use std::collections::BTreeSet;
 
@@ -279,19 +278,17 @@ impl Broker {
         if let Some(sub) = self.subscriptions.get(&key) {
             return (**sub).clone();
         }
-        let (start_ms, mode) = match (
-            req.subscription_from.as_deref(),
-            req.subscription_mode.as_deref(),
-        ) {
-            (Some("now"), _) => (Some(now), "new".to_string()),
-            (Some(from), _) => match parse_iso(from) {
-                Some(t) => (Some(t), "timestamp".to_string()),
-                None => (None, "all".to_string()),
-            },
-            (None, Some("new") | Some("new-only")) => (Some(now), "new".to_string()),
-            (None, Some(_)) => (None, "all".to_string()),
-            (None, None) if self.config.default_subscription_new => (Some(now), "new".to_string()),
-            (None, None) => (None, "all".to_string()),
+        let start = req
+            .subscription
+            .unwrap_or(if self.config.default_subscription_new {
+                SubscriptionStart::New
+            } else {
+                SubscriptionStart::All
+            });
+        let (start_ms, mode) = match start {
+            SubscriptionStart::New => (Some(now), SubscriptionMode::New),
+            SubscriptionStart::All => (None, SubscriptionMode::All),
+            SubscriptionStart::At(t) => (Some(t), SubscriptionMode::Timestamp),
         };
         let sub = Subscription {
             group: group.to_string(),

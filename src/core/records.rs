@@ -536,7 +536,11 @@ fn subscription(f: &mut Fields) -> Result<Subscription, FieldError> {
         start_ms: f.opt_i64("start_ms")?,
         conflation: f.bool("conflation")?,
         created_at_ms: f.i64("created_at_ms")?,
-        mode: f.string("mode")?,
+        mode: {
+            let name = f.string("mode")?;
+            SubscriptionMode::parse(&name)
+                .ok_or_else(|| format!("unknown subscription mode \"{name}\""))?
+        },
     })
 }
 
@@ -707,7 +711,8 @@ mod tests {
                 start_ms: start,
                 conflation: flag,
                 created_at_ms: numbers.3,
-                mode: names[2].clone(),
+                mode: [SubscriptionMode::New, SubscriptionMode::All, SubscriptionMode::Timestamp]
+                    [numbers.2 as usize % 3],
             }, subscription);
             round_trip(&DeadLetter {
                 id: names[0].clone(),

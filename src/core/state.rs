@@ -193,8 +193,41 @@ pub struct Subscription {
     pub conflation: bool,
     /// When the subscription was created.
     pub created_at_ms: i64,
-    /// The mode named at creation (for display).
-    pub mode: String,
+    /// How its start was chosen (for display).
+    pub mode: SubscriptionMode,
+}
+
+/// How a subscription's start was chosen; stored and shown as `new`, `all` or `timestamp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SubscriptionMode {
+    /// After its first pop's instant.
+    New,
+    /// From the oldest retained message.
+    All,
+    /// After a given instant (`subscriptionFrom`, or moved by a subscription update).
+    Timestamp,
+}
+
+impl SubscriptionMode {
+    /// Its stored and shown name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionMode::New => "new",
+            SubscriptionMode::All => "all",
+            SubscriptionMode::Timestamp => "timestamp",
+        }
+    }
+
+    /// The mode a stored name names.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "new" => Some(SubscriptionMode::New),
+            "all" => Some(SubscriptionMode::All),
+            "timestamp" => Some(SubscriptionMode::Timestamp),
+            _ => None,
+        }
+    }
 }
 
 /// A dead-letter row: a per-group copy of a message that was given up on.

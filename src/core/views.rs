@@ -273,7 +273,7 @@ impl Broker {
             })
             .collect();
         let subscription = self.subscription(queue, group).map(|s| SubscriptionView {
-            mode: s.mode.clone(),
+            mode: s.mode.as_str().to_string(),
             start_ms: s.start_ms,
             created_at_ms: s.created_at_ms,
             conflation: s.conflation,

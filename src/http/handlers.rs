@@ -430,14 +430,15 @@ async fn pop<S: Store, H: Host>(
         .filter(|s| *s > 0);
     let auto_ack = query.flag("autoAck");
     let conflation = query.flag("conflation");
-    let subscription_mode = query.non_empty("subscriptionMode").map(str::to_string);
-    if let Some(m) = &subscription_mode {
+    let subscription_mode = query.non_empty("subscriptionMode");
+    if let Some(m) = subscription_mode {
         check_name("subscriptionMode", m, false, limits)?;
     }
-    let subscription_from = match query.non_empty("subscriptionFrom") {
-        None => None,
-        Some("now") => Some("now".to_string()),
-        Some(t) => Some(iso_millis(parse_iso(t).ok_or_else(|| {
+    // subscriptionFrom wins over subscriptionMode (wire-contract §1.3).
+    let subscription = match query.non_empty("subscriptionFrom") {
+        None => subscription_mode.map(SubscriptionStart::from_mode),
+        Some("now") => Some(SubscriptionStart::New),
+        Some(t) => Some(SubscriptionStart::At(parse_iso(t).ok_or_else(|| {
             HttpError::bad_request(format!(
                 "subscriptionFrom must be an ISO-8601 time or 'now', got '{}'",
                 clip(t)
@@ -460,8 +461,7 @@ async fn pop<S: Store, H: Host>(
         batch,
         partitions,
         auto_ack,
-        subscription_mode,
-        subscription_from,
+        subscription,
         lease_seconds,
         autopilot: query.flag("autopilot"),
         conflation,

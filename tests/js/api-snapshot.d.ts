@@ -62,8 +62,11 @@ export interface PushResult {
     message_id?: string;
     messageId?: string;
     partition_id?: string;
+    partitionId?: string;
     trace_id?: string | null;
     queueName?: string;
+    partition?: string;
+    offset?: number;
     error?: string;
 }
 export interface Message<T = Json> {
@@ -73,7 +76,7 @@ export interface Message<T = Json> {
     partition: string;
     queue: string;
     leaseId: string;
-    consumerGroup: string | null;
+    consumerGroup: string;
     data: T;
     traceId: string | null;
     producerSub: string | null;
@@ -126,6 +129,7 @@ export interface RenewResult {
 }
 export interface DeadLetter<T = Json> {
     id: string;
+    messageId?: string;
     transactionId: string;
     partitionId: string;
     queue: string;
@@ -137,6 +141,8 @@ export interface DeadLetter<T = Json> {
     createdAt: string;
     failedAt: string;
     producerSub: string | null;
+    offset?: number;
+    originalCreatedAt?: string;
 }
 export interface DeadLetterPage<T = Json> {
     messages: DeadLetter<T>[];
@@ -176,6 +182,34 @@ export class PushBuilder implements PromiseLike<PushResult[]> {
     catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<PushResult[] | B>;
     finally(onfinally?: (() => void) | null): Promise<PushResult[]>;
 }
+export interface BufferOptions {
+    messageCount?: number;
+    timeMillis?: number;
+}
+export interface BufferedItem {
+    queue: string;
+    partition: string;
+    payload: Json;
+    transactionId: string;
+    traceId?: string;
+}
+export interface BufferedPushResult {
+    buffered: true;
+    count: number;
+}
+export interface BufferedPushBuilder extends PromiseLike<BufferedPushResult> {
+    onSuccess(callback: (items: BufferedItem[]) => unknown): this;
+    catch<B = never>(onrejected?: ((reason: unknown) => B | PromiseLike<B>) | null): Promise<BufferedPushResult | B>;
+    finally(onfinally?: (() => void) | null): Promise<BufferedPushResult>;
+}
+export interface BufferStats {
+    activeBuffers: number;
+    totalBufferedMessages: number;
+    oldestBufferAge: number;
+    flushesPerformed: number;
+    failedMessages: number;
+    lastError: string | null;
+}
 export class ConsumeBuilder<T = Json, Each extends boolean = false> implements PromiseLike<void> {
     private constructor();
     onSuccess(callback: (subject: Each extends true ? Message<T> : Message<T>[]) => unknown): this;
@@ -194,7 +228,7 @@ export class DLQBuilder<T = Json> {
     get(): Promise<DeadLetterPage<T>>;
 }
 export type ConsumeHandler<T = Json, Each extends boolean = false> = (subject: Each extends true ? Message<T> : Message<T>[]) => unknown;
-export class QueueBuilder<T = Json, Each extends boolean = false> {
+export class QueueBuilder<T = Json, Each extends boolean = false, Buffered extends boolean = false> {
     private constructor();
     readonly name: string | null;
     namespace(name: string): this;
@@ -203,18 +237,23 @@ export class QueueBuilder<T = Json, Each extends boolean = false> {
     create(): OperationBuilder<JsonObject>;
     delete(): OperationBuilder<JsonObject>;
     partition(name: string): this;
-    push(items: PushItem | PushItem[]): PushBuilder;
+    push(items: PushItem | PushItem[]): Buffered extends true ? BufferedPushBuilder : PushBuilder;
+    buffer(options?: BufferOptions): QueueBuilder<T, Each, true>;
+    flushBuffer(): Promise<void>;
     group(name: string): this;
     concurrency(n: number): this;
     batch(n: number): this;
     partitions(n: number): this;
+    autopilot(enabled?: boolean): this;
+    conflation(enabled?: boolean): this;
+    leaseSeconds(seconds: number): this;
     limit(n: number): this;
     idleMillis(ms: number): this;
     autoAck(enabled: boolean): this;
     renewLease(enabled: boolean, intervalMillis?: number): this;
     subscriptionMode(mode: 'new' | 'all'): this;
     subscriptionFrom(from: string | Date): this;
-    each(): QueueBuilder<T, true>;
+    each(): QueueBuilder<T, true, Buffered>;
     wait(enabled: boolean): this;
     timeoutMillis(ms: number): this;
     pop(): Promise<Message<T>[]>;
@@ -286,6 +325,42 @@ export interface OpenOptions {
     views?: boolean;
     encryptionKey?: string | CryptoKey;
     wasmUrl?: string | URL;
+    bridge?: BridgeOptions;
+}
+export interface BridgeOptions {
+    url: string;
+    token?: string;
+    queues: string[];
+    batch?: number;
+    leaseSeconds?: number;
+    retryDelayMillis?: number;
+    maxRetryDelayMillis?: number;
+    timeoutMillis?: number;
+}
+export interface BridgeStatus {
+    url: string;
+    queues: string[];
+    state: 'starting' | 'idle' | 'forwarding' | 'retrying' | 'offline' | 'stopped';
+    online: boolean;
+    pending: number | null;
+    forwarded: number;
+    duplicates: number;
+    failedAttempts: number;
+    lastError: string | null;
+    lastErrorAt: string | null;
+    lastForwardAt: string | null;
+    nextRetryAt: string | null;
+}
+export interface Bridge {
+    readonly url: string;
+    readonly queues: string[];
+    status(): Promise<BridgeStatus>;
+    onProgress(callback: (status: BridgeStatus) => void): () => void;
+    drain(options?: {
+        timeoutMillis?: number;
+    }): Promise<BridgeStatus>;
+    retryNow(): void;
+    stop(): Promise<void>;
 }
 export interface ConnectOptions {
     token?: string;
@@ -312,6 +387,7 @@ export class Queen {
     readonly persisted: boolean | undefined;
     readonly name: string;
     readonly admin: Admin;
+    readonly bridge: Bridge | null;
     request(method: string, path: string, body?: unknown): Promise<RawResponse>;
     queue<T = Json>(name?: string): QueueBuilder<T>;
     ack(messages: Message<unknown> | Message<unknown>[], status?: AckStatus, context?: AckContext): Promise<AckResult>;
@@ -321,10 +397,12 @@ export class Queen {
     deleteConsumerGroup(group: string, deleteMetadata?: boolean): Promise<JsonObject>;
     updateConsumerGroupTimestamp(group: string, timestamp: string | Date): Promise<JsonObject>;
     onRoleChange(callback: (role: QueenRole) => void): () => void;
+    flushAllBuffers(): Promise<void>;
+    getBufferStats(): BufferStats;
     close(): Promise<void>;
 }
 export interface QueenFetchEvent {
     readonly request: Request;
     respondWith(response: Response | Promise<Response>): void;
 }
-export declare function serveQueen(options: OpenOptions): (event: QueenFetchEvent) => boolean;
+export declare function serveQueen(options: Omit<OpenOptions, 'bridge'>): (event: QueenFetchEvent) => boolean;

@@ -7,10 +7,24 @@
 // Screenshots and logs go to test-artifacts/js/.
 
 import { launch, openPage, uniqueName, assert, assertEq, runTests, ARTIFACTS } from './harness.mjs'
+import { recordAnswers, factsProblems, checkAnswerTypes } from './answers.mjs'
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 const tests = [
+  ['answers recorded in Chromium have the types js/index.d.ts declares (tsc --strict); 0-based offsets, groups, ack takes the group of the message, buffer', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'answers')
+    const recorded = await page.evaluate(`(${recordAnswers.toString()})(${JSON.stringify({
+      moduleUrl: '/vendor/queen-edge/queen-edge.js', mode: 'open', name: uniqueName('answers'), q: 'answers'
+    })})`)
+    const problems = factsProblems(recorded.facts)
+    assert(problems.length === 0, problems.join('\n      '))
+    const typeErrors = await checkAnswerTypes(recorded.answers, 'open')
+    assert(typeErrors === '', 'recorded answers against js/index.d.ts:\n' + typeErrors)
+    await context.close()
+  }],
+
   ['push, pop, ack, nack to the dead-letter queue, replay', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'basic')
@@ -85,6 +99,113 @@ const tests = [
     assertEq(r.health, [200, 'healthy'], '/health through queen.request')
     assertEq(r.closedRole, 'closed', 'role after close')
     assertEq(r.afterClose, 'closed', 'calls after close fail with code closed')
+    await context.close()
+  }],
+
+  ['builders: autopilot, conflation, leaseSeconds, buffer (count, time, flushBuffer, close, a refused batch)', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'builders')
+    const name = uniqueName('builders')
+    const r = await page.evaluate(async (name) => {
+      const { Queen } = window.QE
+      const queen = await Queen.open({ name })
+      const out = {}
+      const data = (ms) => ms.map((m) => m.data)
+      // autopilot: no batch set, the broker sizes it (a plain pop takes one).
+      await queen.queue('auto').push(Array.from({ length: 20 }, (_, i) => ({ data: i })))
+      out.plain = (await queen.queue('auto').group('plain').subscriptionMode('all').wait(false).pop()).length
+      out.autopilot = (await queen.queue('auto').group('pilot').subscriptionMode('all').autopilot().wait(false).pop()).length
+      out.autopilotBatch = (await queen.queue('auto').group('pilot5').subscriptionMode('all').autopilot().batch(5).wait(false).pop()).length
+      // conflation: only the newest message of the partition; without a group the broker refuses and pop throws.
+      await queen.queue('conf').partition('sensor').push([{ data: 'v1' }, { data: 'v2' }, { data: 'v3' }])
+      const conflated = await queen.queue('conf').partition('sensor').group('latest').subscriptionMode('all').conflation().batch(10).wait(false).pop()
+      out.conflated = data(conflated)
+      out.conflatedAck = (await queen.ack(conflated)).success
+      out.conflatedAfter = data(await queen.queue('conf').partition('sensor').group('latest').conflation().batch(10).wait(false).pop())
+      try {
+        await queen.queue('conf').conflation().wait(false).pop()
+        out.conflationNoGroup = 'resolved'
+      } catch (e) {
+        out.conflationNoGroup = [e.code, e.message]
+      }
+      // leaseSeconds: a 1 s lease instead of the queue's 300 s: the message comes back after it.
+      await queen.queue('lease').config({ leaseTime: 300 }).create()
+      await queen.queue('lease').push({ data: 'x' })
+      const [leased] = await queen.queue('lease').leaseSeconds(1).wait(false).pop()
+      out.heldDuringLease = (await queen.queue('lease').wait(false).pop()).length
+      await new Promise((r) => setTimeout(r, 1600))
+      const again = await queen.queue('lease').wait(false).pop()
+      out.afterLease = [again.length, again[0] && again[0].deliveryAttempt, leased.deliveryAttempt]
+      try {
+        queen.queue('lease').leaseSeconds(0)
+      } catch (e) {
+        out.badLease = e.code
+      }
+      // buffer: by count (3), by time (300 ms), by flushBuffer, by close.
+      const count = await queen.queue('buf').partition('c').buffer({ messageCount: 3, timeMillis: 60000 }).push([{ data: 1 }, { data: 2 }])
+      out.bufferedResult = count
+      out.beforeCount = (await queen.queue('buf').partition('c').batch(10).wait(false).pop()).length
+      await queen.queue('buf').partition('c').buffer({ messageCount: 3, timeMillis: 60000 }).push({ data: 3 })
+      await new Promise((r) => setTimeout(r, 100))
+      const byCount = await queen.queue('buf').partition('c').batch(10).wait(false).pop()
+      out.byCount = data(byCount)
+      await queen.ack(byCount)
+      await queen.queue('buf').partition('t').buffer({ messageCount: 100, timeMillis: 300 }).push([{ data: 'a' }, { data: 'b' }])
+      out.beforeTime = (await queen.queue('buf').partition('t').batch(10).wait(false).pop()).length
+      await new Promise((r) => setTimeout(r, 600))
+      out.byTime = data(await queen.queue('buf').partition('t').batch(10).wait(false).pop())
+      await queen.queue('buf').partition('f').buffer({ messageCount: 100, timeMillis: 60000 }).push({ data: 'f' })
+      await queen.queue('buf').partition('f').flushBuffer()
+      out.byFlush = data(await queen.queue('buf').partition('f').batch(10).wait(false).pop())
+      // A batch the broker refuses (an invalid queue name: 400) is dropped and counted, and flushBuffer rejects.
+      await queen.queue('bad\u0001name').buffer({ messageCount: 100, timeMillis: 60000 }).push({ data: 'nope' })
+      try {
+        await queen.queue('bad\u0001name').flushBuffer()
+        out.refused = 'resolved'
+      } catch (e) {
+        out.refused = e.code
+      }
+      const stats = queen.getBufferStats()
+      out.refusedStats = [stats.failedMessages, typeof stats.lastError, stats.totalBufferedMessages]
+      try {
+        queen.queue('buf').buffer({ messageCount: 0 })
+      } catch (e) {
+        out.badBuffer = e.code
+      }
+      try {
+        await queen.queue('buf').buffer().push({ data: 'never' }).onError(() => {})
+        out.bufferedOnError = 'resolved'
+      } catch (e) {
+        out.bufferedOnError = e.code
+      }
+      await queen.queue('buf').partition('z').buffer({ messageCount: 100, timeMillis: 60000 }).push([{ data: 'z1' }, { data: 'z2' }])
+      await queen.close()
+      const reopened = await Queen.open({ name })
+      out.byClose = data(await reopened.queue('buf').partition('z').batch(10).wait(false).pop())
+      await reopened.close()
+      return out
+    }, name)
+    assertEq(r.plain, 1, 'a plain pop takes one message')
+    assert(r.autopilot === 20, `an autopilot pop without a batch lets the broker size it: got ${r.autopilot} of 20`)
+    assertEq(r.autopilotBatch, 5, 'a batch set under autopilot is kept')
+    assertEq(r.conflated, ['v3'], 'conflation delivers the newest message only')
+    assertEq(r.conflatedAck, true, 'and acking it (group from the message) works')
+    assertEq(r.conflatedAfter, [], 'the older ones were passed')
+    assertEq(r.conflationNoGroup[0], 'bad_request', `conflation without a group throws: ${r.conflationNoGroup}`)
+    assertEq(r.heldDuringLease, 0, 'leased')
+    assertEq(r.afterLease, [1, 2, 1], 'leaseSeconds(1): the message is delivered again after a second, not after the queue\'s 300 s')
+    assertEq(r.badLease, 'invalid', 'leaseSeconds(0) is refused')
+    assertEq(r.bufferedResult, { buffered: true, count: 2 }, 'a buffered push resolves at once')
+    assertEq(r.beforeCount, 0, 'nothing sent below messageCount')
+    assertEq(r.byCount, [1, 2, 3], 'sent when messageCount items wait')
+    assertEq(r.beforeTime, 0, 'nothing sent before timeMillis')
+    assertEq(r.byTime, ['a', 'b'], 'sent timeMillis after the first item')
+    assertEq(r.byFlush, ['f'], 'flushBuffer sends at once')
+    assertEq(r.refused, 'bad_request', 'a refused batch rejects flushBuffer')
+    assertEq(r.refusedStats, [1, 'string', 0], 'and is counted as failed, not kept')
+    assertEq(r.badBuffer, 'invalid', 'buffer({ messageCount: 0 }) is refused')
+    assertEq(r.bufferedOnError, 'invalid', 'onError on a buffered push (it could never be called) is refused')
+    assertEq(r.byClose, ['z1', 'z2'], 'close() flushes the buffers')
     await context.close()
   }],
 

@@ -7,7 +7,9 @@
 //     as ESM and as the default iife; and as ESM with the wasm copied next to the bundle), a plain <script type="module">
 //     page with an import map, the Vite 8 dev server, and Vite 7's with the README's optimizeDeps setting;
 // and each app runs in one shared headless Chromium: Queen.open, push, pop, ack, pop again (empty),
-// close, deleteDatabase. Prints the time of each step.
+// close, deleteDatabase; with Vite (build, dev), webpack and the plain page also a broker with a bridge to
+// an unreachable edge (its chunk and the views build load through the bundler; the push stays pending).
+// Prints the time of each step.
 //
 //   node tests/js/bundlers.test.mjs path/to/queen-edge-x.y.z.tgz     (QE_KEEP_BUNDLER_APPS=1 keeps the dir)
 
@@ -65,8 +67,21 @@ function serve(dir) {
   })))
 }
 
-/** The app: push, pop, ack through Queen.open; `window.result` settles with what happened. */
-const app = ({ wasmImport = '', openExtra = '' } = {}) => `import { Queen } from 'queen-edge'
+/**
+ * The app: push, pop, ack through Queen.open; `window.result` settles with what happened. With `bridge`,
+ * it also opens a broker with a bridge to an edge that refuses connections: the bridge chunk and the views
+ * build load through the bundler, the push stays pending and the last error shows.
+ */
+const BRIDGE_STEP = `
+  const bridgedName = name + '-bridge'
+  const bridged = await Queen.open({ name: bridgedName, bridge: { url: 'http://127.0.0.1:9', queues: ['q'], retryDelayMillis: 100, maxRetryDelayMillis: 200 } })
+  await bridged.queue('q').push([{ data: 1 }])
+  await new Promise((r) => setTimeout(r, 800))
+  const s = await bridged.bridge.status()
+  await bridged.close()
+  await Queen.deleteDatabase(bridgedName, { views: true })
+  out.bridge = { state: s.state, pending: s.pending, forwarded: s.forwarded, lastError: /^network:/.test(s.lastError || '') }`
+const app = ({ wasmImport = '', openExtra = '', bridge = false } = {}) => `import { Queen } from 'queen-edge'
 ${wasmImport}
 window.result = (async () => {
   const name = 'bundler-' + Math.random().toString(36).slice(2)
@@ -79,7 +94,9 @@ window.result = (async () => {
   const role = queen.role
   await queen.close()
   await Queen.deleteDatabase(name)
-  return { pushed: pushed.map((p) => p.status), data: messages.map((m) => m.data.n), offsets: messages.map((m) => m.offset), ack: ack.success, left: left.length, role }
+  const out = { pushed: pushed.map((p) => p.status), data: messages.map((m) => m.data.n), offsets: messages.map((m) => m.offset), ack: ack.success, left: left.length, role }
+  ${bridge ? BRIDGE_STEP : ''}
+  return out
 })().catch((error) => ({ error: String((error && error.stack) || error) }))
 `
 const html = (script) => `<!doctype html><meta charset="utf-8"><title>queen-edge bundler test</title>\n${script}\n`
@@ -100,14 +117,14 @@ try {
   const apps = join(dir, 'apps')
   const write = async (path, text) => { await mkdir(join(apps, path, '..'), { recursive: true }); await writeFile(join(apps, path), text) }
   await write('vite/index.html', html('<script type="module" src="/main.js"></script>'))
-  await write('vite/main.js', app())
+  await write('vite/main.js', app({ bridge: true }))
   // Served by the dev server only (vite build builds index.html): the wasm's URL by package path.
   await write('vite/url.html', html('<script type="module" src="/main-url.js"></script>'))
   await write('vite/main-url.js', app({ wasmImport: "import wasmUrl from 'queen-edge/queen_edge_bg.wasm?url'", openExtra: ', wasmUrl' }))
   await write('vite7/index.html', html('<script type="module" src="/main.js"></script>'))
-  await write('vite7/main.js', app())
+  await write('vite7/main.js', app({ bridge: true }))
   await write('vite7/vite.config.js', "export default { optimizeDeps: { exclude: ['queen-edge'] } }\n")
-  await write('webpack/main.js', app())
+  await write('webpack/main.js', app({ bridge: true }))
   await write('webpack/dist/index.html', html('<script src="main.js"></script>'))
   await write('webpack/build.mjs', `import webpack from 'webpack'
 const compiler = webpack({ mode: 'production', context: import.meta.dirname, entry: './main.js',
@@ -124,7 +141,7 @@ compiler.run((error, stats) => {
   await write('esbuild-copy/dist/index.html', html('<script type="module" src="main.js"></script>'))
   await write('plain/index.html', html(`<script type="importmap">{"imports": {"queen-edge": "/node_modules/queen-edge/js/dist/queen-edge.js"}}</script>
 <script type="module" src="/apps/plain/main.js"></script>`))
-  await write('plain/main.js', app())
+  await write('plain/main.js', app({ bridge: true }))
 
   // The README's TypeScript examples, against the installed package.
   const readme = await readFile(join(dir, 'node_modules/queen-edge/README.md'), 'utf8')
@@ -196,17 +213,17 @@ compiler.run((error, stats) => {
 
   // 4. Each app in Chromium.
   const pages = [
-    ['Vite 8 build', 'vite build', () => serve(join(apps, 'vite/dist')), '/'],
-    ['webpack 5', 'webpack 5 build', () => serve(join(apps, 'webpack/dist')), '/'],
+    ['Vite 8 build', 'vite build', () => serve(join(apps, 'vite/dist')), '/', true],
+    ['webpack 5', 'webpack 5 build', () => serve(join(apps, 'webpack/dist')), '/', true],
     ['esbuild, wasmUrl from the file loader', 'esbuild --format=esm --loader:.wasm=file (wasmUrl)', () => serve(join(apps, 'esbuild-file/dist')), '/'],
     ['esbuild (iife), wasmUrl from the file loader', 'esbuild (default format, iife) --loader:.wasm=file (wasmUrl)', () => serve(join(apps, 'esbuild-file/dist-iife')), '/'],
     ['esbuild, wasm copied next to the bundle', 'esbuild --format=esm + wasm copied next to the bundle', () => serve(join(apps, 'esbuild-copy/dist')), '/'],
-    ['plain <script type="module"> with an import map', null, () => serve(dir), '/apps/plain/'],
-    ['Vite 8 dev server', null, async () => ({ url: await viteDev, close: async () => {} }), '/'],
+    ['plain <script type="module"> with an import map', null, () => serve(dir), '/apps/plain/', true],
+    ['Vite 8 dev server', null, async () => ({ url: await viteDev, close: async () => {} }), '/', true],
     ["Vite 8 dev server, wasmUrl from 'queen-edge/queen_edge_bg.wasm?url'", null, async () => ({ url: await viteDev, close: async () => {} }), '/url.html'],
-    ["Vite 7 dev server with the README's optimizeDeps.exclude", null, async () => ({ url: await vite7Dev, close: async () => {} }), '/']
+    ["Vite 7 dev server with the README's optimizeDeps.exclude", null, async () => ({ url: await vite7Dev, close: async () => {} }), '/', true]
   ]
-  for (const [label, needs, start, path] of pages) {
+  for (const [label, needs, start, path, bridge] of pages) {
     if (needs && !built.has(needs)) { failures++; console.log(`  FAIL  ${label}: not built`); continue }
     const s0 = Date.now()
     let server = null
@@ -223,11 +240,12 @@ compiler.run((error, stats) => {
       await page.waitForFunction(() => window.result !== undefined, null, { timeout: 30000 })
       const result = await page.evaluate(() => window.result)
       const expected = { pushed: ['queued', 'queued'], data: [1, 2], offsets: [0, 1], ack: true, left: 0, role: 'writer' }
+      if (bridge) expected.bridge = { state: 'retrying', pending: 1, forwarded: 0, lastError: true }
       if (JSON.stringify(result) !== JSON.stringify(expected)) {
         throw new Error(`expected ${JSON.stringify(expected)}\n      got ${JSON.stringify(result)}`)
       }
       if (!wasm.some((w) => w.startsWith('200 application/wasm'))) throw new Error('no wasm fetched as application/wasm: ' + JSON.stringify(wasm))
-      console.log(`  ok    ${label}: push, pop, ack (wasm: ${wasm.join('; ')}) (${((Date.now() - s0) / 1000).toFixed(1)} s)`)
+      console.log(`  ok    ${label}: push, pop, ack${bridge ? ', a bridge (its chunk and the views build)' : ''} (wasm: ${wasm.join('; ')}) (${((Date.now() - s0) / 1000).toFixed(1)} s)`)
     } catch (error) {
       failures++
       console.log(`  FAIL  ${label}: ${error.message}${problems.length ? '\n      ' + problems.join('\n      ') : ''}`)

@@ -18,6 +18,7 @@ import { existsSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { launch, openPage, uniqueName, assert, assertEq, runTests, ROOT } from './harness.mjs'
 import { startWrangler, tempPersistDir } from '../../worker/test/harness.mjs'
+import { recordAnswers, factsProblems, checkAnswerTypes } from './answers.mjs'
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
@@ -263,6 +264,18 @@ const tests = [
     checkScenario({ ...http, queue: q }, 'connect (same origin)')
     checkScenario({ ...local, queue: q }, 'open')
     assertSameAnswers(http, local, 'Queen.connect and Queen.open answer the scenario alike')
+    await context.close()
+  }],
+
+  ['the Worker\'s answers through Queen.connect have the types js/index.d.ts declares (tsc --strict)', async ({ browser }) => {
+    const { context, page } = await workerPage(browser)
+    const recorded = await page.evaluate(`(${recordAnswers.toString()})(${JSON.stringify({
+      moduleUrl: worker.url + MODULE_PATH, mode: 'connect', url: worker.url, token: ADMIN_TOKEN, q: uniqueName('answers')
+    })})`)
+    const problems = factsProblems(recorded.facts)
+    assert(problems.length === 0, problems.join('\n      '))
+    const typeErrors = await checkAnswerTypes(recorded.answers, 'connect')
+    assert(typeErrors === '', 'answers of the Worker against js/index.d.ts:\n' + typeErrors)
     await context.close()
   }],
 

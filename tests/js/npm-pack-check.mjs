@@ -22,6 +22,8 @@ const EXPECTED = [
   'README.md',
   'js/dist/queen-edge.js',
   'js/dist/queen-edge.js.map',
+  'js/dist/bridge.js',
+  'js/dist/bridge.js.map',
   'js/dist/queen_edge_bg.wasm',
   'js/dist/queen_edge_views.js',
   'js/dist/queen_edge_views.js.map',
@@ -74,7 +76,7 @@ try {
     pkg.exports['./queen_edge_views_bg.wasm'] === './js/dist/queen_edge_views_bg.wasm',
   'exports include the wasm files (queen-edge/queen_edge_bg.wasm, queen-edge/queen_edge_views_bg.wasm)')
 
-  const same = ['js/dist/queen-edge.js', 'js/dist/queen_edge_bg.wasm', 'js/dist/queen_edge_views.js', 'js/dist/queen_edge_views_bg.wasm', 'js/index.d.ts']
+  const same = ['js/dist/queen-edge.js', 'js/dist/bridge.js', 'js/dist/queen_edge_bg.wasm', 'js/dist/queen_edge_views.js', 'js/dist/queen_edge_views_bg.wasm', 'js/index.d.ts']
     .filter((f) => !readFileSync(join(pkgDir, f)).equals(readFileSync(join(ROOT, f))))
   check(same.length === 0, `bundle, wasm and types are the tested build${same.length ? ' (differ: ' + same.join(', ') + ')' : ''}`)
 

@@ -6,7 +6,7 @@ tests/python/launch.mjs sets it):
 
     node tests/python/launch.mjs --var DEFAULT_SUBSCRIPTION_MODE:all -- .venv/bin/python tests/python/test_sdk.py
 
-Optional: QE_ONLY=name1,name2 runs only those checks.
+Optional: QE_ONLY=name1,name2 runs only those checks (a name that is no check is an error, exit 2).
 """
 
 import asyncio
@@ -370,6 +370,13 @@ async def main():
         print("QUEEN_URL is not set (run through tests/python/launch.mjs)", file=sys.stderr)
         return 2
     only = [s for s in os.environ.get("QE_ONLY", "").split(",") if s]
+    names = [f.__name__[2:] for f in CHECKS]
+    unknown = [s for s in only if s not in names]
+    if unknown or (os.environ.get("QE_ONLY", "").strip() and not only):
+        # A selection that runs nothing must not pass.
+        print(f"QE_ONLY names no check ({', '.join(unknown) or 'empty'}); the checks are: {', '.join(names)}",
+              file=sys.stderr)
+        return 2
     queen = Queen(url=BASE, timeout_millis=15000, retry_attempts=1, transport=RecordingTransport())
     failed = []
     t_all = time.monotonic()

@@ -84,7 +84,8 @@ test('8+3 consumers of two groups over 4 partitions: no double lease, all seen b
         }
         if (body.messages.length === 0) continue;
         n++;
-        const kind = nacker && n % 4 === 0 ? 'retry' : sleeper && n % 3 === 0 ? 'late' : 'completed';
+        // From their first pop on, so every run has both (the checks below must not loop over nothing).
+        const kind = nacker && n % 4 === 1 ? 'retry' : sleeper && n % 3 === 1 ? 'late' : 'completed';
         const rec = {
           group, consumer: name, leaseId: body.leaseId, popStart, popEnd, kind,
           msgs: body.messages.map((m) => ({
@@ -151,6 +152,8 @@ test('8+3 consumers of two groups over 4 partitions: no double lease, all seen b
     }
 
     // Late acks (lease outlived by > 0.6 s) must be refused: a dead lease fences.
+    assert.ok(late.length > 0, 'the sleeper acked late at least once');
+    assert.ok(retries > 0, 'the nacker nacked with retry at least once');
     for (const r of late) {
       assert.ok(r.results.every((x) => !x.success && x.error),
         `${r.consumer} acked after its lease expired and was accepted: ${JSON.stringify(r.results)}`);

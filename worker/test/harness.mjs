@@ -2,7 +2,7 @@
 // default, `startWorker`), or `wrangler dev` (`startWrangler`, or QE_WORKER_RUNTIME=wrangler for startWorker).
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +23,28 @@ export function freePort() {
   });
 }
 
+/**
+ * The workerd process under `pid` (scripts/serve's pid): a grandchild, since scripts/serve runs workerd under
+ * a guard (scripts/guard.sh). Throws when there is none.
+ */
+export function workerdUnder(pid) {
+  const stack = [pid];
+  while (stack.length) {
+    const p = stack.pop();
+    let tasks = [];
+    try { tasks = readdirSync(`/proc/${p}/task`); } catch { continue; }
+    for (const t of tasks) {
+      let kids = [];
+      try { kids = readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { /* gone */ }
+      for (const c of kids) {
+        try { if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return c; } catch { /* gone */ }
+        stack.push(c);
+      }
+    }
+  }
+  throw new Error(`no workerd under pid ${pid}`);
+}
+
 /** A fresh temporary directory for `--persist-to`; removed by the returned `cleanup`. */
 export function tempPersistDir() {
   const dir = mkdtempSync(join(tmpdir(), 'queen-edge-state-'));
@@ -30,14 +52,17 @@ export function tempPersistDir() {
 }
 
 /**
- * Runs `wrangler dev` on the repository's wrangler.toml and waits until GET /health answers
+ * Runs `wrangler dev` on the repository's wrangler.toml (free ports for the server and the inspector) and waits
+ * until GET /health answers
  * `readyStatus` (200 unless a test expects a broker that refuses to start).
  * `vars` are passed as `--var K:V`. Returns { url, stop, logs }.
  */
 export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240_000, readyStatus = 200 } = {}) {
   const port = await freePort();
+  // Wrangler's inspector port too: its default (9229) is taken whenever another wrangler dev runs.
+  const inspectorPort = await freePort();
   const args = [
-    'dev', '--ip', '127.0.0.1', '--port', String(port),
+    'dev', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspectorPort),
     '--persist-to', persistTo,
     '--show-interactive-dev-session=false',
     '--log-level', 'warn',

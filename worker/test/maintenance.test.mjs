@@ -22,13 +22,19 @@ test('the alarm evicts expired messages', async () => {
     assert.equal(push.status, 201, JSON.stringify(push.body));
     const deadline = Date.now() + 20_000;
     let messages = null;
+    let partition = null;
     while (Date.now() < deadline) {
       const q = await getJson(`${w.url}/api/v1/resources/queues/evict`);
-      messages = q.body?.partitions?.reduce((n, p) => n + (p.stats?.total ?? 0), 0);
+      // Read strictly: a missing field must fail, not count as zero messages.
+      assert.equal(q.body.partitions?.length, 1, JSON.stringify(q.body));
+      partition = q.body.partitions[0];
+      messages = partition.stats.total;
+      assert.equal(typeof messages, 'number', JSON.stringify(partition));
       if (messages === 0) break;
       await new Promise((r) => setTimeout(r, 300));
     }
     assert.equal(messages, 0, 'evicted by the alarm within 20 s');
+    assert.equal(partition.nextOffset, 3, 'the three messages were stored before they were evicted');
     const kept = await getJson(`${w.url}/api/v1/pop/queue/keep?batch=10&wait=false`);
     assert.equal(kept.status, 200, 'a queue without eviction keeps its messages');
     assert.equal(kept.body.messages.length, 1);

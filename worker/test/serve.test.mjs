@@ -138,3 +138,41 @@ test('scripts/serve: health, page, push/pop/ack, restart keeps messages, SIGTERM
     try { (await import('node:fs')).rmSync(devVars); } catch { /* gone */ }
   }
 });
+
+test('scripts/serve and scripts/dev refuse a port another server listens on, naming it, and start nothing', { timeout: 60_000 }, async () => {
+  const { createServer } = await import('node:net');
+  const other = createServer((socket) => socket.end());
+  const port = await new Promise((resolve) => other.listen(0, '127.0.0.1', () => resolve(other.address().port)));
+  try {
+    for (const script of [['serve', '--no-build'], ['dev']]) {
+      const child = spawn('bash', [join(ROOT, 'scripts', script[0]), ...script.slice(1)], {
+        cwd: ROOT,
+        env: { ...process.env, PORT: String(port), QE_STATE_DIR: state.dir, QE_DEV_VARS: '/dev/null' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (d) => { out += d; });
+      child.stderr.on('data', (d) => { out += d; });
+      const exit = await new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+      assert.equal(exit.code, 1, `scripts/${script[0]} on a taken port: ${JSON.stringify(exit)}\n${out}`);
+      assert.match(out, new RegExp(`port ${port} is already in use`), `scripts/${script[0]} names the port:\n${out}`);
+      assert.doesNotMatch(out, /is running/, `scripts/${script[0]} did not report running:\n${out}`);
+      assert.deepEqual(descendants(child.pid), [], `scripts/${script[0]} left nothing behind`);
+    }
+  } finally {
+    await new Promise((resolve) => other.close(resolve));
+  }
+});
+
+test('scripts/serve killed with SIGKILL (no trap runs): its workerd ends too and the port is free again', { timeout: 120_000 }, async () => {
+  const s = await serve();
+  const workerd = descendants(s.child.pid).filter((p) => comm(p) === 'workerd');
+  assert.equal(workerd.length, 1);
+  s.child.kill('SIGKILL'); // the script alone, not its process group
+  const exit = await s.exited;
+  assert.equal(exit.signal, 'SIGKILL');
+  const deadline = Date.now() + 15_000;
+  while (workerd.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(!workerd.some(alive), `workerd ${workerd} outlived scripts/serve killed with SIGKILL`);
+  await assert.rejects(fetch(`${s.url}/health`, { signal: AbortSignal.timeout(5_000) }), TypeError, 'nothing answers on the port');
+});

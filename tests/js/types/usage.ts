@@ -16,7 +16,11 @@ import {
   type TransactionResult,
   type QueenErrorCode,
   type JsonObject,
-  type OperationFailure
+  type OperationFailure,
+  type BufferedPushResult,
+  type BufferStats,
+  type Bridge,
+  type BridgeStatus
 } from '../../../js/index.js'
 
 interface Order {
@@ -93,6 +97,31 @@ export async function usage(): Promise<void> {
       void c, s
     }
   }
+  // Queen's builders: a buffered push resolves to {buffered, count}, a plain one to results.
+  const buffered: BufferedPushResult = await queen.queue('orders').buffer({ messageCount: 10 }).partition('p').push([{ data: 1 }])
+  const bufferedCount: number = buffered.count
+  await queen.queue('orders').buffer().each().push({ data: 2 }).onSuccess((items) => items.map((i) => i.transactionId))
+  await queen.queue('orders').flushBuffer()
+  await queen.flushAllBuffers()
+  const stats: BufferStats = queen.getBufferStats()
+  const lastBufferError: string | null = stats.lastError
+  const sized: Message[] = await queen.queue('orders').group('g').autopilot().conflation().leaseSeconds(10).wait(false).pop()
+  await queen.ack(sized)
+  const group: string = sized[0].consumerGroup
+
+  // The bridge: null without the option.
+  const bridged = await Queen.open({ name: 'b', bridge: { url: 'https://edge.example', token: 't', queues: ['orders'], leaseSeconds: 10 } })
+  const bridge: Bridge | null = bridged.bridge
+  if (bridge) {
+    const progress: BridgeStatus = await bridge.status()
+    const pending: number | null = progress.pending
+    const state: 'starting' | 'idle' | 'forwarding' | 'retrying' | 'offline' | 'stopped' = progress.state
+    bridge.onProgress((s) => s.lastError)()
+    await bridge.drain({ timeoutMillis: 1000 })
+    bridge.retryNow()
+    void pending, state
+  }
+
   const leaseTime: 300 = QUEUE_DEFAULTS.leaseTime
   const id: string = uuidv7()
   await queen.close()
@@ -111,8 +140,15 @@ export async function usage(): Promise<void> {
   const r2: 'leader' = queen.role
   // @ts-expect-error each() handlers receive one message, not an array
   queen.queue<Order>('orders').each().consume(async (m: Message<Order>[]) => m)
+  // @ts-expect-error a buffered push does not resolve to push results
+  const notResults: PushResult[] = await queen.queue('orders').buffer().push({ data: 1 })
+  // @ts-expect-error bridge options need queues
+  await Queen.open({ name: 'x', bridge: { url: 'https://edge.example' } })
+  // @ts-expect-error the bridge takes no unknown options
+  await Queen.open({ name: 'x', bridge: { url: 'https://edge.example', queues: ['q'], mapping: {} } })
 
   void role, persisted, status, total, ok, expires, reason, txOk, code, leaseTime, id, wrong, r2
+  void bufferedCount, lastBufferError, group, notResults
 }
 
 // Service worker: the handler takes a fetch event and says whether it answered.

@@ -1,0 +1,350 @@
+// The browser-to-edge bridge (`Queen.open({ name, bridge: { url, token, queues } })`) in real headless
+// Chromium against the real Worker on workerd (scripts/serve via worker/test/harness.mjs startWorker),
+// with the network cut and restored:
+//   1. offline (Playwright context.setOffline): pushes stay local, progress shows pending and offline;
+//      back online they reach the edge exactly once, in order per partition;
+//   2. the edge unreachable while the browser thinks it is online (route interception): retries with a
+//      growing back-off, the last error visible; forwarded when the route is back;
+//   2b. two tabs of one broker, both bridged, pushing while offline: each message once at the edge, each
+//      tab's pushes in order;
+//   3. a wrong token: 401 as the last error, nothing dropped;
+//   4. a reload while the edge is unreachable: the pending messages are still there (IndexedDB) and
+//      forwarded after the reload;
+//   5. the tab crashes after the edge stored a batch and before the local ack: after reopening, the
+//      span is sent again once its lease expired, the edge answers `duplicate`, and holds each message
+//      once;
+//   6. bad options fail Queen.open with clear errors;
+//   7. (not the bridge) a buffered push through Queen.connect while the broker is unreachable: kept and
+//      retried with a back-off, then delivered once.
+//
+//   node tests/js/bridge.test.mjs [name-filter ...]
+// Screenshots of the status at each stage: test-artifacts/js/bridge-*.png.
+// Needs scripts/build-js (the bundle in www/vendor/queen-edge) and scripts/build-worker.
+
+import { existsSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { launch, openPage, uniqueName, assert, assertEq, runTests, ROOT, ARTIFACTS } from './harness.mjs'
+import { startWorker, tempPersistDir } from '../../worker/test/harness.mjs'
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const TOKEN = 'bridge-' + Math.random().toString(36).slice(2)
+
+if (!existsSync(resolve(ROOT, 'www/vendor/queen-edge/queen-edge.js'))) {
+  console.error('bridge test: no www/vendor/queen-edge/queen-edge.js; run scripts/build-js')
+  process.exit(1)
+}
+if (!existsSync(resolve(ROOT, 'worker/build/index.js'))) {
+  console.error('bridge test: worker/build is missing; run scripts/build-worker')
+  process.exit(1)
+}
+
+let worker = null
+
+/** What the edge holds in `queue`/`partition`, in order (a fresh group reads from the start). */
+async function edgeMessages(queue, partition) {
+  const group = 'verify-' + Math.random().toString(36).slice(2)
+  const res = await fetch(`${worker.url}/api/v1/pop/queue/${encodeURIComponent(queue)}/partition/${encodeURIComponent(partition)}` +
+    `?consumerGroup=${group}&subscriptionMode=all&batch=1000&wait=false&autoAck=true`, {
+    headers: { Authorization: 'Bearer ' + TOKEN }
+  })
+  if (res.status === 204) return []
+  assertEq(res.status, 200, 'edge pop')
+  return (await res.json()).messages.map((m) => ({ data: m.data, transactionId: m.transactionId }))
+}
+
+/** Opens the bridged broker in `page` (window.queen), recording progress events in window.events. */
+function openBridged(page, { name, queue, token = TOKEN, ...extra }) {
+  return page.evaluate(async ({ name, url, token, queue, extra }) => {
+    window.queen = await window.QE.Queen.open({
+      name,
+      bridge: { url, token, queues: [queue], retryDelayMillis: 200, maxRetryDelayMillis: 1000, ...extra }
+    })
+    window.events = []
+    window.queen.bridge.onProgress((s) => window.events.push(s))
+    return window.queen.bridge.status()
+  }, { name, url: worker.url, token, queue, extra })
+}
+
+/** Shows the bridge's status in the page and keeps a screenshot (test-artifacts/js/bridge-<label>.png). */
+async function screenshot(page, label) {
+  await page.evaluate(async (label) => {
+    const status = await window.queen.bridge.status()
+    let pre = document.getElementById('bridge-status')
+    if (!pre) {
+      pre = document.createElement('pre')
+      pre.id = 'bridge-status'
+      document.body.append(pre)
+    }
+    pre.textContent = label + '\n' + JSON.stringify(status, null, 2)
+  }, label)
+  await page.screenshot({ path: resolve(ARTIFACTS, `bridge-${label}.png`) })
+}
+
+/** Pushes `count` messages to each partition of `queue` locally; resolves to {partition: [{data, transactionId}]}. */
+function pushLocal(page, queue, partitions, count, tag) {
+  return page.evaluate(async ({ queue, partitions, count, tag }) => {
+    const out = {}
+    for (const p of partitions) {
+      const items = Array.from({ length: count }, (_, i) => ({ data: { tag, p, i } }))
+      const results = await window.queen.queue(queue).partition(p).push(items)
+      out[p] = results.map((r, i) => ({ data: items[i].data, transactionId: r.transactionId, status: r.status }))
+    }
+    return out
+  }, { queue, partitions, count, tag })
+}
+
+/** Asserts that the edge holds exactly `expected` (per partition, in order, each transactionId once). */
+async function assertEdgeHolds(queue, expected, label) {
+  for (const [partition, items] of Object.entries(expected)) {
+    const got = await edgeMessages(queue, partition)
+    assertEq(got.map((m) => m.transactionId), items.map((m) => m.transactionId),
+      `${label}: the edge holds partition ${partition} exactly once, in push order`)
+    assertEq(got.map((m) => m.data), items.map((m) => m.data), `${label}: with the payloads`)
+  }
+}
+
+const tests = [
+  ['offline: pushes stay local with pending shown; back online they reach the edge once, in order', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'offline')
+    const name = uniqueName('bridge-offline')
+    const queue = uniqueName('outbox')
+    const first = await openBridged(page, { name, queue })
+    assertEq([first.url, first.queues, first.pending, first.forwarded], [worker.url, [queue], 0, 0], 'a fresh bridge')
+    await context.setOffline(true)
+    const pushed = await pushLocal(page, queue, ['a', 'b'], 5, 'offline')
+    assertEq(Object.values(pushed).flat().map((x) => x.status), Array(10).fill('queued'), 'pushes are answered locally while offline')
+    await sleep(1500)
+    const offline = await page.evaluate(() => window.queen.bridge.status())
+    assertEq([offline.state, offline.online, offline.pending, offline.forwarded], ['offline', false, 10, 0],
+      `offline: the ten pushes are pending (${JSON.stringify(offline)})`)
+    assertEq((await edgeMessages(queue, 'a')).length, 0, 'nothing reached the edge while offline')
+    await screenshot(page, 'offline')
+    await context.setOffline(false)
+    const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
+    assertEq([drained.pending, drained.forwarded, drained.duplicates, drained.online], [0, 10, 0, true], 'back online: all forwarded')
+    await screenshot(page, 'online-drained')
+    await assertEdgeHolds(queue, pushed, 'after going online')
+    const states = await page.evaluate(() => [...new Set(window.events.map((e) => e.state))])
+    assert(states.includes('offline') && states.includes('idle'), `progress events went through offline to idle: ${states}`)
+    // Later pushes go straight through.
+    const more = await pushLocal(page, queue, ['a'], 2, 'online')
+    await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
+    await assertEdgeHolds(queue, { a: [...pushed.a, ...more.a] }, 'a later push')
+    await page.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['the edge unreachable while the browser is online: retries with back-off, last error visible, then forwarded', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'unreachable')
+    const name = uniqueName('bridge-route')
+    const queue = uniqueName('outbox')
+    let refused = 0
+    await page.route(worker.url + '/**', (route) => {
+      refused++
+      return route.abort('connectionrefused')
+    })
+    await openBridged(page, { name, queue })
+    const pushed = await pushLocal(page, queue, ['p'], 4, 'cut')
+    await sleep(2500)
+    const cut = await page.evaluate(() => window.queen.bridge.status())
+    assertEq([cut.state, cut.online, cut.pending, cut.forwarded], ['retrying', true, 4, 0], `retrying (${JSON.stringify(cut)})`)
+    assert(cut.failedAttempts >= 2 && refused >= 2, `retried (${cut.failedAttempts} attempts, ${refused} requests refused)`)
+    assert(refused <= 6, `with a back-off, not a busy loop (${refused} requests in 2.5 s with 200 ms doubling to 1 s)`)
+    assert(/^network:/.test(cut.lastError) && cut.lastErrorAt && cut.nextRetryAt, `the last error and the next retry are shown: ${JSON.stringify(cut)}`)
+    await screenshot(page, 'edge-unreachable')
+    await page.unroute(worker.url + '/**')
+    const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
+    assertEq([drained.pending, drained.forwarded, drained.state, drained.nextRetryAt], [0, 4, 'idle', null], 'forwarded once the edge answers')
+    await assertEdgeHolds(queue, pushed, 'after the route came back')
+    await page.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['two tabs, both bridged, pushing while offline: each message reaches the edge once, in order', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const a = await openPage(context, url, 'tab A')
+    const b = await openPage(context, url, 'tab B')
+    const name = uniqueName('bridge-tabs')
+    const queue = uniqueName('outbox')
+    await openBridged(a, { name, queue })
+    await openBridged(b, { name, queue })
+    const roles = [await a.evaluate(() => window.queen.role), await b.evaluate(() => window.queen.role)]
+    assertEq(roles, ['writer', 'follower'], 'one writer, one follower, both with a bridge')
+    await context.setOffline(true)
+    const [fromA, fromB] = await Promise.all([
+      pushLocal(a, queue, ['p1', 'p2', 'p3'], 4, 'A'),
+      pushLocal(b, queue, ['p1', 'p2', 'p3'], 4, 'B')
+    ])
+    await context.setOffline(false)
+    await Promise.all([a, b].map((p) => p.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))))
+    const forwarded = (await a.evaluate(() => window.queen.bridge.status())).forwarded +
+      (await b.evaluate(() => window.queen.bridge.status())).forwarded
+    assertEq(forwarded, 24, 'the two bridges forwarded 24 messages between them')
+    for (const p of ['p1', 'p2', 'p3']) {
+      const got = await edgeMessages(queue, p)
+      const ids = got.map((m) => m.transactionId)
+      assertEq(new Set(ids).size, 8, `partition ${p}: eight distinct messages at the edge (${ids.length} rows)`)
+      // Each tab's pushes keep their order (the two tabs' pushes interleave as the writer took them).
+      for (const [tab, pushed] of [['A', fromA], ['B', fromB]]) {
+        assertEq(got.filter((m) => m.data.tag === tab).map((m) => m.transactionId), pushed[p].map((m) => m.transactionId),
+          `partition ${p}: tab ${tab}'s pushes in order`)
+      }
+    }
+    await b.evaluate(() => window.queen.close())
+    await a.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['a wrong token: 401 is the last error and nothing is dropped', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'token')
+    const name = uniqueName('bridge-token')
+    const queue = uniqueName('outbox')
+    await openBridged(page, { name, queue, token: 'not-the-token' })
+    await pushLocal(page, queue, ['p'], 2, 'token')
+    await sleep(1500)
+    const s = await page.evaluate(() => window.queen.bridge.status())
+    assertEq([s.state, s.pending, s.forwarded], ['retrying', 2, 0], `refused by the edge (${JSON.stringify(s)})`)
+    assert(/^unauthorized: /.test(s.lastError), `the edge's 401 is the last error: ${s.lastError}`)
+    assertEq((await edgeMessages(queue, 'p')).length, 0, 'the edge has nothing')
+    await page.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['a reload while the edge is unreachable: the pending pushes are still there and are forwarded after it', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'reload')
+    const name = uniqueName('bridge-reload')
+    const queue = uniqueName('outbox')
+    await context.route(worker.url + '/**', (route) => route.abort('internetdisconnected'))
+    await openBridged(page, { name, queue })
+    const pushed = await pushLocal(page, queue, ['x', 'y'], 3, 'reload')
+    await page.reload()
+    await page.waitForFunction(() => window.qeReady === true, null, { timeout: 15000 })
+    const after = await openBridged(page, { name, queue })
+    assertEq(after.pending, 6, 'after the reload the six pushes are pending (read from IndexedDB)')
+    await context.unroute(worker.url + '/**')
+    const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
+    assertEq([drained.pending, drained.forwarded], [0, 6], 'forwarded after the reload')
+    await assertEdgeHolds(queue, pushed, 'after the reload')
+    await page.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['the tab crashes after the edge stored a batch, before the local ack: resent after the lease, the edge holds it once', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'crash')
+    const name = uniqueName('bridge-crash')
+    const queue = uniqueName('outbox')
+    let stored = null
+    const crashed = new Promise((resolveCrash) => {
+      page.route(worker.url + '/api/v1/push', async (route) => {
+        // The request reaches the edge, which stores the batch; the tab dies before it sees the answer.
+        const response = await route.fetch()
+        stored = await response.json()
+        const cdp = await context.newCDPSession(page)
+        cdp.send('Page.crash').catch(() => {})
+        resolveCrash()
+      })
+    })
+    await openBridged(page, { name, queue, leaseSeconds: 2 })
+    await context.setOffline(true)
+    const pushed = await pushLocal(page, queue, ['p'], 5, 'crash')
+    await context.setOffline(false)
+    await crashed
+    assertEq(stored.map((r) => r.status), Array(5).fill('queued'), 'the edge stored the batch before the crash')
+    await sleep(300)
+    const reopened = await openPage(context, url, 'crash reopened')
+    const before = await openBridged(reopened, { name, queue, leaseSeconds: 2 })
+    assertEq(before.pending, 5, 'after the crash the batch is still pending locally (it was never acked)')
+    const drained = await reopened.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
+    assertEq([drained.pending, drained.forwarded, drained.duplicates], [0, 5, 5],
+      'once the lease expired the batch was sent again and the edge answered duplicate for each')
+    await assertEdgeHolds(queue, pushed, 'after the crash')
+    await reopened.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['buffered push through Queen.connect: the broker unreachable keeps the items buffered and retried, then delivered once', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'buffer-retry')
+    const queue = uniqueName('buffered')
+    let refused = 0
+    await page.route(worker.url + '/api/v1/push', (route) => {
+      refused++
+      return route.abort('connectionrefused')
+    })
+    const cut = await page.evaluate(async ({ url, token, queue }) => {
+      window.remote = window.QE.Queen.connect(url, { token, retryAttempts: 1 })
+      await window.remote.queue(queue).partition('p').buffer({ messageCount: 100, timeMillis: 100 }).push([{ data: 1 }, { data: 2 }, { data: 3 }])
+      await new Promise((r) => setTimeout(r, 1200))
+      return window.remote.getBufferStats()
+    }, { url: worker.url, token: TOKEN, queue })
+    assertEq([cut.totalBufferedMessages, cut.failedMessages, cut.flushesPerformed], [3, 0, 0], `unreachable: the items stay buffered (${JSON.stringify(cut)})`)
+    assert(refused >= 2 && refused <= 5, `retried with a back-off (${refused} attempts in 1.2 s)`)
+    assert(typeof cut.lastError === 'string' && cut.lastError.length > 0, 'the last error is shown')
+    await page.unroute(worker.url + '/api/v1/push')
+    const after = await page.evaluate(async () => {
+      await new Promise((r) => setTimeout(r, 6000))
+      return window.remote.getBufferStats()
+    })
+    assertEq([after.totalBufferedMessages, after.flushesPerformed, after.failedMessages], [0, 1, 0], `delivered by the retry timer (${JSON.stringify(after)})`)
+    assertEq((await edgeMessages(queue, 'p')).map((m) => m.data), [1, 2, 3], 'the broker has them once, in order')
+    await context.close()
+  }],
+
+  ['bad bridge options fail with clear errors', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'options')
+    const r = await page.evaluate(async ({ name, url }) => {
+      const { Queen } = window.QE
+      const attempt = async (fn) => {
+        try {
+          await fn()
+          return 'opened'
+        } catch (e) {
+          return `${e.code}: ${e.message}`
+        }
+      }
+      return {
+        unknown: await attempt(() => Queen.open({ name, bridge: { url, queues: ['q'], mapping: {} } })),
+        noUrl: await attempt(() => Queen.open({ name, bridge: { queues: ['q'] } })),
+        noQueues: await attempt(() => Queen.open({ name, bridge: { url, queues: [] } })),
+        badNumber: await attempt(() => Queen.open({ name, bridge: { url, queues: ['q'], batch: 0 } })),
+        noViews: await attempt(() => Queen.open({ name, views: false, bridge: { url, queues: ['q'] } })),
+        connect: await attempt(() => Queen.connect(url, { bridge: { url, queues: ['q'] } })),
+        serve: await attempt(() => window.QE.serveQueen({ name, bridge: { url, queues: ['q'] } }))
+      }
+    }, { name: uniqueName('bridge-options'), url: worker.url })
+    assertEq(r.unknown, "invalid: bridge: unknown option 'mapping' (known: url, token, queues, batch, leaseSeconds, retryDelayMillis, maxRetryDelayMillis, timeoutMillis)", 'unknown key')
+    assertEq(r.noUrl, 'invalid: bridge.url must be the absolute URL of the edge broker', 'no url')
+    assertEq(r.noQueues, 'invalid: bridge.queues must be a non-empty array of queue names', 'no queues')
+    assertEq(r.badNumber, 'invalid: bridge.batch must be an integer >= 1', 'bad number')
+    assert(/^invalid: bridge needs views/.test(r.noViews), `views: false: ${r.noViews}`)
+    assert(/^invalid: bridge is an option of Queen.open/.test(r.connect), `Queen.connect: ${r.connect}`)
+    assert(/^invalid: bridge is an option of Queen.open/.test(r.serve), `serveQueen: ${r.serve}`)
+    await context.close()
+  }]
+]
+
+const t0 = Date.now()
+const state = tempPersistDir()
+let failed = 1
+let env = null
+try {
+  worker = await startWorker({ persistTo: state.dir, vars: { API_TOKEN: TOKEN } })
+  console.log(`  worker (workerd) at ${worker.url} after ${Date.now() - t0} ms`)
+  env = await launch()
+  failed = await runTests(tests, env, process.argv.slice(2))
+  if (failed) console.log('  --- worker log ---\n' + worker.logs())
+} catch (e) {
+  console.log(`  FAIL  setup: ${(e && e.stack) || e}`)
+} finally {
+  if (env) await env.close()
+  if (worker) await worker.stop()
+  state.cleanup()
+}
+console.log(failed ? `bridge tests: ${failed} failed (${Date.now() - t0} ms)` : `bridge tests: all passed (${Date.now() - t0} ms)`)
+process.exit(failed ? 1 : 0)
