@@ -283,14 +283,14 @@ enum Scalar {
 }
 
 impl Scalar {
-    fn as_u64(self) -> Option<u64> {
+    fn into_u64(self) -> Option<u64> {
         match self {
             Scalar::Unsigned(n) => Some(n),
             _ => None,
         }
     }
 
-    fn as_i64(self) -> Option<i64> {
+    fn into_i64(self) -> Option<i64> {
         match self {
             Scalar::Unsigned(n) => i64::try_from(n).ok(),
             Scalar::Negative(n) => Some(n),
@@ -389,12 +389,12 @@ fn stored_message(
 ) -> Result<StoredMessage, FieldError> {
     let [o, i, t, r, s, c] = slots.map(|v| v.filter(|v| !matches!(v, Scalar::Null)));
     Ok(StoredMessage {
-        offset: required("o", o, "an unsigned integer", Scalar::as_u64)?,
+        offset: required("o", o, "an unsigned integer", Scalar::into_u64)?,
         id: required("i", i, "a string", Scalar::into_string)?,
         transaction_id: required("t", t, "a string", Scalar::into_string)?,
         trace_id: optional("r", r, "a string", Scalar::into_string)?,
         producer_sub: optional("s", s, "a string", Scalar::into_string)?,
-        created_at_ms: required("c", c, "an integer", Scalar::as_i64)?,
+        created_at_ms: required("c", c, "an integer", Scalar::into_i64)?,
         payload: payload.ok_or_else(|| "missing field `p`".to_string())?,
     })
 }
