@@ -124,14 +124,14 @@ async function measure(b, fn) {
   };
 }
 
-async function pushRun(b, queue, batch, size) {
+async function pushRun(b, queue, batch, size, seconds = SECONDS) {
   return measure(b, async () => {
     let n = 0;
     let reqNo = 0;
     let messages = 0;
     let failed = 0;
     const lat = [];
-    const deadline = performance.now() + SECONDS * 1000;
+    const deadline = performance.now() + seconds * 1000;
     await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
       while (performance.now() < deadline) {
         const partition = `p${reqNo++ % PARTITIONS}`;
@@ -151,13 +151,13 @@ async function pushRun(b, queue, batch, size) {
   });
 }
 
-async function popAckRun(b, queue, batch, available) {
+async function popAckRun(b, queue, batch, available, seconds = SECONDS) {
   return measure(b, async () => {
     let messages = 0;
     let empty = 0;
     let failed = 0;
     const lat = [];
-    const deadline = performance.now() + SECONDS * 1000;
+    const deadline = performance.now() + seconds * 1000;
     await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
       while (performance.now() < deadline && messages < available) {
         let t = performance.now();
@@ -189,6 +189,17 @@ async function popAckRun(b, queue, batch, available) {
   });
 }
 
+/** Before the rows: `WARMUP_SECONDS` of push then pop+ack per batch size on a queue of its own, not counted,
+ * so that the rows measure a warmed-up process (V8's JIT and its background compilation of the wasm, which
+ * otherwise lands on the first rows, SQLite's cache). */
+const WARMUP_SECONDS = Number(process.env.QE_BENCH_WARMUP_SECONDS || 1);
+async function warmUp(b) {
+  for (const batch of BATCHES) {
+    const push = await pushRun(b, `warmup-${batch}`, batch, 64, WARMUP_SECONDS);
+    await popAckRun(b, `warmup-${batch}`, batch, push.messages, WARMUP_SECONDS);
+  }
+}
+
 // ---------------------------------------------------------------- main
 const fsOf = (dir) => {
   try {
@@ -207,6 +218,7 @@ for (const storage of STORAGE) {
   try {
     brokers.push(await startQueenEdge(join(stateRoot, 'queen-edge')));
     brokers.push(await startNaive(join(stateRoot, 'naive')));
+    for (const b of brokers) await warmUp(b);
     for (const size of PAYLOADS) {
       for (const batch of BATCHES) {
         const cell = { size, batch };
@@ -265,7 +277,9 @@ md.push(`- Load: node \`http\` with keep-alive, ${CONNECTIONS} connections, on t
   + 'Pop+ack: each connection pops `batch` queue-wide (`wait=false`, no consumer group) and acks what it got in '
   + `one \`/api/v1/ack/batch\`, until the messages the push row stored are all acked or ${SECONDS} s pass; an `
   + 'empty pop (every partition leased by the other connections) waits 1 ms. Payload: a JSON object serialized '
-  + 'to exactly 64 or 1,024 bytes.');
+  + 'to exactly 64 or 1,024 bytes. Before the rows, each broker warms up (not counted): '
+  + `${WARMUP_SECONDS} s of push then of pop+ack per batch size on a queue of its own, so that no row carries `
+  + "the process's start (V8 compiles the hot wasm functions in the background during the first seconds).");
 md.push('- **CPU us/msg**: CPU time of the whole workerd process (all threads: HTTP, entry Worker, object, SQLite) '
   + 'during the row, from `/proc/PID/task/*/schedstat`, divided by messages. The load generator is not in it.');
 md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `storage.rowsWritten` '

@@ -1,4 +1,5 @@
-// Where a 100-message push and a 100-message pop+ack spend their time inside the Broker Durable Object:
+// Where a push and a pop+ack spend their time inside the Broker Durable Object (100-message requests, and
+// 1-message requests for the fixed per-request cost):
 // scripts/bench-worker --profile runs this. It serves the built Worker (worker/build; its wasm keeps its name
 // section, so V8 reports Rust function names) on bare workerd with the V8 inspector on (scripts/serve
 // --inspector), takes a V8 CPU profile (sampling every 100 us) of
@@ -6,21 +7,24 @@
 // into a phase by the functions on its stack. Writes a markdown section to --out.
 //
 //   node bench/worker-profile.mjs [--out FILE] [--build-dir DIR (serve another build of the Worker)]
-//   QE_PROFILE_REQUESTS=300 (per profile)   QE_PROFILE_SAVE=DIR (also write the .cpuprofile files: DevTools opens them)
+//   QE_PROFILE_REQUESTS=200 (per profile of 100-message requests; 1-message requests run 5 times as many)
+//   QE_PROFILE_SAVE=DIR (also write the .cpuprofile files: DevTools opens them)
 import http from 'node:http';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort, startWorker } from '../worker/test/harness.mjs';
+import { freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
 
 const argv = process.argv.slice(2);
 const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
 const GIVEN_BUILD = argv.includes('--build-dir') ? argv[argv.indexOf('--build-dir') + 1] : null;
 const REQUESTS = Number(process.env.QE_PROFILE_REQUESTS || 200);
 const INTERVAL_US = Number(process.env.QE_PROFILE_INTERVAL_US || 100);
-const BATCH = 100;
-const SIZES = [64, 1024];
+// (batch, payload bytes) per profile: the 100-message requests of issue 11, then 1-message requests, whose
+// cost is the fixed per-request part.
+// QE_PROFILE_CASES=100:64,1:64 picks others.
+const CASES = (process.env.QE_PROFILE_CASES || '100:64,100:1024,1:64').split(',').map((c) => c.split(':').map(Number));
 
 // ---------------------------------------------------------------- inspector client
 async function inspector(addr) {
@@ -80,8 +84,8 @@ const PHASES = [
   ['build reply JSON (http::render, serde_json::ser)', /queen_edge::http::render::|serde_json::ser::|serde_json::value::ser::|queen_edge::http::error::json_response|queen_edge::http::handlers::ack_answer/],
   ['drop serde_json::Value trees', /drop_in_place<serde_json::value::Value>/],
   ['core apply (core::*, engine: state, segments, records)', /queen_edge::core::|queen_edge::engine::/],
-  ['entry Worker (forward; re-wraps the object\'s response as new Response(stream))', /queen_edge_worker::forward|_worker_fetch::fetch|new_with_opt_readable_stream|^fetch$/],
-  ['object reply as a workerd Response (api_response: Headers, body copy, new Response)', /worker::response::|queen_edge_worker::broker::api_response|worker::headers::|^Response$|^Headers$|^append$|^set$|^has$/],
+  ['entry Worker (settings, precheck, forward to the object: forward_to_object)', /queen_edge_worker::forward|queen_edge_worker::EntrySettings|_worker_fetch::fetch|fetch_fetch_glue|new_with_opt_readable_stream|^fetch$/],
+  ['object reply as a workerd Response (respond: Headers, body copy, new Response)', /worker::response::|queen_edge_worker::respond::|queen_edge_worker::broker::api_response|worker::headers::|^Response$|^Headers$|^append$|^set$|^has$/],
   ['read request into Rust (url, headers, body)', /queen_edge_worker::broker::read_request|worker::request::|^arrayBuffer$|^bytes$/],
   ['HTTP layer, rest (route, auth, query)', /queen_edge::http::/],
   ['async glue (Rust futures <-> JS promises)', /js_sys::futures|wasm_bindgen::convert::closures|queueMicrotask/],
@@ -140,14 +144,6 @@ function cpuNs(pid) {
   }
   return total;
 }
-function childWorkerd(pid) {
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    for (const c of readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return Number(c);
-    }
-  }
-  throw new Error(`no workerd under pid ${pid}`);
-}
 
 // ---------------------------------------------------------------- main
 const inspectPort = await freePort();
@@ -155,7 +151,7 @@ const inspectPort = await freePort();
 const state = mkdtempSync(join(existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'queen-edge-profile-state-'));
 const w = await startWorker({ persistTo: state, extraArgs: [...(GIVEN_BUILD ? ['--build-dir', GIVEN_BUILD] : []), '--inspector', `127.0.0.1:${inspectPort}`] });
 const port = Number(new URL(w.url).port);
-const workerdPid = childWorkerd(w.pid);
+const workerdPid = workerdUnder(w.pid);
 // On a loaded machine the isolate thread and V8's sampler thread wait for a core, and samples get lost.
 // Raising workerd's priority (every thread; QE_PROFILE_NICE, default -10, needs root; 0 to skip) keeps more.
 const NICE = Number(process.env.QE_PROFILE_NICE ?? -10);
@@ -176,8 +172,9 @@ const stateFs = state.startsWith('/dev/shm') ? 'tmpfs' : 'disk';
 try {
   await ins.send('Profiler.enable');
   await ins.send('Profiler.setSamplingInterval', { interval: INTERVAL_US });
-  for (const size of SIZES) {
-    const queue = `prof-${size}`;
+  for (const [BATCH, size] of CASES) {
+    const queue = `prof-${BATCH}-${size}`;
+    const count = BATCH === 1 ? REQUESTS * 5 : REQUESTS;
     let n = 0;
     const pushBody = () => {
       const items = [];
@@ -211,22 +208,22 @@ try {
     for (const [op, run] of [['push', pushes], ['pop+ack', popAcks]]) {
       const cpu0 = cpuNs(workerdPid);
       let t0 = performance.now();
-      await run(REQUESTS);
-      const plainWall = (performance.now() - t0) / REQUESTS;
-      const plainCpu = (cpuNs(workerdPid) - cpu0) / 1e6 / REQUESTS;
+      await run(count);
+      const plainWall = (performance.now() - t0) / count;
+      const plainCpu = (cpuNs(workerdPid) - cpu0) / 1e6 / count;
       await ins.send('Profiler.start');
       renice();
       const cpu1 = cpuNs(workerdPid);
       t0 = performance.now();
-      await run(REQUESTS);
-      const profWall = (performance.now() - t0) / REQUESTS;
-      const profCpu = (cpuNs(workerdPid) - cpu1) / 1e6 / REQUESTS;
+      await run(count);
+      const profWall = (performance.now() - t0) / count;
+      const profCpu = (cpuNs(workerdPid) - cpu1) / 1e6 / count;
       const { profile } = await ins.send('Profiler.stop');
       if (process.env.QE_PROFILE_SAVE) {
-        writeFileSync(join(process.env.QE_PROFILE_SAVE, `${op === 'push' ? 'push' : 'popack'}-${size}.cpuprofile`), JSON.stringify(profile));
+        writeFileSync(join(process.env.QE_PROFILE_SAVE, `${op === 'push' ? 'push' : 'popack'}-${BATCH}-${size}.cpuprofile`), JSON.stringify(profile));
       }
-      results.push({ op, size, plainWall, plainCpu, profWall, profCpu, ...analyse(profile) });
-      console.log(`[profile] ${op} ${size} B: ${plainWall.toFixed(2)} ms per request at the client, workerd CPU `
+      results.push({ op, batch: BATCH, size, count, plainWall, plainCpu, profWall, profCpu, ...analyse(profile) });
+      console.log(`[profile] ${op} batch ${BATCH} ${size} B: ${plainWall.toFixed(2)} ms per request at the client, workerd CPU `
         + `${plainCpu.toFixed(2)} ms per request (without the profiler; ${profWall.toFixed(2)} ms with it)`);
     }
   }
@@ -242,13 +239,14 @@ const load1 = os.loadavg();
 const f2 = (v) => v.toFixed(2);
 const md = [];
 md.push('<!-- worker-profile:begin -->');
-md.push('## Where the time goes inside the Durable Object (100-message push, 100-message pop+ack)');
+md.push('## Where the time goes inside the Durable Object (push and pop+ack, 100-message and 1-message requests)');
 md.push('');
 md.push(`Written by \`scripts/bench-worker --profile\`, measured ${new Date().toISOString().slice(0, 16)}Z (load average `
   + `${load0[0].toFixed(1)} at the start, ${load1[0].toFixed(1)} at the end, on 2 cores shared with other work). `
-  + 'queen-edge on bare workerd (`scripts/serve`), one client sending 100-message requests one after another to '
-  + `10 partitions, per payload size: 20 warm-up pushes, then ${REQUESTS} pushes and ${REQUESTS} pop+ack pairs (pop 100, `
-  + 'ack them in one `/ack/batch`) without the profiler (client time and workerd CPU per request), then the same '
+  + 'queen-edge on bare workerd (`scripts/serve`), one client sending requests one after another to '
+  + `10 partitions, per batch and payload size: 20 warm-up pushes, then ${REQUESTS} pushes and ${REQUESTS} pop+ack pairs `
+  + `of 100 messages (pop 100, ack them in one \`/ack/batch\`; ${REQUESTS * 5} of each for 1-message requests) without `
+  + 'the profiler (client time and workerd CPU per request), then the same '
   + `again under a V8 CPU profile of the Worker's isolate (sampling every ${INTERVAL_US} us, through workerd's `
   + 'inspector: `scripts/serve --inspector`). The entry Worker and the Broker object run in that one isolate. The '
   + 'shipped wasm keeps its name section, so samples name Rust functions. Durable Object state on '
@@ -261,15 +259,20 @@ md.push('Each sample goes to the first phase of the list below that has a frame 
   + 'frame at all (HTTP parsing, the entry Worker\'s subrequest to the object, I/O) is "workerd native". The '
   + 'shares count samples, not the time between them: on this loaded machine the gap after a sample is often '
   + 'many intervals long (the thread was preempted), and V8 still records one sample for it, so summing the gaps '
-  + 'would hand the wall clock to whichever frame happened to be on the stack. "est. ms" = share x the workerd '
-  + 'CPU per request measured without the profiler (the sampler itself costs CPU: compare the two CPU figures).');
+  + 'would hand the wall clock to whichever frame happened to be on the stack. Samples V8 marks idle are left '
+  + 'out, and workerd\'s work outside the isolate (other threads, much of the HTTP and commit work) is not '
+  + 'sampled at all: the "non-idle samples per request" below, at one per 100 us, cover only part of the workerd '
+  + 'CPU, so the shares describe the isolate\'s part (`perf` on workerd shows the rest: docs/decisions.md, "The '
+  + 'Worker\'s request path, leaner"). "est. ms" = share x the workerd CPU per request measured without the '
+  + 'profiler: it spreads all of that CPU over the sampled phases, so it overstates each (the sampler itself costs '
+  + 'CPU too: compare the two CPU figures).');
 md.push('');
 for (const r of results) {
-  md.push(`### ${r.op}, ${r.size}-byte payloads`);
+  md.push(`### ${r.op}, ${r.batch === 1 ? '1 message' : `${r.batch} messages`} per request, ${r.size}-byte payloads`);
   md.push('');
   md.push(`Without the profiler: ${f2(r.plainWall)} ms per request at the client, workerd CPU ${f2(r.plainCpu)} ms `
-    + `per request (${f2((r.plainCpu * 1000) / BATCH)} us per message). With it: ${f2(r.profWall)} ms at the client, `
-    + `workerd CPU ${f2(r.profCpu)} ms, ${(r.busy / REQUESTS).toFixed(0)} non-idle samples per request.`);
+    + `per request (${f2((r.plainCpu * 1000) / r.batch)} us per message). With it: ${f2(r.profWall)} ms at the client, `
+    + `workerd CPU ${f2(r.profCpu)} ms, ${(r.busy / r.count).toFixed(1)} non-idle samples per request.`);
   md.push('');
   md.push('| phase | share of non-idle samples | est. ms per request |');
   md.push('|---|---:|---:|');

@@ -1,6 +1,6 @@
 //! Model-based property test (tier 3): random command sequences run against the broker and against a
 //! small reference model of one partition with two consumer groups, written straight from the tables
-//! of wire-contract §3 with no ready sets, timers, segments or persistence. After every command the
+//! of docs/protocol.md §4 with no ready sets, timers, segments or persistence. After every command the
 //! deliveries, per-item ack outcomes, cursors, budgets and dead letters must agree. Restarts rebuild the
 //! broker from its committed records, so persistence is checked too.
 //!

@@ -1,4 +1,4 @@
-//! Ack resolution (wire-contract §3.5): one call, resolved per lane.
+//! Ack resolution (docs/protocol.md §3.4, §4.3): one call, resolved per lane.
 
 use super::api::*;
 use super::state::*;
@@ -198,7 +198,7 @@ impl Broker {
         out
     }
 
-    /// Applies one lane's share of an ack call (the §3.5 table).
+    /// Applies one lane's share of an ack call (the table of docs/protocol.md §4.3).
     fn resolve_lane(
         &mut self,
         now: i64,
@@ -339,7 +339,7 @@ impl Broker {
         self.save_dead_letter(&id);
     }
 
-    /// Extends every live lane of `lease_id` to at least `now + seconds` (wire-contract §1.5, §3.8).
+    /// Extends every live lane of `lease_id` to at least `now + seconds` (docs/protocol.md §3.5).
     pub fn extend_lease(&mut self, now: i64, lease_id: &str, seconds: u64) -> ExtendReply {
         let now = self.tick(now);
         let lanes = self.leases.get(lease_id).cloned().unwrap_or_default();

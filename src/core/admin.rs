@@ -8,7 +8,7 @@ use super::state::*;
 use super::Broker;
 
 impl Broker {
-    /// Creates a queue or overwrites all its options and labels (wire-contract §1.7).
+    /// Creates a queue or overwrites its options and labels (docs/protocol.md §2.1; wire-contract §1.7).
     pub fn configure(&mut self, now: i64, req: ConfigureRequest) -> CoreResult<ConfigureReply> {
         let now = self.tick(now);
         let options = req.options.resolve();
@@ -175,7 +175,7 @@ impl Broker {
         Ok(rows.len())
     }
 
-    /// Moves `group`'s cursor on every partition of `queue` (wire-contract §1.9), releasing live leases.
+    /// Moves `group`'s cursor on every partition of `queue`, releasing leases (docs/protocol.md §3.8).
     pub fn seek(
         &mut self,
         now: i64,
@@ -354,7 +354,7 @@ impl Broker {
         out
     }
 
-    /// Applies a transaction atomically (wire-contract §1.6): every operation or none.
+    /// Applies a transaction atomically (docs/protocol.md §3.9): every operation or none.
     pub fn transaction(&mut self, now: i64, operations: Vec<TxOperation>) -> TxReply {
         let now = self.tick(now);
         let transaction_id = self.ids.uuid_v7(now);
@@ -459,7 +459,7 @@ impl Broker {
         None
     }
 
-    /// Retention and eviction (wire-contract §2.1): deletes expired messages, whole segments at a time
+    /// Retention and eviction (docs/protocol.md §3.10): deletes expired messages, whole segments at a time
     /// once every message in them is gone.
     pub fn maintain(&mut self, now: i64) -> MaintenanceReport {
         let now = self.tick(now);

@@ -461,7 +461,7 @@ pub enum PopTarget {
     },
 }
 
-/// Where a named group starts reading when its first pop creates its subscription (wire-contract §3.7),
+/// Where a named group starts reading when its first pop creates its subscription (docs/protocol.md §2.3),
 /// parsed at the edge from `subscriptionMode` and `subscriptionFrom` (which wins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SubscriptionStart {

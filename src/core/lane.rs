@@ -7,7 +7,7 @@
 //! States (derived, never stored): **Free** (no live lease, no hold), **Leased** (`L` set and `X > now`),
 //! **Held** (no live lease, `H > now`). An expired lease is Free: there is no sweeper.
 //!
-//! Transition table (wire-contract §3.5; `p` = highest completed offset below the lowest signal `s`,
+//! Transition table (docs/protocol.md §4.3; `p` = highest completed offset below the lowest signal `s`,
 //! `N` = retryLimit, `D` = retryDelay; each row has a test named after it in `tests/conformance.rs`):
 //!
 //! | row | event | from | C | lease | R | A | H | effect |

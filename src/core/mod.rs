@@ -1,4 +1,4 @@
-//! The sans-IO broker core: queues, partitions, lanes, leases, dead letters and segments.
+//! The sans-IO broker core: queues, partitions, lanes, leases, dead letters and segments (docs/protocol.md).
 //!
 //! [`Broker`] is plain deterministic Rust: no async, no I/O, no clock, no randomness of its own. Every
 //! command takes `now` (Unix ms, clamped so it never goes backwards) and returns its reply; the records

@@ -1,4 +1,4 @@
-//! Pop: claim spans of messages for a consumer group (wire-contract §1.3, §3.2, §3.7).
+//! Pop: claim spans of messages for a consumer group (docs/protocol.md §3.2, §4.2; wire-contract §1.3).
 
 use super::api::*;
 use super::state::*;
@@ -26,7 +26,7 @@ struct ClaimPlan<'a> {
 }
 
 impl Broker {
-    /// Claims messages for a group (wire-contract §1.3). Never waits: an empty reply means nothing is
+    /// Claims messages for a group (docs/protocol.md §3.2). Never waits: an empty reply means nothing is
     /// claimable now; the engine parks long-polls.
     pub fn pop(&mut self, now: i64, req: &PopRequest) -> CoreResult<PopReply> {
         let now = self.tick(now);

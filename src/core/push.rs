@@ -145,7 +145,7 @@ impl Broker {
         out
     }
 
-    /// Pushes `items` (wire-contract §1.2). Results come back in input order.
+    /// Pushes `items` (docs/protocol.md §3.1; wire-contract §1.2). Results come back in input order.
     pub fn push(&mut self, now: i64, items: Vec<PushItem>) -> CoreResult<Vec<PushResult>> {
         let mut items = items;
         self.push_taking(now, &mut items)

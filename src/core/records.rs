@@ -1,4 +1,4 @@
-//! How the core's state maps to store records, and how it is rebuilt from them.
+//! How the core's state maps to store records, and how it is rebuilt from them (docs/protocol.md §6).
 //!
 //! Keys sort: numbers are 16 hex digits, big-endian. Names are escaped (`%` and `/`) so a name can never
 //! spill into the next key component.

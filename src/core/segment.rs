@@ -1,4 +1,4 @@
-//! Segments: the immutable blocks that hold message payloads.
+//! Segments: the immutable blocks that hold message payloads (docs/protocol.md §6.3).
 //!
 //! One segment per push batch per partition. Two formats, told apart by the first byte:
 //!

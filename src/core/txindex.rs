@@ -1,4 +1,4 @@
-//! Exact `(partition, transactionId)` lookup without keeping transaction ids in memory.
+//! Exact `(partition, transactionId)` lookup, without transaction ids in memory (docs/protocol.md §6.5).
 //!
 //! Queen's rule is that a transaction id is unique within its partition: a second push with it is a
 //! duplicate, and an ack names its message by it. Memory holds only a 32-bit fingerprint of each id

@@ -1,4 +1,4 @@
-//! The engine: the async shell around the sans-IO [`Broker`].
+//! The engine: the async shell around the sans-IO [`Broker`] (docs/protocol.md §5).
 //!
 //! For each command it takes the command gate (one command at a time), applies the command to the core
 //! with the host's `now`, and hands its change set to the group commit (module `group`): commands
@@ -422,7 +422,7 @@ impl<S: Store, H: Host> Engine<S, H> {
         Ok(())
     }
 
-    /// Pushes messages (wire-contract §1.2).
+    /// Pushes messages (docs/protocol.md §3.1; wire-contract §1.2).
     pub async fn push(&self, items: Vec<PushItem>) -> EngineResult<Vec<PushResult>> {
         // Taken by the run that pushes them; a run that missed a segment leaves them for the next.
         let items = std::cell::RefCell::new(items);
@@ -469,7 +469,7 @@ impl<S: Store, H: Host> Engine<S, H> {
         }
     }
 
-    /// Acks items for one group (wire-contract §1.4, §3.5).
+    /// Acks items for one group (docs/protocol.md §3.4, §4.3; wire-contract §1.4).
     pub async fn ack(
         &self,
         group: Option<String>,
@@ -482,13 +482,13 @@ impl<S: Store, H: Host> Engine<S, H> {
         .await
     }
 
-    /// Extends every live lane of a lease (wire-contract §1.5).
+    /// Extends every live lane of a lease (docs/protocol.md §3.5; wire-contract §1.5).
     pub async fn extend_lease(&self, lease_id: &str, seconds: u64) -> EngineResult<ExtendReply> {
         self.run_plain(|b, now| Ok(b.extend_lease(now, lease_id, seconds)))
             .await
     }
 
-    /// Applies a transaction, all or nothing (wire-contract §1.6).
+    /// Applies a transaction, all or nothing (docs/protocol.md §3.9; wire-contract §1.6).
     pub async fn transaction(&self, operations: Vec<TxOperation>) -> EngineResult<TxReply> {
         self.run(
             |b, _| b.segments_needed_for_transaction(&operations),

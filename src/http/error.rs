@@ -145,6 +145,16 @@ pub(crate) fn json_response<T: serde::Serialize + ?Sized>(status: u16, body: &T)
     }
 }
 
+/// A JSON answer whose body is already JSON text (`render`'s writers), with `Content-Type:
+/// application/json`.
+pub(crate) fn json_text_response(status: u16, body: Vec<u8>) -> HttpResponse {
+    HttpResponse {
+        status,
+        headers: vec![("Content-Type".to_string(), "application/json".to_string())],
+        body,
+    }
+}
+
 /// A 204 with no body.
 pub(crate) fn no_content() -> HttpResponse {
     HttpResponse {

@@ -2,7 +2,7 @@
 
 use super::auth::Caller;
 use super::crypto;
-use super::error::{json_response, no_content, HttpError};
+use super::error::{json_response, json_text_response, no_content, HttpError};
 use super::query::{clip, Query};
 use super::render;
 use super::router::{self, Route};
@@ -88,10 +88,7 @@ impl Route {
                 let mut items = wire::push_items(body, limits, caller.subject.as_deref())?;
                 crypto::seal_items(engine, config, items.iter_mut().collect()).await?;
                 let results = engine.push(items).await?;
-                Ok(json_response(
-                    201,
-                    &render::SeqOf(&results, render::push_result),
-                ))
+                Ok(json_text_response(201, render::push_results(&results)))
             }
             Route::PopQueue { queue } => {
                 check_name("Queue name", &queue, true, limits)?;
@@ -474,7 +471,10 @@ async fn pop<S: Store, H: Host>(
             if reply.messages.is_empty() && !reply.conflation && !reply.conflation_conflict {
                 Ok(no_content())
             } else {
-                Ok(json_response(200, &render::pop_reply(&reply, conflation)))
+                Ok(json_text_response(
+                    200,
+                    render::pop_reply(&reply, conflation),
+                ))
             }
         }
         // A pop on a queue or partition that does not exist is an empty pop, never a 4xx.
@@ -484,7 +484,7 @@ async fn pop<S: Store, H: Host>(
 }
 
 fn ack_answer(results: &[AckResult]) -> HttpResponse {
-    json_response(200, &render::SeqOf(results, render::ack_result))
+    json_text_response(200, render::ack_results(results))
 }
 
 /// A fresh UUIDv4 from the host's entropy, for trace ids.

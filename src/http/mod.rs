@@ -9,7 +9,7 @@
 //! - `router`: the route table (method and path segments to a [`Route`](router::Route) and its access level);
 //! - `query`: query-string parsing and percent-decoding;
 //! - `wire`: JSON request bodies, validated into core command types (wire DTOs stay out of the core);
-//! - `render`: core replies to JSON answers;
+//! - `render`: core replies to JSON answers (`json_text`: the writer of the per-message answers);
 //! - ISO-8601 timestamps come from `crate::core::timefmt` (shared with the core);
 //! - `auth`: bearer tokens and roles;
 //! - `crypto`: encryption at rest of `encryptionEnabled` queues' payloads (sealed on the way in, opened
@@ -27,6 +27,7 @@ mod auth;
 mod crypto;
 mod error;
 mod handlers;
+mod json_text;
 #[cfg(feature = "jwt")]
 pub mod jwt;
 mod query;

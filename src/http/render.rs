@@ -1,9 +1,11 @@
 //! Core replies → JSON answers, with the contract's field names (and the appendix's additions).
 //!
-//! The answers that carry one entry per message (push and ack results, pop replies, dead letters) are
-//! borrowed structs serialized straight to the response body: no `Value` tree per message, and each
-//! payload is written as the JSON text it was stored as.
+//! The answers that carry one entry per message are written without a `Value` tree per message: push
+//! and ack results and pop replies as JSON text straight into the body ([`JsonText`]: literal keys, no
+//! per-field serializer calls), dead letters as borrowed structs serialized by `serde_json`. Each payload
+//! is written as the JSON text it was stored as.
 
+use super::json_text::JsonText;
 use crate::core::api::*;
 use crate::core::timefmt::{iso_micros, iso_millis};
 use serde::{Serialize, Serializer};
@@ -25,175 +27,165 @@ fn push_status(status: &PushStatus) -> &'static str {
     }
 }
 
-/// One push result (contract §1.2): snake_case plus the camelCase aliases. A duplicate has no
-/// `trace_id` and no `offset`; a queued result has both (`trace_id` may be `null`).
-#[derive(Serialize)]
-pub(crate) struct PushResultOut<'a> {
-    index: usize,
-    status: &'static str,
-    transaction_id: &'a str,
-    #[serde(rename = "transactionId")]
-    transaction_id_camel: &'a str,
-    message_id: &'a str,
-    #[serde(rename = "messageId")]
-    message_id_camel: &'a str,
-    partition_id: &'a str,
-    #[serde(rename = "partitionId")]
-    partition_id_camel: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    trace_id: Option<Option<&'a str>>,
-    #[serde(rename = "queueName")]
-    queue_name: &'a str,
-    partition: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    offset: Option<u64>,
-}
-
-/// One push result (contract §1.2).
-pub(crate) fn push_result(r: &PushResult) -> PushResultOut<'_> {
-    let queued = r.status == PushStatus::Queued;
-    PushResultOut {
-        index: r.index,
-        status: push_status(&r.status),
-        transaction_id: &r.transaction_id,
-        transaction_id_camel: &r.transaction_id,
-        message_id: &r.message_id,
-        message_id_camel: &r.message_id,
-        partition_id: &r.partition_id,
-        partition_id_camel: &r.partition_id,
-        trace_id: queued.then_some(r.trace_id.as_deref()),
-        queue_name: &r.queue,
-        partition: &r.partition,
-        offset: queued.then_some(r.offset),
+/// The push answer (contract §1.2): one result per item, snake_case plus the camelCase aliases. A
+/// duplicate has no `trace_id` and no `offset`; a queued result has both (`trace_id` may be `null`).
+pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
+    let mut t = JsonText::with_capacity(64 + results.len() * 480);
+    t.raw("[");
+    for (i, r) in results.iter().enumerate() {
+        let queued = r.status == PushStatus::Queued;
+        t.raw(if i == 0 {
+            "{\"index\":"
+        } else {
+            ",{\"index\":"
+        })
+        .uint(r.index as u64)
+        .raw(",\"status\":")
+        .str(push_status(&r.status))
+        .raw(",\"transaction_id\":")
+        .str(&r.transaction_id)
+        .raw(",\"transactionId\":")
+        .str(&r.transaction_id)
+        .raw(",\"message_id\":")
+        .str(&r.message_id)
+        .raw(",\"messageId\":")
+        .str(&r.message_id)
+        .raw(",\"partition_id\":")
+        .str(&r.partition_id)
+        .raw(",\"partitionId\":")
+        .str(&r.partition_id);
+        if queued {
+            t.raw(",\"trace_id\":").opt_str(r.trace_id.as_deref());
+        }
+        t.raw(",\"queueName\":")
+            .str(&r.queue)
+            .raw(",\"partition\":")
+            .str(&r.partition);
+        if queued {
+            t.raw(",\"offset\":").uint(r.offset);
+        }
+        t.raw("}");
     }
+    t.raw("]");
+    t.into_bytes()
 }
 
 /// One delivered message (contract §1.3, appendix D15): the payload is `data`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct DeliveredOut<'a> {
-    id: &'a str,
-    transaction_id: &'a str,
-    trace_id: Option<&'a str>,
-    data: &'a Payload,
-    producer_sub: Option<&'a str>,
-    created_at: String,
-    queue: &'a str,
-    partition: &'a str,
-    partition_id: &'a str,
-    lease_id: &'a str,
-    consumer_group: &'a str,
-    delivery_attempt: u32,
-    offset: u64,
-    retry_count: u32,
+fn delivered(t: &mut JsonText, m: &DeliveredMessage) {
+    t.raw("{\"id\":")
+        .str(&m.id)
+        .raw(",\"transactionId\":")
+        .str(&m.transaction_id)
+        .raw(",\"traceId\":")
+        .opt_str(m.trace_id.as_deref())
+        .raw(",\"data\":")
+        .payload(&m.payload)
+        .raw(",\"producerSub\":")
+        .opt_str(m.producer_sub.as_deref())
+        .raw(",\"createdAt\":")
+        .str(&iso_micros(m.created_at_ms))
+        .raw(",\"queue\":")
+        .str(&m.queue)
+        .raw(",\"partition\":")
+        .str(&m.partition)
+        .raw(",\"partitionId\":")
+        .str(&m.partition_id)
+        .raw(",\"leaseId\":")
+        .str(&m.lease_id)
+        .raw(",\"consumerGroup\":")
+        .str(&m.consumer_group)
+        .raw(",\"deliveryAttempt\":")
+        .uint(m.delivery_attempt.into())
+        .raw(",\"offset\":")
+        .uint(m.offset)
+        .raw(",\"retryCount\":")
+        .uint(m.retry_count.into())
+        .raw("}");
 }
 
-/// One delivered message.
-pub(crate) fn delivered(m: &DeliveredMessage) -> DeliveredOut<'_> {
-    DeliveredOut {
-        id: &m.id,
-        transaction_id: &m.transaction_id,
-        trace_id: m.trace_id.as_deref(),
-        data: &m.payload,
-        producer_sub: m.producer_sub.as_deref(),
-        created_at: iso_micros(m.created_at_ms),
-        queue: &m.queue,
-        partition: &m.partition,
-        partition_id: &m.partition_id,
-        lease_id: &m.lease_id,
-        consumer_group: &m.consumer_group,
-        delivery_attempt: m.delivery_attempt,
-        offset: m.offset,
-        retry_count: m.retry_count,
+/// A pop answer with messages (or an empty conflating one): `autopilot`, `conflation` and
+/// `conflationConflict` only when they apply.
+pub(crate) fn pop_reply(r: &PopReply, conflation_requested: bool) -> Vec<u8> {
+    let payload_bytes: usize = r.messages.iter().map(|m| m.payload.len()).sum();
+    let mut t = JsonText::with_capacity(256 + payload_bytes + r.messages.len() * 420);
+    t.raw("{\"success\":true,\"queue\":")
+        .opt_str(r.queue.as_deref())
+        .raw(",\"partition\":")
+        .opt_str(r.partition.as_deref())
+        .raw(",\"partitionId\":")
+        .opt_str(r.partition_id.as_deref())
+        .raw(",\"leaseId\":")
+        .str(&r.lease_id)
+        .raw(",\"consumerGroup\":")
+        .str(&r.consumer_group)
+        .raw(",\"messages\":[");
+    for (i, m) in r.messages.iter().enumerate() {
+        if i > 0 {
+            t.raw(",");
+        }
+        delivered(&mut t, m);
     }
-}
-
-/// The autopilot echo of a pop answer.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct AutopilotOut {
-    batch: u32,
-    partitions: u32,
-    wait_ms: u64,
-}
-
-/// A pop answer: `autopilot`, `conflation` and `conflationConflict` only when they apply.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct PopOut<'a> {
-    success: bool,
-    queue: Option<&'a str>,
-    partition: Option<&'a str>,
-    partition_id: Option<&'a str>,
-    lease_id: &'a str,
-    consumer_group: &'a str,
-    messages: SeqOf<'a, DeliveredMessage, DeliveredOut<'a>>,
-    partitions_claimed: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    autopilot: Option<AutopilotOut>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    conflation: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    conflation_conflict: Option<bool>,
-}
-
-/// A pop answer with messages (or an empty conflating one).
-pub(crate) fn pop_reply(r: &PopReply, conflation_requested: bool) -> PopOut<'_> {
-    PopOut {
-        success: true,
-        queue: r.queue.as_deref(),
-        partition: r.partition.as_deref(),
-        partition_id: r.partition_id.as_deref(),
-        lease_id: &r.lease_id,
-        consumer_group: &r.consumer_group,
-        messages: SeqOf(&r.messages, delivered),
-        partitions_claimed: r.partitions_claimed,
-        autopilot: r.autopilot.map(|a| AutopilotOut {
-            batch: a.batch,
-            partitions: a.partitions,
-            wait_ms: a.wait_ms,
-        }),
-        conflation: (r.conflation || conflation_requested).then_some(r.conflation),
-        conflation_conflict: r.conflation_conflict.then_some(true),
+    t.raw("],\"partitionsClaimed\":")
+        .uint(r.partitions_claimed.into());
+    if let Some(a) = r.autopilot {
+        t.raw(",\"autopilot\":{\"batch\":")
+            .uint(a.batch.into())
+            .raw(",\"partitions\":")
+            .uint(a.partitions.into())
+            .raw(",\"waitMs\":")
+            .uint(a.wait_ms)
+            .raw("}");
     }
+    if r.conflation || conflation_requested {
+        t.raw(",\"conflation\":").bool(r.conflation);
+    }
+    if r.conflation_conflict {
+        t.raw(",\"conflationConflict\":true");
+    }
+    t.raw("}");
+    t.into_bytes()
 }
 
-/// One ack result (contract §1.4): `error` is `null` on success.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct AckResultOut<'a> {
-    index: usize,
-    transaction_id: &'a str,
-    partition_id: &'a str,
-    success: bool,
-    error: Option<&'a str>,
-    queue_name: Option<&'a str>,
-    partition_name: Option<&'a str>,
-    lease_released: bool,
-    dlq: bool,
-    status: &'a str,
-}
-
-/// One ack result.
-pub(crate) fn ack_result(r: &AckResult) -> AckResultOut<'_> {
-    AckResultOut {
-        index: r.index,
-        transaction_id: &r.transaction_id,
-        partition_id: &r.partition_id,
-        success: r.success,
-        // Any refused item must carry a non-empty error (the Go SDK reads only `error`).
-        error: (!r.success).then(|| {
+/// The ack answer (contract §1.4): one result per item; `error` is `null` on success and never empty on
+/// a refusal (the Go SDK reads only `error`).
+pub(crate) fn ack_results(results: &[AckResult]) -> Vec<u8> {
+    let mut t = JsonText::with_capacity(2 + results.len() * 300);
+    t.raw("[");
+    for (i, r) in results.iter().enumerate() {
+        let error = (!r.success).then(|| {
             r.error
                 .as_deref()
                 .filter(|e| !e.is_empty())
                 .unwrap_or("Ack refused")
-        }),
-        queue_name: r.queue.as_deref(),
-        partition_name: r.partition.as_deref(),
-        lease_released: r.lease_released,
-        dlq: r.dlq,
-        status: &r.status,
+        });
+        t.raw(if i == 0 {
+            "{\"index\":"
+        } else {
+            ",{\"index\":"
+        })
+        .uint(r.index as u64)
+        .raw(",\"transactionId\":")
+        .str(&r.transaction_id)
+        .raw(",\"partitionId\":")
+        .str(&r.partition_id)
+        .raw(",\"success\":")
+        .bool(r.success)
+        .raw(",\"error\":")
+        .opt_str(error)
+        .raw(",\"queueName\":")
+        .opt_str(r.queue.as_deref())
+        .raw(",\"partitionName\":")
+        .opt_str(r.partition.as_deref())
+        .raw(",\"leaseReleased\":")
+        .bool(r.lease_released)
+        .raw(",\"dlq\":")
+        .bool(r.dlq)
+        .raw(",\"status\":")
+        .str(&r.status)
+        .raw("}");
     }
+    t.raw("]");
+    t.into_bytes()
 }
 
 /// The lease-extend object (contract §1.5, appendix D9).
@@ -366,4 +358,301 @@ pub(crate) fn replay_reply(r: &ReplayReply) -> Value {
         "partitionId": r.partition_id,
         "status": push_status(&r.status),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The writers against the serde-derived shapes they replaced (kept here as the reference): the
+    //! same bytes for the same replies.
+    use super::*;
+
+    /// One push result (contract §1.2): snake_case plus the camelCase aliases. A duplicate has no
+    /// `trace_id` and no `offset`; a queued result has both (`trace_id` may be `null`).
+    #[derive(Serialize)]
+    struct PushResultOut<'a> {
+        index: usize,
+        status: &'static str,
+        transaction_id: &'a str,
+        #[serde(rename = "transactionId")]
+        transaction_id_camel: &'a str,
+        message_id: &'a str,
+        #[serde(rename = "messageId")]
+        message_id_camel: &'a str,
+        partition_id: &'a str,
+        #[serde(rename = "partitionId")]
+        partition_id_camel: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        trace_id: Option<Option<&'a str>>,
+        #[serde(rename = "queueName")]
+        queue_name: &'a str,
+        partition: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        offset: Option<u64>,
+    }
+
+    /// One push result (contract §1.2).
+    fn old_push_result(r: &PushResult) -> PushResultOut<'_> {
+        let queued = r.status == PushStatus::Queued;
+        PushResultOut {
+            index: r.index,
+            status: push_status(&r.status),
+            transaction_id: &r.transaction_id,
+            transaction_id_camel: &r.transaction_id,
+            message_id: &r.message_id,
+            message_id_camel: &r.message_id,
+            partition_id: &r.partition_id,
+            partition_id_camel: &r.partition_id,
+            trace_id: queued.then_some(r.trace_id.as_deref()),
+            queue_name: &r.queue,
+            partition: &r.partition,
+            offset: queued.then_some(r.offset),
+        }
+    }
+
+    /// One delivered message (contract §1.3, appendix D15): the payload is `data`.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct DeliveredOut<'a> {
+        id: &'a str,
+        transaction_id: &'a str,
+        trace_id: Option<&'a str>,
+        data: &'a Payload,
+        producer_sub: Option<&'a str>,
+        created_at: String,
+        queue: &'a str,
+        partition: &'a str,
+        partition_id: &'a str,
+        lease_id: &'a str,
+        consumer_group: &'a str,
+        delivery_attempt: u32,
+        offset: u64,
+        retry_count: u32,
+    }
+
+    /// One delivered message.
+    fn old_delivered(m: &DeliveredMessage) -> DeliveredOut<'_> {
+        DeliveredOut {
+            id: &m.id,
+            transaction_id: &m.transaction_id,
+            trace_id: m.trace_id.as_deref(),
+            data: &m.payload,
+            producer_sub: m.producer_sub.as_deref(),
+            created_at: iso_micros(m.created_at_ms),
+            queue: &m.queue,
+            partition: &m.partition,
+            partition_id: &m.partition_id,
+            lease_id: &m.lease_id,
+            consumer_group: &m.consumer_group,
+            delivery_attempt: m.delivery_attempt,
+            offset: m.offset,
+            retry_count: m.retry_count,
+        }
+    }
+
+    /// The autopilot echo of a pop answer.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct AutopilotOut {
+        batch: u32,
+        partitions: u32,
+        wait_ms: u64,
+    }
+
+    /// A pop answer: `autopilot`, `conflation` and `conflationConflict` only when they apply.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct PopOut<'a> {
+        success: bool,
+        queue: Option<&'a str>,
+        partition: Option<&'a str>,
+        partition_id: Option<&'a str>,
+        lease_id: &'a str,
+        consumer_group: &'a str,
+        messages: SeqOf<'a, DeliveredMessage, DeliveredOut<'a>>,
+        partitions_claimed: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        autopilot: Option<AutopilotOut>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        conflation: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        conflation_conflict: Option<bool>,
+    }
+
+    /// A pop answer with messages (or an empty conflating one).
+    fn old_pop_reply(r: &PopReply, conflation_requested: bool) -> PopOut<'_> {
+        PopOut {
+            success: true,
+            queue: r.queue.as_deref(),
+            partition: r.partition.as_deref(),
+            partition_id: r.partition_id.as_deref(),
+            lease_id: &r.lease_id,
+            consumer_group: &r.consumer_group,
+            messages: SeqOf(&r.messages, old_delivered),
+            partitions_claimed: r.partitions_claimed,
+            autopilot: r.autopilot.map(|a| AutopilotOut {
+                batch: a.batch,
+                partitions: a.partitions,
+                wait_ms: a.wait_ms,
+            }),
+            conflation: (r.conflation || conflation_requested).then_some(r.conflation),
+            conflation_conflict: r.conflation_conflict.then_some(true),
+        }
+    }
+
+    /// One ack result (contract §1.4): `error` is `null` on success.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct AckResultOut<'a> {
+        index: usize,
+        transaction_id: &'a str,
+        partition_id: &'a str,
+        success: bool,
+        error: Option<&'a str>,
+        queue_name: Option<&'a str>,
+        partition_name: Option<&'a str>,
+        lease_released: bool,
+        dlq: bool,
+        status: &'a str,
+    }
+
+    /// One ack result.
+    fn old_ack_result(r: &AckResult) -> AckResultOut<'_> {
+        AckResultOut {
+            index: r.index,
+            transaction_id: &r.transaction_id,
+            partition_id: &r.partition_id,
+            success: r.success,
+            // Any refused item must carry a non-empty error (the Go SDK reads only `error`).
+            error: (!r.success).then(|| {
+                r.error
+                    .as_deref()
+                    .filter(|e| !e.is_empty())
+                    .unwrap_or("Ack refused")
+            }),
+            queue_name: r.queue.as_deref(),
+            partition_name: r.partition.as_deref(),
+            lease_released: r.lease_released,
+            dlq: r.dlq,
+            status: &r.status,
+        }
+    }
+
+    fn sample_messages() -> Vec<DeliveredMessage> {
+        let texts = [
+            ("plain", "{\"n\":1,\"pad\":\"xxxx\"}"),
+            ("quote\" and \\ back\tslash\u{1}", "[1,2.5,\"é\",null]"),
+            ("unicode é 漢字 😀", "\"a string payload\""),
+        ];
+        texts
+            .iter()
+            .enumerate()
+            .map(|(i, (name, payload))| DeliveredMessage {
+                id: format!("0192f3c4-5e6f-7a8b-9c0d-e1f2a3b4c5d{i}"),
+                transaction_id: format!("tx-{name}"),
+                trace_id: (i != 1).then(|| format!("trace-{name}")),
+                payload: Payload::from_json(payload.to_string()).unwrap(),
+                producer_sub: (i == 2).then(|| name.to_string()),
+                created_at_ms: 1_764_600_000_123 + i as i64,
+                queue: format!("q-{name}"),
+                partition: name.to_string(),
+                partition_id: format!("pid-{i}"),
+                lease_id: "lease-1".to_string(),
+                consumer_group: "__QUEUE_MODE__".to_string(),
+                delivery_attempt: i as u32 + 1,
+                offset: u64::MAX - i as u64,
+                retry_count: i as u32,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pop_replies_are_written_as_before() {
+        let messages = sample_messages();
+        let replies = [
+            PopReply {
+                lease_id: "lease-1".into(),
+                consumer_group: "workers \"a\"".into(),
+                messages: messages.clone(),
+                partitions_claimed: 3,
+                queue: Some("q".into()),
+                partition: None,
+                partition_id: Some("pid".into()),
+                conflation: false,
+                conflation_conflict: false,
+                autopilot: None,
+            },
+            PopReply {
+                lease_id: String::new(),
+                consumer_group: "g".into(),
+                messages: Vec::new(),
+                partitions_claimed: 0,
+                queue: None,
+                partition: Some("p".into()),
+                partition_id: None,
+                conflation: true,
+                conflation_conflict: true,
+                autopilot: Some(AutopilotEcho {
+                    batch: 100,
+                    partitions: 4,
+                    wait_ms: 250,
+                }),
+            },
+        ];
+        for reply in &replies {
+            for requested in [false, true] {
+                assert_eq!(
+                    String::from_utf8(pop_reply(reply, requested)).unwrap(),
+                    serde_json::to_string(&old_pop_reply(reply, requested)).unwrap()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn push_and_ack_results_are_written_as_before() {
+        let push: Vec<PushResult> = (0..4)
+            .map(|i| PushResult {
+                index: i,
+                status: if i == 2 {
+                    PushStatus::Duplicate
+                } else {
+                    PushStatus::Queued
+                },
+                message_id: format!("m-{i}"),
+                transaction_id: format!("t \"{i}\""),
+                partition_id: format!("pid-{i}"),
+                queue: "orders".into(),
+                partition: "Default".into(),
+                offset: 1000 + i as u64,
+                trace_id: (i == 1).then(|| "trace".to_string()),
+            })
+            .collect();
+        assert_eq!(
+            String::from_utf8(push_results(&push)).unwrap(),
+            serde_json::to_string(&SeqOf(&push, old_push_result)).unwrap()
+        );
+        assert_eq!(push_results(&[]), b"[]");
+        let acks: Vec<AckResult> = (0..4)
+            .map(|i| AckResult {
+                index: i,
+                transaction_id: format!("t-{i}"),
+                partition_id: format!("p\n{i}"),
+                success: i % 2 == 0,
+                error: match i {
+                    1 => Some(String::new()),
+                    3 => Some("Lease expired".into()),
+                    _ => None,
+                },
+                queue: (i > 0).then(|| "q".to_string()),
+                partition: (i > 1).then(|| "p".to_string()),
+                lease_released: i == 0,
+                dlq: i == 3,
+                status: "completed".into(),
+            })
+            .collect();
+        assert_eq!(
+            String::from_utf8(ack_results(&acks)).unwrap(),
+            serde_json::to_string(&SeqOf(&acks, old_ack_result)).unwrap()
+        );
+    }
 }

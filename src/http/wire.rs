@@ -137,7 +137,17 @@ pub(crate) fn opt_group(
     path: &str,
     limits: &Limits,
 ) -> Result<Option<String>, HttpError> {
-    let group = opt_string(map, key, path, "consumerGroup must be a string or null")?;
+    group_of(map.get(key), key, path, limits)
+}
+
+/// [`opt_group`] of a field already taken out of its object.
+fn group_of(
+    field: Option<&Value>,
+    key: &str,
+    path: &str,
+    limits: &Limits,
+) -> Result<Option<String>, HttpError> {
+    let group = opt_str(field, key, path, "consumerGroup must be a string or null")?;
     match group {
         None | Some("") | Some(QUEUE_MODE_GROUP) => Ok(None),
         Some(g) => {
@@ -213,18 +223,6 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
             "{key} must be a boolean, got {}",
             json_type(v)
         ))),
-    }
-}
-
-/// A required array field.
-fn array<'a>(
-    map: &'a Map<String, Value>,
-    key: &str,
-    missing: &str,
-) -> Result<&'a Vec<Value>, HttpError> {
-    match map.get(key) {
-        Some(Value::Array(items)) => Ok(items),
-        _ => Err(HttpError::bad_request(missing)),
     }
 }
 
@@ -503,21 +501,118 @@ pub(crate) fn push_item(
 // Ack
 // ---------------------------------------------------------------------------------------------
 
-/// One ack item at `path` (empty for the single-ack body).
-pub(crate) fn ack_item(v: &Value, path: &str, limits: &Limits) -> Result<AckItem, HttpError> {
-    let Value::Object(map) = v else {
-        return Err(HttpError::bad_request(format!(
-            "{path} must be an object, got {}",
-            json_type(v)
-        )));
-    };
-    ack_fields(map, path, limits)
+/// The fields an ack reads, as sent (checked by [`ack_fields`]); an `/ack/batch` item is read straight
+/// into it, other keys skipped (a repeated key: the last one counts).
+#[derive(Default)]
+pub(crate) struct AckIn {
+    transaction_id: Option<Value>,
+    partition_id: Option<Value>,
+    status: Option<Value>,
+    error: Option<Value>,
+    lease_id: Option<Value>,
 }
 
-/// [`ack_item`] of an object.
-fn ack_fields(map: &Map<String, Value>, path: &str, limits: &Limits) -> Result<AckItem, HttpError> {
-    let transaction_id = match map.get("transactionId") {
-        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+impl AckIn {
+    /// The ack fields of an object already parsed (the single-ack body, a transaction's ack).
+    fn of(map: &Map<String, Value>) -> AckIn {
+        let field = |key: &str| map.get(key).cloned();
+        AckIn {
+            transaction_id: field("transactionId"),
+            partition_id: field("partitionId"),
+            status: field("status"),
+            error: field("error"),
+            lease_id: field("leaseId"),
+        }
+    }
+}
+
+/// The keys the `/ack/batch` body reads, matched without allocating.
+enum AckKey {
+    Acknowledgments,
+    ConsumerGroup,
+    TransactionId,
+    PartitionId,
+    Status,
+    Error,
+    LeaseId,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for AckKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = AckKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, key: &str) -> Result<AckKey, E> {
+                Ok(match key {
+                    "acknowledgments" => AckKey::Acknowledgments,
+                    "consumerGroup" => AckKey::ConsumerGroup,
+                    "transactionId" => AckKey::TransactionId,
+                    "partitionId" => AckKey::PartitionId,
+                    "status" => AckKey::Status,
+                    "error" => AckKey::Error,
+                    "leaseId" => AckKey::LeaseId,
+                    _ => AckKey::Other,
+                })
+            }
+        }
+        deserializer.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl FromCompound for AckIn {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut item = AckIn::default();
+        while let Some(key) = map.next_key()? {
+            let field = match key {
+                AckKey::TransactionId => &mut item.transaction_id,
+                AckKey::PartitionId => &mut item.partition_id,
+                AckKey::Status => &mut item.status,
+                AckKey::Error => &mut item.error,
+                AckKey::LeaseId => &mut item.lease_id,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *field = Some(map.next_value()?);
+        }
+        Ok(Shaped::Is(item))
+    }
+}
+
+/// An `/ack/batch` body: `acknowledgments` and `consumerGroup`; other keys are skipped.
+pub(crate) struct AckBatchBody {
+    acknowledgments: Option<Shaped<List<Shaped<AckIn>>>>,
+    consumer_group: Option<Value>,
+}
+
+impl FromCompound for AckBatchBody {
+    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+        let mut body = AckBatchBody {
+            acknowledgments: None,
+            consumer_group: None,
+        };
+        while let Some(key) = map.next_key()? {
+            match key {
+                AckKey::Acknowledgments => body.acknowledgments = Some(map.next_value()?),
+                AckKey::ConsumerGroup => body.consumer_group = Some(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Shaped::Is(body))
+    }
+}
+
+/// One ack at `path` (empty for the single-ack body).
+fn ack_fields(a: AckIn, path: &str, limits: &Limits) -> Result<AckItem, HttpError> {
+    let transaction_id = match a.transaction_id {
+        Some(Value::String(t)) if !t.is_empty() => t,
         _ => {
             return Err(HttpError::bad_request(format!(
                 "transactionId is required{}",
@@ -526,8 +621,8 @@ fn ack_fields(map: &Map<String, Value>, path: &str, limits: &Limits) -> Result<A
         }
     };
     check_id("transactionId", &transaction_id, limits)?;
-    let partition_id = match map.get("partitionId") {
-        Some(Value::String(p)) if !p.is_empty() => p.clone(),
+    let partition_id = match a.partition_id {
+        Some(Value::String(p)) if !p.is_empty() => p,
         _ => {
             return Err(HttpError::bad_request(format!(
                 "partitionId is required to ensure message uniqueness{}",
@@ -536,9 +631,9 @@ fn ack_fields(map: &Map<String, Value>, path: &str, limits: &Limits) -> Result<A
         }
     };
     check_id("partitionId", &partition_id, limits)?;
-    let status = match map.get("status") {
+    let status = match a.status {
         None | Some(Value::Null) => AckStatus::Completed,
-        Some(Value::String(s)) => match AckStatus::parse(Some(s)) {
+        Some(Value::String(s)) => match AckStatus::parse(Some(&s)) {
             AckStatus::Invalid(s) => {
                 return Err(HttpError::bad_request(format!(
                     "Invalid status '{}': expected completed, success, failed, retry or dlq{}",
@@ -551,16 +646,26 @@ fn ack_fields(map: &Map<String, Value>, path: &str, limits: &Limits) -> Result<A
         Some(v) => {
             return Err(HttpError::bad_request(format!(
                 "status must be a string, got {}{}",
-                json_type(v),
+                json_type(&v),
                 at(path, "status")
             )))
         }
     };
-    let error = opt_string(map, "error", path, "error must be a string or null")?
-        .filter(|e| !e.is_empty())
-        .map(str::to_string);
-    let lease_id = opt_string(map, "leaseId", path, "leaseId must be a string or null")?
-        .filter(|l| !l.is_empty());
+    let error = opt_str(
+        a.error.as_ref(),
+        "error",
+        path,
+        "error must be a string or null",
+    )?
+    .filter(|e| !e.is_empty())
+    .map(str::to_string);
+    let lease_id = opt_str(
+        a.lease_id.as_ref(),
+        "leaseId",
+        path,
+        "leaseId must be a string or null",
+    )?
+    .filter(|l| !l.is_empty());
     if let Some(l) = lease_id {
         check_id("leaseId", l, limits)?;
     }
@@ -580,17 +685,21 @@ pub(crate) fn single_ack(
 ) -> Result<(Option<String>, AckItem), HttpError> {
     let map = parse_object(body)?;
     let group = opt_group(&map, "consumerGroup", "", limits)?;
-    let item = ack_fields(&map, "", limits)?;
+    let item = ack_fields(AckIn::of(&map), "", limits)?;
     Ok((group, item))
 }
 
-/// `POST /api/v1/ack/batch` body → (group, items). The top-level group applies to every item.
+/// `POST /api/v1/ack/batch` body → (group, items), read in one pass into [`AckBatchBody`]. The top-level
+/// group applies to every item.
 pub(crate) fn batch_ack(
     body: &[u8],
     limits: &Limits,
 ) -> Result<(Option<String>, Vec<AckItem>), HttpError> {
-    let map = parse_object(body)?;
-    let items = array(&map, "acknowledgments", "acknowledgments array is required")?;
+    let parsed: AckBatchBody = parse_shaped(body)?;
+    let items = match parsed.acknowledgments {
+        Some(Shaped::Is(List(items))) => items,
+        _ => return Err(HttpError::bad_request("acknowledgments array is required")),
+    };
     if items.is_empty() {
         return Err(HttpError::bad_request(
             "acknowledgments array cannot be empty",
@@ -603,11 +712,19 @@ pub(crate) fn batch_ack(
             limits.max_ack_items
         )));
     }
-    let group = opt_group(&map, "consumerGroup", "", limits)?;
+    let group = group_of(parsed.consumer_group.as_ref(), "consumerGroup", "", limits)?;
     let items = items
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| ack_item(v, &format!("acknowledgments[{i}]"), limits))
+        .map(|(i, v)| {
+            let path = format!("acknowledgments[{i}]");
+            match v {
+                Shaped::Is(item) => ack_fields(item, &path, limits),
+                Shaped::Not(kind) => Err(HttpError::bad_request(format!(
+                    "{path} must be an object, got {kind}"
+                ))),
+            }
+        })
         .collect::<Result<_, _>>()?;
     Ok((group, items))
 }
@@ -764,7 +881,7 @@ pub(crate) fn transaction(
             }
             "ack" => {
                 let group = opt_group(&op.fields, "consumerGroup", &path, limits)?;
-                let item = ack_fields(&op.fields, &path, limits)?;
+                let item = ack_fields(AckIn::of(&op.fields), &path, limits)?;
                 out.push(TxOperation::Ack { item, group });
             }
             other => {

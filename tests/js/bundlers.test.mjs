@@ -206,8 +206,13 @@ compiler.run((error, stats) => {
   const names = Object.keys(steps)
   const built = new Set()
   results.forEach((r, i) => {
-    if (r.status === 'fulfilled') { console.log('  ok    ' + r.value); built.add(names[i]) }
-    else { failures++; console.log(`  FAIL  ${names[i]}\n${r.reason.message}`) }
+    if (r.status === 'fulfilled') {
+      console.log('  ok    ' + r.value)
+      built.add(names[i])
+    } else {
+      failures++
+      console.log(`  FAIL  ${names[i]}\n${r.reason.message}`)
+    }
   })
   browser = await launched
 

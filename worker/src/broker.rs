@@ -14,87 +14,86 @@ use std::rc::Rc;
 
 use futures::lock::Mutex;
 use futures::StreamExt;
+use js_sys::Uint8Array;
 use queen_edge::engine::Engine;
-use queen_edge::http::{handle_with_jwt, HttpRequest, HttpResponse, CORS_HEADERS};
+use queen_edge::http::{handle_with_jwt, HttpRequest, HttpResponse};
 use serde_json::json;
-use worker::{
-    console_error, console_log, durable_object, DurableObject, Env, Headers, Method, Request,
-    Response, Result, State,
-};
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
+use worker::worker_sys::{web_sys, DurableObjectState};
+use worker::{console_error, console_log, ByteStream, Env, Result, State};
 
 use crate::config::{flag, WorkerConfig};
 use crate::do_store::DoStore;
 use crate::host::WorkerHost;
+use crate::respond;
 
 /// The engine a `Broker` object runs.
 pub type BrokerEngine = Engine<DoStore, WorkerHost>;
 
+/// The path and the query (without `?`) of a request URL as workerd serialises it
+/// (`http://host/path?query`); a bare `/path?query` works too.
+pub fn path_and_query(url: &str) -> (&str, &str) {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let target = url[after_scheme..]
+        .find('/')
+        .map_or("/", |i| &url[after_scheme + i..]);
+    let target = target.split_once('#').map_or(target, |(t, _)| t);
+    target.split_once('?').unwrap_or((target, ""))
+}
+
 /// Reads `req` (the body is consumed) into the HTTP layer's request type, reading at most
-/// `max_body_bytes` of body: a longer body (declared or not) stops the read and is answered 413 (`Err`).
+/// `max_body_bytes` of body: a longer body (declared or not) is answered 413 (`Err`). A body with a
+/// declared length within the limit is read in one piece; one without is streamed and the read stops at
+/// the limit.
 pub async fn read_request(
-    mut req: Request,
+    req: &web_sys::Request,
     max_body_bytes: usize,
 ) -> Result<std::result::Result<HttpRequest, HttpResponse>> {
-    let url = req.url()?;
-    let method = req.method().to_string().to_ascii_uppercase();
-    let headers = req.headers().entries().collect();
+    let url = req.url();
+    let (path, query) = path_and_query(&url);
+    let method = req.method().to_ascii_uppercase();
+    let headers: Vec<(String, String)> = worker::Headers(req.headers()).entries().collect();
     let mut body = Vec::new();
     // A request without a body (a DELETE, say) has no stream: its body is empty.
-    if !matches!(req.method(), Method::Get | Method::Head) && req.inner().body().is_some() {
-        let mut chunks = req.stream()?;
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk?;
-            if body.len() + chunk.len() > max_body_bytes {
+    if !matches!(method.as_str(), "GET" | "HEAD") {
+        if let Some(stream) = req.body() {
+            let declared = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+            match declared {
+                Some(length) if length > max_body_bytes => {
+                    return Ok(Err(queen_edge::http::body_too_large(max_body_bytes)))
+                }
+                Some(_) => {
+                    let buffer =
+                        worker::wasm_bindgen_futures::JsFuture::from(req.array_buffer()?).await?;
+                    body = Uint8Array::new(&buffer).to_vec();
+                }
+                None => {
+                    let mut chunks = ByteStream::from(stream);
+                    while let Some(chunk) = chunks.next().await {
+                        let chunk = chunk?;
+                        if body.len() + chunk.len() > max_body_bytes {
+                            return Ok(Err(queen_edge::http::body_too_large(max_body_bytes)));
+                        }
+                        body.extend_from_slice(&chunk);
+                    }
+                }
+            }
+            if body.len() > max_body_bytes {
                 return Ok(Err(queen_edge::http::body_too_large(max_body_bytes)));
             }
-            body.extend_from_slice(&chunk);
         }
     }
     Ok(Ok(HttpRequest {
         method,
-        path: url.path().to_string(),
-        query: url.query().unwrap_or("").to_string(),
+        path: path.to_string(),
+        query: query.to_string(),
         headers,
         body,
     }))
-}
-
-/// Turns the HTTP layer's answer into a workerd response.
-pub fn write_response(answer: HttpResponse) -> Result<Response> {
-    api_response(answer.status, &answer.headers, answer.body)
-}
-
-/// Builds a response from a status, headers and body; adds the CORS headers unless `headers` already set them.
-pub fn api_response(status: u16, headers: &[(String, String)], body: Vec<u8>) -> Result<Response> {
-    let out = Headers::new();
-    for (name, value) in headers {
-        out.append(name, value)?;
-    }
-    for (name, value) in CORS_HEADERS {
-        if !out.has(name)? {
-            out.set(name, value)?;
-        }
-    }
-    let response = if body.is_empty() {
-        Response::empty()?
-    } else {
-        Response::from_bytes(body)?
-    };
-    Ok(response.with_status(status).with_headers(out))
-}
-
-/// A JSON response with the CORS headers.
-pub fn json_response(status: u16, value: &serde_json::Value) -> Result<Response> {
-    api_response(
-        status,
-        &[("Content-Type".into(), "application/json".into())],
-        serde_json::to_vec(value)?,
-    )
-}
-
-/// `{"error": message}` with `status` and the CORS headers.
-pub fn error_response(status: u16, message: &str) -> Result<Response> {
-    json_response(status, &json!({ "error": message }))
 }
 
 /// How often the alarm runs retention and eviction (`Engine::maintain`) unless the var
@@ -102,7 +101,12 @@ pub fn error_response(status: u16, message: &str) -> Result<Response> {
 pub const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The Durable Object class `Broker` (bound as `BROKER` in `wrangler.toml`).
-#[durable_object]
+///
+/// Exported to JS by hand (what `#[durable_object]` generates, minus its conversions): `fetch` takes
+/// workerd's `Request` as it is (no `worker::Request`, whose constructor copies the `cf` object) and
+/// answers with a `Response` built once from the HTTP layer's answer ([`respond`]), not a
+/// `worker::Response` converted again.
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
 pub struct Broker {
     state: State,
     env: Env,
@@ -169,10 +173,10 @@ impl Broker {
         &self.config
     }
 
-    async fn unavailable(&self, path: &str, message: String) -> Result<Response> {
+    async fn unavailable(&self, path: &str, message: String) -> Result<web_sys::Response> {
         if path == "/health" {
             let id = self.config.http.worker_id.clone();
-            return json_response(
+            return respond::json(
                 503,
                 &json!({
                     "status": "unhealthy",
@@ -184,41 +188,26 @@ impl Broker {
                 }),
             );
         }
-        error_response(503, &format!("broker unavailable: {message}"))
-    }
-}
-
-impl DurableObject for Broker {
-    fn new(state: State, env: Env) -> Self {
-        let worker_id = state.id().to_string();
-        let config = WorkerConfig::from_env(&env, worker_id, js_sys::Date::now() as i64);
-        if let Some(error) = &config.startup_error {
-            console_error!("broker cannot start: {error}");
-        }
-        Broker {
-            state,
-            env,
-            config,
-            engine: Mutex::new(None),
-            alarm_armed: std::cell::Cell::new(false),
-        }
+        respond::error(503, &format!("broker unavailable: {message}"))
     }
 
-    async fn fetch(&self, req: Request) -> Result<Response> {
-        let path = req.path();
+    /// Answers one request.
+    async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+        let url = req.url();
+        let (path, _) = path_and_query(&url);
         if path.starts_with("/__test/") {
             if !flag(&self.env, "QUEEN_TEST_ROUTES") {
-                return error_response(404, "Not Found");
+                return respond::error(404, "Not Found");
             }
-            return crate::selftest::handle(&self.state, req).await;
+            return crate::selftest::handle(&self.state, req.into()).await;
         }
         let engine = match self.engine().await {
             Ok(engine) => engine,
-            Err(message) => return self.unavailable(&path, message).await,
+            Err(message) => return self.unavailable(path, message).await,
         };
-        let request = match read_request(req, self.config.http.limits.max_body_bytes).await? {
+        let request = match read_request(&req, self.config.http.limits.max_body_bytes).await? {
             Ok(request) => request,
-            Err(too_large) => return write_response(too_large),
+            Err(too_large) => return respond::answer(&too_large),
         };
         // The entry Worker checked the token already; the object checks again (it trusts no header).
         let outcome = queen_edge::http::jwt::authenticate(
@@ -233,12 +222,12 @@ impl DurableObject for Broker {
         let answer = handle_with_jwt(&engine, &self.config.http, request, &outcome).await;
         // A request may have created the first queue of an idle broker.
         self.arm_alarm_if_needed(&engine).await;
-        write_response(answer)
+        respond::answer(&answer)
     }
 
     /// Runs retention and eviction, then schedules the next run. A failure is logged and retried at
     /// the next alarm; it never loses data (maintenance only deletes what the queue's options expire).
-    async fn alarm(&self) -> Result<Response> {
+    async fn run_alarm(&self) {
         match self.engine().await {
             Ok(engine) => match engine.maintain().await {
                 Ok(report) => console_log!(
@@ -256,6 +245,56 @@ impl DurableObject for Broker {
         if let Ok(engine) = self.engine().await {
             self.arm_alarm_if_needed(&engine).await;
         }
-        Response::ok("maintained")
+    }
+}
+
+// The JS class workerd instantiates: constructor, `fetch` and `alarm`, as `#[durable_object]` would
+// export them (the futures asserted unwind-safe as it does).
+#[wasm_bindgen(
+    wasm_bindgen = ::worker::wasm_bindgen,
+    wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
+    js_sys = ::worker::js_sys
+)]
+impl Broker {
+    /// Called by workerd when the object starts.
+    #[wasm_bindgen(constructor)]
+    pub fn new(state: DurableObjectState, env: Env) -> Broker {
+        let state = State::from(state);
+        let worker_id = state.id().to_string();
+        let config = WorkerConfig::from_env(&env, worker_id, js_sys::Date::now() as i64);
+        if let Some(error) = &config.startup_error {
+            console_error!("broker cannot start: {error}");
+        }
+        Broker {
+            state,
+            env,
+            config,
+            engine: Mutex::new(None),
+            alarm_armed: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Called by workerd for each request the entry Worker forwards.
+    #[wasm_bindgen(js_name = fetch)]
+    pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+        std::panic::AssertUnwindSafe(async move {
+            self.serve(req)
+                .await
+                .map(JsValue::from)
+                .map_err(JsValue::from)
+        })
+        .await
+    }
+
+    /// Called by workerd when the maintenance alarm fires.
+    #[wasm_bindgen(js_name = alarm)]
+    pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
+        std::panic::AssertUnwindSafe(async move {
+            self.run_alarm().await;
+            respond::respond(200, &[], b"maintained")
+                .map(JsValue::from)
+                .map_err(JsValue::from)
+        })
+        .await
     }
 }

@@ -4,25 +4,29 @@
 //! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: checked first (route, bearer token or JWT (its
 //!   signature through Web Crypto, [`jwt`]), declared `Content-Length` against `MAX_BODY_BYTES`:
 //!   `queen_edge::http::precheck_with_jwt`), then forwarded unchanged to the
-//!   Durable Object named by [`broker_name`], which checks again and answers through `src/http`.
+//!   Durable Object named by [`broker_name`] ([`forward_to_object`]: the object's response goes back as it
+//!   is), which checks again and answers through `src/http`.
 //! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
 //!   this code: Workers serves matching files first).
 
 #![warn(missing_docs)]
 
-// The #[durable_object] macro generates undocumented wasm-bindgen glue (`new`, `fetch`) inside this module.
-#[allow(missing_docs)]
 pub mod broker;
 pub mod config;
 pub mod do_store;
 pub mod host;
 pub mod jwt;
+pub mod respond;
 pub mod selftest;
 
-use worker::{event, Context, Env, Method, Request, Response, Result};
+use std::rc::Rc;
 
-use crate::broker::{api_response, error_response};
+use wasm_bindgen::JsCast;
+use worker::worker_sys::web_sys;
+use worker::{event, Context, Env, Result};
+
+use crate::broker::path_and_query;
 use crate::config::{flag, var, WorkerConfig};
 
 /// Name of the Durable Object namespace binding.
@@ -52,98 +56,145 @@ pub fn valid_broker_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-/// The name of the Durable Object that serves `req`: `BROKER_NAME` (default `default`), or, when
-/// `BROKER_SELECTABLE` is `true`, the `x-queen-broker` header or `broker` query parameter if present.
-/// `Err` carries the 400 message for an invalid name.
-pub fn broker_name(req: &Request, env: &Env) -> std::result::Result<String, String> {
-    let fixed = var(env, "BROKER_NAME").unwrap_or_else(|| "default".to_string());
-    if !flag(env, "BROKER_SELECTABLE") {
-        return Ok(fixed);
+/// What the entry Worker reads from its environment. Read on the first request and kept for the
+/// isolate's life: an isolate runs one version of the Worker, whose vars and secrets do not change.
+pub struct EntrySettings {
+    /// The HTTP settings the precheck uses (tokens, JWT, body limit).
+    pub config: WorkerConfig,
+    /// `BROKER_NAME` (default `default`).
+    pub broker_name: String,
+    /// `BROKER_SELECTABLE`.
+    pub selectable: bool,
+    /// `QUEEN_TEST_ROUTES`.
+    pub test_routes: bool,
+}
+
+impl EntrySettings {
+    fn read(env: &Env) -> Self {
+        EntrySettings {
+            config: WorkerConfig::from_env(env, String::new(), 0),
+            broker_name: var(env, "BROKER_NAME").unwrap_or_else(|| "default".to_string()),
+            selectable: flag(env, "BROKER_SELECTABLE"),
+            test_routes: flag(env, "QUEEN_TEST_ROUTES"),
+        }
     }
-    let from_header = req.headers().get(BROKER_HEADER).ok().flatten();
-    let from_query = req.url().ok().and_then(|url| {
-        url.query_pairs()
-            .find(|(k, _)| k == BROKER_QUERY)
-            .map(|(_, v)| v.into_owned())
-    });
-    match from_header.or(from_query) {
-        None => Ok(fixed),
+
+    /// The settings of this isolate.
+    pub fn get(env: &Env) -> Rc<Self> {
+        thread_local! {
+            static SETTINGS: std::cell::OnceCell<Rc<EntrySettings>> = const { std::cell::OnceCell::new() };
+        }
+        SETTINGS.with(|cell| cell.get_or_init(|| Rc::new(Self::read(env))).clone())
+    }
+}
+
+/// The value of query parameter `name`, percent-decoded.
+fn query_param(query: &str, name: &str) -> Option<String> {
+    worker::url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+/// The name of the Durable Object that serves a request with `headers` and `query`: `BROKER_NAME`
+/// (default `default`), or, when `BROKER_SELECTABLE` is `true`, the `x-queen-broker` header or `broker`
+/// query parameter if present. `Err` carries the 400 message for an invalid name.
+pub fn broker_name(
+    settings: &EntrySettings,
+    headers: &web_sys::Headers,
+    query: &str,
+) -> std::result::Result<String, String> {
+    if !settings.selectable {
+        return Ok(settings.broker_name.clone());
+    }
+    let from_header = headers.get(BROKER_HEADER).ok().flatten();
+    match from_header.or_else(|| query_param(query, BROKER_QUERY)) {
+        None => Ok(settings.broker_name.clone()),
         Some(name) if valid_broker_name(&name) => Ok(name),
         Some(_) => Err("broker name must be 1-64 characters of A-Z a-z 0-9 _ . -".to_string()),
     }
 }
 
-async fn forward(req: Request, env: &Env, name: &str) -> Result<Response> {
+/// Sends `req` to the Durable Object named `name` and answers with the object's `Response` as it is (its
+/// body streams through; nothing is copied or wrapped again).
+pub async fn forward_to_object(
+    req: &web_sys::Request,
+    env: &Env,
+    name: &str,
+) -> Result<web_sys::Response> {
     let namespace = env.durable_object(BROKER_BINDING)?;
-    let stub = namespace.id_from_name(name)?.get_stub()?;
-    stub.fetch_with_request(req).await
+    let stub: worker::worker_sys::DurableObject =
+        namespace.id_from_name(name)?.get_stub()?.into_rpc();
+    let response =
+        worker::wasm_bindgen_futures::JsFuture::from(stub.fetch_with_request(req)?).await?;
+    Ok(response.dyn_into::<web_sys::Response>()?)
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let path = req.path();
+async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys::Response> {
+    let url = req.url();
+    let (path, query) = path_and_query(&url);
+    let settings = EntrySettings::get(&env);
 
     if path.starts_with("/__test/") {
-        if !flag(&env, "QUEEN_TEST_ROUTES") {
-            return error_response(404, "Not Found");
+        if !settings.test_routes {
+            return respond::error(404, "Not Found");
         }
-        let object = req
-            .url()?
-            .query_pairs()
-            .find(|(k, _)| k == "object")
-            .map(|(_, v)| v.into_owned())
-            .unwrap_or_else(|| "selftest".to_string());
+        let object = query_param(query, "object").unwrap_or_else(|| "selftest".to_string());
         if !valid_broker_name(&object) {
-            return error_response(400, "invalid object name");
+            return respond::error(400, "invalid object name");
         }
-        return forward(req, &env, &object).await;
+        return forward_to_object(&req, &env, &object).await;
     }
 
-    if !is_broker_path(&path) {
-        return env.assets(ASSETS_BINDING)?.fetch_request(req).await;
+    if !is_broker_path(path) {
+        let asset = env
+            .assets(ASSETS_BINDING)?
+            .fetch_request(worker::Request::from(req))
+            .await?;
+        return Ok(asset.into());
     }
 
     // A CORS preflight is answered here, as the broker would (204 and the CORS headers for any path):
     // it carries neither a token nor the X-Queen-Broker value, so forwarding it would only wake a
     // Durable Object, perhaps the wrong one.
-    if req.method() == Method::Options {
-        return api_response(204, &[], Vec::new());
+    let method = req.method().to_ascii_uppercase();
+    if method == "OPTIONS" {
+        return respond::respond(204, &[], &[]);
     }
 
     // Route, token and declared body size are checked here, before a Durable Object is woken (or
     // created, with BROKER_SELECTABLE) and before any body is buffered.
-    let config = WorkerConfig::from_env(&env, String::new(), 0);
-    let authorization = req.headers().get("authorization").ok().flatten();
-    let content_length = req
-        .headers()
+    let headers = req.headers();
+    let authorization = headers.get("authorization").ok().flatten();
+    let content_length = headers
         .get("content-length")
         .ok()
         .flatten()
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let method = req.method().to_string();
+    let http = &settings.config.http;
     let outcome = queen_edge::http::jwt::authenticate(
-        &config.http,
+        http,
         &jwt::WebCryptoVerifier,
         &method,
-        &path,
+        path,
         authorization.as_deref(),
         js_sys::Date::now() as i64,
     )
     .await;
     if let Err(refusal) = queen_edge::http::precheck_with_jwt(
-        &config.http,
+        http,
         &method,
-        &path,
+        path,
         authorization.as_deref(),
         content_length,
         &outcome,
     ) {
-        return api_response(refusal.status, &refusal.headers, refusal.body);
+        return respond::answer(&refusal);
     }
 
-    match broker_name(&req, &env) {
-        Ok(name) => forward(req, &env, &name).await,
-        Err(message) => error_response(400, &message),
+    match broker_name(&settings, &headers, query) {
+        Ok(name) => forward_to_object(&req, &env, &name).await,
+        Err(message) => respond::error(400, &message),
     }
 }
 
@@ -159,6 +210,22 @@ mod tests {
         assert!(!is_broker_path("/"));
         assert!(!is_broker_path("/index.html"));
         assert!(!is_broker_path("/api/v10"));
+    }
+
+    #[test]
+    fn request_targets() {
+        assert_eq!(
+            path_and_query("http://localhost:6632/api/v1/pop/queue/q?batch=10&wait=false"),
+            ("/api/v1/pop/queue/q", "batch=10&wait=false")
+        );
+        assert_eq!(path_and_query("https://h.example/health"), ("/health", ""));
+        assert_eq!(path_and_query("https://h.example"), ("/", ""));
+        assert_eq!(path_and_query("http://h/a%3Fb?c=d#frag"), ("/a%3Fb", "c=d"));
+        assert_eq!(path_and_query("/metrics?x"), ("/metrics", "x"));
+        assert_eq!(
+            query_param("a=1&broker=t%2D1&b", BROKER_QUERY).as_deref(),
+            Some("t-1")
+        );
     }
 
     #[test]

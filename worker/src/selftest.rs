@@ -12,10 +12,11 @@
 
 use queen_edge::store::{conformance, ChangeSet, Store};
 use serde_json::json;
-use worker::{Method, Request, Response, Result, State};
+use worker::worker_sys::web_sys::Response;
+use worker::{Method, Request, Result, State};
 
-use crate::broker::{error_response, json_response};
 use crate::do_store::{DoStore, CHUNK_BYTES};
+use crate::respond::{error as error_response, json as json_response};
 
 /// The record set the durability check writes and reads back: a small value, an empty one, and one that
 /// spans three chunks.

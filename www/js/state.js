@@ -15,7 +15,7 @@ export const store = {
     selected: null,      // selected queue name
     detail: null,        // GET /resources/queues/:q for the selected queue
     partition: null,     // selected partition name (message browser)
-    msgGroup: QUEUE_MODE,// group whose cursor the message browser shows
+    msgGroup: QUEUE_MODE, // group whose cursor the message browser shows
     msgOffset: null,     // first offset shown; null = follow the newest
     messages: [],        // GET /messages for the selected partition
     dlqGroup: '',        // '' = all groups

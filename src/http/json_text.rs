@@ -1,0 +1,176 @@
+//! JSON text written straight into a byte buffer, for the answers that carry one entry per message
+//! (`render::push_results`, `render::pop_reply`, `render::ack_results`): keys are literal text, strings
+//! are copied as they are unless they hold a character JSON must escape, numbers are written digit by
+//! digit. The output is byte for byte what `serde_json::to_vec` writes for the same fields in the same
+//! order: a string that needs escaping is handed to `serde_json` itself.
+
+use crate::core::api::Payload;
+
+/// A JSON text being written.
+pub(crate) struct JsonText {
+    out: Vec<u8>,
+}
+
+/// A word with every byte equal to `b`.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+const ONES: u64 = splat(0x01);
+const HIGHS: u64 = splat(0x80);
+
+/// True when some byte of `word` is zero.
+fn has_zero_byte(word: u64) -> bool {
+    word.wrapping_sub(ONES) & !word & HIGHS != 0
+}
+
+/// True when `s` holds a byte JSON escapes: `"`, `\` or a control character below 0x20 (the bytes
+/// `serde_json` escapes; everything else, non-ASCII included, is written as it is).
+fn needs_escape(s: &[u8]) -> bool {
+    let mut words = s.chunks_exact(8);
+    for chunk in &mut words {
+        let word = u64::from_ne_bytes(chunk.try_into().expect("chunks of 8 bytes"));
+        // A byte below 0x20 (bytes of 0x80 and above never match: their high bit is set in `word`).
+        let control = word.wrapping_sub(splat(0x20)) & !word & HIGHS != 0;
+        if control || has_zero_byte(word ^ splat(b'"')) || has_zero_byte(word ^ splat(b'\\')) {
+            return true;
+        }
+    }
+    words
+        .remainder()
+        .iter()
+        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
+impl JsonText {
+    /// An empty text with room for `capacity` bytes.
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        JsonText {
+            out: Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Literal JSON text (punctuation, `"key":`), written as it is.
+    pub(crate) fn raw(&mut self, text: &str) -> &mut Self {
+        self.out.extend_from_slice(text.as_bytes());
+        self
+    }
+
+    /// A JSON string.
+    pub(crate) fn str(&mut self, s: &str) -> &mut Self {
+        if needs_escape(s.as_bytes()) {
+            // Writing a `&str` into a `Vec` cannot fail.
+            let _ = serde_json::to_writer(&mut self.out, s);
+        } else {
+            self.out.reserve(s.len() + 2);
+            self.out.push(b'"');
+            self.out.extend_from_slice(s.as_bytes());
+            self.out.push(b'"');
+        }
+        self
+    }
+
+    /// A JSON string, or `null`.
+    pub(crate) fn opt_str(&mut self, s: Option<&str>) -> &mut Self {
+        match s {
+            Some(s) => self.str(s),
+            None => self.raw("null"),
+        }
+    }
+
+    /// A non-negative integer.
+    pub(crate) fn uint(&mut self, mut n: u64) -> &mut Self {
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.out.extend_from_slice(&digits[at..]);
+        self
+    }
+
+    /// `true` or `false`.
+    pub(crate) fn bool(&mut self, b: bool) -> &mut Self {
+        self.raw(if b { "true" } else { "false" })
+    }
+
+    /// A payload: its JSON text as stored.
+    pub(crate) fn payload(&mut self, payload: &Payload) -> &mut Self {
+        self.raw(payload.get())
+    }
+
+    /// The text written.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(write: impl FnOnce(&mut JsonText)) -> String {
+        let mut t = JsonText::with_capacity(0);
+        write(&mut t);
+        String::from_utf8(t.into_bytes()).unwrap()
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        let cases = [
+            "",
+            "plain",
+            "0192f3c4-5e6f-7a8b-9c0d-e1f2a3b4c5d6",
+            "quote\" inside a long enough string",
+            "back\\slash",
+            "tab\tand\nnewline",
+            "\u{1}\u{1f}\u{7f}",
+            "é ü 漢字 😀 and more bytes than eight",
+            "exactly8",
+            "seven\"7",
+            "\u{80}\u{ff}\u{100}",
+        ];
+        for s in cases {
+            assert_eq!(
+                text(|t| {
+                    t.str(s);
+                }),
+                serde_json::to_string(s).unwrap(),
+                "{s:?}"
+            );
+        }
+        for b in 0u8..=255 {
+            let s = format!("abcdefg{}hijklmn", b as char);
+            assert_eq!(
+                text(|t| {
+                    t.str(&s);
+                }),
+                serde_json::to_string(&s).unwrap(),
+                "{b}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_and_literals() {
+        for n in [0u64, 7, 10, 99, 100, 12_345, u32::MAX as u64, u64::MAX] {
+            assert_eq!(
+                text(|t| {
+                    t.uint(n);
+                }),
+                n.to_string()
+            );
+        }
+        assert_eq!(
+            text(|t| {
+                t.bool(true).raw(",").bool(false).raw(",").opt_str(None);
+            }),
+            "true,false,null"
+        );
+    }
+}
