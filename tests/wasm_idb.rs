@@ -242,7 +242,7 @@ async fn failed_commit_writes_nothing() {
     changes.delete("a/2");
     let unstorable: JsValue = js_sys::Function::new_no_args("").into();
     let err = store
-        .commit_recording(&changes, Some(("req/1", &unstorable, "req/")))
+        .commit_recording(&changes, &[("req/1".to_string(), unstorable)], "req/")
         .await
         .expect_err("a commit with a request that fails");
     assert!(err.message.contains("DataCloneError"), "{err}");
@@ -372,20 +372,26 @@ async fn recorded_commit_writes_changes_and_record_together() {
     changes.put("m/1", b"one".to_vec());
     let answer = JsValue::from_str("answer one");
     let old_key = "req/000000000000001:a:1";
-    old.commit_recording(&changes, Some((old_key, &answer, "req/")))
+    old.commit_recording(&changes, &[(old_key.to_string(), answer.clone())], "req/")
         .await
         .expect("recorded commit");
     assert_eq!(old.read_meta(old_key).await.expect("read"), answer);
-    // A later record prunes the records below its bound.
+    // Later records (two in one commit: a group) prune the records below their bound.
     let key = "req/000000000000005:a:2";
+    let other = "req/000000000000005:b:1";
     old.commit_recording(
         &ChangeSet::default(),
-        Some((key, &answer, "req/000000000000002")),
+        &[
+            (key.to_string(), answer.clone()),
+            (other.to_string(), answer.clone()),
+        ],
+        "req/000000000000002",
     )
     .await
-    .expect("a record alone");
+    .expect("records alone");
     assert!(old.read_meta(old_key).await.expect("read").is_undefined());
     assert_eq!(old.read_meta(key).await.expect("read"), answer);
+    assert_eq!(old.read_meta(other).await.expect("read"), answer);
 
     // At a stale epoch neither the changes nor the record are written.
     let new = open(&name, Durability::Strict).await;
@@ -393,7 +399,7 @@ async fn recorded_commit_writes_changes_and_record_together() {
     let mut stale = ChangeSet::default();
     stale.put("m/2", b"two".to_vec());
     let stale_key = "req/000000000000006:a:3";
-    old.commit_recording(&stale, Some((stale_key, &answer, "req/")))
+    old.commit_recording(&stale, &[(stale_key.to_string(), answer.clone())], "req/")
         .await
         .expect_err("stale");
     assert!(new.read_meta(stale_key).await.expect("read").is_undefined());

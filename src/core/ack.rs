@@ -91,7 +91,7 @@ impl Broker {
 
         // Lanes in partition-id order, each lane's items in call order (the sort is stable). A sorted
         // Vec, not a BTreeMap: one B-tree key/value type fewer in the browser module.
-        survivors.sort_by_key(|(pid, _)| *pid);
+        super::sort::sort_by_key(&mut survivors, |(pid, _)| *pid);
         let mut rest = survivors.into_iter().peekable();
         while let Some((pid, first)) = rest.next() {
             let mut pending = vec![first];

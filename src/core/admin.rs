@@ -152,7 +152,7 @@ impl Broker {
             .filter(|d| d.partition_id == pid && d.transaction_id == transaction_id)
             .map(|d| &**d)
             .collect();
-        rows.sort_by_key(|d| d.seq);
+        super::sort::sort_by_key(&mut rows, |d| d.seq);
         rows.into_iter().map(|d| d.id.clone()).collect()
     }
 

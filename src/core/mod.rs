@@ -27,6 +27,7 @@ mod pop;
 mod push;
 mod records;
 pub mod segment;
+pub mod sort;
 mod state;
 pub mod timefmt;
 pub mod txindex;

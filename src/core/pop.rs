@@ -262,7 +262,7 @@ impl Broker {
             .filter(|q| task.is_none_or(|t| q.record.task == t))
             .map(|q| (-q.record.options.priority, q.record.name.clone()))
             .collect();
-        found.sort();
+        super::sort::sort(&mut found);
         found.into_iter().map(|(_, name)| name).collect()
     }
 

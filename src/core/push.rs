@@ -324,7 +324,7 @@ impl Broker {
         }
         // Segments in partition-id order, as before (the order of the change set does not matter, but
         // the order of wakeups and stats stays the same).
-        batches.sort_unstable_by_key(|(pid, _)| *pid);
+        super::sort::sort_by_key(&mut batches, |(pid, _)| *pid);
         for (pid, batch) in batches {
             if batch.is_empty() {
                 continue;

@@ -331,7 +331,7 @@ impl Broker {
                 .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
         }
         if migrated {
-            entries.sort_by_key(|(pid, meta, _)| (*pid, meta.first));
+            super::sort::sort_by_key(&mut entries, |(pid, meta, _)| (*pid, meta.first));
             let mut last_pid = None;
             let mut seq = 0;
             for (pid, meta, _) in entries.iter_mut() {
@@ -396,7 +396,7 @@ impl Broker {
         mut entries: Vec<(u64, SegmentMeta, Vec<u32>)>,
         write: bool,
     ) -> Result<(), StoreError> {
-        entries.sort_by_key(|(pid, meta, _)| (*pid, meta.first));
+        super::sort::sort_by_key(&mut entries, |(pid, meta, _)| (*pid, meta.first));
         let mut by_partition: Vec<(u64, Vec<IndexEntry>)> = Vec::new();
         for (pid, meta, fingerprints) in entries {
             match by_partition.last_mut() {

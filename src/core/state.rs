@@ -527,7 +527,7 @@ impl SegmentCache {
         let target = self.low_water_bytes();
         let mut by_age: Vec<(u64, (u64, u64))> =
             inner.slots.iter().map(|(k, s)| (s.last_used, *k)).collect();
-        by_age.sort_unstable();
+        super::sort::sort(&mut by_age);
         for (_, key) in by_age {
             if inner.used_bytes <= target {
                 break;

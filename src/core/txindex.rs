@@ -142,12 +142,14 @@ impl TxIndex {
                     break;
                 }
                 let seq = *entry as u32;
-                if seq >= self.live_from && !found.contains(&seq) {
-                    found.push(seq);
+                if seq >= self.live_from {
+                    // Kept sorted as it grows (a handful of entries): no sort of its own.
+                    if let Err(at) = found.binary_search(&seq) {
+                        found.insert(at, seq);
+                    }
                 }
             }
         }
-        found.sort_unstable();
         found
     }
 

@@ -33,7 +33,7 @@ impl Broker {
                 groups.push(g.clone());
             }
         }
-        groups.sort();
+        super::sort::sort(&mut groups);
         PartitionView {
             id: p.id.to_string(),
             name: p.name.clone(),
@@ -91,7 +91,7 @@ impl Broker {
     /// Dead letters, newest first, filtered and paged.
     pub fn dead_letters(&self, query: &DlqQuery) -> Vec<DeadLetterView> {
         let mut newest_first: Vec<&DeadLetter> = self.dead_letters.values().map(|d| &**d).collect();
-        newest_first.sort_by_key(|d| std::cmp::Reverse(d.seq));
+        super::sort::sort_by_key(&mut newest_first, |d| std::cmp::Reverse(d.seq));
         newest_first
             .into_iter()
             .filter(|d| query.queue.as_deref().is_none_or(|q| d.queue == q))

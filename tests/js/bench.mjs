@@ -190,7 +190,9 @@ if (args.has('--write')) {
       'IndexedDB record per message (one readwrite transaction per batch) and deletes it on ack. Median of three',
       'interleaved runs; on this shared 2-core machine single runs vary by about ±30 %. queen-edge writes one',
       'or two IndexedDB rows per commit (push: the batch\'s segment and its index entry; pop: the lease; ack: the cursor), so its advantage grows',
-      'with the batch; at batch 1 the per-call cost of the wasm engine and the JSON round trip dominates.', '')
+      'with the batch. At batch 1 the IndexedDB transactions dominate: each queen-edge call is one readwrite transaction',
+      'over two object stores (the writer fence\'s read of the epoch, then the rows), and a pop+ack is two of them where',
+      'the naive queue does a readonly read and one delete (docs/decisions.md, "Browser size, batch-1 path and compression").', '')
     lines.push('| batch | messages | queen-edge push | naive push | queen-edge pop+ack | naive pop+ack |', '|---:|---:|---:|---:|---:|---:|')
     for (const r of results) {
       lines.push(`| ${r.batch} | ${r.n} | ${r.queenEdge.pushMps.toFixed(0)} | ${r.naive.pushMps.toFixed(0)} | ${r.queenEdge.popAckMps.toFixed(0)} | ${r.naive.popAckMps.toFixed(0)} |`)

@@ -128,6 +128,6 @@ pub(crate) fn lagging(groups: &[GroupView], min_lag_s: u64, now: i64) -> Value {
         }
     }
     // Stable: ties keep the (group, queue, partition) order.
-    rows.sort_by_key(|(lag, _)| std::cmp::Reverse(*lag));
+    crate::core::sort::sort_by_key(&mut rows, |(lag, _)| std::cmp::Reverse(*lag));
     Value::Array(rows.into_iter().map(|(_, v)| v).collect())
 }

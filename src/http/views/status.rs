@@ -179,7 +179,7 @@ pub(crate) fn status_queues<S: Store, H: Host>(
             .filter(|q| namespace.is_none_or(|n| q.namespace == n))
             .filter(|q| task.is_none_or(|t| q.task == t))
             .collect();
-        queues.sort_by(|a, b| {
+        crate::core::sort::sort_by(&mut queues, |a, b| {
             b.created_at_ms
                 .cmp(&a.created_at_ms)
                 .then_with(|| a.name.cmp(&b.name))

@@ -1,0 +1,93 @@
+//! One stable sort for the crate's records, views and lists.
+//!
+//! The standard library's sorts are generic over the element type and the comparison: every call site
+//! compiles its own copy of the whole sort (a few kilobytes of wasm each). These functions sort a list of
+//! positions instead, through one non-generic instance of the standard stable sort with the comparison
+//! behind a `dyn`, then move the elements into that order. Same results as `slice::sort_by` (stable,
+//! `O(n log n)`, linear on input that is already sorted), at the cost of a `Vec` of positions and an
+//! indirect call per comparison. Hot sorts of plain integers (module `txindex`) keep `sort_unstable`: one
+//! shared instance.
+
+use std::cmp::Ordering;
+
+/// Sorts `items` stably by `compare`, as `slice::sort_by` does.
+pub fn sort_by<T>(items: &mut [T], mut compare: impl FnMut(&T, &T) -> Ordering) {
+    if items.len() < 2 {
+        return;
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    sort_positions(&mut order, &mut |a, b| compare(&items[a], &items[b]));
+    permute(items, order);
+}
+
+/// Sorts `items` stably by the key `key` extracts, as `slice::sort_by_key` does.
+pub fn sort_by_key<T, K: Ord>(items: &mut [T], mut key: impl FnMut(&T) -> K) {
+    sort_by(items, |a, b| key(a).cmp(&key(b)));
+}
+
+/// Sorts `items` stably in their natural order, as `slice::sort` does.
+pub fn sort<T: Ord>(items: &mut [T]) {
+    sort_by(items, T::cmp);
+}
+
+/// The one instance of the standard sort: positions, compared through `compare`.
+#[inline(never)]
+fn sort_positions(order: &mut [usize], compare: &mut dyn FnMut(usize, usize) -> Ordering) {
+    order.sort_by(|&a, &b| compare(a, b));
+}
+
+/// Rearranges `items` so that position `i` holds what was at `order[i]`, one cycle of the permutation
+/// at a time (swaps only, no copies of `T`).
+fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
+    for start in 0..items.len() {
+        let mut at = start;
+        loop {
+            let from = order[at];
+            order[at] = at;
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_like_the_standard_library_and_stays_stable() {
+        // A fixed pseudo-random sequence with many equal keys, so stability is exercised.
+        let mut state = 12345u32;
+        let mut items: Vec<(u32, usize)> = (0..500)
+            .map(|i| {
+                state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                ((state >> 16) % 37, i)
+            })
+            .collect();
+        let mut expected = items.clone();
+        expected.sort_by_key(|(k, _)| *k);
+        sort_by_key(&mut items, |(k, _)| *k);
+        assert_eq!(items, expected);
+    }
+
+    #[test]
+    fn handles_sorted_reversed_short_and_empty_input() {
+        for n in [0usize, 1, 2, 3, 10, 64] {
+            let mut ascending: Vec<usize> = (0..n).collect();
+            sort(&mut ascending);
+            assert_eq!(ascending, (0..n).collect::<Vec<_>>());
+            let mut descending: Vec<usize> = (0..n).rev().collect();
+            sort(&mut descending);
+            assert_eq!(descending, (0..n).collect::<Vec<_>>());
+            let mut strings: Vec<String> = (0..n).rev().map(|i| format!("k{i:03}")).collect();
+            sort_by(&mut strings, |a, b| b.cmp(a));
+            assert_eq!(
+                strings,
+                (0..n).rev().map(|i| format!("k{i:03}")).collect::<Vec<_>>()
+            );
+        }
+    }
+}
