@@ -985,6 +985,17 @@ export class Admin {
   }
   /** Replays a dead letter by its DLQ row id. */
   replayDeadLetter(id) { return call(this.#transport, 'POST', `/api/v1/dlq/${enc(id)}/replay`, {}) }
+  /** Replays the dead letters a filter selects, in chunks; `{dryRun: true}` previews count and sample. */
+  replayDeadLetters(filter, options) { return this.#bulk('replay', filter, options) }
+  /** Deletes the dead letters a filter selects, in chunks; `{dryRun: true}` previews count and sample. */
+  deleteDeadLetters(filter, options) { return this.#bulk('delete', filter, options) }
+  /** The delivery log (queues with `deliveryLog` on), newest first. */
+  listDeliveries(params) { return this.#get('/api/v1/deliveries', params) }
+
+  #bulk(action, filter, options) {
+    const body = { ...(filter || {}), dryRun: Boolean(options && options.dryRun) }
+    return call(this.#transport, 'POST', `/api/v1/dlq/${action}`, body)
+  }
   getTracesByName(name, params) { return this.#get('/api/v1/traces/by-name/' + enc(name), params) }
   getTraceNames(params) { return this.#get('/api/v1/traces/names', params) }
   getTracesForMessage(partitionId, transactionId) {

@@ -64,7 +64,37 @@ export interface QueueOptions {
   dlqAfterMaxRetries?: boolean
   encryptionEnabled?: boolean
   maxWaitTimeSeconds?: number
+  /** Crash-loop quarantine: after this many lease expiries in a row from one offset, deliver the head
+   *  alone; after as many more, dead-letter it (0 or absent = off). */
+  reclaimLimit?: number
+  /** A failed delivery waits `baseMs * factor^n` (capped at `maxMs`) instead of `retryDelay`. */
+  retryBackoff?: RetryBackoff | null
+  /** Keep a record of every delivery attempt (`failures`) or of all (`all`); read with `admin.listDeliveries`. */
+  deliveryLog?: 'off' | 'failures' | 'all'
   [key: string]: Json | undefined
+}
+
+/** `retryBackoff`: n counts the failures charged to the lane's retry budget (0 for the first). */
+export type RetryBackoff = {
+  baseMs: number
+  /** Default 2. */
+  factor?: number
+  /** Default 300000 (or `baseMs` when longer). */
+  maxMs?: number
+}
+
+/** Which dead-letter rows a bulk call selects; every field is optional. */
+export interface DeadLetterFilter {
+  queue?: string
+  consumerGroup?: string
+  /** Partition name. */
+  partition?: string
+  errorContains?: string
+  /** ISO-8601 bounds on the time a row was dead-lettered (inclusive). */
+  from?: string
+  to?: string
+  /** At most this many rows. */
+  limit?: number
 }
 
 /** The options every `config(...).create()` sends, overlaid with the caller's. */
@@ -455,6 +485,15 @@ export class Admin {
   retryMessage(partitionId: string, transactionId: string): Promise<JsonObject>
   /** Replays a dead letter by its row id. */
   replayDeadLetter(id: string): Promise<JsonObject>
+  /** Replays every dead letter the filter selects (as `dlq:<id>`, so twice adds nothing), in chunks;
+   *  `{dryRun: true}` answers `{count, sample}` and changes nothing. Against `Queen.open`, needs
+   *  `views: true` (the default build answers 501 `not_built`); the edge broker always has it. */
+  replayDeadLetters(filter?: DeadLetterFilter, options?: { dryRun?: boolean }): Promise<JsonObject>
+  /** Deletes every dead letter the filter selects, in chunks; `{dryRun: true}` previews (`views: true`, as above). */
+  deleteDeadLetters(filter?: DeadLetterFilter, options?: { dryRun?: boolean }): Promise<JsonObject>
+  /** The delivery log of queues with `deliveryLog` on, newest first (`views: true`, as above). */
+  listDeliveries(params?: { queue?: string, consumerGroup?: string, partition?: string,
+    transactionId?: string, limit?: number, offset?: number }): Promise<JsonObject>
   getTracesByName(name: string, params?: Record<string, string | number>): Promise<JsonObject>
   getTraceNames(params?: Record<string, string | number>): Promise<JsonObject>
   getTracesForMessage(partitionId: string, transactionId: string): Promise<JsonObject>

@@ -189,6 +189,8 @@ struct Stats {
     crashed_claims_checked: u64,
     /// Messages the drain delivered.
     drained: u64,
+    /// Checks that found a lane quarantined by `reclaimLimit` (odd seeds run with it on).
+    quarantined_checks: u64,
 }
 
 impl std::ops::AddAssign for Stats {
@@ -197,6 +199,7 @@ impl std::ops::AddAssign for Stats {
         self.ended_acks += o.ended_acks;
         self.crashed_claims_checked += o.crashed_claims_checked;
         self.drained += o.drained;
+        self.quarantined_checks += o.quarantined_checks;
     }
 }
 
@@ -260,10 +263,24 @@ impl Sim {
             max_seen: T0,
             steps_since_full_check: 0,
         };
+        // Odd seeds also run issue 16's options, so the invariants see quarantined lanes, backoff
+        // holds and the delivery log; even seeds keep every option off.
+        let beyond = seed % 2 == 1;
         let options = OptionsPatch {
             retry_limit: Some(2),
             retry_delay_ms: Some(300),
             lease_time_s: Some(LEASE_S),
+            reclaim_limit: beyond.then_some(2),
+            retry_backoff: beyond.then_some(RetryBackoff {
+                base_ms: 100,
+                factor_permille: 3000,
+                max_ms: 2000,
+            }),
+            delivery_log: beyond.then_some(if seed % 4 == 1 {
+                DeliveryLogMode::All
+            } else {
+                DeliveryLogMode::Failures
+            }),
             ..Default::default()
         };
         run(sim.engine.configure(ConfigureRequest {
@@ -759,6 +776,9 @@ impl Sim {
                     ));
                 }
                 for lane in &p.lanes {
+                    if lane.quarantined_offset.is_some() {
+                        self.stats.quarantined_checks += 1;
+                    }
                     let key = (p.id.clone(), lane.consumer_group.clone());
                     let before = self.cursors.get(&key).copied().unwrap_or(-1);
                     if lane.committed < before {
@@ -944,6 +964,10 @@ fn simulation_seeds() {
         "no pop met a crashed consumer's live claim: {stats:?}"
     );
     assert!(stats.drained > 0, "the drain delivered nothing: {stats:?}");
+    assert!(
+        seeds < 2 || stats.quarantined_checks > 0,
+        "no seed reached a reclaimLimit quarantine, so the invariants never saw one: {stats:?}"
+    );
 }
 
 /// Runs `seeds` seeds with `fault` and asserts that every one of them stops on `check`. Native only: the

@@ -1,6 +1,7 @@
 //! Ack resolution (docs/protocol.md §3.4, §4.3): one call, resolved per lane.
 
 use super::api::*;
+use super::deliveries::AttemptBefore;
 use super::state::*;
 use super::txindex;
 use super::Broker;
@@ -74,7 +75,7 @@ impl Broker {
                     continue;
                 }
             }
-            if live.is_some() && offset as i64 > lane.batch_end {
+            if live.is_some() && offset as i64 > lane.batch_end() {
                 results[index].error = Some(NOT_IN_SPAN.to_string());
                 continue;
             }
@@ -189,7 +190,7 @@ impl Broker {
             let committed = p
                 .lanes
                 .get(&group)
-                .map_or(p.first_offset as i64 - 1, |l| l.committed);
+                .map_or(p.first_offset as i64 - 1, |l| l.committed());
             let head = (committed + 1).max(p.first_offset as i64) as u64;
             if let Some(seg) = p.segment_of(head) {
                 self.want_segment(pid, seg.first, &mut out);
@@ -216,7 +217,7 @@ impl Broker {
             .map(|q| q.record.options.clone())
             .unwrap_or_else(QueueOptions::push_created);
         // Acks at or below the cursor are success no-ops: they carry no signal.
-        let committed = self.partitions[&pid].lanes[group].committed;
+        let committed = self.partitions[&pid].lanes[group].committed();
         let signal = pending
             .iter()
             .filter(|x| !matches!(x.status, AckStatus::Completed) && x.offset as i64 > committed)
@@ -230,7 +231,10 @@ impl Broker {
                 .unwrap_or(-1)
         };
         let p = completed_below(signal.map(|s| s.offset));
-        let old_lease = self.partitions[&pid].lanes[group].lease_id.clone();
+        let old_lease = self.partitions[&pid].lanes[group]
+            .lease_id()
+            .map(str::to_string);
+        let before = AttemptBefore::of(&self.partitions[&pid].lanes[group], now);
         let lane = self
             .partitions
             .get_mut(&pid)
@@ -241,20 +245,16 @@ impl Broker {
         match signal {
             None => {
                 lane.commit_prefix(p);
-                if lane.committed >= lane.batch_end {
-                    lane.release();
-                }
             }
             Some(s) => match s.status {
                 AckStatus::Retry => lane.release_retry(p),
-                AckStatus::Failed if lane.retry_count < options.retry_limit => {
-                    lane.release_failed(p, now + options.retry_delay_ms as i64);
+                AckStatus::Failed if lane.retry_count() < options.retry_limit => {
+                    lane.release_failed(p, now + options.retry_hold_ms(lane.retry_count()) as i64);
                 }
                 _ => {
                     // Exhausted `failed` or explicit `dlq`: pass the head after the committed prefix.
-                    let head = (lane.committed.max(p) + 1) as u64;
-                    let retry_count = lane.retry_count;
-                    lane.committed = lane.committed.max(p);
+                    let head = (lane.committed().max(p) + 1) as u64;
+                    let retry_count = lane.retry_count();
                     lane.pass_poison(head as i64);
                     let file = s.status == AckStatus::Dlq || options.dlq_enabled();
                     if file {
@@ -274,10 +274,16 @@ impl Broker {
                 }
             },
         }
-        let released = lane.lease_id.is_none() || !lane.is_leased(now);
-        if let (Some(old), true) = (old_lease, lane.lease_id.is_none()) {
+        let released = lane.lease_id().is_none() || !lane.is_leased(now);
+        if let (Some(old), true) = (old_lease, lane.lease_id().is_none()) {
             self.unindex_lease(&old, pid, group);
         }
+        let outcome = signal.map(|s| {
+            let error = filed.as_ref().map(|f| f.2.clone());
+            (&s.status, s.offset, error.or_else(|| s.error.clone()))
+        });
+        let mode = options.delivery_log;
+        self.log_ack_outcome(now, pid, group, mode, before, outcome, filed.is_some());
         if let Some((offset, retry_count, error)) = filed {
             self.file_dead_letter(now, pid, group, offset, retry_count, error);
         }
@@ -354,11 +360,10 @@ impl Broker {
             else {
                 continue;
             };
-            if lane.lease_id.as_deref() != Some(lease_id) || !lane.is_leased(now) {
+            if lane.lease_id() != Some(lease_id) || !lane.is_leased(now) {
                 continue;
             }
-            lane.lease_expires_ms = lane.lease_expires_ms.max(target);
-            let expiry = lane.lease_expires_ms;
+            let expiry = lane.extend(target);
             renewed += 1;
             earliest = Some(earliest.map_or(expiry, |e: i64| e.min(expiry)));
             self.timers.insert((expiry, *pid, group.clone()));

@@ -12,6 +12,12 @@ impl Broker {
     pub fn configure(&mut self, now: i64, req: ConfigureRequest) -> CoreResult<ConfigureReply> {
         let now = self.tick(now);
         let options = req.options.resolve();
+        if let Some(backoff) = &req.options.retry_backoff {
+            backoff.validate(u64::MAX)?;
+        }
+        if options.reclaim_limit > super::redelivery::MAX_RECLAIM_LIMIT {
+            return Err(CoreError::bad_request("reclaimLimit must be at most 1000"));
+        }
         self.ensure_queue(now, &req.queue, None, None);
         {
             let q = self.queues.get_mut(&req.queue).expect("ensured above");
@@ -52,7 +58,7 @@ impl Broker {
                 self.stored_bytes = self.stored_bytes.saturating_sub(p.stored_bytes());
                 for (group, lane) in &p.lanes {
                     self.changes.delete(lane_key(*pid, group));
-                    if let Some(lease) = &lane.lease_id {
+                    if let Some(lease) = lane.lease_id() {
                         self.unindex_lease(lease, *pid, group);
                     }
                 }
@@ -81,6 +87,7 @@ impl Broker {
             self.changes.delete(subscription_key(&key.0, &key.1));
         }
         self.groups.retain(|(q, _), _| q != queue);
+        self.forget_deliveries(queue, None);
         self.wake_queue(queue.to_string());
         true
     }
@@ -113,7 +120,12 @@ impl Broker {
         Ok(self.replay(now, *newest, rows))
     }
 
-    fn replay(&mut self, now: i64, letter: DeadLetter, remove: Vec<String>) -> ReplayReply {
+    pub(super) fn replay(
+        &mut self,
+        now: i64,
+        letter: DeadLetter,
+        remove: Vec<String>,
+    ) -> ReplayReply {
         let item = PushItem {
             queue: letter.queue.clone(),
             partition: letter.partition.clone(),
@@ -317,11 +329,11 @@ impl Broker {
                 let untouched = self.partitions[&pid]
                     .lanes
                     .get(g)
-                    .is_none_or(|l| l.claim_start < 0 && l.lease_id.is_none());
+                    .is_none_or(|l| l.never_claimed());
                 if untouched {
                     let cursor = self.initial_cursor(pid, g);
                     if let Some(lane) = self.lane_mut(pid, g) {
-                        lane.committed = cursor;
+                        lane.resubscribe(cursor);
                     }
                     if self.partitions[&pid].lanes.contains_key(g) {
                         self.save_lane(pid, g);
@@ -470,6 +482,10 @@ impl Broker {
             .map(|q| (q.record.name.clone(), q.record.options.clone()))
             .collect();
         for (queue, o) in queues {
+            if o.retention_enabled && o.retention_s > 0 {
+                let age_ms = o.retention_s.saturating_mul(1000).min(i64::MAX as u64) as i64;
+                self.forget_deliveries(&queue, Some(now.saturating_sub(age_ms)));
+            }
             let pids: Vec<u64> = self.queues[&queue].partitions.values().copied().collect();
             for pid in pids {
                 let p = &self.partitions[&pid];
@@ -516,7 +532,7 @@ impl Broker {
             .map(|g| {
                 p.lanes
                     .get(g)
-                    .map_or_else(|| self.initial_cursor(pid, g), |l| l.committed)
+                    .map_or_else(|| self.initial_cursor(pid, g), |l| l.committed())
             })
             .min()
             .unwrap_or(-1)
@@ -542,7 +558,7 @@ impl Broker {
             p.first_offset = new_first;
             let floor = new_first as i64 - 1;
             for lane in p.lanes.values_mut() {
-                lane.committed = lane.committed.max(floor);
+                lane.raise_floor(floor);
             }
             (p.queue.clone(), doomed)
         };

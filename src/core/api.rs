@@ -3,6 +3,9 @@
 //! The HTTP layer (`src/http`) and the JS module translate their wire shapes into these types and back.
 //! Times are milliseconds since the Unix epoch (`_ms`), durations say their unit in their name.
 
+pub use super::deliveries::{DeliveryPage, DeliveryQuery, DeliveryRecord, Outcome};
+pub use super::dlq_bulk::{DlqFilter, DlqSelection};
+pub use super::redelivery::{DeliveryLogMode, RetryBackoff};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -229,6 +232,31 @@ pub struct QueueOptions {
     pub encryption_enabled: bool,
     /// Discovery pops drain higher priorities first.
     pub priority: i64,
+    /// `reclaimLimit` (0 = off; module `redelivery`). Stored only when set.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub reclaim_limit: u32,
+    /// `retryBackoff.baseMs` (0 = no backoff: the fixed `retry_delay_ms`; see [`Self::retry_backoff`]).
+    /// The backoff is three flat fields, stored only when set: no nested record for the browser module
+    /// to write and read.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub backoff_base_ms: u64,
+    /// `retryBackoff.factor`, in thousandths.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub backoff_factor_permille: u32,
+    /// `retryBackoff.maxMs`.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub backoff_max_ms: u64,
+    /// `deliveryLog` (off by default). Stored only when on.
+    #[serde(skip_serializing_if = "DeliveryLogMode::is_off")]
+    pub delivery_log: DeliveryLogMode,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 impl QueueOptions {
@@ -250,6 +278,11 @@ impl QueueOptions {
             max_wait_time_s: 0,
             encryption_enabled: false,
             priority: 0,
+            reclaim_limit: 0,
+            backoff_base_ms: 0,
+            backoff_factor_permille: 0,
+            backoff_max_ms: 0,
+            delivery_log: DeliveryLogMode::Off,
         }
     }
 
@@ -261,9 +294,27 @@ impl QueueOptions {
         }
     }
 
+    /// `retryBackoff`, when set.
+    pub fn retry_backoff(&self) -> Option<RetryBackoff> {
+        (self.backoff_base_ms > 0).then_some(RetryBackoff {
+            base_ms: self.backoff_base_ms,
+            factor_permille: self.backoff_factor_permille,
+            max_ms: self.backoff_max_ms,
+        })
+    }
+
     /// True when an exhausted `failed` is filed to the dead-letter queue rather than dropped.
     pub fn dlq_enabled(&self) -> bool {
         self.dead_letter_queue || self.dlq_after_max_retries
+    }
+
+    /// The hold after a `failed` charged with `used` retries already used: the `retryBackoff` curve
+    /// when set, else `retryDelay`.
+    pub fn retry_hold_ms(&self, used: u32) -> u64 {
+        match &self.retry_backoff() {
+            Some(backoff) => backoff.hold_ms(used),
+            None => self.retry_delay_ms,
+        }
     }
 }
 
@@ -300,6 +351,12 @@ pub struct OptionsPatch {
     pub encryption_enabled: Option<bool>,
     /// `priority`.
     pub priority: Option<i64>,
+    /// `reclaimLimit`.
+    pub reclaim_limit: Option<u32>,
+    /// `retryBackoff` (validated by [`RetryBackoff::validate`]).
+    pub retry_backoff: Option<RetryBackoff>,
+    /// `deliveryLog`.
+    pub delivery_log: Option<DeliveryLogMode>,
 }
 
 impl OptionsPatch {
@@ -326,6 +383,13 @@ impl OptionsPatch {
             max_wait_time_s: self.max_wait_time_s.unwrap_or(d.max_wait_time_s),
             encryption_enabled: self.encryption_enabled.unwrap_or(d.encryption_enabled),
             priority: self.priority.unwrap_or(d.priority),
+            reclaim_limit: self.reclaim_limit.unwrap_or(d.reclaim_limit),
+            backoff_base_ms: self.retry_backoff.map_or(d.backoff_base_ms, |b| b.base_ms),
+            backoff_factor_permille: self
+                .retry_backoff
+                .map_or(d.backoff_factor_permille, |b| b.factor_permille),
+            backoff_max_ms: self.retry_backoff.map_or(d.backoff_max_ms, |b| b.max_ms),
+            delivery_log: self.delivery_log.unwrap_or(d.delivery_log),
         }
     }
 }
@@ -892,6 +956,10 @@ pub struct LaneView {
     pub attempt_count: u32,
     /// Not claimable before this instant.
     pub hold_until_ms: Option<i64>,
+    /// The head `reclaimLimit` quarantined (claims deliver it alone), if any.
+    pub quarantined_offset: Option<u64>,
+    /// Lease expiries in a row of claims starting at the same offset.
+    pub expiry_streak: u32,
 }
 
 /// One consumer group's position in one partition of a queue, for the consumer-group views.

@@ -44,8 +44,24 @@ impl Broker {
                 ));
             }
             for (group, lane) in &p.lanes {
+                // A quarantined head (reclaimLimit) is the lane's head, and a live lease on it covers
+                // it alone.
+                if let Some(q) = lane.quarantined_head() {
+                    if q as i64 != lane.committed() + 1 {
+                        return Err(format!(
+                            "lane ({pid}, {group}): quarantined head {q} is not its head ({})",
+                            lane.committed() + 1
+                        ));
+                    }
+                    if lane.is_leased(now) && lane.batch_end() != q as i64 {
+                        return Err(format!(
+                            "lane ({pid}, {group}): quarantined head {q} leased with a span to {}",
+                            lane.batch_end()
+                        ));
+                    }
+                }
                 // The lease index holds every live lease.
-                if let Some(lease) = lane.lease_id.as_deref().filter(|_| lane.is_leased(now)) {
+                if let Some(lease) = lane.live_lease(now) {
                     let indexed = self
                         .leases
                         .get(lease)
@@ -62,7 +78,8 @@ impl Broker {
                 let Some(ready) = self.groups.get(&key) else {
                     continue;
                 };
-                if lane.is_leased(now) && !self.timers.contains(lane.lease_expires_ms, *pid, group)
+                if lane.is_leased(now)
+                    && !self.timers.contains(lane.lease_expires_ms(), *pid, group)
                 {
                     return Err(format!(
                         "lane ({pid}, {group}): no timer at its lease expiry"
@@ -70,13 +87,13 @@ impl Broker {
                 }
                 if !lane.is_leased(now)
                     && lane.is_held(now)
-                    && !self.timers.contains(lane.hold_until_ms, *pid, group)
+                    && !self.timers.contains(lane.hold_until_ms(), *pid, group)
                 {
                     return Err(format!(
                         "lane ({pid}, {group}): no timer at the end of its hold"
                     ));
                 }
-                let claimable = lane.is_free(now) && lane.committed + 1 < p.next_offset as i64;
+                let claimable = lane.is_free(now) && lane.committed() + 1 < p.next_offset as i64;
                 if claimable
                     && !ready.iter().any(|r| r == *pid)
                     && !self.timers.has_lane(*pid, group)
@@ -100,7 +117,7 @@ impl Broker {
                     .partitions
                     .get(pid)
                     .and_then(|p| p.lanes.get(group))
-                    .is_some_and(|l| l.lease_id.as_deref() == Some(lease.as_str()));
+                    .is_some_and(|l| l.lease_id() == Some(lease.as_str()));
                 if !holds {
                     return Err(format!("lease {lease} is indexed for lane ({pid}, {group}), which does not hold it"));
                 }
@@ -115,7 +132,7 @@ impl Broker {
                     ));
                 };
                 let (free, committed) = match p.lanes.get(group) {
-                    Some(lane) => (lane.is_free(now), lane.committed),
+                    Some(lane) => (lane.is_free(now), lane.committed()),
                     None => (true, self.initial_cursor(pid, group)),
                 };
                 if !free || committed + 1 >= p.next_offset as i64 {
@@ -227,6 +244,24 @@ mod tests {
         let (mut b, _, _) = broker();
         b.stored_bytes += 1;
         fires(&b, "stored bytes");
+    }
+
+    #[test]
+    fn quarantined_lane_leased_with_a_whole_span() {
+        let (mut b, p0, _) = broker();
+        let lane = b.lane_mut(p0, "g").unwrap();
+        lane.quarantine("Q", NOW + 1);
+        lane.claim(2, "Q2", NOW + 1);
+        fires(&b, "leased with a span to 2");
+    }
+
+    #[test]
+    fn quarantined_head_behind_the_cursor() {
+        let (mut b, p0, _) = broker();
+        let lane = b.lane_mut(p0, "g").unwrap();
+        lane.quarantine("Q", NOW + 1);
+        lane.resubscribe(1);
+        fires(&b, "is not its head");
     }
 
     #[test]

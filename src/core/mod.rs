@@ -8,9 +8,10 @@
 //! Methods, quinn-style:
 //! - inputs/mutators: `push`, `pop`, `ack`, `extend_lease`, `transaction`, `configure`, `delete_queue`,
 //!   `replay_dead_letter`, `replay_address`, `delete_dead_letters`, `seek`, `seek_partition_to_end`,
-//!   `delete_group`, `update_subscription`, `maintain`;
+//!   `delete_group`, `update_subscription`, `maintain`, `dlq_replay_rows`, `dlq_delete_rows`;
 //! - outputs: `take_changes`, `take_woken_queues`, `take_discard_flag`, `next_deadline_ms`;
-//! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`.
+//! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`, `deliveries`,
+//!   `dlq_select`, `dlq_preview`.
 //!
 //! Pop cost does not grow with idle or leased partitions: each (queue, group) keeps a ready set of the
 //! partitions it could claim, and a timer set brings leased and held lanes back when their lease expires
@@ -19,13 +20,17 @@
 mod ack;
 mod admin;
 pub mod api;
+mod deliveries;
+mod dlq_bulk;
 pub(crate) mod fields;
 pub mod ids;
 mod invariants;
 pub mod lane;
 mod pop;
 mod push;
+mod reclaim;
 mod records;
+pub mod redelivery;
 pub mod segment;
 pub mod sort;
 mod state;
@@ -111,6 +116,8 @@ pub struct Broker {
     /// Queues that gained claimable work during the current command, each once.
     woken: Vec<String>,
     discard: bool,
+    /// The delivery log of the queues that keep one (module `deliveries`).
+    deliveries: deliveries::DeliveryLog,
 }
 
 impl Broker {
@@ -137,6 +144,7 @@ impl Broker {
             changes: ChangeSet::default(),
             woken: Vec::new(),
             discard: false,
+            deliveries: Default::default(),
         }
     }
 
@@ -274,7 +282,8 @@ impl Broker {
     fn tick(&mut self, now: i64) -> i64 {
         self.now_ms = self.now_ms.max(now);
         let now = self.now_ms;
-        while let Some((_, pid, group)) = self.timers.pop_due(now) {
+        while let Some((at, pid, group)) = self.timers.pop_due(now) {
+            self.log_expiry(pid, &group, at);
             if let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) {
                 self.refresh(&queue, &group, pid);
                 self.wake_queue(queue);
@@ -340,11 +349,11 @@ impl Broker {
             .get(group)
             .map(|l| (**l).clone())
             .unwrap_or_else(|| Lane::at(self.initial_cursor(pid, group)));
-        let has_backlog = lane_state.committed + 1 < p.next_offset as i64;
+        let has_backlog = lane_state.committed() + 1 < p.next_offset as i64;
         let wait_until = if lane_state.is_leased(now) {
-            Some(lane_state.lease_expires_ms)
+            Some(lane_state.lease_expires_ms())
         } else if lane_state.is_held(now) {
-            Some(lane_state.hold_until_ms)
+            Some(lane_state.hold_until_ms())
         } else {
             None
         };
@@ -398,22 +407,16 @@ impl Broker {
         }
     }
 
-    /// Releases the lease of lane (pid, group), keeping the lease index in step.
+    /// Takes lane (pid, group)'s lease out of the lease index, before a transition that releases it
+    /// (`seek`) or the lane's removal.
     fn release_lane(&mut self, pid: u64, group: &str) {
         let old = self
             .partitions
             .get(&pid)
             .and_then(|p| p.lanes.get(group))
-            .and_then(|l| l.lease_id.clone());
+            .and_then(|l| l.lease_id().map(str::to_string));
         if let Some(old) = old {
             self.unindex_lease(&old, pid, group);
-        }
-        if let Some(lane) = self
-            .partitions
-            .get_mut(&pid)
-            .and_then(|p| p.lanes.get_mut(group))
-        {
-            lane.release();
         }
     }
 }

@@ -223,10 +223,12 @@ impl Broker {
                 let Some(p) = self.partitions.get(&pid) else {
                     continue;
                 };
-                let committed = match p.lanes.get(&group) {
+                let (committed, head_alone) = match p.lanes.get(&group) {
                     Some(lane) if !lane.is_free(now) => continue,
-                    Some(lane) => lane.committed,
-                    None => self.initial_cursor(pid, &group),
+                    Some(lane) => {
+                        self.reclaim_plan(pid, lane, q.record.options.reclaim_limit, &mut out)
+                    }
+                    None => (self.initial_cursor(pid, &group), false),
                 };
                 let start = (committed.max(p.first_offset as i64 - 1) + 1) as u64;
                 if start >= p.next_offset {
@@ -234,6 +236,8 @@ impl Broker {
                 }
                 let last = if req.conflation {
                     p.next_offset - 1
+                } else if head_alone {
+                    start
                 } else {
                     (start + budget - 1).min(p.next_offset - 1)
                 };
@@ -324,9 +328,10 @@ impl Broker {
             self.refresh(queue, group, pid);
             return;
         }
+        let head_alone = self.reclaim_gate(now, pid, group, &options);
         let p = &self.partitions[&pid];
         let floor = p.first_offset as i64 - 1;
-        let start = (p.lanes[group].committed.max(floor) + 1) as u64;
+        let start = (p.lanes[group].committed().max(floor) + 1) as u64;
         if start >= p.next_offset {
             self.refresh(queue, group, pid);
             return;
@@ -357,7 +362,7 @@ impl Broker {
             (last_due as u64, last_due as u64)
         } else {
             let last = (start as i64 + plan.budget as i64 - 1).min(last_due) as u64;
-            (start, last)
+            (start, if head_alone { start } else { last })
         };
         let lease_ms =
             (plan
@@ -372,7 +377,9 @@ impl Broker {
             plan.lease_id = Some(self.ids.uuid_v7(now));
         }
         let lease_id = plan.lease_id.clone().unwrap_or_default();
-        let stale_lease = self.partitions[&pid].lanes[group].lease_id.clone();
+        let stale_lease = self.partitions[&pid].lanes[group]
+            .lease_id()
+            .map(str::to_string);
         if let Some(stale) = stale_lease {
             self.unindex_lease(&stale, pid, group);
         }
@@ -383,16 +390,20 @@ impl Broker {
             .expect("materialised above");
         if conflation {
             // Move the cursor past the older messages; they are never delivered to this group.
-            lane.committed = lane.committed.max(first as i64 - 1);
+            lane.skip_to(first as i64 - 1);
         }
         let attempt = if plan.auto_ack {
             lane.claim_auto_ack(last)
+        } else if head_alone {
+            lane.quarantine(&lease_id, now + lease_ms)
         } else {
             lane.claim(last, &lease_id, now + lease_ms)
         };
-        let retry_count = lane.retry_count;
+        let retry_count = lane.retry_count();
         if !plan.auto_ack {
             self.index_lease(&lease_id, pid, group);
+        } else {
+            self.log_auto_ack(now, pid, group, options.delivery_log, first, attempt);
         }
         self.save_lane(pid, group);
         // Re-file the lane at the back of its ready set (round-robin across partitions).

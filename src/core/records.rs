@@ -13,6 +13,7 @@
 //! | `l/<pid>/<group>` | lane (JSON) |
 //! | `g/<queue>/<group>` | subscription (JSON) |
 //! | `d/<dead-letter id>` | dead letter (JSON) |
+//! | `v/<seq>` | delivery record (JSON, module `deliveries`) |
 //!
 //! A segment's index entry is written in the same commit as the segment:
 //!
@@ -31,7 +32,7 @@
 //! Opening reads every prefix but `s/` ([`INDEX_PREFIXES`]); memory then holds everything but message
 //! bytes, so open time and memory grow with partitions, lanes, dead letters and segments, plus the 8
 //! bytes a message of the transaction-id index.
-use super::api::QueueOptions;
+use super::api::{DeliveryLogMode, QueueOptions};
 use super::fields::{FieldError, Fields};
 use super::segment;
 use super::state::*;
@@ -44,7 +45,7 @@ use serde::Serialize;
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The key prefixes an open reads: everything but segments.
-pub const INDEX_PREFIXES: [&str; 7] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/"];
+pub const INDEX_PREFIXES: [&str; 8] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/", "v/"];
 
 /// The prefix of segment records, read on demand.
 pub const SEGMENT_PREFIX: &str = "s/";
@@ -292,6 +293,10 @@ impl Broker {
                     self.next_dead_letter_seq = self.next_dead_letter_seq.max(d.seq + 1);
                     self.dead_letters.insert(d.id.clone(), Box::new(d));
                 }
+                "v" => {
+                    let record = decode(&key, &value, super::deliveries::read_delivery)?;
+                    self.load_delivery(record);
+                }
                 _ => {}
             }
         }
@@ -361,14 +366,14 @@ impl Broker {
         self.attach_segments(entries, migrated)?;
         for (pid, group, lane) in lanes {
             if let Some(p) = self.partitions.get_mut(&pid) {
-                if let Some(lease) = lane.lease_id.clone() {
+                if let Some(lease) = lane.lease_id() {
                     self.leases
-                        .entry(lease)
+                        .entry(lease.to_string())
                         .or_default()
                         .push((pid, group.clone()));
                 }
-                if lane.lease_id.is_some() || lane.hold_until_ms > 0 {
-                    let at = lane.lease_expires_ms.max(lane.hold_until_ms);
+                if lane.lease_id().is_some() || lane.hold_until_ms() > 0 {
+                    let at = lane.lease_expires_ms().max(lane.hold_until_ms());
                     self.timers.insert((at, pid, group.clone()));
                 }
                 p.lanes.insert(group, Box::new(lane));
@@ -503,6 +508,15 @@ fn queue_options(f: &mut Fields) -> Result<QueueOptions, FieldError> {
         max_wait_time_s: f.u64("max_wait_time_s")?,
         encryption_enabled: f.bool("encryption_enabled")?,
         priority: f.i64("priority")?,
+        reclaim_limit: f.u32_or("reclaim_limit", 0)?,
+        backoff_base_ms: f.u64_or("backoff_base_ms", 0)?,
+        backoff_factor_permille: f.u32_or("backoff_factor_permille", 0)?,
+        backoff_max_ms: f.u64_or("backoff_max_ms", 0)?,
+        delivery_log: match f.opt_string("delivery_log")?.as_deref() {
+            None => DeliveryLogMode::Off,
+            Some(text) => DeliveryLogMode::parse(text)
+                .ok_or_else(|| format!("field `delivery_log`: unknown mode {text:?}"))?,
+        },
     })
 }
 
@@ -517,16 +531,7 @@ fn partition_record(f: &mut Fields) -> Result<PartitionRecord, FieldError> {
 }
 
 fn lane(f: &mut Fields) -> Result<Lane, FieldError> {
-    Ok(Lane {
-        committed: f.i64("c")?,
-        lease_id: f.opt_string("l")?,
-        lease_expires_ms: f.i64_or("x", 0)?,
-        batch_end: f.i64_or("e", -1)?,
-        retry_count: f.u32_or("r", 0)?,
-        attempt_count: f.u32_or("a", 0)?,
-        claim_start: f.i64_or("s", -1)?,
-        hold_until_ms: f.i64_or("h", 0)?,
-    })
+    Lane::read(f)
 }
 
 fn subscription(f: &mut Fields) -> Result<Subscription, FieldError> {
@@ -649,6 +654,15 @@ mod tests {
                     max_wait_time_s: m,
                     encryption_enabled: n,
                     priority: o,
+                    reclaim_limit: (a % 7) as u32,
+                    backoff_base_ms: if f { c } else { 0 },
+                    backoff_factor_permille: if f { b } else { 0 },
+                    backoff_max_ms: if f { d } else { 0 },
+                    delivery_log: [
+                        DeliveryLogMode::Off,
+                        DeliveryLogMode::Failures,
+                        DeliveryLogMode::All,
+                    ][(e % 3) as usize],
                 },
             )
     }
@@ -683,17 +697,14 @@ mod tests {
         fn lanes(
             c in any::<i64>(), l in proptest::option::of(".{0,12}"), x in any::<i64>(),
             e in any::<i64>(), r in any::<u32>(), a in any::<u32>(), s in any::<i64>(), h in any::<i64>(),
+            k in any::<u32>(), q in any::<i64>(),
         ) {
-            round_trip(&Lane {
-                committed: c,
-                lease_id: l,
-                lease_expires_ms: x,
-                batch_end: e,
-                retry_count: r,
-                attempt_count: a,
-                claim_start: s,
-                hold_until_ms: h,
-            }, lane);
+            // Lane fields are private: build one from a record, then check it reads back equal.
+            let stored = json!({"c": c, "l": l, "x": x, "e": e, "r": r, "a": a, "s": s, "h": h, "k": k, "q": q});
+            let first = decode("l/1/g", &json(&stored), lane).expect("reads");
+            prop_assert_eq!((first.committed(), first.lease_id().map(str::to_string)), (c, l));
+            prop_assert_eq!((first.expiry_streak(), first.hold_until_ms()), (k, h));
+            round_trip(&first, lane);
         }
 
         #[test]
@@ -747,13 +758,7 @@ mod tests {
     #[test]
     fn fields_added_later_have_their_defaults() {
         let lane = decode("l/1/g", br#"{"c":5}"#, lane).unwrap();
-        assert_eq!(
-            lane,
-            Lane {
-                committed: 5,
-                ..Lane::at(5)
-            }
-        );
+        assert_eq!(lane, Lane::at(5));
         let d = decode(
             "d/x",
             json(&json!({

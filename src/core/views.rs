@@ -11,18 +11,20 @@ impl Broker {
             .get(group)
             .map(|l| (**l).clone())
             .unwrap_or_else(|| Lane::at(self.initial_cursor(p.id, group)));
-        let committed = lane.committed.max(p.first_offset as i64 - 1);
+        let committed = lane.committed().max(p.first_offset as i64 - 1);
         let leased = lane.is_leased(now);
         LaneView {
             consumer_group: group.to_string(),
             committed,
             backlog: (p.next_offset as i64 - 1 - committed).max(0) as u64,
             lease_id: lane.live_lease(now).map(str::to_string),
-            lease_expires_at_ms: leased.then_some(lane.lease_expires_ms),
-            batch_end: (leased && lane.batch_end >= 0).then_some(lane.batch_end as u64),
-            retry_count: lane.retry_count,
-            attempt_count: lane.attempt_count,
-            hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms),
+            lease_expires_at_ms: leased.then_some(lane.lease_expires_ms()),
+            batch_end: (leased && lane.batch_end() >= 0).then_some(lane.batch_end() as u64),
+            retry_count: lane.retry_count(),
+            attempt_count: lane.attempt_count(),
+            hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms()),
+            quarantined_offset: lane.quarantined_head(),
+            expiry_streak: lane.expiry_streak(),
         }
     }
 
@@ -98,22 +100,27 @@ impl Broker {
             .filter(|d| query.consumer_group.as_deref().is_none_or(|g| d.group == g))
             .skip(query.offset)
             .take(query.limit)
-            .map(|d| DeadLetterView {
-                id: d.id.clone(),
-                message_id: d.message_id.clone(),
-                transaction_id: d.transaction_id.clone(),
-                partition_id: d.partition_id.to_string(),
-                queue: d.queue.clone(),
-                partition: d.partition.clone(),
-                consumer_group: d.group.clone(),
-                error_message: d.error.clone(),
-                retry_count: d.retry_count,
-                payload: d.payload.clone(),
-                failed_at_ms: d.failed_at_ms,
-                offset: d.offset,
-                original_created_at_ms: d.created_at_ms,
-            })
+            .map(Self::dead_letter_view)
             .collect()
+    }
+
+    /// A dead-letter row as listed.
+    pub(super) fn dead_letter_view(d: &DeadLetter) -> DeadLetterView {
+        DeadLetterView {
+            id: d.id.clone(),
+            message_id: d.message_id.clone(),
+            transaction_id: d.transaction_id.clone(),
+            partition_id: d.partition_id.to_string(),
+            queue: d.queue.clone(),
+            partition: d.partition.clone(),
+            consumer_group: d.group.clone(),
+            error_message: d.error.clone(),
+            retry_count: d.retry_count,
+            payload: d.payload.clone(),
+            failed_at_ms: d.failed_at_ms,
+            offset: d.offset,
+            original_created_at_ms: d.created_at_ms,
+        }
     }
 
     fn message_view(&self, p: &Partition, offset: u64) -> Option<MessageView> {
@@ -266,7 +273,7 @@ impl Broker {
                 GroupPartitionView {
                     partition: p.name.clone(),
                     partition_id: p.id.to_string(),
-                    claimed: p.lanes.get(group).is_some_and(|l| l.claim_start >= 0),
+                    claimed: p.lanes.get(group).is_some_and(|l| l.claim_start() >= 0),
                     lane,
                     oldest_pending_ms,
                 }

@@ -610,6 +610,18 @@ impl<S: Store, H: Host> Engine<S, H> {
             .await
     }
 
+    /// Replays one chunk of dead-letter rows, each as a single replay (bulk replay, `core::dlq_bulk`).
+    pub async fn dlq_replay_rows(&self, ids: &[String]) -> EngineResult<Vec<ReplayReply>> {
+        self.run_plain(|b, now| Ok(b.dlq_replay_rows(now, ids)))
+            .await
+    }
+
+    /// Deletes one chunk of dead-letter rows; returns how many went (bulk delete).
+    pub async fn dlq_delete_rows(&self, ids: &[String]) -> EngineResult<usize> {
+        self.run_plain(|b, now| Ok(b.dlq_delete_rows(now, ids)))
+            .await
+    }
+
     /// Moves a group's cursors on every partition of a queue.
     pub async fn seek(
         &self,

@@ -209,6 +209,14 @@ impl Route {
                     },
                 ))
             }
+            #[cfg(feature = "views")]
+            route @ (Route::ReplayDlqBulk | Route::DeleteDlqBulk | Route::Deliveries) => {
+                super::operations::answer(engine, config, route, query, body).await
+            }
+            #[cfg(not(feature = "views"))]
+            Route::ReplayDlqBulk | Route::DeleteDlqBulk | Route::Deliveries => {
+                Err(super::operations::unavailable())
+            }
             Route::ReplayDlq { id } => {
                 check_id("id", &id, limits)?;
                 wire::parse_json(body, false)?;

@@ -18,19 +18,28 @@
 //! - `error`: the `{"error": ...}` answers and how engine errors map to statuses;
 //! - `handlers`: one function per route, calling the engine;
 //! - `views`: the read-only dashboard routes (listings, message browser, status, metrics and the
-//!   `/metrics/prometheus` text), a cargo feature the npm module's default build leaves out.
+//!   `/metrics/prometheus` text), a cargo feature the npm module's default build leaves out;
+//! - `operations`: the delivery log (`deliveries`) and bulk dead-letter work (`dlq_bulk`), built with
+//!   the same feature;
+//! - `redelivery`: the `/configure` options beyond Queen (`reclaimLimit`, `retryBackoff`, `deliveryLog`).
 //!
 //! Every malformed request gets a 4xx with a JSON error that says what is wrong, and changes nothing.
 //! A 5xx means the store failed (the client may retry).
 
 mod auth;
 mod crypto;
+#[cfg(feature = "views")]
+mod deliveries;
+#[cfg(feature = "views")]
+mod dlq_bulk;
 mod error;
 mod handlers;
 mod json_text;
 #[cfg(feature = "jwt")]
 pub mod jwt;
+mod operations;
 mod query;
+mod redelivery;
 mod render;
 mod router;
 mod views;

@@ -261,7 +261,7 @@ pub(crate) fn tx_reply(r: &TxReply) -> Value {
 
 /// The 15 options with their wire names and JSON types (contract §1.7).
 pub(crate) fn options(o: &QueueOptions) -> Value {
-    json!({
+    let mut echo = json!({
         "priority": o.priority,
         "leaseTime": o.lease_time_s,
         "retryLimit": o.retry_limit,
@@ -277,7 +277,9 @@ pub(crate) fn options(o: &QueueOptions) -> Value {
         "retentionEnabled": o.retention_enabled,
         "encryptionEnabled": o.encryption_enabled,
         "maxWaitTimeSeconds": o.max_wait_time_s,
-    })
+    });
+    super::redelivery::echo(o, &mut echo);
+    echo
 }
 
 /// The `/configure` answer.

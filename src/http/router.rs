@@ -47,6 +47,12 @@ pub(crate) enum Route {
     ListDlq,
     /// `POST /api/v1/dlq/:id/replay`.
     ReplayDlq { id: String },
+    /// `POST /api/v1/dlq/replay`: bulk, by filter (issue 16).
+    ReplayDlqBulk,
+    /// `POST /api/v1/dlq/delete`: bulk, by filter (issue 16).
+    DeleteDlqBulk,
+    /// `GET /api/v1/deliveries`: the delivery log (issue 16).
+    Deliveries,
     /// `POST /api/v1/messages/:partitionId/:transactionId/retry`.
     RetryMessage {
         partition_id: String,
@@ -127,6 +133,7 @@ impl Route {
             | Namespaces
             | Tasks
             | ListDlq
+            | Deliveries
             | ListMessages
             | GetMessage { .. }
             | Status
@@ -150,6 +157,8 @@ impl Route {
             | Transaction
             | Configure
             | ReplayDlq { .. }
+            | ReplayDlqBulk
+            | DeleteDlqBulk
             | RetryMessage { .. }
             | DeleteMessage { .. }
             | UpdateSubscription { .. }
@@ -201,7 +210,10 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
             ("GET", ["resources", "namespaces"]) => Namespaces,
             ("GET", ["resources", "tasks"]) => Tasks,
             ("GET", ["dlq"]) => ListDlq,
+            ("POST", ["dlq", "replay"]) => ReplayDlqBulk,
+            ("POST", ["dlq", "delete"]) => DeleteDlqBulk,
             ("POST", ["dlq", id, "replay"]) => ReplayDlq { id: d(id)? },
+            ("GET", ["deliveries"]) => Deliveries,
             ("GET", ["messages"]) => ListMessages,
             ("GET", ["messages", p, t]) => GetMessage {
                 partition_id: d(p)?,

@@ -947,6 +947,7 @@ pub(crate) fn configure(body: &[u8], limits: &Limits) -> Result<ConfigureRequest
         max_wait_time_s: opt_uint(o, "maxWaitTimeSeconds", p, dur)?,
         encryption_enabled: opt_bool(o, "encryptionEnabled")?,
         priority: opt_int(o, "priority")?,
+        ..super::redelivery::patch(o, limits)?
     };
     Ok(ConfigureRequest {
         queue,

@@ -31,7 +31,24 @@ export interface QueueOptions {
     dlqAfterMaxRetries?: boolean;
     encryptionEnabled?: boolean;
     maxWaitTimeSeconds?: number;
+    reclaimLimit?: number;
+    retryBackoff?: RetryBackoff | null;
+    deliveryLog?: 'off' | 'failures' | 'all';
     [key: string]: Json | undefined;
+}
+export type RetryBackoff = {
+    baseMs: number;
+    factor?: number;
+    maxMs?: number;
+};
+export interface DeadLetterFilter {
+    queue?: string;
+    consumerGroup?: string;
+    partition?: string;
+    errorContains?: string;
+    from?: string;
+    to?: string;
+    limit?: number;
 }
 export declare const QUEUE_DEFAULTS: Readonly<{
     leaseTime: 300;
@@ -285,6 +302,20 @@ export class Admin {
     deleteMessage(partitionId: string, transactionId: string): Promise<JsonObject>;
     retryMessage(partitionId: string, transactionId: string): Promise<JsonObject>;
     replayDeadLetter(id: string): Promise<JsonObject>;
+    replayDeadLetters(filter?: DeadLetterFilter, options?: {
+        dryRun?: boolean;
+    }): Promise<JsonObject>;
+    deleteDeadLetters(filter?: DeadLetterFilter, options?: {
+        dryRun?: boolean;
+    }): Promise<JsonObject>;
+    listDeliveries(params?: {
+        queue?: string;
+        consumerGroup?: string;
+        partition?: string;
+        transactionId?: string;
+        limit?: number;
+        offset?: number;
+    }): Promise<JsonObject>;
     getTracesByName(name: string, params?: Record<string, string | number>): Promise<JsonObject>;
     getTraceNames(params?: Record<string, string | number>): Promise<JsonObject>;
     getTracesForMessage(partitionId: string, transactionId: string): Promise<JsonObject>;

@@ -318,11 +318,15 @@ const tests = [
       const queen = await window.QE.Queen.open({ name })
       await queen.queue('v').push([{ data: 1 }, { data: 2 }])
       const failure = await queen.admin.listQueues().then(() => null, (e) => ({ code: e.code, status: e.status, message: e.message }))
+      const bulk = await queen.admin.replayDeadLetters({ queue: 'v' }, { dryRun: true })
+        .then(() => null, (e) => ({ code: e.code, status: e.status, message: e.message }))
       const dlq = await queen.queue('v').dlq().limit(5).get()
       const health = (await queen.request('GET', '/health')).status
       await queen.close()
-      return { failure, dlq: Array.isArray(dlq.messages), health }
+      return { failure, bulk, dlq: Array.isArray(dlq.messages), health }
     }, name)
+    assertEq(lean.bulk && [lean.bulk.code, lean.bulk.status], ['not_built', 501], 'bulk dead-letter work on the default build is 501 not_built')
+    assert(/views: true/.test(lean.bulk.message), 'the error says how to get the bulk routes: ' + lean.bulk.message)
     assertEq(lean.failure && [lean.failure.code, lean.failure.status], ['not_built', 501], 'a view route on the default build is 501 not_built')
     assert(/views: true/.test(lean.failure.message), 'the error says how to get the view routes: ' + lean.failure.message)
     assertEq([lean.dlq, lean.health], [true, 200], 'the fluent API (dlq().get()) and /health work without views')
@@ -334,8 +338,25 @@ const tests = [
       const queues = (await window.queen.admin.listQueues()).queues.map((q) => q.name)
       const detail = await window.queen.admin.getQueue('v')
       const prometheus = await window.queen.request('GET', '/metrics/prometheus')
-      return { role: window.queen.role, queues, total: detail.totals.total, prometheus: prometheus.status }
+      // Issue 16 in the browser: a delivery log and bulk dead-letter work through the admin API.
+      const w = window.queen.queue('w')
+      await w.config({ retryLimit: 0, deliveryLog: 'failures', retryBackoff: { baseMs: 10 } }).create()
+      await w.push([{ data: 'poison' }])
+      const [m] = await w.wait(false).pop()
+      await window.queen.ack(m, false, { error: 'boom' })
+      const dry = await window.queen.admin.replayDeadLetters({ queue: 'w', errorContains: 'boo' }, { dryRun: true })
+      const replayed = await window.queen.admin.replayDeadLetters({ queue: 'w' })
+      const again = await window.queen.admin.replayDeadLetters({ queue: 'w' })
+      const [back] = await w.wait(false).pop()
+      const log = await window.queen.admin.listDeliveries({ queue: 'w' })
+      return {
+        role: window.queen.role, queues, total: detail.totals.total, prometheus: prometheus.status,
+        bulk: [dry.count, dry.sample[0].errorMessage, replayed.replayed, again.replayed, back.transactionId.startsWith('dlq:')],
+        log: log.deliveries.map((d) => [d.outcome, d.error]),
+      }
     }, name)
+    assertEq(full.bulk, [1, 'boom', 1, 0, true], 'bulk dry run, replay as dlq:<id>, and a second replay that adds nothing')
+    assertEq(full.log, [['dead_lettered', 'boom']], 'the delivery log holds the failed attempt')
     assertEq(full.role, 'writer', 'the views build took the database over')
     assertEq([full.queues.includes('v'), full.total, full.prometheus], [true, 2, 200], 'the views build serves the view routes on the same data')
     assert(fetched.some((p) => p.endsWith('/queen_edge_views_bg.wasm')) && fetched.some((p) => p.endsWith('/queen_edge_views.js')),

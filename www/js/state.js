@@ -51,6 +51,7 @@ export async function loadAll() {
   let detail = null;
   let dlq = [];
   let messages = [];
+  let deliveries = [];
   let partition = s.partition;
   if (selected !== null) {
     // The queue may vanish between the two calls (deleted elsewhere): treat 404 as "gone".
@@ -73,6 +74,12 @@ export async function loadAll() {
       const skip = Math.max(0, start - first);
       const q = `queue=${enc(selected)}&partition=${enc(partition)}&offset=${skip}&limit=${MESSAGE_PAGE}`;
       messages = (await conn.request('GET', `/api/v1/messages?${q}`)).body?.messages || [];
+      // The delivery log, for a queue that keeps one (deliveryLog: failures or all).
+      const log = detail.options?.deliveryLog;
+      if (log && log !== 'off') {
+        const d = `queue=${enc(selected)}&partition=${enc(partition)}&limit=${MESSAGE_PAGE}`;
+        deliveries = (await conn.request('GET', `/api/v1/deliveries?${d}`)).body?.deliveries || [];
+      }
     }
   } else {
     partition = null;
@@ -88,5 +95,5 @@ export async function loadAll() {
   if (conn !== store.state.conn) return;
   const ids = new Set(dlq.map((d) => d.id));
   const dlqSelected = new Set([...s.dlqSelected].filter((id) => ids.has(id)));
-  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, storage, loadedAt: Date.now() });
+  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, deliveries, storage, loadedAt: Date.now() });
 }

@@ -94,7 +94,7 @@ pub(crate) fn queue_summary(q: &QueueView, now: i64) -> Value {
 }
 
 fn lane(l: &LaneView) -> Value {
-    json!({
+    let mut lane = json!({
         "consumerGroup": l.consumer_group,
         "committedOffset": l.committed,
         "backlog": l.backlog,
@@ -104,7 +104,13 @@ fn lane(l: &LaneView) -> Value {
         "retryCount": l.retry_count,
         "attemptCount": l.attempt_count,
         "holdUntil": l.hold_until_ms.map(iso_millis),
-    })
+    });
+    // reclaimLimit's quarantine, shown only on a lane that is in one.
+    if let Some(offset) = l.quarantined_offset {
+        lane["quarantinedOffset"] = json!(offset);
+        lane["expiryStreak"] = json!(l.expiry_streak);
+    }
+    lane
 }
 
 /// `GET /resources/queues/:queue`.

@@ -81,6 +81,12 @@ export async function usage(): Promise<void> {
   const txOk: boolean = tx.success
   await queen.admin.retryMessage(partitionId, msgs[0].transactionId)
   await queen.admin.seekConsumerGroup('billing', 'orders', { toEnd: true })
+  await queen.queue('jobs').config({ reclaimLimit: 3, retryBackoff: { baseMs: 500, factor: 2, maxMs: 60_000 }, deliveryLog: 'failures' }).create()
+  const preview = await queen.admin.replayDeadLetters({ queue: 'jobs', errorContains: 'timeout', from: '2026-01-01T00:00:00Z' }, { dryRun: true })
+  console.log(preview.count)
+  await queen.admin.deleteDeadLetters({ queue: 'jobs', consumerGroup: 'billing', limit: 100 })
+  const log = await queen.admin.listDeliveries({ queue: 'jobs', transactionId: msgs[0].transactionId, limit: 20 })
+  console.log(log.total)
   await queen.queue('orders').delete()
 
   const raw: RawResponse = await queen.request('GET', '/health')

@@ -11,7 +11,8 @@ export function initMessages(refreshNow) {
 }
 
 export function renderMessages(s) {
-  const sig = JSON.stringify([s.conn?.label, s.selected, s.partition, s.msgGroup, s.msgOffset, s.messages, s.detail?.partitions]);
+  const sig = JSON.stringify([s.conn?.label, s.selected, s.partition, s.msgGroup, s.msgOffset, s.messages, s.detail?.partitions,
+    s.deliveries]);
   if (sig === last) return;
   last = sig;
   replaceKeepingFocus(document.getElementById('messages-view'), view(s));
@@ -70,5 +71,29 @@ function view(s) {
       h('thead', {}, h('tr', {},
         h('th', { scope: 'col', class: 'num' }, 'Offset'), h('th', { scope: 'col' }, 'For this group'),
         h('th', { scope: 'col' }, 'Transaction id'), h('th', { scope: 'col' }, 'Created'), h('th', { scope: 'col' }, 'Payload'))),
-      h('tbody', {}, rows)), 'messages')];
+      h('tbody', {}, rows)), 'messages'),
+    deliveryLog(s, p)];
+}
+
+/** The partition's delivery attempts, newest first, when the queue keeps a delivery log. */
+function deliveryLog(s, p) {
+  const mode = s.detail.options?.deliveryLog;
+  if (!mode || mode === 'off') return null;
+  const rows = (s.deliveries || []).map((d) => h('tr', { class: d.outcome === 'completed' || d.outcome === 'auto_acked' ? 'done' : 'failed' },
+    h('td', {}, timeCell(d.at)),
+    h('td', {}, d.consumerGroup === QUEUE_MODE ? 'queue mode' : d.consumerGroup),
+    h('td', { class: 'num' }, d.fromOffset === d.toOffset ? d.fromOffset : `${d.fromOffset}–${d.toOffset}`),
+    h('td', { class: 'num' }, d.deliveryAttempt),
+    h('td', {}, h('span', { class: 'badge' }, d.outcome.replace('_', ' '))),
+    h('td', {}, d.error ?? '')));
+  return h('section', { 'aria-label': 'Delivery log' },
+    h('h4', {}, `Delivery log (${mode})`),
+    rows.length
+      ? scroller('Delivery attempts, newest first', h('table', { class: 'grid', id: 'deliveries-table' },
+        h('caption', { class: 'sr-only' }, `Delivery attempts on partition ${p.name}, newest first`),
+        h('thead', {}, h('tr', {},
+          h('th', { scope: 'col' }, 'When'), h('th', { scope: 'col' }, 'Group'), h('th', { scope: 'col', class: 'num' }, 'Offsets'),
+          h('th', { scope: 'col', class: 'num' }, 'Attempt'), h('th', { scope: 'col' }, 'Outcome'), h('th', { scope: 'col' }, 'Error'))),
+        h('tbody', {}, rows)), 'deliveries')
+      : h('p', { class: 'muted' }, 'No delivery attempt recorded on this partition yet.'));
 }

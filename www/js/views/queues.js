@@ -143,9 +143,14 @@ export function lane(l, o) {
         h('meter', { min: '0', max: String(Math.max(limit, 1)), value: String(Math.min(l.retryCount, Math.max(limit, 1))),
           low: String(Math.max(limit, 1) * 0.5), high: String(Math.max(limit, 1) * 0.99), optimum: '0', 'aria-label': 'Retry budget used' })),
       h('dt', {}, 'Redeliveries'), h('dd', { dataset: { k: 'attempts' } }, l.attemptCount),
-      h('dt', {}, 'Retry hold'), h('dd', { dataset: { k: 'hold' } }, held
+      h('dt', {}, o.retryBackoff ? 'Retry hold (backoff)' : 'Retry hold'), h('dd', { dataset: { k: 'hold' } }, held
         ? h('span', { dataset: { until: hold, after: 'over', before: 'for ' } })
-        : h('span', { class: 'muted' }, 'none'))));
+        : h('span', { class: 'muted' }, 'none')),
+      ...(l.quarantinedOffset === undefined ? [] : [
+        h('dt', {}, 'Quarantine'),
+        h('dd', { dataset: { k: 'quarantine' } },
+          `offset ${l.quarantinedOffset} is delivered alone; ${l.expiryStreak ?? 0} of ${o.reclaimLimit ?? '?'} lease expiries before it is dead-lettered`),
+      ])));
 }
 
 export { timeCell };

@@ -1,0 +1,124 @@
+//! Bulk dead-letter work (issue 16): select rows by a filter, count and sample them, and replay or
+//! delete them in chunks.
+//!
+//! The core does one chunk per command ([`Broker::dlq_replay_rows`], [`Broker::dlq_delete_rows`]); the
+//! caller (the HTTP route) picks the next chunk with [`Broker::dlq_select`] between commands, so a large
+//! dead-letter queue never holds the command gate for long. A replayed row is pushed as
+//! `transactionId` `dlq:<row id>` exactly as a single replay is, so replaying a row twice adds nothing.
+
+use super::api::*;
+use super::records::dead_letter_key;
+use super::state::DeadLetter;
+use super::Broker;
+
+/// Which dead-letter rows a bulk call selects (every `None` matches anything).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DlqFilter {
+    /// Queue name.
+    pub queue: Option<String>,
+    /// Consumer group (`QUEUE_MODE_GROUP` for queue mode).
+    pub consumer_group: Option<String>,
+    /// Partition name.
+    pub partition: Option<String>,
+    /// A substring of the error.
+    pub error_contains: Option<String>,
+    /// Dead-lettered at or after this instant (Unix ms).
+    pub from_ms: Option<i64>,
+    /// Dead-lettered at or before this instant (Unix ms).
+    pub to_ms: Option<i64>,
+}
+
+impl DlqFilter {
+    fn matches(&self, d: &DeadLetter) -> bool {
+        self.queue.as_ref().is_none_or(|q| &d.queue == q)
+            && self.consumer_group.as_ref().is_none_or(|g| &d.group == g)
+            && self.partition.as_ref().is_none_or(|p| &d.partition == p)
+            && self
+                .error_contains
+                .as_ref()
+                .is_none_or(|e| d.error.contains(e.as_str()))
+            && self.from_ms.is_none_or(|t| d.failed_at_ms >= t)
+            && self.to_ms.is_none_or(|t| d.failed_at_ms <= t)
+    }
+}
+
+/// A selection of rows: ids in filing order, and where the next chunk starts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DlqSelection {
+    /// Row ids, oldest filing first.
+    pub ids: Vec<String>,
+    /// The filing sequence of the last row selected (the next chunk starts after it).
+    pub last_seq: Option<u64>,
+}
+
+impl Broker {
+    /// The filing sequence the next dead letter will get: rows filed from now on are at or above it
+    /// (a bulk call bounds itself by it, so it does not chase rows filed while it runs).
+    pub fn dlq_next_seq(&self) -> u64 {
+        self.next_dead_letter_seq
+    }
+
+    /// Up to `max` rows matching `filter` with filing sequence in `(after, before)`, oldest first.
+    pub fn dlq_select(
+        &self,
+        filter: &DlqFilter,
+        after: Option<u64>,
+        before: u64,
+        max: usize,
+    ) -> DlqSelection {
+        let mut rows: Vec<&DeadLetter> = self
+            .dead_letters
+            .values()
+            .map(|d| &**d)
+            .filter(|d| after.is_none_or(|a| d.seq > a) && d.seq < before && filter.matches(d))
+            .collect();
+        rows.sort_by_key(|d| d.seq);
+        rows.truncate(max);
+        DlqSelection {
+            last_seq: rows.last().map(|d| d.seq),
+            ids: rows.into_iter().map(|d| d.id.clone()).collect(),
+        }
+    }
+
+    /// How many rows match `filter`, and the views of the first `sample` (oldest first).
+    pub fn dlq_preview(&self, filter: &DlqFilter, sample: usize) -> (usize, Vec<DeadLetterView>) {
+        let all = self.dlq_select(filter, None, u64::MAX, usize::MAX);
+        let sample = all
+            .ids
+            .iter()
+            .take(sample)
+            .filter_map(|id| self.dead_letters.get(id))
+            .map(|d| Self::dead_letter_view(d))
+            .collect();
+        (all.ids.len(), sample)
+    }
+
+    /// Replays the rows `ids` still present (one chunk): each as a single replay would.
+    pub fn dlq_replay_rows(&mut self, now: i64, ids: &[String]) -> Vec<ReplayReply> {
+        let now = self.tick(now);
+        let letters: Vec<DeadLetter> = ids
+            .iter()
+            .filter_map(|id| self.dead_letters.get(id).map(|d| (**d).clone()))
+            .collect();
+        letters
+            .into_iter()
+            .map(|letter| {
+                let id = letter.id.clone();
+                self.replay(now, letter, vec![id])
+            })
+            .collect()
+    }
+
+    /// Deletes the rows `ids` still present (one chunk). Returns how many went.
+    pub fn dlq_delete_rows(&mut self, now: i64, ids: &[String]) -> usize {
+        self.tick(now);
+        let mut deleted = 0;
+        for id in ids {
+            if self.dead_letters.remove(id).is_some() {
+                self.changes.delete(dead_letter_key(id));
+                deleted += 1;
+            }
+        }
+        deleted
+    }
+}
