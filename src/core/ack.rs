@@ -134,13 +134,14 @@ impl Broker {
         let pid = partition_id.parse::<u64>().ok()?;
         let p = self.partitions.get(&pid)?;
         let lane = p.lanes.get(group)?;
-        let start = (lane.committed + 1).max(p.first_offset as i64);
-        if lane.batch_end < start {
+        let start = (lane.committed() + 1).max(p.first_offset as i64);
+        let end = lane.batch_end();
+        if end < start {
             return None;
         }
         let fingerprint = txindex::fingerprint(transaction_id);
         let mut offset = start as u64;
-        while offset <= lane.batch_end as u64 {
+        while offset <= end as u64 {
             let seg = p.segment_of(offset)?;
             let from = match hint {
                 Some((p, expected)) if p == pid && (seg.first..=seg.last).contains(&expected) => {
