@@ -212,7 +212,7 @@ fn cases(pid: &str, lease: &str) -> Vec<Case> {
         // ---- traces ----
         case("POST", "/api/v1/traces", Some(r#"{"data": {}}"#), 400, Is("transactionId and partitionId are required")),
         case("POST", "/api/v1/traces", Some(&format!(r#"{{"transactionId": "t1", "partitionId": "{pid}"}}"#)), 400, Is("data is required")),
-        case("POST", "/api/v1/traces", Some(&format!(r#"{{"transactionId": "t1", "partitionId": "{pid}", "data": 1, "traceNames": 5}}"#)), 400, Is("traceNames must be a string, a list of strings or null")),
+        case("POST", "/api/v1/traces", Some(&format!(r#"{{"transactionId": "t1", "partitionId": "{pid}", "data": 1, "traceNames": 5}}"#)), 400, Is("traceNames must be a string, a list of at most 16 strings, or null")),
     ];
     for c in &mut v {
         if c.content_type.is_none() && c.body.is_some() {

@@ -288,6 +288,18 @@ impl Broker {
         if let Some((offset, retry_count, error)) = filed {
             self.file_dead_letter(now, pid, group, offset, retry_count, error);
         }
+        let failed = pending
+            .iter()
+            .filter(|x| matches!(x.status, AckStatus::Failed | AckStatus::Dlq))
+            .count() as u64;
+        if let Some(lane) = self
+            .partitions
+            .get_mut(&pid)
+            .and_then(|p| p.lanes.get_mut(group))
+        {
+            lane.acked += pending.len() as u64;
+            lane.failed += failed;
+        }
         self.save_lane(pid, group);
         self.refresh(&queue, group, pid);
         if released {
@@ -306,7 +318,7 @@ impl Broker {
             r.queue = Some(queue_name.clone());
             r.partition = Some(partition_name.clone());
         }
-        self.stats.acked += pending.len() as u64;
+        self.count_acks(now, &queue, group, pending.len() as u64, failed);
     }
 
     /// Files offset `offset` of `pid` as a dead letter of `group`.

@@ -948,7 +948,7 @@ pub struct LaneView {
     pub lease_id: Option<String>,
     /// When the live lease expires.
     pub lease_expires_at_ms: Option<i64>,
-    /// Inclusive end of the leased span.
+    /// Inclusive end of the leased span, or of the failed span while it waits out its retry delay.
     pub batch_end: Option<u64>,
     /// Retry budget used.
     pub retry_count: u32,
@@ -1070,7 +1070,7 @@ pub struct MessageView {
     pub partition_id: String,
 }
 
-/// Counters since the broker was opened, plus gauges.
+/// Totals since the storage was created (module `meters`), plus gauges.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrokerStats {
     /// Messages queued by pushes.

@@ -142,6 +142,16 @@ impl Fields {
             .ok_or_else(|| format!("missing field `{PAYLOAD_KEY}`"))
     }
 
+    /// A list of strings, empty when absent.
+    #[cfg(feature = "ops")]
+    pub(crate) fn strings(&mut self, key: &str) -> Result<Vec<String>, FieldError> {
+        let list = self.optional(key, "a list of strings", |v| match v {
+            Value::Array(items) => items.into_iter().map(into_string).collect(),
+            _ => None,
+        })?;
+        Ok(list.unwrap_or_default())
+    }
+
     /// A required nested object.
     pub(crate) fn object(&mut self, key: &str) -> Result<Fields, FieldError> {
         let value = self.required(key, "an object", Some)?;

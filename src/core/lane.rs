@@ -75,9 +75,23 @@ pub struct Lane {
     /// `Q`: the quarantined head, -1 = none (written only when set).
     #[serde(rename = "q", skip_serializing_if = "is_none_offset")]
     quarantined: i64,
+    /// Messages delivered, acks and failed acks on this lane (module `meters`; not a lane rule: stored
+    /// in the lane's record so the counts commit with the pops and acks they count). Absent while 0.
+    #[serde(rename = "nd", skip_serializing_if = "is_zero_count")]
+    pub delivered: u64,
+    /// See [`Lane::delivered`].
+    #[serde(rename = "na", skip_serializing_if = "is_zero_count")]
+    pub acked: u64,
+    /// See [`Lane::delivered`].
+    #[serde(rename = "nf", skip_serializing_if = "is_zero_count")]
+    pub failed: u64,
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_count(n: &u64) -> bool {
     *n == 0
 }
 
@@ -110,6 +124,9 @@ impl Lane {
             hold_until_ms: 0,
             expiry_streak: 0,
             quarantined: -1,
+            delivered: 0,
+            acked: 0,
+            failed: 0,
         }
     }
 
@@ -127,6 +144,10 @@ impl Lane {
             hold_until_ms: f.i64_or("h", 0)?,
             expiry_streak: f.u32_or("k", 0)?,
             quarantined: f.i64_or("q", -1)?.max(-1),
+            // Counts (module `meters`): read as i64, the reader the other fields use.
+            delivered: f.i64_or("nd", 0)? as u64,
+            acked: f.i64_or("na", 0)? as u64,
+            failed: f.i64_or("nf", 0)? as u64,
         })
     }
 

@@ -26,6 +26,8 @@ pub(crate) mod fields;
 pub mod ids;
 mod invariants;
 pub mod lane;
+pub mod maintenance;
+pub mod meters;
 mod pop;
 mod push;
 mod reclaim;
@@ -35,6 +37,8 @@ pub mod segment;
 pub mod sort;
 mod state;
 pub mod timefmt;
+#[cfg(feature = "ops")]
+pub mod traces;
 pub mod txindex;
 mod views;
 
@@ -111,7 +115,13 @@ pub struct Broker {
     cache: SegmentCache,
     /// Bytes of every stored segment record (what the storage quota counts).
     stored_bytes: u64,
-    stats: Counters,
+    /// Pushed, popped, acked and failed counts (module `meters`).
+    meters: meters::Meters,
+    /// Maintenance mode switches and the push buffer (module `maintenance`).
+    mode: maintenance::Maintenance,
+    /// Recorded trace events (module `traces`).
+    #[cfg(feature = "ops")]
+    traces: traces::TraceLog,
     changes: ChangeSet,
     /// Queues that gained claimable work during the current command, each once.
     woken: Vec<String>,
@@ -140,7 +150,10 @@ impl Broker {
             ready_seq: 0,
             cache,
             stored_bytes: 0,
-            stats: Counters::default(),
+            meters: meters::Meters::default(),
+            mode: maintenance::Maintenance::default(),
+            #[cfg(feature = "ops")]
+            traces: traces::TraceLog::default(),
             changes: ChangeSet::default(),
             woken: Vec::new(),
             discard: false,

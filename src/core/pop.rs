@@ -1,12 +1,11 @@
 //! Pop: claim spans of messages for a consumer group (docs/protocol.md §3.2, §4.2; wire-contract §1.3).
 
 use super::api::*;
+use super::meters::Meter;
 use super::state::*;
 use super::Broker;
 use std::collections::BTreeSet;
 
-/// Batch budget autopilot uses when the request sent none (seed 003: 100 to 1,000).
-pub const AUTOPILOT_BATCH: u32 = 100;
 /// Most partitions autopilot claims in one pop.
 pub const AUTOPILOT_MAX_PARTITIONS: u32 = 16;
 /// Lease of a discovery pop without `leaseSeconds`, and of a queue whose lease time is 0.
@@ -78,6 +77,10 @@ impl Broker {
             conflation_conflict: false,
             autopilot: None,
         };
+        if self.mode.state.pop_paused {
+            // Pop maintenance (module `maintenance`): nothing is claimed.
+            return Ok(reply);
+        }
 
         let mut plan = ClaimPlan {
             group: &group,
@@ -108,9 +111,11 @@ impl Broker {
                     .groups
                     .get(&(queue.clone(), group.clone()))
                     .map_or(0, |s| s.len()) as u32;
-                plan.budget = req
-                    .batch
-                    .unwrap_or(if req.autopilot { AUTOPILOT_BATCH } else { 1 });
+                plan.budget = match req.batch {
+                    Some(batch) => batch,
+                    None if req.autopilot => self.autopilot_batch(&queue, &group, now),
+                    None => 1,
+                };
                 plan.max_partitions = match (&single_partition, req.partitions) {
                     (Some(_), _) => 1,
                     (None, Some(n)) => n,
@@ -192,9 +197,11 @@ impl Broker {
                 self.discover(namespace.as_deref(), task.as_deref())
             }
         };
-        let mut budget =
-            req.batch
-                .unwrap_or(if req.autopilot { AUTOPILOT_BATCH } else { 1 }) as u64;
+        let mut budget = match (req.batch, queues.first()) {
+            (Some(batch), _) => batch,
+            (None, Some(queue)) if req.autopilot => self.autopilot_batch(queue, &group, now),
+            (None, _) => 1,
+        } as u64;
         let mut partitions_left = match (&req.target, req.partitions) {
             (PopTarget::Partition { .. }, _) => 1,
             (_, Some(n)) => n.min(MAX_PARTITIONS_PER_POP),
@@ -392,6 +399,7 @@ impl Broker {
             // Move the cursor past the older messages; they are never delivered to this group.
             lane.skip_to(first as i64 - 1);
         }
+        lane.delivered += last - first + 1;
         let attempt = if plan.auto_ack {
             lane.claim_auto_ack(last)
         } else if head_alone {
@@ -456,7 +464,7 @@ impl Broker {
             }
             offset = upto + 1;
         }
-        self.stats.popped += count as u64;
+        self.count(now, Meter::Popped, count as u64);
         plan.budget = plan.budget.saturating_sub(count);
         if reply.partitions_claimed == 0 {
             reply.queue = Some(queue.to_string());

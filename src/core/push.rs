@@ -2,6 +2,7 @@
 //! `(partition, transactionId)` dedup.
 
 use super::api::*;
+use super::meters::Meter;
 use super::records;
 use super::segment::{self, StoredMessage};
 use super::state::*;
@@ -329,7 +330,7 @@ impl Broker {
             if batch.is_empty() {
                 continue;
             }
-            self.stats.pushed += batch.len() as u64;
+            self.count(now, Meter::Pushed, batch.len() as u64);
             self.append_segment(now, pid, batch);
         }
         results

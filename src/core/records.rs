@@ -14,6 +14,9 @@
 //! | `g/<queue>/<group>` | subscription (JSON) |
 //! | `d/<dead-letter id>` | dead letter (JSON) |
 //! | `v/<seq>` | delivery record (JSON, module `deliveries`) |
+//! | `m/mode` | maintenance switches and push-buffer bounds (module `maintenance`) |
+//! | `b/<seq>` | one buffered push item (module `maintenance`) |
+//! | `t/<seq>/<pid>/<offset>` | one trace event (module `traces`): only the key is read at open |
 //!
 //! A segment's index entry is written in the same commit as the segment:
 //!
@@ -45,7 +48,7 @@ use serde::Serialize;
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The key prefixes an open reads: everything but segments.
-pub const INDEX_PREFIXES: [&str; 8] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/", "v/"];
+pub const INDEX_PREFIXES: [&str; 10] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/", "v/", "t/", "b/"];
 
 /// The prefix of segment records, read on demand.
 pub const SEGMENT_PREFIX: &str = "s/";
@@ -248,6 +251,21 @@ impl Broker {
                     format_version = rec.version;
                     self.next_partition_id = self.next_partition_id.max(rec.next_partition_id);
                 }
+                "m" if key == super::maintenance::MODE_KEY => {
+                    self.mode.state = super::maintenance::decode_mode(&key, &value)?;
+                }
+                #[cfg(feature = "ops")]
+                "b" => {
+                    let seq = super::maintenance::buffer_seq(&key)
+                        .ok_or_else(|| corrupt(&key, "bad key"))?;
+                    let item = super::maintenance::decode_buffered(&key, &value)?;
+                    self.mode.load_buffered(seq, item)?;
+                }
+                // A build without `ops` cannot drain the buffer: it counts it (and refuses pushes).
+                #[cfg(not(feature = "ops"))]
+                "b" => self.mode.count_foreign_buffered(),
+                #[cfg(feature = "ops")]
+                "t" => self.traces.load(&key, value.len() as u64)?,
                 "q" => {
                     let record = decode(&key, &value, queue_record)?;
                     self.queues.insert(
@@ -700,10 +718,13 @@ mod tests {
             k in any::<u32>(), q in any::<i64>(),
         ) {
             // Lane fields are private: build one from a record, then check it reads back equal.
-            let stored = json!({"c": c, "l": l, "x": x, "e": e, "r": r, "a": a, "s": s, "h": h, "k": k, "q": q});
+            let (nd, na, nf) = ((x as u64) >> 1, r as u64, a as u64);
+            let stored = json!({"c": c, "l": l, "x": x, "e": e, "r": r, "a": a, "s": s, "h": h, "k": k, "q": q,
+                                "nd": nd, "na": na, "nf": nf});
             let first = decode("l/1/g", &json(&stored), lane).expect("reads");
             prop_assert_eq!((first.committed(), first.lease_id().map(str::to_string)), (c, l));
             prop_assert_eq!((first.expiry_streak(), first.hold_until_ms()), (k, h));
+            prop_assert_eq!((first.delivered, first.acked, first.failed), (nd, na, nf));
             round_trip(&first, lane);
         }
 

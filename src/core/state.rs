@@ -581,17 +581,6 @@ impl SegmentCache {
     }
 }
 
-/// Counters since open.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Counters {
-    /// Messages queued.
-    pub pushed: u64,
-    /// Messages delivered.
-    pub popped: u64,
-    /// Ack items accepted.
-    pub acked: u64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

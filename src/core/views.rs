@@ -19,7 +19,9 @@ impl Broker {
             backlog: (p.next_offset as i64 - 1 - committed).max(0) as u64,
             lease_id: lane.live_lease(now).map(str::to_string),
             lease_expires_at_ms: leased.then_some(lane.lease_expires_ms()),
-            batch_end: (leased && lane.batch_end() >= 0).then_some(lane.batch_end() as u64),
+            // The span of the live claim, or of the failed one waiting out its retry delay.
+            batch_end: ((leased || lane.is_held(now)) && lane.batch_end() >= 0)
+                .then_some(lane.batch_end() as u64),
             retry_count: lane.retry_count(),
             attempt_count: lane.attempt_count(),
             hold_until_ms: lane.is_held(now).then_some(lane.hold_until_ms()),
@@ -207,7 +209,7 @@ impl Broker {
         self.message_view(&self.partitions[&pid], offset)
     }
 
-    /// Counters since open and current gauges.
+    /// Stored totals and current gauges.
     pub fn stats(&self, now: i64) -> BrokerStats {
         let now = now.max(self.now_ms);
         let mut by_queue: std::collections::BTreeMap<String, u64> = Default::default();
@@ -215,9 +217,9 @@ impl Broker {
             *by_queue.entry(d.queue.clone()).or_default() += 1;
         }
         BrokerStats {
-            pushed: self.stats.pushed,
-            popped: self.stats.popped,
-            acked: self.stats.acked,
+            pushed: self.meters_totals().pushed,
+            popped: self.meters_totals().popped,
+            acked: self.meters_totals().acked,
             dlq_depth: self.dead_letters.len() as u64,
             dlq_depth_by_queue: by_queue.into_iter().collect(),
             queues: self.queues.len() as u64,
@@ -400,6 +402,21 @@ impl Broker {
             return None;
         }
         self.message_view(p, offset)
+    }
+
+    /// The first retained offset of `queue`/`partition` pushed at or after `instant` (the next offset
+    /// when none is), from the segment index; `None` for an unknown partition.
+    pub fn first_offset_pushed_at_or_after(
+        &self,
+        queue: &str,
+        partition: &str,
+        instant: i64,
+    ) -> Option<u64> {
+        let pid = self.queues.get(queue)?.partitions.get(partition)?;
+        let p = &self.partitions[pid];
+        Some(
+            (p.last_offset_created_at_or_before(instant - 1) + 1).max(p.first_offset as i64) as u64,
+        )
     }
 
     /// The (partition id, offset) of every message of `queue` with a dead-letter row (any group).

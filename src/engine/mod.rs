@@ -13,7 +13,11 @@
 
 mod gate;
 mod group;
+mod modes;
 mod waiters;
+
+#[cfg(feature = "ops")]
+pub use modes::PushOutcome;
 
 use crate::core::api::*;
 use crate::core::{
@@ -529,7 +533,9 @@ impl<S: Store, H: Host> Engine<S, H> {
             let (Some(deadline), Some(queue)) = (deadline, parked_queue.as_ref()) else {
                 return Ok(reply);
             };
-            if !reply.messages.is_empty() || reply.conflation {
+            // An empty conflating pop parks like any other (it answers 200 with no messages only
+            // when its deadline passes).
+            if !reply.messages.is_empty() || reply.conflation_conflict {
                 return Ok(reply);
             }
             let now = self.host.now_ms();
@@ -661,8 +667,15 @@ impl<S: Store, H: Host> Engine<S, H> {
             .await
     }
 
-    /// Runs retention and eviction (the host calls this periodically).
+    /// Runs retention and eviction, and deletes the traces of messages no longer retained (the host
+    /// calls this periodically).
     pub async fn maintain(&self) -> EngineResult<MaintenanceReport> {
-        self.run_plain(|b, now| Ok(b.maintain(now))).await
+        self.run_plain(|b, now| {
+            let report = b.maintain(now);
+            #[cfg(feature = "ops")]
+            b.prune_traces();
+            Ok(report)
+        })
+        .await
     }
 }

@@ -3,14 +3,20 @@
 use super::auth::Caller;
 use super::crypto;
 use super::error::{json_response, json_text_response, no_content, HttpError};
+#[cfg(feature = "ops")]
+use super::modes;
 use super::query::{clip, Query};
 use super::render;
 use super::router::{self, Route};
+#[cfg(feature = "ops")]
+use super::traces;
 use super::views;
 use super::wire::{self, check_id, check_name};
 use super::{HttpConfig, HttpRequest, HttpResponse};
 use crate::core::api::*;
 use crate::core::timefmt::{iso_millis, parse_iso};
+#[cfg(feature = "ops")]
+use crate::engine::PushOutcome;
 use crate::engine::{Engine, EngineError, Host};
 use crate::store::Store;
 use serde_json::{json, Value};
@@ -87,6 +93,17 @@ impl Route {
             Route::Push => {
                 let mut items = wire::push_items(body, limits, caller.subject.as_deref())?;
                 crypto::seal_items(engine, config, items.iter_mut().collect()).await?;
+                if engine.push_needs_buffer_path() {
+                    #[cfg(not(feature = "ops"))]
+                    return Err(maintenance_not_built());
+                    #[cfg(feature = "ops")]
+                    return match engine.push_or_buffer(items).await? {
+                        PushOutcome::Buffered(results) => Ok(modes::buffered_answer(&results)),
+                        PushOutcome::Pushed(results) => {
+                            Ok(json_text_response(201, render::push_results(&results)))
+                        }
+                    };
+                }
                 let results = engine.push(items).await?;
                 Ok(json_text_response(201, render::push_results(&results)))
             }
@@ -149,6 +166,26 @@ impl Route {
                     _ => [].iter_mut(),
                 });
                 crypto::seal_items(engine, config, pushed.collect()).await?;
+                let pushes = ops.iter().any(|op| matches!(op, TxOperation::Push(_)));
+                if pushes && engine.push_needs_buffer_path() {
+                    #[cfg(not(feature = "ops"))]
+                    return Err(maintenance_not_built());
+                    #[cfg(feature = "ops")]
+                    {
+                        if engine.maintenance_state().0.push_paused {
+                            return Err(HttpError {
+                                status: 503,
+                                message:
+                                    "Maintenance mode is on: pushes are buffered, and a \
+                                          transaction that pushes is refused until it is turned off"
+                                        .to_string(),
+                            });
+                        }
+                        // Buffered pushes go first (turning maintenance off drains them; this
+                        // finishes a drain that failed part way).
+                        engine.drain_push_buffer().await?;
+                    }
+                }
                 let reply = engine.transaction(ops).await?;
                 Ok(json_response(200, &render::tx_reply(&reply)))
             }
@@ -185,7 +222,24 @@ impl Route {
             | Route::StatusQueue { .. }
             | Route::StatusQueueMessages { .. }
             | Route::StatusAnalytics
-            | Route::StatusBuffers) => views::answer(engine, config, view, query).await,
+            | Route::StatusBuffers
+            | Route::MessageTraces { .. }
+            | Route::TracesByName { .. }
+            | Route::TraceNames) => views::answer(engine, config, view, query).await,
+            #[cfg(feature = "ops")]
+            Route::GetMaintenance => modes::maintenance(engine, false, None).await,
+            #[cfg(feature = "ops")]
+            Route::SetMaintenance => modes::maintenance(engine, false, Some(body)).await,
+            #[cfg(feature = "ops")]
+            Route::GetPopMaintenance => modes::maintenance(engine, true, None).await,
+            #[cfg(feature = "ops")]
+            Route::SetPopMaintenance => modes::maintenance(engine, true, Some(body)).await,
+            #[cfg(not(feature = "ops"))]
+            Route::GetMaintenance
+            | Route::SetMaintenance
+            | Route::GetPopMaintenance
+            | Route::SetPopMaintenance
+            | Route::PostTrace => Err(HttpError::not_built(OPS_NOT_BUILT)),
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
@@ -350,21 +404,10 @@ impl Route {
                 200,
                 &json!({"success": true, "message": "Statistics are computed live; nothing to refresh"}),
             )),
+            #[cfg(feature = "ops")]
             Route::PostTrace => {
-                let event = wire::trace_event(body, limits)?;
-                let exists = engine
-                    .read_loaded(|b, _| {
-                        b.message(&event.partition_id, &event.transaction_id)
-                            .is_some()
-                    })
-                    .await?;
-                if !exists {
-                    return Err(HttpError::not_found("Message not found"));
-                }
-                Ok(json_response(
-                    201,
-                    &json!({"success": true, "traceId": mint_uuid(engine.host())}),
-                ))
+                let request = traces::parse(body, config)?;
+                traces::record(engine, request, mint_uuid(engine.host())).await
             }
             Route::Health => {
                 // Probe the store with an empty range read: 503 when storage is unusable.
@@ -397,6 +440,25 @@ impl Route {
                 ))
             }
         }
+    }
+}
+
+/// What a build without `ops` answers the maintenance and trace routes (501).
+#[cfg(not(feature = "ops"))]
+const OPS_NOT_BUILT: &str = "Maintenance mode and traces are not in this build of the queen-edge module \
+     (its default build leaves them out for size). Open the database with Queen.open({ name, views: \
+     true }) in every tab and worker that uses it, or use the Worker.";
+
+/// A push while maintenance mode (set by a full build) is on, or its buffer still holds messages, in a
+/// build that cannot buffer or drain: refused (503), never applied ahead of the buffered messages.
+#[cfg(not(feature = "ops"))]
+fn maintenance_not_built() -> HttpError {
+    HttpError {
+        status: 503,
+        message: format!(
+            "Maintenance mode is on, or its buffer still holds pushed messages, and this build \
+             cannot buffer or deliver them: the push is refused. {OPS_NOT_BUILT}"
+        ),
     }
 }
 
@@ -496,6 +558,7 @@ fn ack_answer(results: &[AckResult]) -> HttpResponse {
 }
 
 /// A fresh UUIDv4 from the host's entropy, for trace ids.
+#[cfg(feature = "ops")]
 fn mint_uuid<H: Host>(host: &H) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);

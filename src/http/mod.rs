@@ -17,6 +17,8 @@
 //! - `jwt` (the `jwt` feature): JWT parsing and claims checks, the signature behind a verifier trait;
 //! - `error`: the `{"error": ...}` answers and how engine errors map to statuses;
 //! - `handlers`: one function per route, calling the engine;
+//! - `modes`: maintenance mode (push buffering, pop pausing) and the buffered push answer;
+//! - `traces`: `POST /api/v1/traces` (the reads are views);
 //! - `views`: the read-only dashboard routes (listings, message browser, status, metrics and the
 //!   `/metrics/prometheus` text), a cargo feature the npm module's default build leaves out;
 //! - `operations`: the delivery log (`deliveries`) and bulk dead-letter work (`dlq_bulk`), built with
@@ -37,11 +39,15 @@ mod handlers;
 mod json_text;
 #[cfg(feature = "jwt")]
 pub mod jwt;
+#[cfg(feature = "ops")]
+mod modes;
 mod operations;
 mod query;
 mod redelivery;
 mod render;
 mod router;
+#[cfg(feature = "ops")]
+mod traces;
 mod views;
 mod wire;
 

@@ -1,8 +1,8 @@
 //! The route table: method and path to a [`Route`] with its path parameters percent-decoded, and the
 //! access level each route needs (contract §1.1 auth column).
 //!
-//! Routes the contract marks skip/optional (cluster-internal, migration, streams, `/analytics/*`, traces
-//! reads, maintenance, the dashboard SPA) are not here and answer 404 `no_such_route`.
+//! Routes the contract marks skip/optional (cluster-internal, migration, streams, `/analytics/*`,
+//! shared-state, the dashboard SPA) are not here and answer 404 `no_such_route`.
 
 use super::auth::Access;
 use super::error::HttpError;
@@ -116,6 +116,23 @@ pub(crate) enum Route {
     StatusAnalytics,
     /// `GET /api/v1/status/buffers`.
     StatusBuffers,
+    /// `GET /api/v1/traces/:partitionId/:transactionId`.
+    MessageTraces {
+        partition_id: String,
+        transaction_id: String,
+    },
+    /// `GET /api/v1/traces/by-name/:name`.
+    TracesByName { name: String },
+    /// `GET /api/v1/traces/names`.
+    TraceNames,
+    /// `GET /api/v1/system/maintenance`.
+    GetMaintenance,
+    /// `POST /api/v1/system/maintenance`.
+    SetMaintenance,
+    /// `GET /api/v1/system/maintenance/pop`.
+    GetPopMaintenance,
+    /// `POST /api/v1/system/maintenance/pop`.
+    SetPopMaintenance,
 }
 
 impl Route {
@@ -146,7 +163,10 @@ impl Route {
             | StatusQueue { .. }
             | StatusQueueMessages { .. }
             | StatusAnalytics
-            | StatusBuffers => Access::ReadOnly,
+            | StatusBuffers
+            | MessageTraces { .. }
+            | TracesByName { .. }
+            | TraceNames => Access::ReadOnly,
             Push
             | PopQueue { .. }
             | PopPartition { .. }
@@ -165,9 +185,14 @@ impl Route {
             | Seek { .. }
             | SeekPartition { .. }
             | PostTrace => Access::ReadWrite,
-            DeleteQueue { .. } | DeleteGroup { .. } | DeleteGroupQueue { .. } | StatsRefresh => {
-                Access::Admin
-            }
+            DeleteQueue { .. }
+            | DeleteGroup { .. }
+            | DeleteGroupQueue { .. }
+            | StatsRefresh
+            | GetMaintenance
+            | SetMaintenance
+            | GetPopMaintenance
+            | SetPopMaintenance => Access::Admin,
         }
     }
 }
@@ -249,6 +274,16 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
             }
             ("POST", ["stats", "refresh"]) => StatsRefresh,
             ("POST", ["traces"]) => PostTrace,
+            ("GET", ["traces", "names"]) => TraceNames,
+            ("GET", ["traces", "by-name", n]) => TracesByName { name: d(n)? },
+            ("GET", ["traces", p, t]) => MessageTraces {
+                partition_id: d(p)?,
+                transaction_id: d(t)?,
+            },
+            ("GET", ["system", "maintenance"]) => GetMaintenance,
+            ("POST", ["system", "maintenance"]) => SetMaintenance,
+            ("GET", ["system", "maintenance", "pop"]) => GetPopMaintenance,
+            ("POST", ["system", "maintenance", "pop"]) => SetPopMaintenance,
             ("GET", ["status"]) => Status,
             ("GET", ["status", "queues"]) => StatusQueues,
             ("GET", ["status", "queues", q]) => StatusQueue { queue: d(q)? },

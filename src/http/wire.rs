@@ -63,17 +63,8 @@ fn at(path: &str, key: &str) -> String {
     }
 }
 
-/// A string field; absent or `null` is `None`; other types are a 400 with `wrong_type`.
-fn opt_string<'a>(
-    map: &'a Map<String, Value>,
-    key: &str,
-    path: &str,
-    wrong_type: &str,
-) -> Result<Option<&'a str>, HttpError> {
-    opt_str(map.get(key), key, path, wrong_type)
-}
-
-/// [`opt_string`] of a field already taken out of its object.
+/// A string field already taken out of its object; absent or `null` is `None`; other types are a 400
+/// with `wrong_type`.
 fn opt_str<'a>(
     field: Option<&'a Value>,
     key: &str,
@@ -1002,45 +993,6 @@ pub(crate) fn subscription_timestamp(body: &[u8]) -> Result<i64, HttpError> {
             json_type(v)
         ))),
     }
-}
-
-/// A validated trace event (`POST /api/v1/traces`).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct TraceEvent {
-    pub(crate) transaction_id: String,
-    pub(crate) partition_id: String,
-}
-
-/// Trace body → event (contract §1.10, appendix D22).
-pub(crate) fn trace_event(body: &[u8], limits: &Limits) -> Result<TraceEvent, HttpError> {
-    let map = parse_object(body)?;
-    let (Some(Value::String(t)), Some(Value::String(p))) =
-        (map.get("transactionId"), map.get("partitionId"))
-    else {
-        return Err(HttpError::bad_request(
-            "transactionId and partitionId are required",
-        ));
-    };
-    check_id("transactionId", t, limits)?;
-    check_id("partitionId", p, limits)?;
-    if matches!(map.get("data"), None | Some(Value::Null)) {
-        return Err(HttpError::bad_request("data is required"));
-    }
-    opt_group(&map, "consumerGroup", "", limits)?;
-    match map.get("traceNames") {
-        None | Some(Value::Null) | Some(Value::String(_)) => {}
-        Some(Value::Array(names)) if names.iter().all(Value::is_string) => {}
-        Some(_) => {
-            return Err(HttpError::bad_request(
-                "traceNames must be a string, a list of strings or null",
-            ))
-        }
-    }
-    opt_string(&map, "eventType", "", "eventType must be a string")?;
-    Ok(TraceEvent {
-        transaction_id: t.clone(),
-        partition_id: p.clone(),
-    })
 }
 
 #[cfg(test)]

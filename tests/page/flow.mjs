@@ -108,6 +108,19 @@ export async function runFlow(page, { label, url, shots, log = console.log }) {
   await until('the queue totals to count a dead letter', async () => (await text(page, '#queue-detail .totals')).includes('1 dead letters'));
   await shot('dead-lettered');
 
+  step("open the message's trace events (the simulator traces each delivery, as msg.trace does)");
+  await until('the message to count its two trace events', async () =>
+    (await text(page, '#messages-table button[data-traces]')) === '2 events');
+  await page.click('#messages-table button[data-traces]');
+  await until('the two failed deliveries to be listed', async () => (await page.locator('#messages-table ol.traces li').count()) === 2);
+  const traces = await text(page, '#messages-table ol.traces');
+  if (!traces.includes('error') || !traces.includes('simulator') || !traces.includes(GROUP)) {
+    throw new Error(`the trace events do not show their type, name and group: ${traces}`);
+  }
+  await shot('traces');
+  await page.click('#messages-table button[data-traces]');
+  await until('the trace events to close', async () => (await page.locator('#messages-table ol.traces').count()) === 0);
+
   step('replay the dead letter');
   await page.click('#dlq-table tbody tr button:has-text("Replay")');
   await until('the dead-letter list to empty', async () => (await page.locator('#dlq-empty').count()) === 1);

@@ -123,6 +123,7 @@ export class Simulator {
         await sleep(500, signal);
         continue;
       }
+      await this.trace(conn, c, msgs, fails, cfg.group);
       const acknowledgments = msgs.map((m, i) => ({
         transactionId: m.transactionId,
         partitionId: m.partitionId,
@@ -145,6 +146,22 @@ export class Simulator {
       c.leaseUntil = null;
     }
     if (c.state !== 'stopped') this.set(c, 'stopped');
+  }
+
+  /**
+   * Records what the consumer did with each message as a trace event (POST /api/v1/traces, what
+   * `msg.trace(...)` sends), named `simulator`; the message browser shows them. As in Queen's clients, a
+   * failed trace is ignored (an older broker has no trace route).
+   */
+  async trace(conn, c, msgs, fails, group) {
+    await Promise.all(msgs.map((m, i) => conn.request('POST', '/api/v1/traces', {
+      transactionId: m.transactionId,
+      partitionId: m.partitionId,
+      consumerGroup: group || '__QUEUE_MODE__',
+      traceNames: ['simulator'],
+      eventType: fails[i] ? 'error' : 'info',
+      data: { consumer: c.id, attempt: m.deliveryAttempt || 1, outcome: fails[i] ? 'failed' : 'completed' },
+    }).catch(() => {})));
   }
 
   tally(c, msgs, fails, results, totals) {

@@ -18,6 +18,7 @@ export const store = {
     msgGroup: QUEUE_MODE, // group whose cursor the message browser shows
     msgOffset: null,     // first offset shown; null = follow the newest
     messages: [],        // GET /messages for the selected partition
+    traces: null,        // {key: 'pid/txid', events, error}: the message whose trace events are open
     dlqGroup: '',        // '' = all groups
     dlq: [],             // GET /dlq for the selected queue
     dlqSelected: new Set(),

@@ -18,6 +18,8 @@ mod render;
 mod routes;
 #[cfg(feature = "views")]
 mod status;
+#[cfg(feature = "views")]
+mod traces;
 
 /// Answers a view route (the routes `handlers` sends here).
 #[cfg(feature = "views")]

@@ -14,12 +14,25 @@ fn processing(lane: &LaneView, now: i64) -> u64 {
     }
 }
 
+/// A lane's failed count: the span of its last claim while it waits out the retry delay after a
+/// `failed` ack (it is delivered again when the hold ends).
+fn failed(lane: &LaneView, now: i64) -> u64 {
+    match (lane.hold_until_ms, lane.batch_end) {
+        (Some(h), Some(end)) if h > now && lane.lease_id.is_none() => {
+            (end as i64 - lane.committed).max(0) as u64
+        }
+        _ => 0,
+    }
+}
+
 /// Message counts of a partition as seen by the queue-mode group.
 pub(crate) struct Counts {
     pub(crate) total: u64,
     pub(crate) pending: u64,
     pub(crate) processing: u64,
     pub(crate) completed: u64,
+    /// Waiting out a retry delay after a `failed` ack.
+    pub(crate) failed: u64,
     pub(crate) dead_letter: u64,
 }
 
@@ -28,18 +41,24 @@ pub(crate) fn partition_counts(p: &PartitionView, now: i64) -> Counts {
         .lanes
         .iter()
         .find(|l| l.consumer_group == QUEUE_MODE_GROUP);
-    let (pending, processing) = match lane {
+    let (pending, processing, failed) = match lane {
         Some(l) => {
             let inflight = processing(l, now);
-            (l.backlog.saturating_sub(inflight).min(p.messages), inflight)
+            let failed = failed(l, now).min(l.backlog);
+            (
+                l.backlog.saturating_sub(inflight + failed).min(p.messages),
+                inflight,
+                failed,
+            )
         }
-        None => (p.messages, 0),
+        None => (p.messages, 0, 0),
     };
     Counts {
         total: p.messages,
         pending,
         processing,
-        completed: p.messages.saturating_sub(pending + processing),
+        completed: p.messages.saturating_sub(pending + processing + failed),
+        failed,
         dead_letter: p.dead_letters,
     }
 }
@@ -50,7 +69,7 @@ fn counts_json(c: &Counts) -> Value {
         "pending": c.pending,
         "processing": c.processing,
         "completed": c.completed,
-        "failed": 0,
+        "failed": c.failed,
         "deadLetter": c.dead_letter,
     })
 }
@@ -62,6 +81,7 @@ fn sum(counts: impl Iterator<Item = Counts>) -> Counts {
             pending: 0,
             processing: 0,
             completed: 0,
+            failed: 0,
             dead_letter: 0,
         },
         |a, c| Counts {
@@ -69,6 +89,7 @@ fn sum(counts: impl Iterator<Item = Counts>) -> Counts {
             pending: a.pending + c.pending,
             processing: a.processing + c.processing,
             completed: a.completed + c.completed,
+            failed: a.failed + c.failed,
             dead_letter: a.dead_letter + c.dead_letter,
         },
     )
@@ -165,6 +186,8 @@ pub(crate) struct MessageOut {
     offset: u64,
     /// Whether the stored payload is an encryption envelope (computed before it is opened).
     is_encrypted: bool,
+    /// Trace events recorded about this message (`GET /traces/:partitionId/:transactionId` lists them).
+    pub(crate) trace_count: u64,
     pub(crate) payload: Payload,
     pub(crate) data: Payload,
 }
@@ -204,6 +227,7 @@ pub(crate) fn message(m: MessageView, q: Option<&QueueView>, now: i64) -> Messag
         created_at: iso_millis(m.created_at_ms),
         offset: m.offset,
         is_encrypted: crate::http::crypto::envelope_of(&m.payload).is_some(),
+        trace_count: 0,
         data: m.payload.clone(),
         payload: m.payload,
     }

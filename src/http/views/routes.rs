@@ -4,6 +4,7 @@ use super::groups;
 use super::prometheus;
 use super::render;
 use super::status as status_views;
+use super::traces;
 use crate::core::timefmt::iso_millis;
 use crate::engine::{Engine, Host};
 use crate::http::crypto;
@@ -63,7 +64,12 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
                 .read_loaded(|b, now| {
                     b.message(&partition_id, &transaction_id).map(|m| {
                         let q = b.queue_view(now, &m.queue);
-                        render::message(m, q.as_ref(), now)
+                        let mut out = render::message(m, q.as_ref(), now);
+                        out.trace_count = b
+                            .trace_target(&partition_id, &transaction_id)
+                            .and_then(|at| b.trace_counts().get(&at).copied())
+                            .unwrap_or(0);
+                        out
                     })
                 })
                 .await?;
@@ -76,20 +82,28 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
             }
         }
         Route::Metrics => {
-            let (stats, now) = engine.read(|b, now| (b.stats(now), now));
+            let (stats, totals, rates, now) =
+                engine.read(|b, now| (b.stats(now), b.meters_totals(), rates(b, now), now));
+            let c = engine.counters();
+            // Queen's keys; what a broker in a Worker or a page cannot measure (process memory and
+            // CPU, a connection pool) is null, never a made-up figure (docs/decisions.md).
             Ok(json_response(
                 200,
                 &json!({
                     "uptime": uptime_s(config, now),
-                    "requests": {"total": 0, "rate": 0},
-                    "messages": {"total": stats.pushed, "rate": 0},
-                    "database": {"poolSize": 1, "idleConnections": 1, "waitingRequests": 0},
-                    "memory": {"rss": 0, "heapTotal": 0, "heapUsed": 0, "external": 0, "arrayBuffers": 0},
-                    "cpu": {"user": 0, "system": 0},
+                    "requests": {"total": Value::Null, "rate": Value::Null},
+                    "messages": {"total": totals.pushed, "rate": rates["pushPerSecond"]},
+                    "database": {"poolSize": Value::Null, "idleConnections": Value::Null,
+                                 "waitingRequests": Value::Null, "commits": c.commits,
+                                 "rowsWritten": c.rows_written},
+                    "memory": memory(),
+                    "cpu": {"user": Value::Null, "system": Value::Null},
+                    "throughput": rates,
                     "broker": {
                         "pushed": stats.pushed,
                         "popped": stats.popped,
                         "acked": stats.acked,
+                        "failed": totals.failed,
                         "queues": stats.queues,
                         "partitions": stats.partitions,
                         "messages": stats.messages,
@@ -149,8 +163,71 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
         }
         Route::StatusAnalytics => status_views::analytics(engine, query),
         Route::StatusBuffers => status_views::buffers(engine, config).await,
+        Route::MessageTraces {
+            partition_id,
+            transaction_id,
+        } => traces::of_message(engine, config, &partition_id, &transaction_id).await,
+        Route::TracesByName { name } => traces::by_name(engine, config, &name, query).await,
+        Route::TraceNames => traces::names(engine, config, query).await,
         other => unreachable!("not a view route: {other:?}"),
     }
+}
+
+/// Minutes the throughput rates average over.
+const RATE_WINDOW_MINUTES: i64 = 5;
+
+/// Messages per second pushed, popped, acked and failed over the last [`RATE_WINDOW_MINUTES`] (or
+/// since the broker opened, when that is shorter), measured by the core's per-minute counts.
+fn rates(b: &crate::core::Broker, now: i64) -> Value {
+    let from = now - RATE_WINDOW_MINUTES * 60_000;
+    let minutes = b.minutes_since(from);
+    let sum = |f: fn(&crate::core::meters::Totals) -> u64| -> u64 {
+        minutes.iter().map(|m| f(&m.counts)).sum()
+    };
+    let seconds = (RATE_WINDOW_MINUTES * 60) as f64;
+    let rate = |n: u64| ((n as f64 / seconds) * 1000.0).round() / 1000.0;
+    json!({
+        "windowSeconds": RATE_WINDOW_MINUTES * 60,
+        "pushed": sum(|t| t.pushed),
+        "popped": sum(|t| t.popped),
+        "acked": sum(|t| t.acked),
+        "failed": sum(|t| t.failed),
+        "pushPerSecond": rate(sum(|t| t.pushed)),
+        "popPerSecond": rate(sum(|t| t.popped)),
+        "ackPerSecond": rate(sum(|t| t.acked)),
+        "failedPerSecond": rate(sum(|t| t.failed)),
+    })
+}
+
+/// The broker's own memory: the wasm linear memory where it runs in wasm, else null.
+fn memory() -> Value {
+    #[cfg(target_arch = "wasm32")]
+    let heap: Value = json!(core::arch::wasm32::memory_size(0) as u64 * 65_536);
+    #[cfg(not(target_arch = "wasm32"))]
+    let heap = Value::Null;
+    json!({"rss": Value::Null, "heapTotal": heap, "heapUsed": Value::Null,
+           "external": Value::Null, "arrayBuffers": Value::Null})
+}
+
+/// Lag over every (group, queue): messages after the cursors, and the age of the oldest of them.
+fn lag(b: &crate::core::Broker, now: i64) -> Value {
+    let groups = b.consumer_groups(now);
+    let mut pending = 0u64;
+    let mut oldest: Option<i64> = None;
+    for g in &groups {
+        for p in &g.partitions {
+            pending += p.lane.backlog;
+            if let Some(t) = p.oldest_pending_ms {
+                oldest = Some(oldest.map_or(t, |o| o.min(t)));
+            }
+        }
+    }
+    json!({
+        "consumerGroups": groups.len(),
+        "pendingMessages": pending,
+        "maxTimeLagSeconds": oldest.map(|t| (now - t).max(0) / 1000),
+        "oldestPendingAt": oldest.map(iso_millis),
+    })
 }
 
 fn uptime_s(config: &HttpConfig, now: i64) -> i64 {
@@ -161,7 +238,11 @@ fn uptime_s(config: &HttpConfig, now: i64) -> i64 {
     }
 }
 
-/// `GET /api/v1/messages`: messages of the filtered queues/partitions, oldest first per partition.
+/// Messages one read of `GET /api/v1/messages` takes from a partition at a time.
+const MESSAGE_CHUNK: usize = 500;
+
+/// `GET /api/v1/messages`: messages of the filtered queues/partitions, oldest first per partition,
+/// pushed within `from..=to` when given, with `status` (`dead_letter`: a group filed it).
 async fn list_messages<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
@@ -187,10 +268,27 @@ async fn list_messages<S: Store, H: Host>(
             )));
         }
     }
+    let instant = |key: &str| -> Result<Option<i64>, HttpError> {
+        match query.non_empty(key) {
+            None => Ok(None),
+            Some(raw) => crate::core::timefmt::parse_iso(raw)
+                .map(Some)
+                .ok_or_else(|| {
+                    HttpError::bad_request(format!(
+                        "{key} must be an ISO-8601 timestamp, got '{}'",
+                        clip(raw)
+                    ))
+                }),
+        }
+    };
+    // No default window: the page and clients page by offset from the oldest retained message, and a
+    // default `from` would hide older ones (docs/decisions.md).
+    let (from, to) = (instant("from")?, instant("to")?);
     let want = offset.saturating_add(limit);
     let messages = engine
         .read_loaded(|b, now| -> Result<Vec<render::MessageOut>, HttpError> {
             let mut out = Vec::new();
+            let traced = b.trace_counts();
             for q in b.list_queues(now) {
                 if queue.is_some_and(|n| q.name != n)
                     || namespace.is_some_and(|n| q.namespace != n)
@@ -198,17 +296,50 @@ async fn list_messages<S: Store, H: Host>(
                 {
                     continue;
                 }
+                let dead = if status == Some("dead_letter") {
+                    b.dead_lettered_offsets(&q.name)
+                } else {
+                    Default::default()
+                };
                 for p in &q.partitions {
                     if partition.is_some_and(|n| p.name != n) {
                         continue;
                     }
-                    let views = b
-                        .messages(&q.name, &p.name, p.first_retained_offset, want.max(1))
-                        .map_err(HttpError::from)?;
-                    for m in views {
-                        let v = render::message(m, Some(&q), now);
-                        if status.is_none_or(|s| v.status == s) {
-                            out.push(v);
+                    let pid: u64 = p.id.parse().unwrap_or(u64::MAX);
+                    let mut next = match from {
+                        Some(t) => b
+                            .first_offset_pushed_at_or_after(&q.name, &p.name, t)
+                            .unwrap_or(p.next_offset),
+                        None => p.first_retained_offset,
+                    };
+                    // Read in chunks until the page is full, the partition ends, or `to` is passed.
+                    'partition: while out.len() < want && next < p.next_offset {
+                        let views = b
+                            .messages(&q.name, &p.name, next, MESSAGE_CHUNK)
+                            .map_err(HttpError::from)?;
+                        // `messages` covers exactly MESSAGE_CHUNK offsets (a segment that is not loaded
+                        // leaves a gap the engine fills and reruns).
+                        next = next.saturating_add(MESSAGE_CHUNK as u64);
+                        for m in views {
+                            if to.is_some_and(|t| m.created_at_ms > t) {
+                                break 'partition;
+                            }
+                            if from.is_some_and(|t| m.created_at_ms < t) {
+                                continue;
+                            }
+                            let is_dead = dead.contains(&(pid, m.offset));
+                            let traces = traced.get(&(pid, m.offset)).copied().unwrap_or(0);
+                            let mut v = render::message(m, Some(&q), now);
+                            v.trace_count = traces;
+                            if is_dead {
+                                v.status = "dead_letter";
+                            }
+                            if status.is_none_or(|s| v.status == s) {
+                                out.push(v);
+                                if out.len() >= want {
+                                    break 'partition;
+                                }
+                            }
                         }
                     }
                     if out.len() >= want {
@@ -267,11 +398,11 @@ fn overview<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
                 "pending": totals.1,
                 "processing": totals.2,
                 "completed": totals.3,
-                "failed": 0,
+                "failed": b.meters_totals().failed,
                 "deadLetter": stats.dlq_depth,
             },
-            "lag": {},
-            "throughput": {},
+            "lag": lag(b, now),
+            "throughput": rates(b, now),
             "statsAge": 0,
         })
     })
@@ -320,11 +451,26 @@ fn status<S: Store, H: Host>(engine: &Engine<S, H>, config: &HttpConfig) -> Valu
             (0u64, 0u64, 0u64),
             |a, c| (a.0 + c.pending, a.1 + c.processing, a.2 + c.completed),
         );
+        let totals = b.meters_totals();
+        let from = now - 3_600_000;
+        let points: Vec<Value> = b
+            .minutes_since(from)
+            .iter()
+            .map(|m| {
+                json!({
+                    "timestamp": iso_millis(m.minute_ms),
+                    "pushed": m.counts.pushed,
+                    "popped": m.counts.popped,
+                    "acked": m.counts.acked,
+                    "failed": m.counts.failed,
+                })
+            })
+            .collect();
         json!({
-            "timeRange": {"from": iso_millis(now - 3_600_000), "to": iso_millis(now)},
+            "timeRange": {"from": iso_millis(from), "to": iso_millis(now)},
             "bucketMinutes": 1,
-            "pointCount": 0,
-            "throughput": [],
+            "pointCount": points.len(),
+            "throughput": points,
             "queues": {"total": stats.queues, "partitions": stats.partitions},
             "messages": {
                 "total": stats.messages,
@@ -334,7 +480,9 @@ fn status<S: Store, H: Host>(engine: &Engine<S, H>, config: &HttpConfig) -> Valu
                 "pushed": stats.pushed,
                 "popped": stats.popped,
                 "acked": stats.acked,
+                "failed": totals.failed,
             },
+            "lag": lag(b, now),
             "leases": {"active": stats.live_leases},
             "deadLetterQueue": {
                 "total": stats.dlq_depth,
@@ -343,7 +491,7 @@ fn status<S: Store, H: Host>(engine: &Engine<S, H>, config: &HttpConfig) -> Valu
                     .collect::<Vec<_>>(),
             },
             "workers": [{"workerId": config.worker_id, "status": "active", "uptime": uptime_s(config, now)}],
-            "errors": {},
+            "errors": {"failedAcks": totals.failed},
             "statsAge": 0,
             "storage": storage_counters(engine),
         })

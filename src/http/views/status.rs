@@ -40,7 +40,7 @@ fn counts_messages(c: &Counts) -> Value {
         "pending": c.pending,
         "processing": c.processing,
         "completed": c.completed,
-        "failed": 0,
+        "failed": c.failed,
         "deadLetter": c.dead_letter,
     })
 }
@@ -392,8 +392,9 @@ pub(crate) fn analytics<S: Store, H: Host>(
     Ok(json_response(200, &answer))
 }
 
-/// `GET /status/buffers`: queen-edge has no push file buffer (a push answers after its commit), so
-/// nothing is pending or failed; `dbHealthy` probes the store as `/health` does.
+/// `GET /status/buffers`: `pending` is the messages maintenance mode's push buffer holds (queen-edge
+/// has no other buffer: a push answers after its commit); nothing fails there (a refused write is an
+/// error answer). `dbHealthy` probes the store as `/health` does.
 pub(crate) async fn buffers<S: Store, H: Host>(
     engine: &Engine<S, H>,
     config: &HttpConfig,
@@ -405,6 +406,11 @@ pub(crate) async fn buffers<S: Store, H: Host>(
         .is_ok();
     Ok(json_response(
         200,
-        &json!({"pending": 0, "failed": 0, "dbHealthy": healthy, "worker": config.worker_id}),
+        &json!({
+            "pending": engine.read(|b, _| b.maintenance().buffered()),
+            "failed": 0,
+            "dbHealthy": healthy,
+            "worker": config.worker_id,
+        }),
     ))
 }

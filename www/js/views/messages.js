@@ -1,5 +1,7 @@
-// The message browser of one partition: offset, transactionId, created time, payload, and where each
-// message stands for a chosen consumer group (committed, leased, waiting).
+// The message browser of one partition: offset, transactionId, created time, payload, where each
+// message stands for a chosen consumer group (committed, leased, waiting), and the trace events
+// consumers recorded about it (`msg.trace(...)`, GET /traces/:partitionId/:transactionId), opened per
+// message.
 import { h, replaceKeepingFocus, scroller, timeCell, payloadCell } from '../dom.js';
 import { store, QUEUE_MODE, MESSAGE_PAGE } from '../state.js';
 
@@ -12,7 +14,7 @@ export function initMessages(refreshNow) {
 
 export function renderMessages(s) {
   const sig = JSON.stringify([s.conn?.label, s.selected, s.partition, s.msgGroup, s.msgOffset, s.messages, s.detail?.partitions,
-    s.deliveries]);
+    s.deliveries, s.traces]);
   if (sig === last) return;
   last = sig;
   replaceKeepingFocus(document.getElementById('messages-view'), view(s));
@@ -56,21 +58,30 @@ function view(s) {
     if (leased && laneOf.batchEnd !== null && m.offset <= laneOf.batchEnd) return ['leased', 'leased'];
     return ['waiting', 'waiting'];
   };
-  const rows = [...s.messages].reverse().map((m) => {
+  const rows = [...s.messages].reverse().flatMap((m) => {
     const [cls, label] = where(m);
-    return h('tr', { class: cls },
+    const key = traceKey(m);
+    const open = s.traces?.key === key;
+    const count = m.traceCount ?? 0;
+    const row = h('tr', { class: cls },
       h('td', { class: 'num' }, m.offset),
       h('td', {}, h('span', { class: `badge ${cls}` }, label)),
       h('td', {}, h('code', { class: 'id', title: m.transactionId }, m.transactionId)),
       h('td', {}, timeCell(m.createdAt)),
-      h('td', {}, payloadCell(m.payload ?? m.data)));
+      h('td', {}, payloadCell(m.payload ?? m.data)),
+      h('td', {}, count
+        ? h('button', { type: 'button', class: 'small', 'aria-expanded': open ? 'true' : 'false', dataset: { focus: `traces-${key}`, traces: m.transactionId },
+          onclick: () => toggleTraces(m) }, `${count} ${count === 1 ? 'event' : 'events'}`)
+        : h('span', { class: 'muted' }, '—')));
+    return open ? [row, traceRow(s.traces)] : [row];
   });
   return [controls,
     scroller('Messages, newest first', h('table', { class: 'grid', id: 'messages-table' },
       h('caption', { class: 'sr-only' }, `Messages of partition ${p.name}, newest first`),
       h('thead', {}, h('tr', {},
         h('th', { scope: 'col', class: 'num' }, 'Offset'), h('th', { scope: 'col' }, 'For this group'),
-        h('th', { scope: 'col' }, 'Transaction id'), h('th', { scope: 'col' }, 'Created'), h('th', { scope: 'col' }, 'Payload'))),
+        h('th', { scope: 'col' }, 'Transaction id'), h('th', { scope: 'col' }, 'Created'), h('th', { scope: 'col' }, 'Payload'),
+        h('th', { scope: 'col' }, 'Traces'))),
       h('tbody', {}, rows)), 'messages'),
     deliveryLog(s, p)];
 }
@@ -96,4 +107,41 @@ function deliveryLog(s, p) {
           h('th', { scope: 'col', class: 'num' }, 'Attempt'), h('th', { scope: 'col' }, 'Outcome'), h('th', { scope: 'col' }, 'Error'))),
         h('tbody', {}, rows)), 'deliveries')
       : h('p', { class: 'muted' }, 'No delivery attempt recorded on this partition yet.'));
+}
+
+const traceKey = (m) => `${m.partitionId}/${m.transactionId}`;
+
+/** Opens (loading them) or closes the trace events of message `m`. */
+async function toggleTraces(m) {
+  const key = traceKey(m);
+  if (store.state.traces?.key === key) {
+    store.set({ traces: null });
+    return;
+  }
+  const conn = store.state.conn;
+  store.set({ traces: { key, events: null, error: null } });
+  try {
+    const { body } = await conn.request('GET', `/api/v1/traces/${encodeURIComponent(m.partitionId)}/${encodeURIComponent(m.transactionId)}`);
+    if (store.state.traces?.key === key) store.set({ traces: { key, events: body?.traces || [], error: null } });
+  } catch (e) {
+    if (store.state.traces?.key === key) store.set({ traces: { key, events: [], error: e.message } });
+  }
+}
+
+/** The row under a message listing its trace events, oldest first. */
+function traceRow(t) {
+  let content;
+  if (t.error) content = h('p', { class: 'error' }, `Could not load the traces: ${t.error}`);
+  else if (t.events === null) content = h('p', { class: 'muted' }, 'Loading traces…');
+  else if (!t.events.length) content = h('p', { class: 'muted' }, 'No trace events (they go with their message).');
+  else {
+    content = h('ol', { class: 'traces', 'aria-label': 'Trace events, oldest first' },
+      t.events.map((e) => h('li', { dataset: { trace: e.id } },
+        timeCell(e.createdAt), ' ',
+        h('span', { class: `badge ${e.eventType === 'error' ? 'error' : 'done'}` }, e.eventType), ' ',
+        e.consumerGroup === QUEUE_MODE ? 'queue mode' : e.consumerGroup,
+        (e.traceNames || []).length ? [' · ', h('code', {}, e.traceNames.join(', '))] : null, ' ',
+        payloadCell(e.data))));
+  }
+  return h('tr', { class: 'trace-row' }, h('td', { colspan: '6' }, content));
 }
