@@ -10,6 +10,56 @@ pub struct IdGen {
     state: u64,
     last_ms: u64,
     seq: u16,
+    /// Written into the last two bytes of every id (the last four hex digits), when set.
+    tag: Option<u16>,
+}
+
+/// Which shard of how many a broker is (a Worker with `SHARDS` > 1 spreads queues over several
+/// brokers). Ids that a client sends back on their own (lease ids, dead-letter ids, partition ids) carry
+/// the shard index, so the entry Worker routes them to the broker that minted them:
+/// - UUIDs (lease, dead-letter, queue ids): the last four hex digits are the index ([`IdGen`]);
+/// - partition ids (decimal integers): `(id - 1) % count == index` ([`ShardTag::next_partition_id`]).
+///
+/// With `count == 1` (the default) nothing is tagged: ids are exactly those of an unsharded broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardTag {
+    /// This broker's shard, `0..count`.
+    pub index: u16,
+    /// How many shards the Worker runs.
+    pub count: u16,
+}
+
+impl Default for ShardTag {
+    fn default() -> Self {
+        ShardTag { index: 0, count: 1 }
+    }
+}
+
+impl ShardTag {
+    /// The smallest partition id `>= next` that belongs to this shard.
+    pub fn next_partition_id(&self, next: u64) -> u64 {
+        let count = u64::from(self.count.max(1));
+        let index = u64::from(self.index) % count;
+        // Ids of shard `index` are 1 + index + k * count: the first at or after `next`.
+        let base = next.max(1) - 1;
+        let (q, r) = (base / count, base % count);
+        let k = if r <= index { q } else { q + 1 };
+        1 + index + k * count
+    }
+
+    /// The shard of a UUID minted by a tagged [`IdGen`] among `count` shards (its last four hex digits,
+    /// modulo `count`); `None` when `id` does not end in four hex digits.
+    pub fn shard_of_uuid(id: &str, count: u16) -> Option<u16> {
+        let tail = id.get(id.len().checked_sub(4)?..)?;
+        let value = u16::from_str_radix(tail, 16).ok()?;
+        Some(value % count.max(1))
+    }
+
+    /// The shard of a partition id among `count` shards; `None` when it is not a positive integer.
+    pub fn shard_of_partition(id: &str, count: u16) -> Option<u16> {
+        let pid = id.parse::<u64>().ok().filter(|p| *p > 0)?;
+        Some(((pid - 1) % u64::from(count.max(1))) as u16)
+    }
 }
 
 impl IdGen {
@@ -19,7 +69,17 @@ impl IdGen {
             state: seed,
             last_ms: 0,
             seq: 0,
+            tag: None,
         }
+    }
+
+    /// A generator seeded with `seed` whose ids carry `shard`'s index (nothing when it has one shard).
+    pub fn for_shard(seed: u64, shard: ShardTag) -> Self {
+        let mut ids = IdGen::new(seed);
+        if shard.count > 1 {
+            ids.tag = Some(shard.index);
+        }
+        ids
     }
 
     /// The next 64 pseudo-random bits (splitmix64).
@@ -50,6 +110,9 @@ impl IdGen {
         // The low 12 bits of random[0..2] are rand_a (the counter), random[2..10] fill rand_b.
         random[0] = (self.seq >> 8) as u8 & 0x0F;
         random[1] = (self.seq & 0xFF) as u8;
+        if let Some(tag) = self.tag {
+            random[8..].copy_from_slice(&tag.to_be_bytes());
+        }
         format_v7(self.last_ms, &random)
     }
 }
@@ -120,5 +183,39 @@ mod tests {
         let mut sorted = ids.clone();
         sorted.sort();
         assert_eq!(ids, sorted);
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn shard_tags_route_back() {
+        for count in [2u16, 3, 4, 7] {
+            for index in 0..count {
+                let tag = ShardTag { index, count };
+                let mut g = IdGen::for_shard(9, tag);
+                for _ in 0..50 {
+                    let id = g.uuid_v7(1_700_000_000_000);
+                    assert_eq!(ShardTag::shard_of_uuid(&id, count), Some(index), "{id}");
+                }
+                let mut next = 1;
+                for _ in 0..20 {
+                    let pid = tag.next_partition_id(next);
+                    assert!(pid >= next);
+                    assert_eq!(
+                        ShardTag::shard_of_partition(&pid.to_string(), count),
+                        Some(index)
+                    );
+                    next = pid + 1;
+                }
+            }
+        }
+        let one = ShardTag::default();
+        assert_eq!(
+            (1..10)
+                .map(|n| one.next_partition_id(n))
+                .collect::<Vec<_>>(),
+            (1..10).collect::<Vec<_>>()
+        );
+        assert_eq!(ShardTag::shard_of_partition("0", 4), None);
+        assert_eq!(ShardTag::shard_of_uuid("xyz", 4), None);
     }
 }

@@ -50,6 +50,8 @@ use rustc_hash::FxHashMap as HashMap;
 use state::*;
 use std::collections::BTreeMap;
 
+/// The namespace and task a queue created without them gets from its name (`ns.task...`).
+pub use push::labels_from_name;
 pub use records::{
     needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES, SEGMENT_PREFIX,
 };
@@ -73,6 +75,9 @@ pub struct BrokerConfig {
     /// Off, each command commits inside its own call, under the command gate: what the browser's
     /// recorded forwarded requests need (their writes are committed with their answer, in their call).
     pub group_commit: bool,
+    /// Which shard of the Worker's `SHARDS` this broker is: its ids carry the index (see
+    /// [`ids::ShardTag`]). Default: the only one, ids untagged.
+    pub shard: ids::ShardTag,
 }
 
 impl Default for BrokerConfig {
@@ -82,6 +87,7 @@ impl Default for BrokerConfig {
             cache_bytes: DEFAULT_CACHE_BYTES,
             max_stored_bytes: None,
             group_commit: true,
+            shard: ids::ShardTag::default(),
         }
     }
 }
@@ -135,8 +141,8 @@ impl Broker {
     pub fn new(config: BrokerConfig, seed: u64) -> Self {
         let cache = SegmentCache::new(config.cache_bytes);
         Broker {
+            ids: IdGen::for_shard(seed, config.shard),
             config,
-            ids: IdGen::new(seed),
             now_ms: 0,
             queues: BTreeMap::new(),
             partitions: BTreeMap::new(),
@@ -175,8 +181,9 @@ impl Broker {
         broker.stored_bytes = broker.partitions.values().map(|p| p.stored_bytes()).sum();
         // Mix what was loaded into the id stream, so a host that reseeds with the same value after a
         // reload does not mint the same ids again.
-        broker.ids = IdGen::new(
+        broker.ids = IdGen::for_shard(
             seed ^ (broker.now_ms as u64).rotate_left(21) ^ record_count.rotate_left(47),
+            broker.config.shard,
         );
         Ok(broker)
     }

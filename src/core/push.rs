@@ -56,8 +56,8 @@ impl Broker {
         if let Some(pid) = self.queues.get(queue).and_then(|q| q.partitions.get(name)) {
             return *pid;
         }
-        let pid = self.next_partition_id;
-        self.next_partition_id += 1;
+        let pid = self.config.shard.next_partition_id(self.next_partition_id);
+        self.next_partition_id = pid + 1;
         self.partitions
             .insert(pid, Box::new(Partition::new(pid, queue, name, now)));
         if let Some(q) = self.queues.get_mut(queue) {

@@ -10,10 +10,6 @@
 //! were applied on top of changes the store refused), and bumps the *epoch*: a command applied before the
 //! failure that joins after it is refused instead of joining (its effects may rest on refused changes).
 //! The engine then reloads from the store before the next command, as it did for a single failed commit.
-//!
-//! A group can be *held* (by a recorded request, `Engine::set_hold`): it is not committed until every
-//! hold on it is released, so the request can add its answer to the commit that holds its changes. A
-//! failed commit still takes a held group (its members fail).
 
 use crate::store::{ChangeSet, StoreError};
 use futures::channel::oneshot;
@@ -28,8 +24,6 @@ pub(crate) struct Group {
     pub(crate) changes: ChangeSet,
     pub(crate) woken: Vec<String>,
     pub(crate) members: Vec<oneshot::Sender<Settled>>,
-    /// Holds not yet released: the group is not committed before they are.
-    holds: u32,
 }
 
 impl Group {
@@ -79,21 +73,6 @@ impl GroupCommit {
         Some(rx)
     }
 
-    /// Holds the open group (one a command just joined): it is not committed until released.
-    pub(crate) fn hold(&self) {
-        if let Some(group) = self.open.borrow_mut().as_mut() {
-            group.holds += 1;
-        }
-    }
-
-    /// Releases `count` holds on the open group. Only for holds on the group that is still open (a held
-    /// group leaves only through a failure, which its members learn first).
-    pub(crate) fn release(&self, count: u32) {
-        if let Some(group) = self.open.borrow_mut().as_mut() {
-            group.holds = group.holds.saturating_sub(count);
-        }
-    }
-
     /// Takes the lead if no commit is in flight: `Some` guard while leading.
     pub(crate) fn lead(&self) -> Option<Leading<'_>> {
         if self.committing.get() {
@@ -116,21 +95,16 @@ pub(crate) struct Leading<'a> {
 }
 
 impl Leading<'_> {
-    /// The next group to commit, if one is open and not held.
+    /// The next group to commit, if one is open.
     pub(crate) fn next_group(&self) -> Option<Group> {
-        let mut open = self.group.open.borrow_mut();
-        if open.as_ref().is_some_and(|group| group.holds > 0) {
-            return None;
-        }
-        open.take()
+        self.group.open.borrow_mut().take()
     }
 
-    /// A commit failed: the open group (applied on top of it, held or not) fails too, and commands
-    /// applied before now may no longer join.
+    /// A commit failed: the open group (applied on top of it) fails too, and commands applied before
+    /// now may no longer join.
     pub(crate) fn failed(&self, outcome: &Settled) {
         self.group.epoch.set(self.group.epoch.get() + 1);
-        let later = self.group.open.borrow_mut().take();
-        if let Some(later) = later {
+        if let Some(later) = self.next_group() {
             later.settle(outcome);
         }
     }
@@ -166,26 +140,6 @@ mod tests {
         for mut r in [ra, rb] {
             assert_eq!(r.try_recv().unwrap(), Some(Ok(())));
         }
-    }
-
-    #[test]
-    fn a_held_group_waits_for_its_release_but_not_for_a_failure() {
-        let gc = GroupCommit::default();
-        let mut held = gc.join(0, ChangeSet::default(), vec![]).unwrap();
-        gc.hold();
-        let lead = gc.lead().unwrap();
-        assert!(lead.next_group().is_none(), "held: not committed");
-        gc.release(1);
-        lead.next_group().expect("released").settle(&Ok(()));
-        assert_eq!(held.try_recv().unwrap(), Some(Ok(())));
-
-        let mut failed = gc.join(0, ChangeSet::default(), vec![]).unwrap();
-        gc.hold();
-        lead.failed(&Err(StoreError::other("disk full")));
-        assert!(
-            failed.try_recv().unwrap().unwrap().is_err(),
-            "a failure takes it"
-        );
     }
 
     #[test]

@@ -24,12 +24,10 @@ use crate::core::{
     needs_segment_upgrade, segment_key, Broker, BrokerConfig, INDEX_PREFIXES, SEGMENT_PREFIX,
 };
 use crate::store::{ChangeSet, Store, StoreError};
-use futures::channel::oneshot;
 use futures::future::{select, Either, LocalBoxFuture};
 use gate::{Gate, GateGuard};
 use group::GroupCommit;
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
 use waiters::Waiters;
 
 /// What the engine needs from the runtime it lives in: a clock and a way to sleep.
@@ -103,21 +101,6 @@ type SegmentPlanner<'a> = dyn Fn(&Broker, i64) -> Vec<(u64, u64)> + 'a;
 /// it missed, so a second run settles unless the store changes under the engine.
 const MAX_RUNS: usize = 3;
 
-/// A request's hold on the group commit: while it is set ([`Engine::set_hold`]), the commands the
-/// request applies keep their group from being committed and return without waiting for it, so the
-/// request can add its answer to that very commit ([`Engine::release_hold`], [`Engine::commit_released`]).
-/// For the browser's recorded requests (src/js): a request retried after its writer died is answered from
-/// the record written with its changes.
-#[derive(Default)]
-pub struct Hold {
-    /// The commit outcomes of the commands applied under the hold and not yet released.
-    settled: RefCell<Vec<oneshot::Receiver<group::Settled>>>,
-    /// Some of those commands changed something.
-    changed: Cell<bool>,
-    /// A commit that held some of the request's commands failed.
-    failed: Cell<bool>,
-}
-
 /// A broker over a store, serving one command at a time.
 pub struct Engine<S: Store, H: Host> {
     store: S,
@@ -129,8 +112,6 @@ pub struct Engine<S: Store, H: Host> {
     waiters: Waiters,
     group: GroupCommit,
     counters: Cell<EngineCounters>,
-    /// The hold of the request being polled, if any ([`Self::set_hold`]).
-    holding: RefCell<Option<Rc<Hold>>>,
 }
 
 impl<S: Store, H: Host> Engine<S, H> {
@@ -147,54 +128,7 @@ impl<S: Store, H: Host> Engine<S, H> {
             waiters: Waiters::default(),
             group: GroupCommit::default(),
             counters: Cell::new(EngineCounters::default()),
-            holding: RefCell::new(None),
         })
-    }
-
-    /// Sets the hold the commands applied from now on belong to (`None`: no hold); returns the one set
-    /// before. Set around each poll of one request's future, so only its own commands see it.
-    pub fn set_hold(&self, hold: Option<Rc<Hold>>) -> Option<Rc<Hold>> {
-        self.holding.replace(hold)
-    }
-
-    /// Releases the group the commands of `hold` joined since the last release, so it can be committed.
-    /// `Ok(true)` when they changed something still to be committed: whatever the caller adds to the
-    /// store's next commit now (before [`Self::commit_released`]) is written in that commit. An error
-    /// when a failed commit took their group (nothing of them was written).
-    pub fn release_hold(&self, hold: &Hold) -> EngineResult<bool> {
-        let mut settled = hold.settled.borrow_mut();
-        for receiver in settled.iter_mut() {
-            // A held group settles before its release only when a failure took it.
-            if !matches!(receiver.try_recv(), Ok(None)) {
-                hold.failed.set(true);
-            }
-        }
-        if hold.failed.get() {
-            settled.clear();
-            return Err(EngineError::Store(StoreError::other(
-                "a commit failed while this request was applied; nothing of it was kept",
-            )));
-        }
-        self.group.release(settled.len() as u32);
-        Ok(hold.changed.replace(false) && !settled.is_empty())
-    }
-
-    /// Commits the open groups (leading, unless a commit is in flight) and waits for the commits that
-    /// hold the released commands of `hold`.
-    pub async fn commit_released(&self, hold: &Hold) -> EngineResult<()> {
-        let settled = std::mem::take(&mut *hold.settled.borrow_mut());
-        self.lead_commits().await;
-        for receiver in settled {
-            match receiver.await {
-                Ok(outcome) => outcome.map_err(EngineError::Store)?,
-                Err(_) => {
-                    return Err(EngineError::Store(StoreError::other(
-                        "the commit holding this request was abandoned; its outcome is unknown",
-                    )))
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Reads the index records (never the segments, except once to upgrade format 1 data) and builds
@@ -383,21 +317,11 @@ impl<S: Store, H: Host> Engine<S, H> {
                 };
                 missed = self.core.borrow().take_segment_misses();
                 if missed.is_empty() && !discard {
-                    let changed = !changes.is_empty();
                     let Some(settled) = self.group.join(applied_in, changes, woken) else {
                         return Err(EngineError::Store(StoreError::other(
                             "a commit failed while this command was applied; nothing of it was kept",
                         )));
                     };
-                    let hold = self.holding.borrow().clone();
-                    if let Some(hold) = hold {
-                        // Its request answers first and commits with its answer (`Hold`).
-                        self.group.hold();
-                        hold.settled.borrow_mut().push(settled);
-                        hold.changed.set(hold.changed.get() || changed);
-                        drop(gate);
-                        return Ok(());
-                    }
                     if self.config.group_commit {
                         // The next command may be applied while this one waits for its commit.
                         drop(gate);

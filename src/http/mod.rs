@@ -367,3 +367,28 @@ fn add_cors(response: &mut HttpResponse) {
         }
     }
 }
+
+/// Checks the body of a push, ack, batch ack or transaction as the broker would, without applying it:
+/// `Err` is the whole 4xx answer. The Worker's entry calls this before it splits a request over several
+/// shards, so a malformed item refuses the whole request instead of being refused by one shard after
+/// another shard applied its part. Other routes are not checked here (`Ok`).
+pub fn validate_body(
+    config: &HttpConfig,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> Result<(), HttpResponse> {
+    let limits = &config.limits;
+    let checked = match router::route(method, path) {
+        Ok(router::Route::Push) => wire::push_items(body, limits, None).map(|_| ()),
+        Ok(router::Route::Ack) => wire::single_ack(body, limits).map(|_| ()),
+        Ok(router::Route::AckBatch) => wire::batch_ack(body, limits).map(|_| ()),
+        Ok(router::Route::Transaction) => wire::transaction(body, limits, None).map(|_| ()),
+        _ => Ok(()),
+    };
+    checked.map_err(|e| {
+        let mut response = e.into_response();
+        add_cors(&mut response);
+        response
+    })
+}

@@ -23,7 +23,7 @@
 mod cipher;
 
 use crate::core::BrokerConfig;
-use crate::engine::{Engine, Hold, Host};
+use crate::engine::{Engine, Host};
 use crate::http::{self, EncryptionKey, HttpConfig, HttpRequest};
 use crate::store::idb::{self, Durability, IdbOptions, IdbStore};
 use crate::store::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
@@ -109,21 +109,25 @@ pub const ANSWER_PREFIX: &str = "req/";
 /// so older answers are one key range, deleted with every recorded write.
 pub const ANSWER_RETENTION_MS: i64 = 10 * 60 * 1000;
 
-/// A request's future, polled with its [`Hold`] set on the engine (none for a request that is not
-/// recorded): the commands it applies keep their group commit open and return at once, so
-/// [`WasmBroker::handle`] can add the answer to the commit that holds the request's changes. When the
-/// future parks (a long-poll waiting), what it applied so far is released and committed without an
-/// answer: those writes are housekeeping of earlier attempts, not the request's own effect.
+/// The change set a recorded request's commits were deferred into (see [`Recorded`]).
+type Slot = Rc<RefCell<Option<ChangeSet>>>;
+
+/// A recorded request's future: while it is polled, [`FencedStore::commit`] defers the commits it makes
+/// into `slot` (the engine sees them succeed), so [`WasmBroker::handle`] writes them together with the
+/// answer. The command gate is released by then, so the write is a barrier: later commits and scans wait
+/// for it, and if it fails, later commits fail until the engine reloaded. When the future parks (a long-poll
+/// waiting), what it deferred so far is written at once, without an answer: those writes are housekeeping
+/// of earlier attempts, not the request's own effect.
 ///
-/// Every request goes through it: one call site of the HTTP layer, whose future would otherwise be
-/// compiled twice into the module.
-struct Recorded<F> {
-    hold: Option<Rc<Hold>>,
-    inner: Rc<Inner>,
-    future: std::pin::Pin<Box<F>>,
+/// Every request goes through it (`slot` is `None` when not recorded): one call site of the HTTP layer,
+/// whose future would otherwise be compiled twice into the module.
+struct Recorded<'a, F> {
+    slot: Option<Slot>,
+    store: &'a FencedStore,
+    inner: std::pin::Pin<Box<F>>,
 }
 
-impl<F: std::future::Future> std::future::Future for Recorded<F> {
+impl<F: std::future::Future> std::future::Future for Recorded<'_, F> {
     type Output = F::Output;
 
     fn poll(
@@ -131,35 +135,34 @@ impl<F: std::future::Future> std::future::Future for Recorded<F> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
         let this = &mut *self;
-        let Some(hold) = &this.hold else {
-            return this.future.as_mut().poll(cx);
+        let Some(slot) = &this.slot else {
+            return this.inner.as_mut().poll(cx);
         };
-        let engine = &this.inner.engine;
-        let previous = engine.set_hold(Some(hold.clone()));
-        let polled = this.future.as_mut().poll(cx);
-        engine.set_hold(previous);
-        if polled.is_pending() && engine.release_hold(hold).is_ok() {
-            // A failure is kept in the hold: the request fails when it ends.
-            let (inner, hold) = (this.inner.clone(), hold.clone());
-            wasm_bindgen_futures::spawn_local(async move {
-                let _ = inner.engine.commit_released(&hold).await;
-            });
+        let previous = this.store.recording.replace(Some(slot.clone()));
+        let polled = this.inner.as_mut().poll(cx);
+        *this.store.recording.borrow_mut() = previous;
+        if polled.is_pending() {
+            if let Some(changes) = slot.borrow_mut().take() {
+                let _ = this.store.write(&changes, None);
+            }
         }
         polled
     }
 }
 
-/// Shared between a [`FencedStore`] and the [`IdbStore`] it wraps.
+/// Shared between a [`FencedStore`] and its detached writes.
 #[derive(Debug, Default)]
 struct Flags {
     /// A commit was refused by the epoch fence: another connection took over.
     superseded: Cell<bool>,
+    /// A deferred write failed after the engine took it for done: no commit until it reloaded.
+    poisoned: Cell<bool>,
 }
 
 /// An [`IdbStore`] that can be fenced off: after [`FencedStore::fence`] every call fails with
 /// [`StoreErrorKind::Unavailable`] and the IndexedDB connection closes once in-flight calls finish. It
 /// also refuses every call once another connection took over ([`FencedStore::is_superseded`]), and
-/// writes the answers of recorded requests ([`FencedStore::record`]) with its next commit.
+/// defers the commits of recorded requests ([`Recorded`]).
 ///
 /// A closed broker may still have long-polls parked in its engine; the fence guarantees that when they
 /// wake they cannot write to a database another writer now owns.
@@ -167,8 +170,10 @@ struct Flags {
 pub struct FencedStore {
     inner: RefCell<Option<Rc<IdbStore>>>,
     flags: Rc<Flags>,
-    /// Answers of recorded requests (`(key in meta, answer)`) for the next commit.
-    records: RefCell<Vec<(String, JsValue)>>,
+    /// The last deferred write while it may be in flight.
+    writing: RefCell<Option<Promise>>,
+    /// The slot of the recorded request whose future is being polled, if any.
+    recording: RefCell<Option<Slot>>,
 }
 
 impl FencedStore {
@@ -177,7 +182,8 @@ impl FencedStore {
         FencedStore {
             inner: RefCell::new(Some(Rc::new(store))),
             flags: Rc::default(),
-            records: RefCell::new(Vec::new()),
+            writing: RefCell::new(None),
+            recording: RefCell::new(None),
         }
     }
 
@@ -197,12 +203,6 @@ impl FencedStore {
         self.inner.borrow().is_none()
     }
 
-    /// Writes `answer` at `key` in `meta` with the next commit (both or neither), pruning answers older
-    /// than [`ANSWER_RETENTION_MS`] in it.
-    fn record(&self, key: String, answer: JsValue) {
-        self.records.borrow_mut().push((key, answer));
-    }
-
     fn current(&self) -> Result<Rc<IdbStore>, StoreError> {
         let store = self
             .inner
@@ -216,10 +216,70 @@ impl FencedStore {
             )
         })
     }
+
+    /// Waits for the deferred write in flight, if any; fails while an earlier one failed unreloaded.
+    async fn wait_for_writes(&self) -> Result<(), StoreError> {
+        loop {
+            let Some(promise) = self.writing.borrow().clone() else {
+                break;
+            };
+            let _ = JsFuture::from(promise.clone()).await;
+            let mut writing = self.writing.borrow_mut();
+            if writing.as_ref().map(AsRef::<JsValue>::as_ref) == Some(promise.as_ref()) {
+                *writing = None;
+            }
+        }
+        if self.flags.poisoned.get() {
+            return Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                "an earlier write failed; reloading",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts writing `changes`, and `record` (`(key, answer)` in `meta`) in the same transaction; every
+    /// later commit and scan waits for it. The promise settles with the outcome.
+    fn write(&self, changes: &ChangeSet, record: Option<(String, JsValue)>) -> Promise {
+        // Zero-padded by hand: a width in a format string pulls padding code into the module.
+        let cutoff = (BrowserHost.now_ms() - ANSWER_RETENTION_MS)
+            .max(0)
+            .to_string();
+        let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
+        let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
+        let record = record
+            .as_ref()
+            .map(|(k, v)| (k.as_str(), v, prune_below.as_str()));
+        // Issued now, so nothing created later can overtake it in IndexedDB.
+        let issued = self
+            .current()
+            .and_then(|store| Ok((store.issue_commit(changes, record)?, store)));
+        let flags = self.flags.clone();
+        let promise = future_to_promise(async move {
+            let outcome = match issued {
+                Ok((issued, store)) => {
+                    let outcome = store.finish_commit(issued).await;
+                    if store.is_superseded() {
+                        flags.superseded.set(true);
+                    }
+                    outcome
+                }
+                Err(e) => Err(e),
+            };
+            outcome.map(|()| JsValue::UNDEFINED).map_err(|e| {
+                flags.poisoned.set(true);
+                store_js_error(&e)
+            })
+        });
+        *self.writing.borrow_mut() = Some(promise.clone());
+        promise
+    }
 }
 
 impl Store for FencedStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
+        // A reload after a failed write reads what is really stored: the failure does not matter here.
+        let _ = self.wait_for_writes().await;
         let store = self.current()?;
         store.scan(prefix).await
     }
@@ -230,18 +290,21 @@ impl Store for FencedStore {
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
-        // Taken now, before any await: the answers released for this commit's group.
-        let records = std::mem::take(&mut *self.records.borrow_mut());
+        self.wait_for_writes().await?;
         let store = self.current()?;
-        // Zero-padded by hand: a width in a format string pulls padding code into the module.
-        let cutoff = (BrowserHost.now_ms() - ANSWER_RETENTION_MS)
-            .max(0)
-            .to_string();
-        let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
-        let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
-        let outcome = store
-            .commit_recording(changes, &records, &prune_below)
-            .await;
+        if let Some(slot) = self.recording.borrow().as_ref() {
+            // Put and delete one by one rather than clone and absorb: no B-tree clone in the module.
+            let mut deferred = slot.borrow_mut();
+            let deferred = deferred.get_or_insert_with(ChangeSet::default);
+            for key in changes.deletes() {
+                deferred.delete(key.clone());
+            }
+            for (key, value) in changes.puts() {
+                deferred.put(key.clone(), value.clone());
+            }
+            return Ok(());
+        }
+        let outcome = store.commit(changes).await;
         if store.is_superseded() {
             self.flags.superseded.set(true);
         }
@@ -419,6 +482,9 @@ impl WasmBroker {
         let ask_persist = read_bool(&options, "persist").unwrap_or(true);
         let mut broker_config = BrokerConfig {
             max_stored_bytes: read_byte_count(&options, "maxStoredBytes")?,
+            // A recorded (forwarded) request's writes are committed with its answer, in its own call
+            // (`Recorded`): a group commit led by another call would carry them off unrecorded.
+            group_commit: false,
             ..BrokerConfig::default()
         };
         if let Some(bytes) = read_byte_count(&options, "cacheBytes")? {
@@ -441,7 +507,10 @@ impl WasmBroker {
         let started_at_ms = host.now_ms();
         let engine = Engine::open(FencedStore::new(store), host, broker_config)
             .await
-            .map_err(engine_js_error)?;
+            .map_err(|e| match e {
+                crate::engine::EngineError::Store(s) => store_js_error(&s),
+                other => js_error("storage", &other.to_string()),
+            })?;
         let config = HttpConfig {
             worker_id: "queen-edge-browser".to_string(),
             started_at_ms,
@@ -539,6 +608,7 @@ impl WasmBroker {
                 return response_object(&closed_response());
             }
             check_superseded(&inner)?;
+            recover(&inner).await?;
             let store = inner.engine.store();
             let mut key = None;
             if let Some(id) = request_id {
@@ -555,28 +625,22 @@ impl WasmBroker {
                 }
                 key = Some(id);
             }
-            let hold = key.as_ref().map(|_| Rc::new(Hold::default()));
+            let slot = key.as_ref().map(|_| Slot::default());
             let response = Recorded {
-                hold: hold.clone(),
-                inner: inner.clone(),
-                future: Box::pin(http::handle(&inner.engine, &inner.config, request)),
+                slot: slot.clone(),
+                store,
+                inner: Box::pin(http::handle(&inner.engine, &inner.config, request)),
             }
             .await;
             let out = response_object(&response)?;
-            if let (Some(hold), Some(key)) = (hold, key) {
-                // The answer goes into the commit that holds the request's changes (none: not recorded).
-                let written = match inner.engine.release_hold(&hold) {
-                    Ok(changed) => {
-                        if changed {
-                            store.record(key, out.clone());
-                        }
-                        inner.engine.commit_released(&hold).await
-                    }
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = written {
+            let deferred = slot.and_then(|slot| slot.borrow_mut().take());
+            if let (Some(changes), Some(key)) = (deferred, key) {
+                let written = store.write(&changes, Some((key, out.clone())));
+                if let Err(e) = JsFuture::from(written).await {
                     check_superseded(&inner)?;
-                    return Err(engine_js_error(e));
+                    // The engine holds what was not written: reload before answering anything else.
+                    let _ = recover(&inner).await;
+                    return Err(e);
                 }
             } else if response.status >= 500 {
                 // A store failure after the take-over: the fence refused this request's commit.
@@ -596,11 +660,15 @@ impl WasmBroker {
             if inner.closed.get() {
                 return Err(js_error("closed", "this broker was closed"));
             }
+            recover(&inner).await?;
             let report = inner.engine.maintain().await;
             if report.is_err() {
                 check_superseded(&inner)?;
             }
-            let report = report.map_err(engine_js_error)?;
+            let report = report.map_err(|e| match e {
+                crate::engine::EngineError::Store(s) => store_js_error(&s),
+                other => js_error("storage", &other.to_string()),
+            })?;
             let out = Object::new();
             Reflect::set(
                 &out,
@@ -645,12 +713,17 @@ impl WasmBroker {
     }
 }
 
-/// The JS error of an engine failure: the store's code, or `"storage"`.
-fn engine_js_error(e: crate::engine::EngineError) -> JsValue {
-    match e {
-        crate::engine::EngineError::Store(s) => store_js_error(&s),
-        other => js_error("storage", &other.to_string()),
+/// After a failed deferred write: reloads the engine from storage, then lets commits through again.
+async fn recover(inner: &Inner) -> Result<(), JsValue> {
+    let flags = &inner.engine.store().flags;
+    if flags.poisoned.get() {
+        inner.engine.reload().await.map_err(|e| match e {
+            crate::engine::EngineError::Store(s) => store_js_error(&s),
+            other => js_error("storage", &other.to_string()),
+        })?;
+        flags.poisoned.set(false);
     }
+    Ok(())
 }
 
 /// The JS shape of an answer: `{ status, headers, body }`.

@@ -513,39 +513,33 @@ impl Store for IdbStore {
         if changes.is_empty() {
             return Ok(());
         }
-        let issued = self.issue_commit(changes, &[], "")?;
+        let issued = self.issue_commit(changes, None)?;
         self.finish_commit(issued).await
     }
 }
 
 impl IdbStore {
-    /// [`Store::commit`], and in the same transaction (so all or nothing is written) `records`: each
-    /// `(key, value)` puts `value` at `key` in [`META_STORE`], after deleting the meta keys from `key`'s
-    /// prefix (up to its first `/`) up to `prune_below` (exclusive). For the answers of recorded
-    /// requests (src/js: a request retried after its writer died is answered from the record). An empty
-    /// change set with records still commits; with neither, nothing is written.
+    /// [`Store::commit`], and in the same transaction (so both or neither are written) `record`:
+    /// `(key, value, prune_below)` puts `value` at `key` in [`META_STORE`], after deleting the meta keys
+    /// from `key`'s prefix (up to its first `/`) up to `prune_below` (exclusive). For the answers of
+    /// recorded requests (src/js: a request retried after its writer died is answered from the record).
+    /// An empty change set with a record still commits.
     pub async fn commit_recording(
         &self,
         changes: &ChangeSet,
-        records: &[(String, JsValue)],
-        prune_below: &str,
+        record: Option<(&str, &JsValue, &str)>,
     ) -> Result<(), StoreError> {
-        if changes.is_empty() && records.is_empty() {
-            return Ok(());
-        }
-        let issued = self.issue_commit(changes, records, prune_below)?;
+        let issued = self.issue_commit(changes, record)?;
         self.finish_commit(issued).await
     }
 
-    /// The synchronous half of [`IdbStore::commit_recording`] (without its shortcut for nothing to
-    /// write): creates the transaction and issues every
+    /// The synchronous half of [`IdbStore::commit_recording`]: creates the transaction and issues every
     /// request before returning, so IndexedDB orders this commit before any transaction created later.
     /// [`IdbStore::finish_commit`] awaits its outcome.
     pub fn issue_commit(
         &self,
         changes: &ChangeSet,
-        records: &[(String, JsValue)],
-        prune_below: &str,
+        record: Option<(&str, &JsValue, &str)>,
     ) -> Result<IssuedCommit, StoreError> {
         if self.superseded.get() {
             return Err(self.superseded_error());
@@ -558,7 +552,9 @@ impl IdbStore {
         // was claimed.
         let issued = issue_fence(&tx, self.epoch.get()).and_then(|fence| {
             issue_changes(&tx, changes)?;
-            issue_records(&tx, records, prune_below)?;
+            if let Some((key, value, prune_below)) = record {
+                issue_record(&tx, key, value, prune_below)?;
+            }
             Ok(fence)
         });
         match issued {
@@ -731,33 +727,27 @@ fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<Fence, JsValue> {
     })
 }
 
-/// Issues the records of [`IdbStore::commit_recording`]: for each, deletes the meta keys in
-/// `[prefix, prune_below)`, where `prefix` is its key up to and including the first `/` (nothing when it
-/// has none; once per prefix), then puts its value at its key.
-fn issue_records(
+/// Issues the record of [`IdbStore::commit_recording`]: deletes the meta keys in `[prefix, prune_below)`,
+/// where `prefix` is `key` up to and including its first `/` (nothing when it has none), then puts
+/// `value` at `key`.
+fn issue_record(
     tx: &IdbTransaction,
-    records: &[(String, JsValue)],
+    key: &str,
+    value: &JsValue,
     prune_below: &str,
 ) -> Result<(), JsValue> {
-    if records.is_empty() {
-        return Ok(());
-    }
     let meta = tx.object_store(META_STORE)?;
-    let mut pruned: Vec<&str> = Vec::new();
-    for (key, value) in records {
-        let prefix = key.find('/').map(|i| &key[..=i]);
-        if let Some(prefix) = prefix.filter(|p| *p < prune_below && !pruned.contains(p)) {
-            let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
-                &prefix.into(),
-                &prune_below.into(),
-                false,
-                true,
-            )?;
-            meta.delete(&range)?;
-            pruned.push(prefix);
-        }
-        meta.put_with_key(value, &key.into())?;
+    let prefix = key.find('/').map(|i| &key[..=i]);
+    if let Some(prefix) = prefix.filter(|p| *p < prune_below) {
+        let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
+            &prefix.into(),
+            &prune_below.into(),
+            false,
+            true,
+        )?;
+        meta.delete(&range)?;
     }
+    meta.put_with_key(value, &key.into())?;
     Ok(())
 }
 

@@ -45,6 +45,23 @@ def qn(name):
     return f"py-{name}-{RUN}"
 
 
+# The worker's SHARDS when the tier runs sharded (QE_SHARDS, passed on by the launcher's harness).
+SHARDS = int(os.environ.get("QE_SHARDS") or "1")
+
+
+def shard_of(name, shards=SHARDS):
+    """The shard a queue lives on (docs/decisions.md "Shards"): FNV-1a 64 of its UTF-8 name, modulo SHARDS."""
+    h = 0xCBF29CE484222325
+    for b in name.encode():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h % shards
+
+
+def qn_on_shard_of(other, name):
+    """A queue name from `name` on the same shard as queue `other` (a transaction must stay on one shard)."""
+    return next(qn(f"{name}{i}") for i in range(10_000) if shard_of(qn(f"{name}{i}")) == shard_of(other))
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
@@ -302,7 +319,9 @@ async def t_seek(queen):
 
 
 async def t_transaction(queen):
-    src, dst = qn("tx-src"), qn("tx-dst")
+    # Transactions across shards are refused (two-phase commit is not built): dst shares src's shard.
+    src = qn("tx-src")
+    dst = qn_on_shard_of(src, "tx-dst")
     await queen.queue(src).create()
     await queen.queue(dst).create()
     await queen.queue(src).push([{"data": {"order": 1}}])
@@ -339,6 +358,19 @@ async def t_transaction(queen):
     leftover = await pop_all(queen, dst, seconds=1)
     check(not landed or leftover == [], f"stale-lease transaction: success={landed}, pushed {payloads(leftover)}")
     check(leftover == [], f"a failed transaction's push landed: {payloads(leftover)}")
+    if SHARDS > 1:
+        # Across shards: refused whole (501), the SDK raises, and neither the ack nor the push happened.
+        far = next(qn(f"tx-far{i}") for i in range(10_000) if shard_of(qn(f"tx-far{i}")) != shard_of(src))
+        await queen.queue(src).push([{"data": {"order": 2}}])
+        got2 = await pop_all(queen, src, want=1, seconds=3)
+        try:
+            await queen.transaction().ack(got2[0]).queue(far).push([{"data": {"far": 1}}]).commit()
+            refused = False
+        except Exception as e:  # noqa: BLE001 - the SDK raises the server's error
+            refused = "two-phase commit" in str(e) or "501" in str(e)
+        check(refused, "a cross-shard transaction was not refused")
+        check(await pop_all(queen, far, seconds=1) == [], "a refused cross-shard transaction's push landed")
+        await queen.ack(got2, True)
 
 
 async def t_delete_queue(queen):

@@ -21,12 +21,14 @@ use serde_json::json;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 use worker::worker_sys::{web_sys, DurableObjectState};
-use worker::{console_error, console_log, ByteStream, Env, Result, State};
+use worker::{console_error, console_log, ByteStream, Env, Headers, Method, Result, State};
 
 use crate::config::{flag, WorkerConfig};
 use crate::do_store::DoStore;
 use crate::host::WorkerHost;
 use crate::respond;
+use crate::shard_guard::{self, Decision, Placement, PLACEMENT_KEY};
+use crate::shards::SHARD_HEADER;
 
 /// The engine a `Broker` object runs.
 pub type BrokerEngine = Engine<DoStore, WorkerHost>;
@@ -96,6 +98,12 @@ pub async fn read_request(
     }))
 }
 
+/// `k@broker` (the `x-queen-shard` header) -> (k, broker).
+pub fn parse_shard_hint(value: &str) -> Option<(u16, String)> {
+    let (index, broker) = value.split_once('@')?;
+    Some((index.parse().ok()?, broker.to_string()))
+}
+
 /// How often the alarm runs retention and eviction (`Engine::maintain`) unless the var
 /// `MAINTENANCE_INTERVAL_MS` says otherwise.
 pub const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -114,6 +122,11 @@ pub struct Broker {
     engine: Mutex<Option<Rc<BrokerEngine>>>,
     /// True while a maintenance alarm is scheduled (an idle, empty broker lets it lapse).
     alarm_armed: std::cell::Cell<bool>,
+    /// The shard index and broker name from the entry Worker's `x-queen-shard` header (`k@broker`), when
+    /// `SHARDS` > 1.
+    shard_hint: std::cell::RefCell<Option<(u16, String)>>,
+    /// Why this object refuses to open (a changed `SHARDS`, see [`crate::shard_guard`]), once decided.
+    refusal: std::cell::RefCell<Option<String>>,
 }
 
 impl Broker {
@@ -122,14 +135,51 @@ impl Broker {
         if let Some(error) = &self.config.startup_error {
             return Err(error.clone());
         }
+        if let Some(refusal) = self.refusal.borrow().as_ref() {
+            return Err(refusal.clone());
+        }
         let mut slot = self.engine.lock().await;
         if let Some(engine) = slot.as_ref() {
             return Ok(engine.clone());
         }
-        let store = DoStore::open(&self.state.storage()).map_err(|e| e.message)?;
-        let engine = Engine::open(store, WorkerHost, self.config.broker.clone())
+        let count = crate::shards::shard_count(&self.env)?;
+        let storage = self.state.storage();
+        let stored: Option<Placement> = storage
+            .get(PLACEMENT_KEY)
+            .await
+            .map_err(|e| format!("reading the shard placement: {e}"))?;
+        let hint = self.shard_hint.borrow().clone();
+        let index = match (&hint, stored) {
+            _ if count == 1 => 0,
+            (Some((index, _)), _) => *index,
+            (None, Some(p)) => p.index,
+            (None, None) => 0,
+        };
+        let mut broker_config = self.config.broker.clone();
+        broker_config.shard = queen_edge::core::ids::ShardTag { index, count };
+        let store = DoStore::open(&storage).map_err(|e| e.message)?;
+        let engine = Engine::open(store, WorkerHost, broker_config)
             .await
             .map_err(|e| e.to_string())?;
+        let has_data = engine.read(|b, now| b.stats(now).queues) > 0;
+        match shard_guard::decide(stored, index, count, has_data) {
+            Decision::Refuse(reason) => {
+                console_error!("broker refuses to open: {reason}");
+                *self.refusal.borrow_mut() = Some(reason.clone());
+                return Err(reason);
+            }
+            Decision::Open { record: true } => {
+                if index > 0 {
+                    let broker = hint.map(|(_, b)| b).unwrap_or_default();
+                    self.check_with_shard_zero(&broker, count).await?;
+                }
+                storage
+                    .put(PLACEMENT_KEY, Placement { index, count })
+                    .await
+                    .map_err(|e| format!("recording the shard placement: {e}"))?;
+            }
+            Decision::Open { record: false } => {}
+        }
         let engine = Rc::new(engine);
         *slot = Some(engine.clone());
         drop(slot);
@@ -168,6 +218,44 @@ impl Broker {
             .unwrap_or(MAINTENANCE_INTERVAL)
     }
 
+    /// Asks shard 0 of `broker` whether it opens with `count` shards (it decides for the whole broker: it
+    /// is the object that held every queue before shards). A refusal there is this object's refusal.
+    async fn check_with_shard_zero(
+        &self,
+        broker: &str,
+        count: u16,
+    ) -> std::result::Result<(), String> {
+        let map = crate::shards::ShardMap {
+            broker: broker.to_string(),
+            count,
+        };
+        let answer = crate::sharded::send(
+            &self.env,
+            &map,
+            0,
+            Method::Get,
+            "https://shard/__shard/check",
+            &Headers::new(),
+            None,
+        )
+        .await
+        .map_err(|e| format!("asking shard 0 about SHARDS: {e}"))?;
+        if answer.status() == 200 {
+            return Ok(());
+        }
+        let body: serde_json::Value = match crate::sharded::read_body(&answer).await {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_default(),
+            Err(_) => serde_json::Value::Null,
+        };
+        let reason = body
+            .get("error")
+            .and_then(|e| e.as_str())
+            .unwrap_or("shard 0 refused")
+            .trim_start_matches("broker unavailable: ")
+            .to_string();
+        Err(reason)
+    }
+
     /// Settings read from the environment when the object started.
     pub fn config(&self) -> &WorkerConfig {
         &self.config
@@ -191,6 +279,27 @@ impl Broker {
         respond::error(503, &format!("broker unavailable: {message}"))
     }
 
+    /// True when the engine is open (and no other request is opening it right now).
+    fn engine_is_open(&self) -> bool {
+        self.engine.try_lock().is_some_and(|slot| slot.is_some())
+    }
+
+    /// The internal routes of a sharded broker (`/__shard/...`, sent only by the entry Worker: public
+    /// paths never start with it): the catalog object's routes ([`crate::catalog`]) and `/__shard/check`,
+    /// which answers 200 when this object's engine opens (with its shard guard) and 503 otherwise.
+    async fn serve_internal(&self, path: &str, req: web_sys::Request) -> Result<web_sys::Response> {
+        if path.starts_with("/__shard/catalog/") {
+            return crate::catalog::handle(&self.state, req).await;
+        }
+        if path == "/__shard/check" {
+            return match self.engine().await {
+                Ok(_) => respond::json(200, &json!({ "ok": true })),
+                Err(message) => self.unavailable(path, message).await,
+            };
+        }
+        respond::error(404, "Not Found")
+    }
+
     /// Answers one request.
     async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         let url = req.url();
@@ -200,6 +309,22 @@ impl Broker {
                 return respond::error(404, "Not Found");
             }
             return crate::selftest::handle(&self.state, req.into()).await;
+        }
+        // The shard hint only matters until the engine is open (it picks the shard the engine opens as):
+        // once open, no request pays for reading the header.
+        if !self.engine_is_open() {
+            if let Some(hint) = req
+                .headers()
+                .get(SHARD_HEADER)
+                .ok()
+                .flatten()
+                .and_then(|v| parse_shard_hint(&v))
+            {
+                *self.shard_hint.borrow_mut() = Some(hint);
+            }
+        }
+        if path.starts_with("/__shard/") {
+            return self.serve_internal(path, req).await;
         }
         let engine = match self.engine().await {
             Ok(engine) => engine,
@@ -271,6 +396,8 @@ impl Broker {
             config,
             engine: Mutex::new(None),
             alarm_armed: std::cell::Cell::new(false),
+            shard_hint: std::cell::RefCell::new(None),
+            refusal: std::cell::RefCell::new(None),
         }
     }
 

@@ -6,6 +6,8 @@
 //!   `queen_edge::http::precheck_with_jwt`), then forwarded unchanged to the
 //!   Durable Object named by [`broker_name`] ([`forward_to_object`]: the object's response goes back as it
 //!   is), which checks again and answers through `src/http`.
+//!   With `SHARDS` > 1 ([`shards`]) the broker is spread over several objects: [`sharded`] decides which
+//!   ([`routing`]) and merges fan-out answers ([`fanout`]).
 //! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
 //!   this code: Workers serves matching files first).
@@ -13,12 +15,19 @@
 #![warn(missing_docs)]
 
 pub mod broker;
+pub mod catalog;
 pub mod config;
 pub mod do_store;
+pub mod fanout;
 pub mod host;
 pub mod jwt;
 pub mod respond;
+pub mod routing;
 pub mod selftest;
+pub mod shape;
+pub mod shard_guard;
+pub mod sharded;
+pub mod shards;
 
 use std::rc::Rc;
 
@@ -67,6 +76,8 @@ pub struct EntrySettings {
     pub selectable: bool,
     /// `QUEEN_TEST_ROUTES`.
     pub test_routes: bool,
+    /// `SHARDS` ([`shards::shard_count`]): `Err` is why the value is refused.
+    pub shards: std::result::Result<u16, String>,
 }
 
 impl EntrySettings {
@@ -76,6 +87,7 @@ impl EntrySettings {
             broker_name: var(env, "BROKER_NAME").unwrap_or_else(|| "default".to_string()),
             selectable: flag(env, "BROKER_SELECTABLE"),
             test_routes: flag(env, "QUEEN_TEST_ROUTES"),
+            shards: shards::shard_count(env),
         }
     }
 
@@ -192,9 +204,21 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys
         return respond::answer(&refusal);
     }
 
-    match broker_name(&settings, &headers, query) {
-        Ok(name) => forward_to_object(&req, &env, &name).await,
-        Err(message) => respond::error(400, &message),
+    let name = match broker_name(&settings, &headers, query) {
+        Ok(name) => name,
+        Err(message) => return respond::error(400, &message),
+    };
+    match &settings.shards {
+        // One shard: the broker's own object, as before shards existed.
+        Ok(1) => forward_to_object(&req, &env, &name).await,
+        Ok(count) => {
+            let map = shards::ShardMap {
+                broker: name,
+                count: *count,
+            };
+            sharded::handle(req, &env, map, &settings.config).await
+        }
+        Err(message) => respond::error(503, &format!("broker unavailable: {message}")),
     }
 }
 

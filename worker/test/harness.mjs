@@ -56,8 +56,10 @@ export function tempPersistDir() {
  * until GET /health answers
  * `readyStatus` (200 unless a test expects a broker that refuses to start).
  * `vars` are passed as `--var K:V`. Returns { url, stop, logs }.
+ * QE_SHARDS=N runs the Worker with `SHARDS=N` unless `vars` sets SHARDS (the tiers' sharded run).
  */
 export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240_000, readyStatus = 200 } = {}) {
+  vars = withShards(vars);
   const port = await freePort();
   // Wrangler's inspector port too: its default (9229) is taken whenever another wrangler dev runs.
   const inspectorPort = await freePort();
@@ -80,9 +82,11 @@ export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240
  * process group of their own: `stop()` signals the group. `extraArgs` go to scripts/serve. Returns
  * { url, stop, logs, pid } (pid: scripts/serve's).
  * With QE_WORKER_RUNTIME=wrangler (or `runtime: 'wrangler'`) this is startWrangler.
+ * QE_SHARDS=N runs the Worker with `SHARDS=N` unless `vars` sets SHARDS (the tiers' sharded run).
  */
 export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_000, extraArgs = [], readyStatus = 200,
   runtime = process.env.QE_WORKER_RUNTIME || 'workerd' } = {}) {
+  vars = withShards(vars);
   if (runtime === 'wrangler') return startWrangler({ persistTo, vars, readyTimeoutMs, readyStatus });
   if (runtime !== 'workerd') throw new Error(`QE_WORKER_RUNTIME must be workerd or wrangler, not ${runtime}`);
   const port = await freePort();
@@ -93,6 +97,11 @@ export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_0
   const env = { ...process.env, QE_DEV_VARS: '/dev/null', QE_HOST: '127.0.0.1' };
   for (const k of ['API_TOKEN', 'API_TOKEN_READ_WRITE', 'API_TOKEN_READ_ONLY', 'PORT', 'QE_STATE_DIR']) delete env[k];
   return spawnAndWait({ command: 'bash', args, env, port, name: 'scripts/serve', readyTimeoutMs, readyStatus });
+}
+
+/** `vars` with SHARDS from QE_SHARDS when it is set and `vars` has none. */
+function withShards(vars) {
+  return process.env.QE_SHARDS && !('SHARDS' in vars) ? { ...vars, SHARDS: process.env.QE_SHARDS } : vars;
 }
 
 /** Spawns `command` in its own process group and waits for GET /health on `port`. */

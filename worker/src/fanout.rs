@@ -1,0 +1,342 @@
+//! Merging the answers of several shards into one (pure: JSON in, JSON out).
+//!
+//! Each function takes the shards' answers in shard order. A shard that answered an error makes the
+//! merged answer that error (the caller checks statuses first, see `crate::sharded`).
+
+use std::cmp::Ordering;
+
+use serde_json::{Map, Value};
+
+use crate::routing::Paging;
+
+/// Keys whose values are not added up across shards: the largest is kept (times, sizes of buckets, and
+/// the per-object settings `MAX_STORED_BYTES` and `SEGMENT_CACHE_BYTES`, which every shard has in full).
+const MAX_KEYS: [&str; 6] = [
+    "uptime",
+    "bucketMinutes",
+    "pointCount",
+    "statsAge",
+    "maxStoredBytes",
+    "budgetBytes",
+];
+
+/// Objects merged key by key: numbers added (except [`MAX_KEYS`], the largest), arrays concatenated,
+/// objects merged recursively, booleans and-ed (a health flag holds when it holds on every shard), anything
+/// else taken from the first answer that has it.
+pub fn sum(values: Vec<Value>) -> Value {
+    let mut it = values.into_iter();
+    let Some(first) = it.next() else {
+        return Value::Null;
+    };
+    it.fold(first, |acc, v| sum_two(acc, v, None))
+}
+
+fn sum_two(a: Value, b: Value, key: Option<&str>) -> Value {
+    match (a, b) {
+        (Value::Object(mut a), Value::Object(b)) => {
+            for (k, bv) in b {
+                let merged = match a.remove(&k) {
+                    Some(av) => sum_two(av, bv, Some(&k)),
+                    None => bv,
+                };
+                a.insert(k, merged);
+            }
+            Value::Object(a)
+        }
+        (Value::Array(mut a), Value::Array(b)) => {
+            a.extend(b);
+            Value::Array(a)
+        }
+        (Value::Number(a), Value::Number(b)) => {
+            let keep_max = key.is_some_and(|k| MAX_KEYS.contains(&k));
+            match (a.as_u64(), b.as_u64(), a.as_f64(), b.as_f64()) {
+                (Some(x), Some(y), _, _) => Value::from(if keep_max {
+                    x.max(y)
+                } else {
+                    x.saturating_add(y)
+                }),
+                (_, _, Some(x), Some(y)) => Value::from(if keep_max { x.max(y) } else { x + y }),
+                _ => Value::Number(a),
+            }
+        }
+        // Health flags: true only when every shard says so.
+        (Value::Bool(a), Value::Bool(b)) => Value::Bool(a && b),
+        (Value::Null, b) => b,
+        (a, _) => a,
+    }
+}
+
+/// `/resources/queues`: the `queues` lists concatenated, by name.
+pub fn queues(values: Vec<Value>) -> Value {
+    let mut all: Vec<Value> = values
+        .into_iter()
+        .flat_map(|v| take_array(v, "queues"))
+        .collect();
+    all.sort_by(|a, b| cmp_fields(a, b, &["name"]));
+    serde_json::json!({ "queues": all })
+}
+
+/// `/resources/overview`: numbers summed; `namespaces` and `tasks` are the distinct labels of `queues`
+/// (the merged `/resources/queues` answer), since one label can span shards.
+pub fn overview(values: Vec<Value>, queues: &Value) -> Value {
+    let mut merged = sum(values);
+    let list = queues
+        .get("queues")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for (field, label) in [("namespaces", "namespace"), ("tasks", "task")] {
+        let distinct: std::collections::BTreeSet<String> = list
+            .iter()
+            .filter_map(|q| q.get(label).and_then(Value::as_str).map(str::to_string))
+            .collect();
+        if let Some(obj) = merged.as_object_mut() {
+            obj.insert(field.to_string(), Value::from(distinct.len()));
+        }
+    }
+    merged
+}
+
+/// `/resources/namespaces` or `/resources/tasks`: the rows of one label merged (counts summed).
+pub fn labels(values: Vec<Value>, by_namespace: bool) -> Value {
+    let (list_field, key) = if by_namespace {
+        ("namespaces", "namespace")
+    } else {
+        ("tasks", "task")
+    };
+    let mut rows: Vec<Value> = Vec::new();
+    for row in values.into_iter().flat_map(|v| take_array(v, list_field)) {
+        let name = row.get(key).cloned();
+        match rows.iter_mut().find(|r| r.get(key).cloned() == name) {
+            Some(existing) => {
+                let merged = sum_two(existing.take(), row, None);
+                *existing = merged;
+            }
+            None => rows.push(row),
+        }
+    }
+    rows.sort_by(|a, b| cmp_fields(a, b, &[key]));
+    let mut out = Map::new();
+    out.insert(list_field.to_string(), Value::Array(rows));
+    Value::Object(out)
+}
+
+/// A JSON array answer per shard, concatenated.
+pub fn array(values: Vec<Value>) -> Value {
+    Value::Array(
+        values
+            .into_iter()
+            .flat_map(|v| match v {
+                Value::Array(a) => a,
+                _ => Vec::new(),
+            })
+            .collect(),
+    )
+}
+
+/// One page of a listing: the shards' rows (each asked for `offset + limit` rows from the start) merged
+/// in the listing's order, then `offset` skipped and `limit` kept. `total` (when the route has one) is
+/// the sum of the shards' totals; a route whose `total` is the page size gets the page size.
+pub fn paged(values: Vec<Value>, paging: &Paging, limit: usize, offset: usize) -> Value {
+    let mut first = None;
+    let mut grand_total = 0u64;
+    let mut rows: Vec<Value> = Vec::new();
+    for mut v in values {
+        grand_total += v
+            .pointer("/pagination/total")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if let Some(Value::Array(list)) = v.get_mut(paging.field).map(Value::take) {
+            rows.extend(list);
+        }
+        if first.is_none() {
+            first = Some(v);
+        }
+    }
+    rows.sort_by(|a, b| {
+        let o = cmp_fields(a, b, paging.order);
+        if paging.descending {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+    let page: Vec<Value> = rows.into_iter().skip(offset).take(limit).collect();
+    let mut out = match first {
+        Some(Value::Object(o)) => o,
+        _ => Map::new(),
+    };
+    let page_len = page.len();
+    out.insert(paging.field.to_string(), Value::Array(page));
+    let mut pagination = serde_json::json!({ "limit": limit, "offset": offset });
+    if paging.total {
+        pagination["total"] = Value::from(grand_total);
+    }
+    if out.contains_key("pagination") {
+        out.insert("pagination".to_string(), pagination);
+    }
+    if out.contains_key("total") {
+        out.insert("total".to_string(), Value::from(page_len));
+    }
+    Value::Object(out)
+}
+
+/// The Prometheus text of every shard, each sample labelled `shard="k"`; `# HELP`/`# TYPE` lines once.
+pub fn prometheus(texts: &[(u16, String)]) -> String {
+    let mut out = String::new();
+    let mut seen_meta = std::collections::HashSet::new();
+    // Samples grouped under their metric's metadata: metric name -> lines.
+    let mut order: Vec<String> = Vec::new();
+    let mut lines: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for (shard, text) in texts {
+        let mut current = String::new();
+        for line in text.lines() {
+            if let Some(rest) = line
+                .strip_prefix("# HELP ")
+                .or_else(|| line.strip_prefix("# TYPE "))
+            {
+                current = rest.split_whitespace().next().unwrap_or("").to_string();
+                if !lines.contains_key(&current) {
+                    order.push(current.clone());
+                    lines.insert(current.clone(), Vec::new());
+                }
+                if seen_meta.insert(line.to_string()) {
+                    lines
+                        .get_mut(&current)
+                        .expect("inserted")
+                        .push(line.to_string());
+                }
+                continue;
+            }
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let labelled = label_sample(line, *shard);
+            match lines.get_mut(&current) {
+                Some(group) => group.push(labelled),
+                None => {
+                    order.push(current.clone());
+                    lines.insert(current.clone(), vec![labelled]);
+                }
+            }
+        }
+    }
+    // Metadata first, then samples, per metric.
+    for name in order {
+        let group = lines.remove(&name).unwrap_or_default();
+        let (meta, samples): (Vec<String>, Vec<String>) =
+            group.into_iter().partition(|l| l.starts_with('#'));
+        for l in meta.into_iter().chain(samples) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `name{a="b"} 1` -> `name{shard="k",a="b"} 1`; `name 1` -> `name{shard="k"} 1`.
+fn label_sample(line: &str, shard: u16) -> String {
+    let name_end = line
+        .find(|c: char| c == '{' || c.is_whitespace())
+        .unwrap_or(line.len());
+    let (name, rest) = line.split_at(name_end);
+    if let Some(inner) = rest.strip_prefix('{') {
+        if inner.starts_with('}') {
+            format!("{name}{{shard=\"{shard}\"{inner}")
+        } else {
+            format!("{name}{{shard=\"{shard}\",{inner}")
+        }
+    } else {
+        format!("{name}{{shard=\"{shard}\"}}{rest}")
+    }
+}
+
+fn take_array(mut v: Value, field: &str) -> Vec<Value> {
+    match v.get_mut(field).map(Value::take) {
+        Some(Value::Array(a)) => a,
+        _ => Vec::new(),
+    }
+}
+
+fn cmp_fields(a: &Value, b: &Value, fields: &[&str]) -> Ordering {
+    for f in fields {
+        let o = cmp_values(a.get(*f), b.get(*f));
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+fn cmp_values(a: Option<&Value>, b: Option<&Value>) -> Ordering {
+    match (a, b) {
+        (Some(Value::String(x)), Some(Value::String(y))) => x.cmp(y),
+        (Some(Value::Number(x)), Some(Value::Number(y))) => x
+            .as_f64()
+            .partial_cmp(&y.as_f64())
+            .unwrap_or(Ordering::Equal),
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        _ => Ordering::Equal,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sums_and_concatenates() {
+        let merged = sum(vec![
+            json!({"queues": {"total": 2}, "uptime": 5, "workers": [1], "timeRange": {"from": "a"}}),
+            json!({"queues": {"total": 3}, "uptime": 7, "workers": [2], "timeRange": {"from": "b"}}),
+        ]);
+        assert_eq!(
+            merged,
+            json!({"queues": {"total": 5}, "uptime": 7, "workers": [1, 2], "timeRange": {"from": "a"}})
+        );
+    }
+
+    #[test]
+    fn pages_across_shards_in_order() {
+        let paging = Paging {
+            field: "messages",
+            order: &["failedAt", "id"],
+            descending: true,
+            default_limit: 100,
+            total: false,
+        };
+        let a = json!({"messages": [{"failedAt": "3", "id": "a"}, {"failedAt": "1", "id": "b"}], "total": 2,
+                       "pagination": {"limit": 3, "offset": 0}});
+        let b = json!({"messages": [{"failedAt": "4", "id": "c"}, {"failedAt": "2", "id": "d"}], "total": 2,
+                       "pagination": {"limit": 3, "offset": 0}});
+        let page = paged(vec![a, b], &paging, 2, 1);
+        assert_eq!(
+            page,
+            json!({"messages": [{"failedAt": "3", "id": "a"}, {"failedAt": "2", "id": "d"}], "total": 2,
+                   "pagination": {"limit": 2, "offset": 1}})
+        );
+    }
+
+    #[test]
+    fn prometheus_series_carry_the_shard() {
+        let text = "# HELP q_up Up.\n# TYPE q_up gauge\nq_up 1\nq_dlq{queue=\"x\"} 2\n";
+        let merged = prometheus(&[(0, text.to_string()), (1, text.to_string())]);
+        assert_eq!(
+            merged,
+            "# HELP q_up Up.\n# TYPE q_up gauge\nq_up{shard=\"0\"} 1\nq_dlq{shard=\"0\",queue=\"x\"} 2\n\
+             q_up{shard=\"1\"} 1\nq_dlq{shard=\"1\",queue=\"x\"} 2\n"
+        );
+    }
+
+    #[test]
+    fn labels_merge_by_name() {
+        let a = json!({"namespaces": [{"namespace": "n", "queues": 1}]});
+        let b = json!({"namespaces": [{"namespace": "n", "queues": 2}, {"namespace": "m", "queues": 1}]});
+        assert_eq!(
+            labels(vec![a, b], true),
+            json!({"namespaces": [{"namespace": "m", "queues": 1}, {"namespace": "n", "queues": 3}]})
+        );
+    }
+}

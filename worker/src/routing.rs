@@ -1,0 +1,390 @@
+//! Which shard(s) a request goes to, decided from its method, path, query and body (pure: no I/O).
+//!
+//! - queue-scoped routes go to the queue's shard (path `:queue`, body `queue`, `?queue=`);
+//! - lease, dead-letter and partition ids go to the shard encoded in them;
+//! - a push or batch ack whose items all live on one shard goes there unchanged (no extra hop); otherwise it
+//!   is split by shard and the answers merged in request order ([`Plan::Split`]);
+//! - a transaction on one shard goes there; one touching several shards is refused ([`Plan::Refuse`]:
+//!   two-phase commit is not built);
+//! - discovery pops ([`Plan::Discovery`]) ask the catalog which shards hold the namespace or task;
+//! - routes over every queue fan out to every shard and merge ([`Plan::FanOut`]).
+//!
+//! A body that does not parse goes to shard 0, which answers the 400.
+
+pub use crate::shape::{shape, BodyShape, ItemShape, OperationShape};
+
+use crate::shards::ShardMap;
+
+/// What the entry Worker does with a request when `SHARDS` > 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Forward the request unchanged to this shard.
+    One(u16),
+    /// Split the body's list (`field`) by shard: each part is (shard, indices of its items in the list).
+    Split {
+        /// The list field: `items` (push) or `acknowledgments` (batch ack).
+        field: &'static str,
+        /// The shards and their items, in order of first appearance.
+        parts: Vec<(u16, Vec<usize>)>,
+    },
+    /// A pop by namespace or task.
+    Discovery,
+    /// Ask every shard and merge the answers.
+    FanOut(Merge),
+    /// Answer this status and error without asking any shard.
+    Refuse(u16, String),
+}
+
+/// How the answers of a fan-out are merged (see `crate::fanout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// `/health`: the first unhealthy answer, else shard 0's.
+    Health,
+    /// Objects: numbers summed, lists concatenated, the rest from shard 0.
+    Sum,
+    /// `/resources/queues`: `queues` concatenated, sorted by name.
+    Queues,
+    /// `/resources/overview`: sums, with namespaces and tasks counted once across shards.
+    Overview,
+    /// `/resources/namespaces` (`true`) or `/resources/tasks` (`false`): rows merged by label.
+    Labels(bool),
+    /// A JSON array answer, concatenated.
+    Array,
+    /// `/consumer-groups/:group`: one object keyed by queue, merged.
+    Object,
+    /// A paged listing: each shard is asked for `offset + limit` rows from 0, the rows merged in the
+    /// listing's order, then the page cut.
+    Paged(Paging),
+    /// `/metrics/prometheus`: every series labelled `shard="k"`.
+    Prometheus,
+}
+
+/// A paged listing's list field, order and default page size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Paging {
+    /// The list field of the answer.
+    pub field: &'static str,
+    /// The fields the rows are ordered by, and whether descending.
+    pub order: &'static [&'static str],
+    /// Descending (newest first).
+    pub descending: bool,
+    /// The route's default `limit`.
+    pub default_limit: u64,
+    /// Whether the answer's `pagination` carries a grand `total` (summed over shards).
+    pub total: bool,
+}
+
+/// Decides the plan for a request. `path` is still percent-encoded; `query` is the raw query string.
+pub fn plan(map: &ShardMap, method: &str, path: &str, query: &str, body: &[u8]) -> Plan {
+    plan_shaped(map, method, path, query, shape(body).as_ref())
+}
+
+/// [`plan`] for a body already read into its [`BodyShape`] (`None`: not JSON of that shape).
+pub fn plan_shaped(
+    map: &ShardMap,
+    method: &str,
+    path: &str,
+    query: &str,
+    body: Option<&BodyShape>,
+) -> Plan {
+    let method = method.to_ascii_uppercase();
+    let segs: Vec<String> = path
+        .trim_start_matches('/')
+        .split('/')
+        .map(|s| percent_decode(s).unwrap_or_else(|| s.to_string()))
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let queue_param = query_param(query, "queue");
+    use Plan::*;
+    match (method.as_str(), segs.as_slice()) {
+        ("GET", ["health"]) => FanOut(Merge::Health),
+        ("GET", ["metrics"]) => FanOut(Merge::Sum),
+        ("GET", ["metrics", "prometheus"]) => FanOut(Merge::Prometheus),
+        (m, ["api", "v1", tail @ ..]) => match (m, tail) {
+            ("POST", ["push"]) => split(body.and_then(|b| b.items.as_deref()), "items", |item| {
+                item.queue.as_deref().map(|q| map.of_queue(q))
+            }),
+            ("GET", ["pop"]) => Discovery,
+            ("GET", ["pop", "queue", q, ..]) => One(map.of_queue(q)),
+            ("POST", ["ack"]) | ("POST", ["traces"]) => One(body
+                .and_then(|b| b.partition_id.as_deref())
+                .map_or(0, |p| map.of_partition(p))),
+            ("POST", ["ack", "batch"]) => split(
+                body.and_then(|b| b.acknowledgments.as_deref()),
+                "acknowledgments",
+                |item| item.partition_id.as_deref().map(|p| map.of_partition(p)),
+            ),
+            ("POST", ["lease", id, "extend"]) => One(map.of_uuid(id)),
+            ("POST", ["transaction"]) => transaction(map, body),
+            ("POST", ["configure"]) => One(body
+                .and_then(|b| b.queue.as_deref())
+                .map_or(0, |q| map.of_queue(q))),
+            (_, ["resources", "queues", q, ..]) => One(map.of_queue(q)),
+            ("GET", ["resources", "queues"]) => FanOut(Merge::Queues),
+            ("GET", ["resources", "overview"]) => FanOut(Merge::Overview),
+            ("GET", ["resources", "namespaces"]) => FanOut(Merge::Labels(true)),
+            ("GET", ["resources", "tasks"]) => FanOut(Merge::Labels(false)),
+            ("GET", ["resources", "partitions"]) => match queue_param {
+                Some(q) => One(map.of_queue(&q)),
+                None => FanOut(Merge::Paged(Paging {
+                    field: "partitions",
+                    order: &["queue", "partition"],
+                    descending: false,
+                    default_limit: 100,
+                    total: true,
+                })),
+            },
+            ("GET", ["dlq"]) => match queue_param {
+                Some(q) => One(map.of_queue(&q)),
+                None => FanOut(Merge::Paged(Paging {
+                    field: "messages",
+                    order: &["failedAt", "id"],
+                    descending: true,
+                    default_limit: 100,
+                    total: false,
+                })),
+            },
+            ("POST", ["dlq", id, "replay"]) => One(map.of_uuid(id)),
+            ("GET", ["messages"]) => match queue_param {
+                Some(q) => One(map.of_queue(&q)),
+                None => FanOut(Merge::Paged(Paging {
+                    field: "messages",
+                    order: &["queue", "partition"],
+                    descending: false,
+                    default_limit: 200,
+                    total: false,
+                })),
+            },
+            (_, ["messages", partition_id, ..]) => One(map.of_partition(partition_id)),
+            ("GET", ["consumer-groups"]) => FanOut(Merge::Array),
+            ("GET", ["consumer-groups", "lagging"]) => FanOut(Merge::Array),
+            ("GET", ["consumer-groups", _]) => FanOut(Merge::Object),
+            (_, ["consumer-groups", _, "queues", q, ..]) => One(map.of_queue(q)),
+            ("DELETE", ["consumer-groups", _]) => FanOut(Merge::Sum),
+            ("POST", ["consumer-groups", _, "subscription"]) => FanOut(Merge::Sum),
+            ("GET", ["status"]) => FanOut(Merge::Sum),
+            ("GET", ["status", "queues"]) => FanOut(Merge::Paged(Paging {
+                field: "queues",
+                order: &["createdAt", "name"],
+                descending: true,
+                default_limit: 100,
+                total: false,
+            })),
+            ("GET", ["status", "queues", q, ..]) => One(map.of_queue(q)),
+            ("GET", ["status", "analytics"]) => FanOut(Merge::Sum),
+            ("GET", ["status", "buffers"]) => FanOut(Merge::Sum),
+            // Unknown routes, `stats/refresh`: shard 0 answers (404 for an unknown route).
+            _ => One(0),
+        },
+        _ => One(0),
+    }
+}
+
+/// A transaction: the shards of its pushed items' queues and of its acks' partitions. One shard: forward.
+/// Several: refused with 501 (two-phase commit is not built, docs/decisions.md "Shards"); nothing is applied.
+fn transaction(map: &ShardMap, body: Option<&BodyShape>) -> Plan {
+    let Some(body) = body else {
+        return Plan::One(0);
+    };
+    let mut shards: Vec<u16> = Vec::new();
+    let mut add = |s: u16| {
+        if !shards.contains(&s) {
+            shards.push(s);
+        }
+    };
+    for op in body.operations.iter().flatten().flatten() {
+        for item in op.items.iter().flatten().flatten() {
+            if let Some(q) = &item.queue {
+                add(map.of_queue(q));
+            }
+        }
+        if let Some(p) = &op.partition_id {
+            add(map.of_partition(p));
+        }
+    }
+    match shards.as_slice() {
+        [] => Plan::One(0),
+        [one] => Plan::One(*one),
+        many => {
+            let mut sorted = many.to_vec();
+            sorted.sort_unstable();
+            Plan::Refuse(
+                501,
+                format!(
+                    "This transaction touches queues on {} shards ({sorted:?} of SHARDS={}): transactions \
+                     across shards need two-phase commit, which is not built yet; nothing was applied. \
+                     Keep a transaction's queues on one shard, or run with SHARDS=1",
+                    sorted.len(),
+                    map.count
+                ),
+            )
+        }
+    }
+}
+
+/// Groups the items of list `field` by `shard_of`. An item without a shard, or a body that does not
+/// parse, sends the whole request to shard 0 (which refuses it as a whole).
+fn split(
+    items: Option<&[Option<ItemShape>]>,
+    field: &'static str,
+    shard_of: impl Fn(&ItemShape) -> Option<u16>,
+) -> Plan {
+    let Some(items) = items else {
+        return Plan::One(0);
+    };
+    let mut parts: Vec<(u16, Vec<usize>)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(shard) = item.as_ref().and_then(&shard_of) else {
+            return Plan::One(0);
+        };
+        match parts.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, indices)) => indices.push(i),
+            None => parts.push((shard, vec![i])),
+        }
+    }
+    match parts.as_slice() {
+        [] => Plan::One(0),
+        [(one, _)] => Plan::One(*one),
+        _ => Plan::Split { field, parts },
+    }
+}
+
+/// The percent-decoded value of query parameter `name`, if present and non-empty.
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| percent_decode(&v.replace('+', " ")).unwrap_or_else(|| v.to_string()))
+        .filter(|v| !v.is_empty())
+}
+
+/// Decodes `%XX` escapes; `None` when an escape is malformed or the bytes are not UTF-8 (the shard then
+/// sees the raw segment and answers the 400 itself).
+pub fn percent_decode(s: &str) -> Option<String> {
+    if !s.contains('%') {
+        return Some(s.to_string());
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> ShardMap {
+        ShardMap {
+            broker: "b".into(),
+            count: 4,
+        }
+    }
+
+    /// Two queue names on different shards.
+    fn two_shards() -> (String, String) {
+        let m = map();
+        let a = "q0".to_string();
+        let b = (1..)
+            .map(|i| format!("q{i}"))
+            .find(|q| m.of_queue(q) != m.of_queue(&a))
+            .unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn queue_routes_go_to_the_queue_shard() {
+        let m = map();
+        let s = m.of_queue("a/b");
+        assert_eq!(
+            plan(&m, "GET", "/api/v1/pop/queue/a%2Fb", "", b""),
+            Plan::One(s)
+        );
+        assert_eq!(
+            plan(&m, "DELETE", "/api/v1/resources/queues/a%2Fb", "", b""),
+            Plan::One(s)
+        );
+        assert_eq!(
+            plan(&m, "GET", "/api/v1/dlq", "queue=a%2Fb&limit=3", b""),
+            Plan::One(s)
+        );
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/configure", "", br#"{"queue":"a/b"}"#),
+            Plan::One(s)
+        );
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/lease/x/extend", "", b""),
+            Plan::One(0)
+        );
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/ack", "", br#"{"partitionId":"3"}"#),
+            Plan::One(2)
+        );
+    }
+
+    #[test]
+    fn pushes_split_only_over_several_shards() {
+        let m = map();
+        let (a, b) = two_shards();
+        let one = format!(r#"{{"items":[{{"queue":"{a}"}},{{"queue":"{a}"}}]}}"#);
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/push", "", one.as_bytes()),
+            Plan::One(m.of_queue(&a))
+        );
+        let mixed =
+            format!(r#"{{"items":[{{"queue":"{a}"}},{{"queue":"{b}"}},{{"queue":"{a}"}}]}}"#);
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/push", "", mixed.as_bytes()),
+            Plan::Split {
+                field: "items",
+                parts: vec![(m.of_queue(&a), vec![0, 2]), (m.of_queue(&b), vec![1])]
+            }
+        );
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/push", "", b"{not json"),
+            Plan::One(0)
+        );
+    }
+
+    #[test]
+    fn cross_shard_transactions_are_refused() {
+        let m = map();
+        let (a, b) = two_shards();
+        let same = format!(r#"{{"operations":[{{"type":"push","items":[{{"queue":"{a}"}}]}}]}}"#);
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/transaction", "", same.as_bytes()),
+            Plan::One(m.of_queue(&a))
+        );
+        let across = format!(
+            r#"{{"operations":[{{"type":"push","items":[{{"queue":"{a}"}}]}},{{"type":"push","items":[{{"queue":"{b}"}}]}}]}}"#
+        );
+        match plan(&m, "POST", "/api/v1/transaction", "", across.as_bytes()) {
+            Plan::Refuse(501, message) => {
+                assert!(message.contains("two-phase commit"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn decoding() {
+        assert_eq!(percent_decode("a%2Fb").as_deref(), Some("a/b"));
+        assert_eq!(percent_decode("a%2"), None);
+        assert_eq!(
+            query_param("x=1&queue=a%20b", "queue").as_deref(),
+            Some("a b")
+        );
+        assert_eq!(query_param("queue=", "queue"), None);
+    }
+}

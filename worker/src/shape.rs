@@ -1,0 +1,239 @@
+//! The fields of a request body that routing reads ([`BodyShape`]), and nothing else: payloads and every
+//! other field are skipped by the parser without being built, so deciding where a push goes costs a scan of
+//! its bytes, not a JSON tree.
+//!
+//! Every field is lenient: a value of another type than routing expects reads as absent instead of failing
+//! the parse. The broker tolerates some of those (a non-string `namespace` on a pushed item is ignored), and a
+//! field one route does not use must not decide another's routing. A field a route needs that is absent or
+//! of the wrong type sends the request to shard 0, whose broker answers the 400.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+/// The routing fields of a request body (each route reads its own).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct BodyShape {
+    /// `queue` (configure).
+    #[serde(deserialize_with = "lenient_string")]
+    pub queue: Option<String>,
+    /// `partitionId` (single ack, traces).
+    #[serde(rename = "partitionId", deserialize_with = "lenient_string")]
+    pub partition_id: Option<String>,
+    /// `namespace` (configure).
+    #[serde(deserialize_with = "lenient_string")]
+    pub namespace: Option<String>,
+    /// `task` (configure).
+    #[serde(deserialize_with = "lenient_string")]
+    pub task: Option<String>,
+    /// `items` (push); an element that is not an object is `None`.
+    #[serde(deserialize_with = "lenient_list")]
+    pub items: Option<Vec<Option<ItemShape>>>,
+    /// `acknowledgments` (batch ack).
+    #[serde(deserialize_with = "lenient_list")]
+    pub acknowledgments: Option<Vec<Option<ItemShape>>>,
+    /// `operations` (transaction).
+    #[serde(deserialize_with = "lenient_list")]
+    pub operations: Option<Vec<Option<OperationShape>>>,
+}
+
+/// The routing fields of a pushed item or an acknowledgment.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ItemShape {
+    /// `queue` (pushed item).
+    #[serde(deserialize_with = "lenient_string")]
+    pub queue: Option<String>,
+    /// `partitionId` (acknowledgment).
+    #[serde(rename = "partitionId", deserialize_with = "lenient_string")]
+    pub partition_id: Option<String>,
+    /// `namespace` (pushed item).
+    #[serde(deserialize_with = "lenient_string")]
+    pub namespace: Option<String>,
+    /// `task` (pushed item).
+    #[serde(deserialize_with = "lenient_string")]
+    pub task: Option<String>,
+}
+
+/// The routing fields of a transaction operation.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OperationShape {
+    /// `items` (push operation).
+    #[serde(deserialize_with = "lenient_list")]
+    pub items: Option<Vec<Option<ItemShape>>>,
+    /// `partitionId` (ack operation).
+    #[serde(rename = "partitionId", deserialize_with = "lenient_string")]
+    pub partition_id: Option<String>,
+}
+
+/// The routing fields of `body`; `None` when it is not JSON (or not a JSON object): the request then goes
+/// to shard 0, which answers the 400. An empty body has no fields.
+pub fn shape(body: &[u8]) -> Option<BodyShape> {
+    if body.is_empty() {
+        return Some(BodyShape::default());
+    }
+    serde_json::from_slice(body).ok()
+}
+
+/// Any JSON value: a string is kept, anything else skipped as `None`.
+fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct StringOrSkip;
+    impl<'de> Visitor<'de> for StringOrSkip {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(StringOrSkip)
+}
+
+/// Any JSON value: an array is kept, each element that is an object read as `T` (others `None`); anything
+/// else skipped as `None`.
+fn lenient_list<'de, D, T>(d: D) -> Result<Option<Vec<Option<T>>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct ListOrSkip<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for ListOrSkip<T> {
+        type Value = Option<Vec<Option<T>>>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(element) = seq.next_element::<ObjectOrSkip<T>>()? {
+                out.push(element.0);
+            }
+            Ok(Some(out))
+        }
+    }
+    d.deserialize_any(ListOrSkip(PhantomData))
+}
+
+/// An element of a lenient list: an object read as `T`, anything else `None`.
+struct ObjectOrSkip<T>(Option<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOrSkip<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ElementVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for ElementVisitor<T> {
+            type Value = ObjectOrSkip<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let value = T::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(ObjectOrSkip(Some(value)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(ObjectOrSkip(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(ObjectOrSkip(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(ObjectOrSkip(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(ObjectOrSkip(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(ObjectOrSkip(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(ObjectOrSkip(None))
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(ObjectOrSkip(None))
+            }
+        }
+        d.deserialize_any(ElementVisitor(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrong_types_read_as_absent() {
+        let s = shape(
+            br#"{"queue":"q","namespace":5,"task":{"a":[1]},"items":[{"queue":"a","namespace":[1],"payload":{"x":[1,2]}},7,{"queue":3}],"acknowledgments":"no","operations":[{"items":[{"queue":"b"}],"partitionId":9}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.queue.as_deref(), Some("q"));
+        assert_eq!((s.namespace, s.task), (None, None));
+        let items = s.items.unwrap();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0].as_ref().unwrap().queue.as_deref(), Some("a"));
+        assert!(items[0].as_ref().unwrap().namespace.is_none());
+        assert!(items[1].is_none());
+        assert!(items[2].as_ref().unwrap().queue.is_none());
+        assert!(s.acknowledgments.is_none());
+        let op = s.operations.unwrap().remove(0).unwrap();
+        assert_eq!(op.partition_id, None);
+        assert_eq!(
+            op.items.unwrap()[0].as_ref().unwrap().queue.as_deref(),
+            Some("b")
+        );
+        assert!(shape(b"{not json").is_none());
+        assert!(shape(b"").is_some());
+    }
+}
