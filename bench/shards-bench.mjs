@@ -5,11 +5,11 @@
 // the fan-out routes. Writes a markdown section to --out and prints progress.
 //
 //   node bench/shards-bench.mjs [--quick] [--out FILE]
-import http from 'node:http';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { startWorker } from '../worker/test/harness.mjs';
+import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
+import { cpuNs, requester } from './load.mjs';
 
 const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
@@ -23,37 +23,7 @@ const PAYLOAD = 64;
 const FANOUT_REQUESTS = QUICK ? 20 : 50;
 const FANOUT_ROUTES = ['/api/v1/resources/queues', '/api/v1/status', '/api/v1/dlq?limit=100', '/metrics/prometheus'];
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS, maxFreeSockets: CONNECTIONS });
-function request(port, method, path, body) {
-  return new Promise((resolve, reject) => {
-    const headers = body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
-    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** CPU time (ns) of a process, all threads. */
-function cpuNs(pid) {
-  let total = 0;
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    try { total += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]); } catch { /* gone */ }
-  }
-  return total;
-}
-function childWorkerd(pid) {
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    for (const c of readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) {
-      if (readFileSync(`/proc/${c}/comm`, 'utf8').trim() === 'workerd') return Number(c);
-    }
-  }
-  throw new Error(`no workerd under pid ${pid}`);
-}
+const request = requester(CONNECTIONS);
 
 const payload = 'x'.repeat(PAYLOAD - 2);
 const queue = (i) => `bench-${i}`;
@@ -128,7 +98,7 @@ for (const shards of SHARD_COUNTS) {
   const w = await startWorker({ persistTo: state, vars: { SHARDS: String(shards) }, runtime: 'workerd' });
   try {
     const port = Number(new URL(w.url).port);
-    const pid = childWorkerd(w.pid);
+    const pid = workerdUnder(w.pid);
     await pushOneQueue(port, 0, 0); // warm-up: every shard's object opened
     await pushSpanning(port);
     const rate = (r) => Math.round(r.messages / r.seconds);

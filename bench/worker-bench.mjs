@@ -4,12 +4,12 @@
 // time, then pop+ack the messages that push stored. Writes a markdown section to --out and prints progress.
 //
 //   node bench/worker-bench.mjs [--quick] [--out FILE]
-import http from 'node:http';
 import { spawn, execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { ROOT, freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
+import { cpuNs, requester } from './load.mjs';
 
 const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
@@ -26,29 +26,9 @@ const STORAGE = (process.env.QE_BENCH_STORAGE || 'disk,tmpfs').split(',')
 const WORKERD = join(ROOT, 'node_modules', '@cloudflare', 'workerd-linux-64', 'bin', 'workerd');
 
 // ---------------------------------------------------------------- HTTP client (keep-alive, one socket per worker)
-const agent = new http.Agent({ keepAlive: true, maxSockets: CONNECTIONS, maxFreeSockets: CONNECTIONS });
-function request(port, method, path, body) {
-  return new Promise((resolve, reject) => {
-    const headers = body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
-    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const request = requester(CONNECTIONS);
 
 // ---------------------------------------------------------------- CPU of a process (all threads, ns)
-function cpuNs(pid) {
-  let total = 0;
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    try { total += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]); } catch { /* gone */ }
-  }
-  return total;
-}
 // ---------------------------------------------------------------- the two brokers
 async function startQueenEdge(stateDir) {
   const w = await startWorker({ persistTo: stateDir, runtime: 'workerd' });
@@ -247,7 +227,7 @@ for (const storage of STORAGE) {
     rmSync(stateRoot, { recursive: true, force: true });
   }
 }
-agent.destroy();
+request.close();
 const load1 = os.loadavg();
 
 // ---------------------------------------------------------------- markdown

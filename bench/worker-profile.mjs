@@ -9,12 +9,12 @@
 //   node bench/worker-profile.mjs [--out FILE] [--build-dir DIR (serve another build of the Worker)]
 //   QE_PROFILE_REQUESTS=200 (per profile of 100-message requests; 1-message requests run 5 times as many)
 //   QE_PROFILE_SAVE=DIR (also write the .cpuprofile files: DevTools opens them)
-import http from 'node:http';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
+import { cpuNs, requester } from './load.mjs';
 
 const argv = process.argv.slice(2);
 const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
@@ -52,19 +52,7 @@ async function inspector(addr) {
 }
 
 // ---------------------------------------------------------------- load
-const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-function request(port, method, path, body) {
-  return new Promise((resolve, reject) => {
-    const headers = body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
-    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const request = requester(1);
 function payload(size, n) {
   const base = JSON.stringify({ n, pad: '' }).length;
   return { n, pad: 'x'.repeat(Math.max(0, size - base)) };
@@ -137,13 +125,6 @@ function analyse(profile) {
 }
 
 // ---------------------------------------------------------------- CPU of workerd (all threads, ns)
-function cpuNs(pid) {
-  let total = 0;
-  for (const t of readdirSync(`/proc/${pid}/task`)) {
-    try { total += Number(readFileSync(`/proc/${pid}/task/${t}/schedstat`, 'utf8').split(' ')[0]); } catch { /* gone */ }
-  }
-  return total;
-}
 
 // ---------------------------------------------------------------- main
 const inspectPort = await freePort();
@@ -230,7 +211,7 @@ try {
 } finally {
   ins.close();
   await w.stop();
-  agent.destroy();
+  request.close();
   rmSync(state, { recursive: true, force: true });
 }
 const load1 = os.loadavg();

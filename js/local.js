@@ -30,7 +30,7 @@
 // it at that pace after the ack (the writer acks again: it is alive and working on it), and re-sends every
 // request not yet answered when a different writer announces itself. The writer never runs one id twice: a
 // duplicate gets the ack again, or the answer it remembers. Forwarded requests are recorded: the writer
-// commits what a request writes together with its answer under the request's id (src/js/mod.rs), so when a
+// commits what a request writes together with its answer under the request's id (src/bindings/mod.rs), so when a
 // writer dies after committing but before answering, the next writer (or the follower itself, taking over)
 // answers the retry from that record instead of running it again: an ack is not reported failed, a pop
 // returns the messages and lease it took instead of leasing others. A forwarded request fails with
@@ -113,7 +113,7 @@ export async function deleteDatabase(name, options = {}) {
 /**
  * The cipher of `encryptionKey` (null when there is none): AES-256-GCM with Queen's envelope
  * `{"encrypted", "iv", "authTag"}` (base64; a random 16-byte IV per payload, a 16-byte tag) on the
- * browser's Web Crypto. The wasm calls `seal(jsonTexts)` and `open(envelopeTexts)` (src/js/cipher.rs);
+ * browser's Web Crypto. The wasm calls `seal(jsonTexts)` and `open(envelopeTexts)` (src/bindings/cipher.rs);
  * doing this here costs less download than in the wasm. A hex key is imported non-extractable; a
  * CryptoKey is checked. Done in every context (a follower fails on a bad key too).
  */

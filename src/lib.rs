@@ -10,11 +10,11 @@
 
 #![warn(missing_docs)]
 
+#[cfg(target_arch = "wasm32")]
+pub mod bindings;
 pub mod core;
 pub mod engine;
 pub mod http;
-#[cfg(target_arch = "wasm32")]
-pub mod js;
 pub mod store;
 
 /// The npm module's allocator (feature `talc`, wasm32 only): talc instead of std's dlmalloc, about

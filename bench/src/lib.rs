@@ -11,6 +11,7 @@ use queen_edge::core::BrokerConfig;
 use queen_edge::engine::{Engine, Host};
 use queen_edge::store::MemStore;
 use serde_json::{json, Value};
+
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -62,9 +63,50 @@ pub fn realistic_payload(i: u64) -> Value {
     })
 }
 
+/// The payloads the benchmark pushes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadKind {
+    /// [`realistic_payload`]: a ~350-byte order event.
+    Order,
+    /// [`small_payload`]: exactly 64 bytes of JSON text.
+    Small,
+}
+
+impl PayloadKind {
+    /// How the report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            PayloadKind::Order => "~350 B",
+            PayloadKind::Small => "64 B",
+        }
+    }
+
+    /// Message `i`'s payload.
+    pub fn payload(self, i: u64) -> Payload {
+        match self {
+            PayloadKind::Order => realistic_payload(i).into(),
+            PayloadKind::Small => small_payload(i),
+        }
+    }
+}
+
+/// A 64-byte payload: `{"type":"order.created","id":"ord-00000042","total":45.47,"n":1}` with the
+/// number padded so every message's JSON text is exactly 64 bytes.
+pub fn small_payload(i: u64) -> Payload {
+    let text = format!(
+        "{{\"type\":\"order.created\",\"id\":\"ord-{:08}\",\"total\":45.47,\"n\":{:1}}}",
+        i % 100_000_000,
+        i % 10
+    );
+    debug_assert_eq!(text.len(), 64, "{text}");
+    Payload::from_json(text).expect("valid JSON")
+}
+
 /// One measured scenario.
 #[derive(Debug, Clone)]
 pub struct Row {
+    /// The payload pushed.
+    pub payload: PayloadKind,
     /// Messages per push call and per pop.
     pub batch: u32,
     /// Partitions the messages are spread over.
@@ -84,6 +126,8 @@ pub struct Row {
 /// Stored size of messages at one batch size.
 #[derive(Debug, Clone)]
 pub struct SizeRow {
+    /// The payload pushed.
+    pub payload: PayloadKind,
     /// Messages per segment.
     pub batch: u32,
     /// Bytes of JSON per message before compression (message fields and payload).
@@ -105,7 +149,19 @@ fn open() -> (Engine<MemStore, BenchHost>, MemStore, BenchHost) {
 }
 
 /// Runs one scenario; `clock_ms` reads wall time (native `Instant`, or `performance.now()` in wasm).
-pub fn run_scenario(batch: u32, partitions: u32, messages: u64, clock_ms: &dyn Fn() -> f64) -> Row {
+///
+/// Only the engine's calls are timed: each push call's items (what the HTTP layer would have parsed) are
+/// built before its clock starts, and each ack call's items between the pop and the ack, off the clock.
+/// `phase` is told when the push phase (`"push"`) and the pop+ack phase (`"pop+ack"`) start (the
+/// profiler uses it to tell them apart).
+pub fn run_scenario(
+    kind: PayloadKind,
+    batch: u32,
+    partitions: u32,
+    messages: u64,
+    clock_ms: &dyn Fn() -> f64,
+    phase: &dyn Fn(&str),
+) -> Row {
     let (engine, _store, host) = open();
     block_on(engine.configure(ConfigureRequest {
         queue: "bench".into(),
@@ -115,31 +171,36 @@ pub fn run_scenario(batch: u32, partitions: u32, messages: u64, clock_ms: &dyn F
     let calls = messages / batch as u64;
     let names: Vec<String> = (0..partitions).map(|p| format!("p{p}")).collect();
     let before = engine.counters();
-    let start = clock_ms();
+    phase("push");
+    let mut push_ms = 0.0;
     let mut n = 0u64;
     for call in 0..calls {
         let partition = &names[(call % partitions as u64) as usize];
-        let items = (0..batch)
+        let items: Vec<PushItem> = (0..batch)
             .map(|_| {
                 n += 1;
                 PushItem {
                     partition: partition.clone(),
-                    ..PushItem::new("bench", realistic_payload(n))
+                    ..PushItem::new("bench", kind.payload(n))
                 }
             })
             .collect();
+        let start = clock_ms();
         block_on(engine.push(items)).expect("push");
+        push_ms += clock_ms() - start;
         host.now.set(host.now.get() + 1);
     }
-    let push_s = (clock_ms() - start) / 1000.0;
     let after_push = engine.counters();
 
-    let start = clock_ms();
+    phase("pop+ack");
+    let mut pop_ms = 0.0;
     let mut consumed = 0u64;
     while consumed < n {
         let mut req = PopRequest::queue("bench");
         req.batch = Some(batch);
+        let start = clock_ms();
         let reply = block_on(engine.pop(req, None)).expect("pop");
+        pop_ms += clock_ms() - start;
         if reply.messages.is_empty() {
             break;
         }
@@ -151,29 +212,31 @@ pub fn run_scenario(batch: u32, partitions: u32, messages: u64, clock_ms: &dyn F
                     .with_lease(&m.lease_id)
             })
             .collect();
+        let start = clock_ms();
         let results = block_on(engine.ack(None, items)).expect("ack");
+        pop_ms += clock_ms() - start;
         debug_assert!(results.iter().all(|r| r.success));
         consumed += reply.messages.len() as u64;
     }
-    let pop_s = (clock_ms() - start) / 1000.0;
     let after_pop = engine.counters();
     assert_eq!(consumed, n, "every pushed message is consumed once");
     Row {
+        payload: kind,
         batch,
         partitions,
         messages: n,
-        push_per_s: n as f64 / push_s.max(1e-9),
-        pop_ack_per_s: consumed as f64 / pop_s.max(1e-9),
+        push_per_s: n as f64 / (push_ms / 1000.0).max(1e-9),
+        pop_ack_per_s: consumed as f64 / (pop_ms / 1000.0).max(1e-9),
         push_rows_per_msg: (after_push.rows_written - before.rows_written) as f64 / n as f64,
         pop_ack_rows_per_msg: (after_pop.rows_written - after_push.rows_written) as f64 / n as f64,
     }
 }
 
-/// Stored bytes per message for the realistic payload at a batch size.
-pub fn measure_size(batch: u32) -> SizeRow {
+/// Stored bytes per message for a payload at a batch size.
+pub fn measure_size(kind: PayloadKind, batch: u32) -> SizeRow {
     let (engine, store, _host) = open();
     let items: Vec<PushItem> = (0..batch as u64)
-        .map(|i| PushItem::new("size", realistic_payload(i)))
+        .map(|i| PushItem::new("size", kind.payload(i)))
         .collect();
     let raw: usize = items
         .iter()
@@ -190,34 +253,105 @@ pub fn measure_size(batch: u32) -> SizeRow {
         .sum();
     let _ = before;
     SizeRow {
+        payload: kind,
         batch,
         raw_bytes_per_msg: (raw as f64 / batch as f64) + fields_per_msg as f64,
         stored_bytes_per_msg: segment_bytes as f64 / batch as f64,
     }
 }
 
-/// The scenarios of the issue: batch 1, 10, 100 on 1 and 10,000 partitions.
-pub fn scenarios(quick: bool) -> Vec<(u32, u32, u64)> {
+/// What encoding one segment of `batch` messages costs: JSON text alone, and DEFLATE at `level`.
+#[derive(Debug, Clone)]
+pub struct EncodingRow {
+    /// The payload of every message.
+    pub payload: PayloadKind,
+    /// `None`: JSON text only (format 2); `Some(level)`: DEFLATE at that level (format 1).
+    pub level: Option<u8>,
+    /// Microseconds of encoding per message.
+    pub us_per_msg: f64,
+    /// Bytes per message of the encoded segment.
+    pub bytes_per_msg: f64,
+}
+
+/// Encodes one segment of 100 messages (as a push batch stores them) many times at each level.
+pub fn measure_encoding(kind: PayloadKind, clock_ms: &dyn Fn() -> f64) -> Vec<EncodingRow> {
+    use queen_edge::core::segment::{self, StoredMessage};
+    let batch: Vec<StoredMessage> = (0..100u64)
+        .map(|i| StoredMessage {
+            offset: 1_000 + i,
+            id: format!("019a6f7e-8c2d-7{:03x}-9f3a-5c1e2b4d6a{:02x}", i, i % 256),
+            transaction_id: format!("019a6f7e-8c2d-7{:03x}-8e1b-3a9c7d5f1e{:02x}", i, i % 256),
+            trace_id: None,
+            producer_sub: None,
+            created_at_ms: 1_767_225_600_000,
+            payload: kind.payload(i),
+        })
+        .collect();
+    let rounds = 200;
+    let mut rows = Vec::new();
+    for level in [None, Some(1u8), Some(6)] {
+        let start = clock_ms();
+        let mut bytes = 0;
+        for _ in 0..rounds {
+            bytes = match level {
+                None => segment::encode_as(segment::SEGMENT_FORMAT_JSON, &batch).len(),
+                Some(level) => segment::encode_deflate_at(level, &batch).len(),
+            };
+        }
+        let per_msg_ms = (clock_ms() - start) / (rounds * batch.len()) as f64;
+        rows.push(EncodingRow {
+            payload: kind,
+            level,
+            us_per_msg: per_msg_ms * 1000.0,
+            bytes_per_msg: bytes as f64 / batch.len() as f64,
+        });
+    }
+    rows
+}
+
+/// The scenarios: the order event at batch 1, 10, 100 on 1 and 10,000 partitions (issue 2), and the
+/// 64-byte payload at batch 1, 10, 100 on 1, 10 and 10,000 partitions (issue 11).
+pub fn scenarios(quick: bool) -> Vec<(PayloadKind, u32, u32, u64)> {
     let scale = if quick { 10 } else { 1 };
-    vec![
-        (1, 1, 20_000 / scale),
-        (10, 1, 100_000 / scale),
-        (100, 1, 200_000 / scale),
-        (1, 10_000, 20_000 / scale),
-        (10, 10_000, 100_000 / scale),
-        (100, 10_000, 1_000_000 / scale),
-    ]
+    let order = [
+        (1, 1, 20_000),
+        (10, 1, 100_000),
+        (100, 1, 200_000),
+        (1, 10_000, 20_000),
+        (10, 10_000, 100_000),
+        (100, 10_000, 1_000_000),
+    ];
+    let small = [
+        (1, 1, 50_000),
+        (10, 1, 200_000),
+        (100, 1, 1_000_000),
+        (1, 10, 50_000),
+        (10, 10, 200_000),
+        (100, 10, 1_000_000),
+        (1, 10_000, 50_000),
+        (10, 10_000, 200_000),
+        (100, 10_000, 1_000_000),
+    ];
+    let with = |kind, list: &[(u32, u32, u64)]| {
+        list.iter()
+            .map(move |&(b, p, m)| (kind, b, p, m / scale))
+            .collect::<Vec<_>>()
+    };
+    let mut all = with(PayloadKind::Order, &order);
+    all.extend(with(PayloadKind::Small, &small));
+    all
 }
 
 /// Runs everything and renders a Markdown report.
 pub fn run_all(label: &str, quick: bool, clock_ms: &dyn Fn() -> f64) -> String {
     let mut out = format!(
-        "#### {label}\n\n| batch | partitions | messages | push msg/s | pop+ack msg/s | rows/msg push | rows/msg pop+ack |\n|---|---|---|---|---|---|---|\n"
+        "#### {label}\n\n| payload | batch | partitions | messages | push msg/s | pop+ack msg/s | rows/msg push | rows/msg pop+ack |\n|---|---|---|---|---|---|---|---|\n"
     );
-    for (batch, partitions, messages) in scenarios(quick) {
-        let r = run_scenario(batch, partitions, messages, clock_ms);
+    for (kind, batch, partitions, messages) in scenarios(quick) {
+        let r = run_scenario(kind, batch, partitions, messages, clock_ms, &|_| {});
         out.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} |\n",
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} |\n",
+            r.payload.label(),
             r.batch,
             r.partitions,
             r.messages,
@@ -227,13 +361,33 @@ pub fn run_all(label: &str, quick: bool, clock_ms: &dyn Fn() -> f64) -> String {
             r.pop_ack_rows_per_msg
         ));
     }
-    out.push_str("\n| batch per segment | bytes/msg before compression | bytes/msg stored |\n|---|---|---|\n");
-    for batch in [1, 10, 100] {
-        let s = measure_size(batch);
-        out.push_str(&format!(
-            "| {} | {:.0} | {:.0} |\n",
-            s.batch, s.raw_bytes_per_msg, s.stored_bytes_per_msg
-        ));
+    out.push_str("\n| payload | batch per segment | bytes/msg before compression | bytes/msg stored |\n|---|---|---|---|\n");
+    for kind in [PayloadKind::Order, PayloadKind::Small] {
+        for batch in [1, 10, 100] {
+            let s = measure_size(kind, batch);
+            out.push_str(&format!(
+                "| {} | {} | {:.0} | {:.0} |\n",
+                kind.label(),
+                s.batch,
+                s.raw_bytes_per_msg,
+                s.stored_bytes_per_msg
+            ));
+        }
+    }
+    out.push_str("\n| payload | segment of 100 encoded as | µs/msg to encode | bytes/msg |\n|---|---|---|---|\n");
+    for kind in [PayloadKind::Order, PayloadKind::Small] {
+        for row in measure_encoding(kind, clock_ms) {
+            let how = match row.level {
+                None => "JSON text (format 2)".to_string(),
+                Some(level) => format!("DEFLATE level {level} (format 1)"),
+            };
+            out.push_str(&format!(
+                "| {} | {how} | {:.2} | {:.0} |\n",
+                kind.label(),
+                row.us_per_msg,
+                row.bytes_per_msg
+            ));
+        }
     }
     out
 }
@@ -242,6 +396,21 @@ pub fn run_all(label: &str, quick: bool, clock_ms: &dyn Fn() -> f64) -> String {
 #[cfg(target_arch = "wasm32")]
 #[wasm_bindgen::prelude::wasm_bindgen(js_name = runBench)]
 pub fn run_bench(quick: bool) -> String {
-    let clock = || js_sys::Date::now();
+    use wasm_bindgen::JsCast;
+    // `performance.now()` (sub-millisecond: each engine call is timed on its own), `Date.now()` where
+    // there is none.
+    let performance = js_sys::Reflect::get(&js_sys::global(), &"performance".into()).ok();
+    let now = performance
+        .as_ref()
+        .and_then(|p| js_sys::Reflect::get(p, &"now".into()).ok())
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+    let clock = move || match (&performance, &now) {
+        (Some(p), Some(now)) => now
+            .call0(p)
+            .ok()
+            .and_then(|v| v.as_f64())
+            .unwrap_or_else(js_sys::Date::now),
+        _ => js_sys::Date::now(),
+    };
     run_all("wasm32 under node", quick, &clock)
 }

@@ -3,6 +3,7 @@
 use super::api::*;
 use super::deliveries::AttemptBefore;
 use super::state::*;
+use super::txindex;
 use super::Broker;
 
 /// Item error for a message that does not exist (or is no longer retained).
@@ -46,8 +47,13 @@ impl Broker {
 
         // Lookup and fencing, per item; survivors grouped by lane (partition) below.
         let mut survivors: Vec<(u64, Pending)> = Vec::new();
+        // Where the next item probably is: right after the one before (acks come in pop order).
+        let mut hint = None;
         for (index, item) in items.iter().enumerate() {
-            let found = self.find_retained(&item.partition_id, &item.transaction_id);
+            let found = self
+                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id, hint)
+                .or_else(|| self.find_retained(&item.partition_id, &item.transaction_id));
+            hint = found.map(|(pid, offset)| (pid, offset + 1));
             let Some((pid, offset)) = found else {
                 results[index].error = Some(MESSAGE_NOT_FOUND.to_string());
                 continue;
@@ -109,6 +115,55 @@ impl Broker {
         (offset >= self.partitions.get(&pid)?.first_offset).then_some((pid, offset))
     }
 
+    /// The (pid, offset) of the message at a wire address when it is in the span `group` last claimed
+    /// on that partition and that span's segments are loaded (the usual ack, right after its pop):
+    /// found by the cached segments' fingerprints, without the transaction-id index.
+    ///
+    /// The same answer [`Self::find_retained`] gives: a partition's stored messages carry distinct
+    /// transaction ids (push refuses a second one as a duplicate). `None` says only "not found this
+    /// way"; nothing is recorded as read.
+    ///
+    /// `hint` is where the caller expects it, as (pid, offset): the scan of that segment starts there.
+    fn find_in_lease_span(
+        &self,
+        partition_id: &str,
+        group: &str,
+        transaction_id: &str,
+        hint: Option<(u64, u64)>,
+    ) -> Option<(u64, u64)> {
+        let pid = partition_id.parse::<u64>().ok()?;
+        let p = self.partitions.get(&pid)?;
+        let lane = p.lanes.get(group)?;
+        let start = (lane.committed() + 1).max(p.first_offset as i64);
+        let end = lane.batch_end();
+        if end < start {
+            return None;
+        }
+        let fingerprint = txindex::fingerprint(transaction_id);
+        let mut offset = start as u64;
+        while offset <= end as u64 {
+            let seg = p.segment_of(offset)?;
+            let from = match hint {
+                Some((p, expected)) if p == pid && (seg.first..=seg.last).contains(&expected) => {
+                    (expected - seg.first) as usize
+                }
+                _ => 0,
+            };
+            if let Some(at) = self.cache.peek_position_of_transaction(
+                pid,
+                seg.first,
+                transaction_id,
+                fingerprint,
+                from,
+            ) {
+                let found = seg.first + at as u64;
+                return (found >= p.first_offset).then_some((pid, found));
+            }
+            offset = seg.last + 1;
+        }
+        None
+    }
+
     /// The segments an ack of `items` for `group` will read that are not loaded: the candidates for
     /// each item's transaction id, and the segment of each touched lane's head (which an exhausted
     /// retry budget files as a dead letter).
@@ -119,11 +174,17 @@ impl Broker {
     ) -> Vec<(u64, u64)> {
         let group = Self::group_name(group);
         let mut out = Vec::new();
+        let mut hint = None;
         for item in items {
             let Ok(pid) = item.partition_id.parse::<u64>() else {
                 continue;
             };
-            self.transaction_candidates(pid, &item.transaction_id, &mut out);
+            let in_span =
+                self.find_in_lease_span(&item.partition_id, &group, &item.transaction_id, hint);
+            hint = in_span.map(|(pid, offset)| (pid, offset + 1));
+            if in_span.is_none() {
+                self.transaction_candidates(pid, &item.transaction_id, &mut out);
+            }
             let Some(p) = self.partitions.get(&pid) else {
                 continue;
             };

@@ -107,18 +107,40 @@ impl IdGen {
         } else {
             self.seq += 1;
         }
-        // uuid puts the low 12 bits of bytes 0..2 into rand_a.
+        // The low 12 bits of random[0..2] are rand_a (the counter), random[2..10] fill rand_b.
         random[0] = (self.seq >> 8) as u8 & 0x0F;
         random[1] = (self.seq & 0xFF) as u8;
         if let Some(tag) = self.tag {
             random[8..].copy_from_slice(&tag.to_be_bytes());
         }
-        let millis = self.last_ms;
-        uuid::Builder::from_unix_timestamp_millis(millis, &random)
-            .into_uuid()
-            .hyphenated()
-            .to_string()
+        format_v7(self.last_ms, &random)
     }
+}
+
+/// The hyphenated lowercase text of the UUIDv7 with Unix time `millis` and the 10 bytes `random`
+/// (RFC 9562 §5.7, the layout of `uuid::Builder::from_unix_timestamp_millis`), written straight into
+/// one 36-byte string.
+fn format_v7(millis: u64, random: &[u8; 10]) -> String {
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    bytes[6] = 0x70 | (random[0] & 0x0F);
+    bytes[7] = random[1];
+    bytes[8] = 0x80 | (random[2] & 0x3F);
+    bytes[9..].copy_from_slice(&random[3..]);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [0u8; 36];
+    let mut at = 0;
+    for (i, byte) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            text[at] = b'-';
+            at += 1;
+        }
+        text[at] = HEX[(byte >> 4) as usize];
+        text[at + 1] = HEX[(byte & 0x0F) as usize];
+        at += 2;
+    }
+    // Only ASCII hex digits and hyphens were written.
+    String::from_utf8(text.to_vec()).expect("ASCII")
 }
 
 #[cfg(test)]
@@ -135,6 +157,22 @@ mod tests {
         assert_eq!(x.len(), 36);
         assert_eq!(&x[14..15], "7", "version nibble is 7: {x}");
         assert_ne!(x, a.uuid_v7(1_700_000_000_000));
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn formats_what_the_uuid_crate_builds() {
+        let mut g = IdGen::new(7);
+        for millis in [0u64, 1, 1_700_000_000_000, (1 << 48) - 1] {
+            let mut random = [0u8; 10];
+            random[..8].copy_from_slice(&g.next_u64().to_le_bytes());
+            random[8..].copy_from_slice(&g.next_u64().to_le_bytes()[..2]);
+            let expected = uuid::Builder::from_unix_timestamp_millis(millis, &random)
+                .into_uuid()
+                .hyphenated()
+                .to_string();
+            assert_eq!(format_v7(millis, &random), expected);
+        }
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -46,8 +46,9 @@ use crate::store::{ChangeSet, Record, StoreError};
 use api::*;
 use ids::IdGen;
 use litemap::LiteMap;
+use rustc_hash::FxHashMap as HashMap;
 use state::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// The namespace and task a queue created without them gets from its name (`ns.task...`).
 pub use push::labels_from_name;
@@ -150,7 +151,7 @@ impl Broker {
             dead_letters: BTreeMap::new(),
             next_dead_letter_seq: 0,
             groups: LiteMap::new(),
-            leases: HashMap::new(),
+            leases: HashMap::default(),
             timers: Timers::default(),
             ready_seq: 0,
             cache,
@@ -213,8 +214,12 @@ impl Broker {
             }
         }
         let weight = segment::decoded_weight(&messages);
+        let fingerprints = messages
+            .iter()
+            .map(|m| txindex::fingerprint(&m.transaction_id))
+            .collect();
         self.cache
-            .insert(pid, first, std::rc::Rc::new(messages), weight);
+            .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
         Ok(())
     }
 

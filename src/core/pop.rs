@@ -428,27 +428,41 @@ impl Broker {
             lease_id
         };
         let mut count = 0u32;
-        for offset in first..=last {
-            let Some(m) = self.stored_message(pid, offset) else {
+        // Segment by segment (one cache read each); an offset no loaded segment holds is skipped (a
+        // segment that is not loaded is recorded as a miss, and the engine runs the pop again).
+        let mut offset = first;
+        while offset <= last {
+            let Some(seg) = p.segment_of(offset) else {
+                offset += 1;
                 continue;
             };
-            count += 1;
-            reply.messages.push(DeliveredMessage {
-                id: m.id,
-                transaction_id: m.transaction_id,
-                trace_id: m.trace_id,
-                payload: m.payload,
-                producer_sub: m.producer_sub,
-                created_at_ms: m.created_at_ms,
-                queue: queue.to_string(),
-                partition: partition_name.clone(),
-                partition_id: partition_id.clone(),
-                lease_id: delivered_lease.clone(),
-                consumer_group: group.to_string(),
-                delivery_attempt: attempt,
-                offset,
-                retry_count,
-            });
+            let upto = seg.last.min(last);
+            reply.messages.reserve((upto - offset + 1) as usize);
+            if let Some(decoded) = self.cache.get(pid, seg.first) {
+                for at in offset..=upto {
+                    let Some(m) = decoded.get((at - seg.first) as usize) else {
+                        continue;
+                    };
+                    count += 1;
+                    reply.messages.push(DeliveredMessage {
+                        id: m.id.clone(),
+                        transaction_id: m.transaction_id.clone(),
+                        trace_id: m.trace_id.clone(),
+                        payload: m.payload.clone(),
+                        producer_sub: m.producer_sub.clone(),
+                        created_at_ms: m.created_at_ms,
+                        queue: queue.to_string(),
+                        partition: partition_name.clone(),
+                        partition_id: partition_id.clone(),
+                        lease_id: delivered_lease.clone(),
+                        consumer_group: group.to_string(),
+                        delivery_attempt: attempt,
+                        offset: at,
+                        retry_count,
+                    });
+                }
+            }
+            offset = upto + 1;
         }
         self.count(now, Meter::Popped, count as u64);
         plan.budget = plan.budget.saturating_sub(count);

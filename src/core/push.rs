@@ -8,7 +8,8 @@ use super::segment::{self, StoredMessage};
 use super::state::*;
 use super::txindex;
 use super::Broker;
-use std::collections::{BTreeMap, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Namespace and task labels derived from a queue name: `billing.invoices.v2` -> (`billing`, `invoices`).
@@ -81,15 +82,16 @@ impl Broker {
     /// transaction-id index names; a candidate that is not loaded is a miss.
     pub(super) fn find_transaction(&self, pid: u64, transaction_id: &str) -> Option<u64> {
         let p = self.partitions.get(&pid)?;
-        for seq in p.txids.candidates(txindex::fingerprint(transaction_id)) {
+        let fingerprint = txindex::fingerprint(transaction_id);
+        for seq in p.txids.candidates(fingerprint) {
             let Some(seg) = p.segment_by_seq(seq) else {
                 continue;
             };
-            let Some(decoded) = self.cache.get(pid, seg.first) else {
-                continue;
-            };
-            if let Some(m) = decoded.iter().find(|m| m.transaction_id == transaction_id) {
-                return Some(m.offset);
+            let found =
+                self.cache
+                    .position_of_transaction(pid, seg.first, transaction_id, fingerprint);
+            if let Some(Some(at)) = found {
+                return Some(seg.first + at as u64);
             }
         }
         None
@@ -146,14 +148,53 @@ impl Broker {
 
     /// Pushes `items` (docs/protocol.md §3.1; wire-contract §1.2). Results come back in input order.
     pub fn push(&mut self, now: i64, items: Vec<PushItem>) -> CoreResult<Vec<PushResult>> {
+        let mut items = items;
+        self.push_taking(now, &mut items)
+    }
+
+    /// [`Self::push`] for a caller that may have to run the push again (the engine): `items` are taken
+    /// only once every stored message the push compares them with was found loaded. After a segment
+    /// miss (see `SegmentCache`) they are left in place and nothing is pushed; the engine drops the
+    /// command's effects, loads the segment and calls again. So the engine need not clone the items
+    /// for each run.
+    pub fn push_taking(
+        &mut self,
+        now: i64,
+        items: &mut Vec<PushItem>,
+    ) -> CoreResult<Vec<PushResult>> {
         let now = self.tick(now);
-        self.check_quota(Self::push_size(&items))?;
-        Ok(self.push_items(now, items, 0))
+        self.check_quota(Self::push_size(items))?;
+        let stored = self.stored_duplicates(items);
+        if self.cache.has_misses() {
+            return Ok(Vec::new());
+        }
+        Ok(self.append_items(now, std::mem::take(items), 0, stored))
     }
 
     /// About how many bytes `items` add to storage (their payloads as JSON text, before compression).
     pub(super) fn push_size(items: &[PushItem]) -> u64 {
         items.iter().map(|i| i.payload.len() as u64).sum()
+    }
+
+    /// For each item with a transaction id, the stored message of its partition carrying that id
+    /// (offset and message id), if any. Read-only: pushes append only after every item was looked up,
+    /// so the answers hold for the whole push.
+    fn stored_duplicates(&self, items: &[PushItem]) -> Vec<Option<(u64, String)>> {
+        items
+            .iter()
+            .map(|item| {
+                let transaction_id = item.transaction_id.as_deref().filter(|t| !t.is_empty())?;
+                let partition = if item.partition.is_empty() {
+                    DEFAULT_PARTITION
+                } else {
+                    &item.partition
+                };
+                let pid = *self.queues.get(&item.queue)?.partitions.get(partition)?;
+                let offset = self.find_transaction(pid, transaction_id)?;
+                let id = self.stored_message(pid, offset).map(|m| m.id)?;
+                Some((offset, id))
+            })
+            .collect()
     }
 
     /// Appends items; `index_base` offsets the reported indexes (transactions number results flat).
@@ -163,44 +204,81 @@ impl Broker {
         items: Vec<PushItem>,
         index_base: usize,
     ) -> Vec<PushResult> {
+        let stored = self.stored_duplicates(&items);
+        self.append_items(now, items, index_base, stored)
+    }
+
+    /// Appends items whose stored duplicates were looked up ([`Self::stored_duplicates`]).
+    ///
+    /// A transaction id the broker mints is a fresh UUIDv7 (the time, a counter and 62 bits of the
+    /// seeded generator's output): it is not looked up, neither in the batch nor in storage, because no
+    /// message can carry it yet (docs/decisions.md, "Core speed: where the time went").
+    fn append_items(
+        &mut self,
+        now: i64,
+        items: Vec<PushItem>,
+        index_base: usize,
+        stored: Vec<Option<(u64, String)>>,
+    ) -> Vec<PushResult> {
         // New messages per partition, in input order, written as one segment per partition.
-        let mut batches: BTreeMap<u64, Vec<StoredMessage>> = BTreeMap::new();
-        // Transaction ids queued by this call -> (partition, index in its batch) of the first message
+        let mut batches: Vec<(u64, Vec<StoredMessage>)> = Vec::new();
+        // Transaction ids sent with this call -> (partition, index in its batch) of the first message
         // queued with it. The same id queued on two partitions (rare) falls back to a scan of the batch.
-        let mut queued: HashMap<String, (u64, usize)> = HashMap::new();
+        let mut queued: FxHashMap<String, (u64, usize)> = FxHashMap::default();
         let mut results = Vec::with_capacity(items.len());
-        for (i, item) in items.into_iter().enumerate() {
-            self.ensure_queue(
-                now,
-                &item.queue,
-                item.namespace.as_deref(),
-                item.task.as_deref(),
-            );
+        // The partition of the previous item, looked up again only when the next names another.
+        let mut last: Option<(u64, usize)> = None;
+        let total = items.len();
+        for ((i, item), stored) in items.into_iter().enumerate().zip(stored) {
             let partition = if item.partition.is_empty() {
                 DEFAULT_PARTITION
             } else {
                 &item.partition
             };
-            let pid = self.ensure_partition(now, &item.queue, partition);
-            let transaction_id = match item.transaction_id.filter(|t| !t.is_empty()) {
+            let (pid, slot) = match last {
+                Some((pid, slot)) if self.is_partition(pid, &item.queue, partition) => (pid, slot),
+                _ => {
+                    self.ensure_queue(
+                        now,
+                        &item.queue,
+                        item.namespace.as_deref(),
+                        item.task.as_deref(),
+                    );
+                    let pid = self.ensure_partition(now, &item.queue, partition);
+                    let slot = match batches.iter().position(|(p, _)| *p == pid) {
+                        Some(slot) => slot,
+                        None => {
+                            // Room for every item left (a push usually names one partition); the
+                            // segment gives back what it did not use (append_segment).
+                            batches.push((pid, Vec::with_capacity(total - i)));
+                            batches.len() - 1
+                        }
+                    };
+                    (pid, slot)
+                }
+            };
+            last = Some((pid, slot));
+            let sent = item.transaction_id.filter(|t| !t.is_empty());
+            let minted = sent.is_none();
+            let transaction_id = match sent {
                 Some(t) => t,
                 None => self.ids.uuid_v7(now),
             };
             // Duplicates of this batch first, then of stored segments.
-            let in_batch = match queued.get(transaction_id.as_str()) {
-                None => None,
-                Some(&(p, at)) if p == pid => Some(&batches[&pid][at]),
-                Some(_) => batches
-                    .get(&pid)
-                    .and_then(|b| b.iter().find(|m| m.transaction_id == transaction_id)),
-            }
-            .map(|m| (m.offset, m.id.clone()));
-            let stored = || {
-                let offset = self.find_transaction(pid, &transaction_id)?;
-                let id = self.stored_message(pid, offset).map(|m| m.id)?;
-                Some((offset, id))
+            let in_batch = if minted {
+                None
+            } else {
+                match queued.get(transaction_id.as_str()) {
+                    None => None,
+                    Some(&(p, at)) if p == pid => Some(&batches[slot].1[at]),
+                    Some(_) => batches[slot]
+                        .1
+                        .iter()
+                        .find(|m| m.transaction_id == transaction_id),
+                }
+                .map(|m| (m.offset, m.id.clone()))
             };
-            if let Some((offset, winner)) = in_batch.or_else(stored) {
+            if let Some((offset, winner)) = in_batch.or(stored) {
                 results.push(PushResult {
                     index: index_base + i,
                     status: PushStatus::Duplicate,
@@ -218,10 +296,12 @@ impl Broker {
             let offset = p.next_offset;
             p.next_offset += 1;
             let id = self.ids.uuid_v7(now);
-            let batch = batches.entry(pid).or_default();
-            queued
-                .entry(transaction_id.clone())
-                .or_insert((pid, batch.len()));
+            let batch = &mut batches[slot].1;
+            if !minted {
+                queued
+                    .entry(transaction_id.clone())
+                    .or_insert((pid, batch.len()));
+            }
             batch.push(StoredMessage {
                 offset,
                 id: id.clone(),
@@ -243,16 +323,32 @@ impl Broker {
                 trace_id: item.trace_id,
             });
         }
+        // Segments in partition-id order, as before (the order of the change set does not matter, but
+        // the order of wakeups and stats stays the same).
+        super::sort::sort_by_key(&mut batches, |(pid, _)| *pid);
         for (pid, batch) in batches {
+            if batch.is_empty() {
+                continue;
+            }
             self.count(now, Meter::Pushed, batch.len() as u64);
             self.append_segment(now, pid, batch);
         }
         results
     }
 
+    /// True when partition `pid` is partition `name` of queue `queue`.
+    fn is_partition(&self, pid: u64, queue: &str, name: &str) -> bool {
+        self.partitions
+            .get(&pid)
+            .is_some_and(|p| p.queue == queue && p.name == name)
+    }
+
     /// Stores `batch` (offsets contiguous, from the partition's old end) as one new segment of `pid`:
     /// the segment and its index entry go in the change set, the decoded batch in the cache.
-    fn append_segment(&mut self, now: i64, pid: u64, batch: Vec<StoredMessage>) {
+    fn append_segment(&mut self, now: i64, pid: u64, mut batch: Vec<StoredMessage>) {
+        if batch.capacity() > batch.len() + batch.len() / 4 {
+            batch.shrink_to_fit();
+        }
         let first = batch[0].offset;
         let last = batch[batch.len() - 1].offset;
         let bytes = segment::encode(&batch);
@@ -284,7 +380,8 @@ impl Broker {
         self.stored_bytes += bytes.len() as u64;
         self.changes.put(records::segment_key(pid, first), bytes);
         let weight = segment::decoded_weight(&batch);
-        self.cache.insert(pid, first, Rc::new(batch), weight);
+        self.cache
+            .insert(pid, first, Rc::new(batch), weight, fingerprints);
         self.after_append(&queue, pid);
     }
 

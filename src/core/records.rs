@@ -322,6 +322,10 @@ impl Broker {
         for (key, pid, first, value) in segments {
             let messages = segment::decode(&value).map_err(|e| corrupt(&key, e))?;
             let weight = segment::decoded_weight(&messages);
+            let fingerprints: Vec<u32> = messages
+                .iter()
+                .map(|m| txindex::fingerprint(&m.transaction_id))
+                .collect();
             let has_entry = entries
                 .iter()
                 .any(|(p, m, _)| *p == pid && m.first == first);
@@ -343,15 +347,11 @@ impl Broker {
                     created_ms: head.created_at_ms,
                     stored_bytes: value.len() as u32,
                 };
-                let fingerprints = messages
-                    .iter()
-                    .map(|m| txindex::fingerprint(&m.transaction_id))
-                    .collect();
-                entries.push((pid, meta, fingerprints));
+                entries.push((pid, meta, fingerprints.clone()));
                 migrated = true;
             }
             self.cache
-                .insert(pid, first, std::rc::Rc::new(messages), weight);
+                .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
         }
         if migrated {
             super::sort::sort_by_key(&mut entries, |(pid, meta, _)| (*pid, meta.first));

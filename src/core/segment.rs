@@ -3,7 +3,7 @@
 //! One segment per push batch per partition. Two formats, told apart by the first byte:
 //!
 //! ```text
-//! format 1 (DEFLATE)   byte 0 = 1, bytes 1.. = raw DEFLATE (miniz_oxide, level 6) of a JSON array
+//! format 1 (DEFLATE)   byte 0 = 1, bytes 1.. = raw DEFLATE (miniz_oxide; written at level 1) of a JSON array
 //!                      of StoredMessage
 //! format 2 (JSON)      byte 0 = 2, bytes 1.. = the same JSON array, uncompressed
 //! ```
@@ -17,10 +17,9 @@
 //! decodes only the segments that cover the offsets it reads.
 
 use super::api::Payload;
-use super::fields::{into_string, optional, required, FieldError, FromCompound, List, Shaped};
+use super::fields::{FieldError, FromCompound, List, Shaped};
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
-use serde_json::Value;
 
 /// Format 1: DEFLATE-compressed JSON (written by builds with the `deflate` feature).
 pub const SEGMENT_FORMAT_DEFLATE: u8 = 1;
@@ -92,28 +91,60 @@ pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
 /// # Panics
 /// On a format this build cannot write (a programming error: the formats are constants).
 pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
-    // Serializing plain data structs to JSON cannot fail.
+    JSON_BUFFER.with(|cell| {
+        let mut json = cell.borrow_mut();
+        json.clear();
+        // Serializing plain data structs to JSON cannot fail.
+        serde_json::to_writer(&mut *json, messages).expect("stored messages serialize");
+        let mut out;
+        match format {
+            SEGMENT_FORMAT_JSON => {
+                out = Vec::with_capacity(json.len() + 1);
+                out.push(format);
+                out.extend_from_slice(&json);
+            }
+            #[cfg(feature = "deflate")]
+            SEGMENT_FORMAT_DEFLATE => {
+                out = Vec::with_capacity(json.len() / 4 + 64);
+                out.push(format);
+                deflate::deflate_into(&json, deflate::DEFLATE_LEVEL, &mut out);
+            }
+            _ => panic!("this build cannot write segment format {format}"),
+        }
+        out
+    })
+}
+
+thread_local! {
+    /// The JSON text of the segment being encoded, reused: a push's segment text is a large buffer,
+    /// and allocating one per segment (grown by doubling) was a visible share of a push.
+    static JSON_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A format 1 segment compressed at DEFLATE `level` (0 to 10) rather than the level this build writes
+/// at: what the core benchmark compares levels with. Any level reads back the same.
+#[cfg(feature = "deflate")]
+pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
     let json = serde_json::to_vec(messages).expect("stored messages serialize");
-    let mut out = Vec::with_capacity(json.len() + 1);
-    out.push(format);
-    match format {
-        SEGMENT_FORMAT_JSON => out.extend_from_slice(&json),
-        #[cfg(feature = "deflate")]
-        SEGMENT_FORMAT_DEFLATE => deflate::deflate_into(&json, &mut out),
-        _ => panic!("this build cannot write segment format {format}"),
-    }
+    let mut out = Vec::with_capacity(json.len() / 2 + 1);
+    out.push(SEGMENT_FORMAT_DEFLATE);
+    deflate::deflate_into(&json, level, &mut out);
     out
 }
 
 /// DEFLATE with one reused compressor per thread (builds with the `deflate` feature).
 #[cfg(feature = "deflate")]
 mod deflate {
-    pub(super) const DEFLATE_LEVEL: u8 = 6;
+    /// The level segments are written at: level 1 costs a sixth of level 6's time for about a fifth
+    /// more bytes (the core benchmark's encoding table; docs/decisions.md, "Core speed: where the time
+    /// went"). Readers inflate any level.
+    pub(super) const DEFLATE_LEVEL: u8 = 1;
 
     thread_local! {
         /// One compressor per thread, reset between segments: a fresh `CompressorOxide` allocates and
         /// clears a few hundred KiB of tables, which dominated small pushes.
-        static COMPRESSOR: std::cell::RefCell<Option<Box<CompressorOxide>>> = const { std::cell::RefCell::new(None) };
+        /// Kept with the level it was made for; another level makes a new one.
+        static COMPRESSOR: std::cell::RefCell<Option<(u8, Box<CompressorOxide>)>> = const { std::cell::RefCell::new(None) };
     }
 
     use miniz_oxide::deflate::core::{
@@ -122,19 +153,17 @@ mod deflate {
 
     /// Raw DEFLATE of `input`, appended to `out` (the same stream `miniz_oxide::deflate::compress_to_vec`
     /// produces, with a reused compressor).
-    pub(super) fn deflate_into(mut input: &[u8], out: &mut Vec<u8>) {
+    pub(super) fn deflate_into(mut input: &[u8], level: u8, out: &mut Vec<u8>) {
         COMPRESSOR.with(|cell| {
             let mut slot = cell.borrow_mut();
-            let compressor = slot.get_or_insert_with(|| {
-                Box::new(CompressorOxide::new(create_comp_flags_from_zip_params(
-                    DEFLATE_LEVEL.into(),
-                    0,
-                    0,
-                )))
-            });
+            if slot.as_ref().is_none_or(|(made_for, _)| *made_for != level) {
+                let flags = create_comp_flags_from_zip_params(level.into(), 0, 0);
+                *slot = Some((level, Box::new(CompressorOxide::new(flags))));
+            }
+            let (_, compressor) = slot.as_mut().expect("made above");
             compressor.reset();
             let start = out.len();
-            out.resize(start + (input.len() / 2).max(64), 0);
+            out.resize(start + (input.len() / 4).max(64), 0);
             let mut pos = start;
             loop {
                 let (status, bytes_in, bytes_out) =
@@ -228,7 +257,7 @@ impl<'de> Deserialize<'de> for Key {
 
 impl FromCompound for MessageIn {
     fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        let mut slots: [Option<Value>; P] = Default::default();
+        let mut slots: [Option<Scalar>; P] = Default::default();
         let mut payload = None;
         while let Some(Key(key)) = map.next_key()? {
             match key {
@@ -243,19 +272,129 @@ impl FromCompound for MessageIn {
     }
 }
 
+/// One field of a segment message as read: numbers and strings as they are (no `Value` tree, which
+/// cost an allocation per field), anything else only as "not what a field holds".
+enum Scalar {
+    Null,
+    Unsigned(u64),
+    Negative(i64),
+    Text(String),
+    Other,
+}
+
+impl Scalar {
+    fn into_u64(self) -> Option<u64> {
+        match self {
+            Scalar::Unsigned(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn into_i64(self) -> Option<i64> {
+        match self {
+            Scalar::Unsigned(n) => i64::try_from(n).ok(),
+            Scalar::Negative(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    fn into_string(self) -> Option<String> {
+        match self {
+            Scalar::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_none<E>(self) -> Result<Scalar, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Scalar, E> {
+                Ok(Scalar::Unsigned(n))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Scalar, E> {
+                Ok(match u64::try_from(n) {
+                    Ok(n) => Scalar::Unsigned(n),
+                    Err(_) => Scalar::Negative(n),
+                })
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                Ok(Scalar::Other)
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Text(s.to_string()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Scalar, E> {
+                Ok(Scalar::Text(s))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Scalar, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Scalar::Other)
+            }
+        }
+        deserializer.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A required field (the field reader's rule and words, module `fields`).
+fn required<T>(
+    key: &str,
+    value: Option<Scalar>,
+    expected: &str,
+    convert: fn(Scalar) -> Option<T>,
+) -> Result<T, FieldError> {
+    match value {
+        None => Err(format!("missing field `{key}`")),
+        Some(v) => convert(v).ok_or_else(|| format!("field `{key}`: expected {expected}")),
+    }
+}
+
+/// An optional field (absent or `null` is `None`).
+fn optional<T>(
+    key: &str,
+    value: Option<Scalar>,
+    expected: &str,
+    convert: fn(Scalar) -> Option<T>,
+) -> Result<Option<T>, FieldError> {
+    value
+        .map(|v| convert(v).ok_or_else(|| format!("field `{key}`: expected {expected}")))
+        .transpose()
+}
+
 /// A message from its fields (a `null` counts as absent, but for the payload).
 fn stored_message(
-    slots: [Option<Value>; P],
+    slots: [Option<Scalar>; P],
     payload: Option<Payload>,
 ) -> Result<StoredMessage, FieldError> {
-    let [o, i, t, r, s, c] = slots.map(|v| v.filter(|v| !v.is_null()));
+    let [o, i, t, r, s, c] = slots.map(|v| v.filter(|v| !matches!(v, Scalar::Null)));
     Ok(StoredMessage {
-        offset: required("o", o, "an unsigned integer", |v| v.as_u64())?,
-        id: required("i", i, "a string", into_string)?,
-        transaction_id: required("t", t, "a string", into_string)?,
-        trace_id: optional("r", r, "a string", into_string)?,
-        producer_sub: optional("s", s, "a string", into_string)?,
-        created_at_ms: required("c", c, "an integer", |v| v.as_i64())?,
+        offset: required("o", o, "an unsigned integer", Scalar::into_u64)?,
+        id: required("i", i, "a string", Scalar::into_string)?,
+        transaction_id: required("t", t, "a string", Scalar::into_string)?,
+        trace_id: optional("r", r, "a string", Scalar::into_string)?,
+        producer_sub: optional("s", s, "a string", Scalar::into_string)?,
+        created_at_ms: required("c", c, "an integer", Scalar::into_i64)?,
         payload: payload.ok_or_else(|| "missing field `p`".to_string())?,
     })
 }
@@ -314,7 +453,7 @@ mod tests {
         for batch in [&big[..1], &big[..]] {
             let json = serde_json::to_vec(batch).unwrap();
             let mut ours = Vec::new();
-            deflate::deflate_into(&json, &mut ours);
+            deflate::deflate_into(&json, deflate::DEFLATE_LEVEL, &mut ours);
             assert_eq!(
                 ours,
                 miniz_oxide::deflate::compress_to_vec(&json, deflate::DEFLATE_LEVEL)

@@ -4,10 +4,11 @@ use super::api::{Payload, QueueOptions};
 pub use super::lane::Lane;
 use super::segment::StoredMessage;
 pub use super::txindex::TxIndex;
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 /// A queue's stored configuration.
@@ -393,6 +394,9 @@ struct CacheInner {
 #[derive(Debug)]
 struct CachedSegment {
     messages: Rc<Vec<StoredMessage>>,
+    /// The transaction-id fingerprint of each message, index-aligned: a lookup by transaction id
+    /// compares these before it compares any id.
+    fingerprints: Vec<u32>,
     weight: usize,
     last_used: u64,
 }
@@ -402,7 +406,7 @@ impl SegmentCache {
     pub fn new(budget_bytes: usize) -> Self {
         SegmentCache {
             budget_bytes,
-            inner: RefCell::default(),
+            inner: RefCell::new(CacheInner::default()),
         }
     }
 
@@ -425,18 +429,84 @@ impl SegmentCache {
         }
     }
 
+    /// The index in segment (pid, first) of the message whose transaction id is `transaction_id`
+    /// (whose fingerprint is `fingerprint`): `Some(None)` when the segment holds none, `None`
+    /// (recorded as a miss) when the segment is not loaded.
+    pub fn position_of_transaction(
+        &self,
+        pid: u64,
+        first: u64,
+        transaction_id: &str,
+        fingerprint: u32,
+    ) -> Option<Option<usize>> {
+        let mut inner = self.inner.borrow_mut();
+        inner.clock += 1;
+        let clock = inner.clock;
+        match inner.slots.get_mut(&(pid, first)) {
+            Some(slot) => {
+                slot.last_used = clock;
+                Some(
+                    slot.fingerprints
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, f)| **f == fingerprint)
+                        .map(|(at, _)| at)
+                        .find(|at| slot.messages[*at].transaction_id == transaction_id),
+                )
+            }
+            None => {
+                if !inner.misses.contains(&(pid, first)) {
+                    inner.misses.push((pid, first));
+                }
+                None
+            }
+        }
+    }
+
+    /// [`Self::position_of_transaction`] for a caller that only hopes the segment is loaded: `None` when
+    /// it is not loaded or holds no such message, and nothing is recorded (no miss, no use).
+    ///
+    /// The scan starts at index `from` and wraps around: a caller that expects the message at a place
+    /// (acks in the order of their pop) finds it in one step.
+    pub fn peek_position_of_transaction(
+        &self,
+        pid: u64,
+        first: u64,
+        transaction_id: &str,
+        fingerprint: u32,
+        from: usize,
+    ) -> Option<usize> {
+        let inner = self.inner.borrow();
+        let slot = inner.slots.get(&(pid, first))?;
+        let from = from.min(slot.fingerprints.len());
+        (from..slot.fingerprints.len())
+            .chain(0..from)
+            .filter(|at| slot.fingerprints[*at] == fingerprint)
+            .find(|at| slot.messages[*at].transaction_id == transaction_id)
+    }
+
     /// True when segment (pid, first) is loaded.
     pub fn contains(&self, pid: u64, first: u64) -> bool {
         self.inner.borrow().slots.contains_key(&(pid, first))
     }
 
-    /// Keeps a decoded segment; `weight` is its decoded size in bytes.
-    pub fn insert(&self, pid: u64, first: u64, messages: Rc<Vec<StoredMessage>>, weight: usize) {
+    /// Keeps a decoded segment; `weight` is its decoded size in bytes, `fingerprints` the
+    /// transaction-id fingerprint of each message (index-aligned).
+    pub fn insert(
+        &self,
+        pid: u64,
+        first: u64,
+        messages: Rc<Vec<StoredMessage>>,
+        weight: usize,
+        fingerprints: Vec<u32>,
+    ) {
+        debug_assert_eq!(messages.len(), fingerprints.len());
         let mut inner = self.inner.borrow_mut();
         inner.clock += 1;
         let last_used = inner.clock;
         let slot = CachedSegment {
             messages,
+            fingerprints,
             weight,
             last_used,
         };
@@ -446,17 +516,20 @@ impl SegmentCache {
         inner.used_bytes += weight;
     }
 
-    /// Evicts least recently used segments until the cache fits its budget.
+    /// Evicts least recently used segments until the cache fits its budget, and then some: down to
+    /// [`Self::low_water_bytes`], so a cache that stays full is sorted once every few commands rather
+    /// than after each.
     pub fn trim(&self) {
         let mut inner = self.inner.borrow_mut();
         if inner.used_bytes <= self.budget_bytes {
             return;
         }
+        let target = self.low_water_bytes();
         let mut by_age: Vec<(u64, (u64, u64))> =
             inner.slots.iter().map(|(k, s)| (s.last_used, *k)).collect();
         super::sort::sort(&mut by_age);
         for (_, key) in by_age {
-            if inner.used_bytes <= self.budget_bytes {
+            if inner.used_bytes <= target {
                 break;
             }
             if let Some(old) = inner.slots.remove(&key) {
@@ -481,6 +554,11 @@ impl SegmentCache {
         }
     }
 
+    /// True when a segment was read but not loaded since the last [`Self::take_misses`].
+    pub fn has_misses(&self) -> bool {
+        !self.inner.borrow().misses.is_empty()
+    }
+
     /// The segments read but not loaded since the last call.
     pub fn take_misses(&self) -> Vec<(u64, u64)> {
         std::mem::take(&mut self.inner.borrow_mut().misses)
@@ -490,6 +568,11 @@ impl SegmentCache {
     pub fn usage(&self) -> (usize, usize) {
         let inner = self.inner.borrow();
         (inner.used_bytes, inner.slots.len())
+    }
+
+    /// What [`Self::trim`] evicts down to once the budget is exceeded: seven eighths of it.
+    fn low_water_bytes(&self) -> usize {
+        self.budget_bytes - self.budget_bytes / 8
     }
 
     /// The byte budget [`Self::trim`] keeps to.

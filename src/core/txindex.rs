@@ -12,8 +12,12 @@
 //!
 //! Layout: sorted runs of `fingerprint << 32 | segment number`, smallest last; a push adds a run and
 //! merges the small tail runs while a run is at most twice the size of the one after it, so there are
-//! O(log n) runs and a lookup is a binary search in each. Segments trimmed by retention are forgotten
-//! by number ([`TxIndex::forget_below`]) and dropped from the runs at their next merge.
+//! O(log n) runs. Fingerprints are uniform, so a run larger than [`DIRECTORY_MIN`] entries keeps a
+//! directory of where each value of the fingerprint's top bits starts (one `u32` per
+//! [`ENTRIES_PER_SLOT`] entries): a lookup reads one directory slot and scans the few entries it
+//! names, rather than binary-searching the whole run (which, across the runs, was most of an ack's
+//! time). Segments trimmed by retention are forgotten by number ([`TxIndex::forget_below`]) and
+//! dropped from the runs at their next merge.
 
 /// The fingerprint of a transaction id: 64-bit FNV-1a folded to 32 bits. Stored on disk, so it must
 /// never change.
@@ -29,9 +33,63 @@ pub fn fingerprint(transaction_id: &str) -> u32 {
 /// Fingerprint -> segment numbers of one partition. See the module documentation.
 #[derive(Debug, Clone, Default)]
 pub struct TxIndex {
-    runs: Vec<Vec<u64>>,
+    runs: Vec<Run>,
     /// Segment numbers below this are gone (trimmed); their entries are skipped and dropped on merge.
     live_from: u32,
+}
+
+/// Runs of at most this many entries have no directory (a binary search over a few cache lines).
+const DIRECTORY_MIN: usize = 64;
+/// About how many entries one directory slot covers.
+const ENTRIES_PER_SLOT: usize = 8;
+
+/// One sorted run and its directory.
+#[derive(Debug, Clone, Default)]
+struct Run {
+    entries: Vec<u64>,
+    /// Empty, or `2^bits + 1` slots: slot `k` is the index of the first entry whose fingerprint's top
+    /// `bits` bits are at least `k` (the last slot is the run's length).
+    directory: Vec<u32>,
+    bits: u32,
+}
+
+impl Run {
+    fn new(entries: Vec<u64>) -> Self {
+        let mut run = Run {
+            entries,
+            directory: Vec::new(),
+            bits: 0,
+        };
+        if run.entries.len() > DIRECTORY_MIN {
+            let bits = (run.entries.len() / ENTRIES_PER_SLOT).ilog2().min(24);
+            let slots = 1usize << bits;
+            let mut directory = Vec::with_capacity(slots + 1);
+            let mut at = 0;
+            for k in 0..slots as u64 {
+                while at < run.entries.len() && (run.entries[at] >> (64 - bits)) < k {
+                    at += 1;
+                }
+                directory.push(at as u32);
+            }
+            directory.push(run.entries.len() as u32);
+            run.directory = directory;
+            run.bits = bits;
+        }
+        run
+    }
+
+    /// The entries that may hold `fingerprint`: a directory slot's range, or the whole run.
+    fn window(&self, fingerprint: u32) -> &[u64] {
+        if self.directory.is_empty() {
+            return &self.entries;
+        }
+        let k = (fingerprint >> (32 - self.bits)) as usize;
+        &self.entries[self.directory[k] as usize..self.directory[k + 1] as usize]
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
 }
 
 fn pack(fingerprint: u32, seq: u32) -> u64 {
@@ -46,7 +104,7 @@ impl TxIndex {
         let runs = if run.is_empty() {
             Vec::new()
         } else {
-            vec![run]
+            vec![Run::new(run)]
         };
         TxIndex { runs, live_from: 0 }
     }
@@ -58,18 +116,17 @@ impl TxIndex {
             return;
         }
         run.sort_unstable();
-        self.runs.push(run);
-        while self.runs.len() >= 2 {
-            let n = self.runs.len();
-            if self.runs[n - 2].len() > 2 * self.runs[n - 1].len() {
+        let mut run = Run::new(run);
+        // Merge the tail runs into the new one while the next older is at most twice its size.
+        while let Some(older) = self.runs.last() {
+            if older.len() > 2 * run.len() {
                 break;
             }
-            let newer = self.runs.pop().expect("two runs");
-            let older = self.runs.pop().expect("two runs");
-            let merged = merge(&older, &newer, self.live_from);
-            if !merged.is_empty() {
-                self.runs.push(merged);
-            }
+            let older = self.runs.pop().expect("checked above");
+            run = Run::new(merge(&older.entries, &run.entries, self.live_from));
+        }
+        if run.len() > 0 {
+            self.runs.push(run);
         }
     }
 
@@ -78,8 +135,9 @@ impl TxIndex {
         let low = pack(fingerprint, 0);
         let mut found = Vec::new();
         for run in &self.runs {
-            let start = run.partition_point(|e| *e < low);
-            for entry in &run[start..] {
+            let window = run.window(fingerprint);
+            let start = window.partition_point(|e| *e < low);
+            for entry in &window[start..] {
                 if (entry >> 32) as u32 != fingerprint {
                     break;
                 }
@@ -102,12 +160,12 @@ impl TxIndex {
         // Drop whole runs that hold only forgotten segments (the old ones, usually); the rest go at
         // their next merge.
         self.runs
-            .retain(|run| run.iter().any(|e| (*e as u32) >= live_from));
+            .retain(|run| run.entries.iter().any(|e| (*e as u32) >= live_from));
     }
 
     /// Entries held (8 bytes each).
     pub fn len(&self) -> usize {
-        self.runs.iter().map(Vec::len).sum()
+        self.runs.iter().map(Run::len).sum()
     }
 
     /// True when no entry is held.
@@ -162,14 +220,31 @@ mod tests {
         assert!(index.candidates(10_001).is_empty());
     }
 
+    #[test]
+    fn directories_find_the_extremes() {
+        let ids = [0u32, 1, u32::MAX, u32::MAX - 1, 1 << 31, (1 << 31) - 1];
+        let spread = (0..2000u32).map(|i| (i.wrapping_mul(0x9E37_79B1), i / 10));
+        let index = TxIndex::from_entries(spread.chain(ids.iter().map(|id| (*id, 500))));
+        assert!(!index.runs[0].directory.is_empty());
+        for id in ids {
+            assert!(index.candidates(id).contains(&500), "{id}");
+        }
+    }
+
     proptest! {
         /// Against a map of every id: a present id always finds its segment, forgotten segments never
         /// come back, and candidates are a small superset.
+        /// Ids are spread over the whole `u32` range (as real fingerprints are), so the runs' directories
+        /// have many slots, and fall in few enough distinct values to share fingerprints across segments.
         #[test]
         fn finds_every_live_id(
             batches in prop::collection::vec(prop::collection::vec(0u32..5000, 1..20), 1..60),
             forget in 0u32..60,
         ) {
+            let batches: Vec<Vec<u32>> = batches
+                .into_iter()
+                .map(|ids| ids.into_iter().map(|id| id.wrapping_mul(0x9E37_79B1)).collect())
+                .collect();
             let mut index = TxIndex::default();
             let mut truth: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
             for (seq, ids) in batches.iter().enumerate() {

@@ -24,7 +24,6 @@ use crate::core::{
     needs_segment_upgrade, segment_key, Broker, BrokerConfig, INDEX_PREFIXES, SEGMENT_PREFIX,
 };
 use crate::store::{ChangeSet, Store, StoreError};
-use futures::channel::oneshot;
 use futures::future::{select, Either, LocalBoxFuture};
 use gate::{Gate, GateGuard};
 use group::GroupCommit;
@@ -429,9 +428,11 @@ impl<S: Store, H: Host> Engine<S, H> {
 
     /// Pushes messages (docs/protocol.md §3.1; wire-contract §1.2).
     pub async fn push(&self, items: Vec<PushItem>) -> EngineResult<Vec<PushResult>> {
+        // Taken by the run that pushes them; a run that missed a segment leaves them for the next.
+        let items = std::cell::RefCell::new(items);
         self.run(
-            |b, _| b.segments_needed_for_push(&items),
-            |b, now| b.push(now, items.clone()),
+            |b, _| b.segments_needed_for_push(&items.borrow()),
+            |b, now| b.push_taking(now, &mut items.borrow_mut()),
         )
         .await
     }

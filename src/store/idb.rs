@@ -522,7 +522,7 @@ impl IdbStore {
     /// [`Store::commit`], and in the same transaction (so both or neither are written) `record`:
     /// `(key, value, prune_below)` puts `value` at `key` in [`META_STORE`], after deleting the meta keys
     /// from `key`'s prefix (up to its first `/`) up to `prune_below` (exclusive). For the answers of
-    /// recorded requests (src/js: a request retried after its writer died is answered from the record).
+    /// recorded requests (src/bindings: a request retried after its writer died is answered from the record).
     /// An empty change set with a record still commits.
     pub async fn commit_recording(
         &self,

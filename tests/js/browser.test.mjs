@@ -352,7 +352,7 @@ const tests = [
       return {
         role: window.queen.role, queues, total: detail.totals.total, prometheus: prometheus.status,
         bulk: [dry.count, dry.sample[0].errorMessage, replayed.replayed, again.replayed, back.transactionId.startsWith('dlq:')],
-        log: log.deliveries.map((d) => [d.outcome, d.error]),
+        log: log.deliveries.map((d) => [d.outcome, d.error])
       }
     }, name)
     assertEq(full.bulk, [1, 'boom', 1, 0, true], 'bulk dry run, replay as dlq:<id>, and a second replay that adds nothing')

@@ -74,7 +74,7 @@ async function scenario(name) {
 async function encryptedPop(name) {
   const glue = await import('/vendor/queen-edge/queen_edge_views.js')
   await glue.default()
-  // A stand-in for js/local.js's cipher (same interface, src/js/cipher.rs): base64 instead of AES-GCM,
+  // A stand-in for js/local.js's cipher (same interface, src/bindings/cipher.rs): base64 instead of AES-GCM,
   // and `open` answers only once `release` is called, so the test decides when the pop's answer is made.
   let release
   const released = new Promise((resolve) => { release = resolve })

@@ -1,6 +1,6 @@
 //! Queen's envelope with AES-256-GCM done in Rust's reach: the platform's Web Crypto on wasm32 (the
 //! Worker; `webcrypto.rs`) and RustCrypto's `aes-gcm` natively (tests, tools; `native.rs`). The npm module
-//! does not use this: its JS does the same with Web Crypto (`js/local.js`, `src/js/cipher.rs`), which
+//! does not use this: its JS does the same with Web Crypto (`js/local.js`, `src/bindings/cipher.rs`), which
 //! costs less download than these lines in the wasm.
 //!
 //! The envelope (contract §2.4): `{"encrypted": b64(ciphertext), "iv": b64(16 random bytes), "authTag":

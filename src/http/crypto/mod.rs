@@ -16,7 +16,7 @@
 //!
 //! The [`Cipher`] behind an [`EncryptionKey`]: `envelope.rs` on the platform's Web Crypto in the Worker
 //! (`webcrypto.rs`: no AES code in the wasm) and on RustCrypto's `aes-gcm` natively (`native.rs`: tests,
-//! tools); in the npm module, the module's JS on the browser's Web Crypto (`src/js/cipher.rs`), because
+//! tools); in the npm module, the module's JS on the browser's Web Crypto (`src/bindings/cipher.rs`), because
 //! that costs the least download. A request's payloads are sealed or opened as one batch.
 
 mod base64;
