@@ -10,7 +10,7 @@ const NO_SEMICOLONS = ['js/**', 'tests/js/**', 'eslint.config.js']
 export default [
   {
     ignores: [
-      'js/dist/**', 'www/vendor/**', 'pkg/**', 'target/**', 'worker/build/**', 'worker/target/**',
+      'js/dist/**', 'js/pkg/**', 'www/vendor/**', 'pkg/**', 'target/**', 'worker/build/**', 'worker/target/**',
       'test-artifacts/**', '.wrangler/**', '.venv/**', '.queen-edge/**', 'node_modules/**',
       // worker-build's entry shim, kept equal to upstream; a template ($HANDLERS), not a module yet.
       'worker/shim.js'

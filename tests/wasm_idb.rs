@@ -242,7 +242,7 @@ async fn failed_commit_writes_nothing() {
     changes.delete("a/2");
     let unstorable: JsValue = js_sys::Function::new_no_args("").into();
     let err = store
-        .commit_recording(&changes, &[("req/1".to_string(), unstorable)], "req/")
+        .commit_recording(&changes, Some(("req/1", &unstorable, "req/0")))
         .await
         .expect_err("a commit with a request that fails");
     assert!(err.message.contains("DataCloneError"), "{err}");

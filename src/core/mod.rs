@@ -18,8 +18,8 @@
 //! or their hold ends.
 
 mod ack;
-mod admin;
 pub mod api;
+mod commands;
 mod deliveries;
 mod dlq_bulk;
 pub(crate) mod fields;

@@ -489,7 +489,7 @@ fn decode<T>(
 }
 
 // One reader per record type, field for field what its derived `Serialize` writes (state.rs, lane.rs,
-// api.rs): the same names, and the same defaults for fields older builds did not write.
+// core::api): the same names, and the same defaults for fields older builds did not write.
 
 fn format_record(f: &mut Fields) -> Result<FormatRecord, FieldError> {
     Ok(FormatRecord {

@@ -1,0 +1,109 @@
+//! Ack: statuses, items and results.
+
+/// An ack item's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckStatus {
+    /// `completed` (or `success`).
+    Completed,
+    /// `failed`: charges the budget, or files/drops when exhausted.
+    Failed,
+    /// `retry`: redeliver at once, no charge.
+    Retry,
+    /// `dlq`: file to the dead-letter queue now.
+    Dlq,
+    /// Anything else; the item is refused with `Invalid status`.
+    Invalid(String),
+}
+
+impl AckStatus {
+    /// Parses a wire status; `None` (absent) means completed.
+    pub fn parse(status: Option<&str>) -> Self {
+        match status {
+            None | Some("completed") | Some("success") => AckStatus::Completed,
+            Some("failed") => AckStatus::Failed,
+            Some("retry") => AckStatus::Retry,
+            Some("dlq") => AckStatus::Dlq,
+            Some(other) => AckStatus::Invalid(other.to_string()),
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(&self) -> &str {
+        match self {
+            AckStatus::Completed => "completed",
+            AckStatus::Failed => "failed",
+            AckStatus::Retry => "retry",
+            AckStatus::Dlq => "dlq",
+            AckStatus::Invalid(s) => s,
+        }
+    }
+}
+
+/// One ack item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckItem {
+    /// The message's transaction id.
+    pub transaction_id: String,
+    /// The message's partition id.
+    pub partition_id: String,
+    /// What to do.
+    pub status: AckStatus,
+    /// Reason for failed/dlq.
+    pub error: Option<String>,
+    /// Fences the ack when non-empty.
+    pub lease_id: Option<String>,
+}
+
+impl AckItem {
+    /// An item with the given status and nothing else.
+    pub fn new(
+        transaction_id: impl Into<String>,
+        partition_id: impl Into<String>,
+        status: AckStatus,
+    ) -> Self {
+        AckItem {
+            transaction_id: transaction_id.into(),
+            partition_id: partition_id.into(),
+            status,
+            error: None,
+            lease_id: None,
+        }
+    }
+
+    /// The same item fenced by `lease_id`.
+    pub fn with_lease(mut self, lease_id: impl Into<String>) -> Self {
+        self.lease_id = Some(lease_id.into());
+        self
+    }
+
+    /// The same item carrying `error`.
+    pub fn with_error(mut self, error: impl Into<String>) -> Self {
+        self.error = Some(error.into());
+        self
+    }
+}
+
+/// The result of one ack item, index-aligned with the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AckResult {
+    /// Position in the request.
+    pub index: usize,
+    /// The item's transaction id.
+    pub transaction_id: String,
+    /// The item's partition id.
+    pub partition_id: String,
+    /// Whether the item was accepted.
+    pub success: bool,
+    /// `None` on success; why it was refused otherwise.
+    pub error: Option<String>,
+    /// Queue name, when the message was found.
+    pub queue: Option<String>,
+    /// Partition name, when the message was found.
+    pub partition: Option<String>,
+    /// The lane's lease ended up released.
+    pub lease_released: bool,
+    /// This item's message was filed to the dead-letter queue.
+    pub dlq: bool,
+    /// The status that was applied.
+    pub status: String,
+}

@@ -1,0 +1,132 @@
+//! Transactions: all-or-nothing pushes and acks (docs/protocol.md §3.9).
+
+use crate::core::ack::{INVALID_LEASE, MESSAGE_NOT_FOUND};
+use crate::core::api::*;
+use crate::core::Broker;
+
+impl Broker {
+    /// The segments a transaction of `operations` will read that are not loaded.
+    pub fn segments_needed_for_transaction(&self, operations: &[TxOperation]) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for op in operations {
+            let more = match op {
+                TxOperation::Push(items) => self.segments_needed_for_push(items),
+                TxOperation::Ack { item, group } => {
+                    self.segments_needed_for_ack(group.as_deref(), std::slice::from_ref(item))
+                }
+                TxOperation::Unknown(_) => Vec::new(),
+            };
+            for key in more {
+                if !out.contains(&key) {
+                    out.push(key);
+                }
+            }
+        }
+        out
+    }
+
+    /// Applies a transaction atomically (docs/protocol.md §3.9): every operation or none.
+    pub fn transaction(&mut self, now: i64, operations: Vec<TxOperation>) -> TxReply {
+        let now = self.tick(now);
+        let transaction_id = self.ids.uuid_v7(now);
+        // Validate what can be validated against the state before anything is applied, so the common
+        // refusals cost no rollback.
+        if let Some(error) = self.precheck_transaction(now, &operations) {
+            return TxReply {
+                transaction_id,
+                success: false,
+                error: Some(error),
+                results: Vec::new(),
+            };
+        }
+        let mut results = Vec::new();
+        for op in operations {
+            match op {
+                TxOperation::Push(items) => {
+                    let base = results.len();
+                    results.extend(
+                        self.push_items(now, items, base)
+                            .into_iter()
+                            .map(TxResult::Push),
+                    );
+                }
+                TxOperation::Ack { item, group } => {
+                    let mut r = self
+                        .ack(now, group.as_deref(), std::slice::from_ref(&item))
+                        .remove(0);
+                    r.index = results.len();
+                    let failed = !r.success;
+                    let error = r.error.clone();
+                    results.push(TxResult::Ack(r));
+                    if failed {
+                        // Earlier operations already touched state: the engine reloads from the store.
+                        self.discard = true;
+                        self.changes = Default::default();
+                        return TxReply {
+                            transaction_id,
+                            success: false,
+                            error,
+                            results,
+                        };
+                    }
+                }
+                TxOperation::Unknown(kind) => {
+                    self.discard = true;
+                    self.changes = Default::default();
+                    return TxReply {
+                        transaction_id,
+                        success: false,
+                        error: Some(format!("Unknown operation type: {kind}")),
+                        results,
+                    };
+                }
+            }
+        }
+        TxReply {
+            transaction_id,
+            success: true,
+            error: None,
+            results,
+        }
+    }
+
+    fn precheck_transaction(&self, now: i64, operations: &[TxOperation]) -> Option<String> {
+        let push_bytes = operations
+            .iter()
+            .map(|op| match op {
+                TxOperation::Push(items) => Self::push_size(items),
+                _ => 0,
+            })
+            .sum();
+        if let Err(full) = self.check_quota(push_bytes) {
+            return Some(full.message);
+        }
+        for op in operations {
+            match op {
+                TxOperation::Unknown(kind) => {
+                    return Some(format!("Unknown operation type: {kind}"))
+                }
+                TxOperation::Push(_) => {}
+                TxOperation::Ack { item, group } => {
+                    let group = Self::group_name(group.as_deref());
+                    let found = self
+                        .find_retained(&item.partition_id, &item.transaction_id)
+                        .map(|(pid, _)| &self.partitions[&pid]);
+                    let Some(p) = found else {
+                        return Some(MESSAGE_NOT_FOUND.to_string());
+                    };
+                    if let AckStatus::Invalid(s) = &item.status {
+                        return Some(format!("Invalid status: {s}"));
+                    }
+                    if let Some(fence) = item.lease_id.as_deref().filter(|l| !l.is_empty()) {
+                        let live = p.lanes.get(&group).and_then(|l| l.live_lease(now));
+                        if live != Some(fence) {
+                            return Some(INVALID_LEASE.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+}
