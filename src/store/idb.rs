@@ -31,16 +31,13 @@
 //! both believe they are the writer. [`IdbStore::take_over`] claims the next writer epoch `n`: in one
 //! `readwrite` transaction it `add`s the marker `meta/claim/<n>` (which fails if another connection claimed
 //! `n` first; it then re-reads and tries `n + 1`) and sets `meta/epoch` to `n`. Markers are never deleted.
-//! Every commit of a connection at epoch `n` first issues a `get` of `meta/epoch`, then its puts and
-//! deletes, in the same `readwrite` transaction over both object stores; the `get`'s success handler
-//! aborts the transaction when the epoch it reads is not `n`. Readwrite transactions over the same store
-//! run one after the other in the order they were created, so the `get` sees every claim made before
-//! the commit began, and a transaction cannot complete before its requests' handlers ran: nothing of a
-//! stale writer's change set is ever visible. The check is one read request per commit; the
-//! transaction then commits on its own when its requests are done (an explicit `commit()` would forbid
-//! the abort). After such a failure the store is [superseded](IdbStore::is_superseded): every later
-//! commit fails at once with [`StoreErrorKind::Unavailable`] (reads still work). A connection that never
-//! calls `take_over` writes at the epoch current when it opened.
+//! Every commit of a connection at epoch `n` also `add`s `meta/claim/<n + 1>` and deletes it again: if any
+//! connection has claimed a later epoch, that marker exists, the `add` fails with a `ConstraintError`, and
+//! the whole transaction aborts, so nothing of a stale writer's change set is ever visible. The check is
+//! issued synchronously with the change set (no callback), so it costs two requests per commit and keeps
+//! the early `commit()`. After such a failure the store is [superseded](IdbStore::is_superseded): every
+//! later commit fails at once with [`StoreErrorKind::Unavailable`] (reads still work). A connection that
+//! never calls `take_over` writes at the epoch current when it opened.
 //!
 //! [`Store::scan`] reads keys and values with `getAllKeys` and `getAll` over one key range, in one
 //! `readonly` transaction, so both lists describe the same snapshot and line up.
@@ -550,32 +547,28 @@ impl IdbStore {
         // Every request is issued here, synchronously: no await until the transaction is complete. The
         // fence first (module documentation, *Fencing*): it aborts the whole transaction if a later epoch
         // was claimed.
-        let issued = issue_fence(&tx, self.epoch.get()).and_then(|fence| {
-            issue_changes(&tx, changes)?;
-            if let Some((key, value, prune_below)) = record {
-                issue_record(&tx, key, value, prune_below)?;
-            }
-            Ok(fence)
-        });
-        match issued {
-            Ok(fence) => Ok(IssuedCommit { done, fence }),
-            Err(e) => {
-                let _ = tx.abort();
-                Err(js_store_error(kind_for_commit(&e), "commit", &e))
-            }
+        let issued = issue_fence(&tx, self.epoch.get())
+            .and_then(|()| issue_changes(&tx, changes))
+            .and_then(|()| match record {
+                Some((key, value, prune_below)) => issue_record(&tx, key, value, prune_below),
+                None => Ok(()),
+            });
+        if let Err(e) = issued {
+            let _ = tx.abort();
+            return Err(js_store_error(kind_for_commit(&e), "commit", &e));
         }
+        // Lets the browser commit without waiting for the end of the task; harmless where unsupported.
+        let _ = tx.unchecked_ref::<TxExt>().commit_now();
+        Ok(IssuedCommit(done))
     }
 
     /// Waits for the end of a commit issued by [`IdbStore::issue_commit`] on this store.
     pub async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
-        let IssuedCommit { done, fence } = issued;
-        let outcome = done.finish().await;
-        let stale = fence.stale.get();
-        drop(fence);
-        outcome.map_err(|e| {
+        issued.0.finish().await.map_err(|e| {
             if self.closed.get() {
                 self.closed_error()
-            } else if stale {
+            } else if describe(&e).0 == "ConstraintError" {
+                // Only the fence's `add` can fail this way.
                 self.superseded.set(true);
                 self.superseded_error()
             } else {
@@ -684,47 +677,14 @@ fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, Store
     })
 }
 
-/// The fence of one commit (module documentation, *Fencing*): its `get` of `meta/epoch` and the
-/// handler that aborts the transaction when the epoch read is not the committer's.
-struct Fence {
-    request: IdbRequest,
-    /// Set by the handler when it found a later epoch claimed (and aborted).
-    stale: Rc<Cell<bool>>,
-    _on_read: Closure<dyn FnMut()>,
-}
-
-impl Drop for Fence {
-    fn drop(&mut self) {
-        self.request.set_onsuccess(None);
-    }
-}
-
-/// Issues the fence of a commit at `epoch`: a `get` of `meta/epoch` whose success handler aborts `tx`
-/// when another epoch was claimed since. It runs before the transaction can complete, and an abort
-/// discards every request of it.
-fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<Fence, JsValue> {
-    let request = tx.object_store(META_STORE)?.get(&EPOCH_KEY.into())?;
-    let stale = Rc::new(Cell::new(false));
-    let on_read = {
-        let (request, tx, stale) = (request.clone(), tx.clone(), stale.clone());
-        Closure::<dyn FnMut()>::new(move || {
-            let current = request
-                .result()
-                .ok()
-                .and_then(|v| v.as_f64())
-                .unwrap_or(0.0);
-            if current != f64::from(epoch) {
-                stale.set(true);
-                let _ = tx.abort();
-            }
-        })
-    };
-    request.set_onsuccess(Some(on_read.as_ref().unchecked_ref()));
-    Ok(Fence {
-        request,
-        stale,
-        _on_read: on_read,
-    })
+/// Issues the fence of a commit at `epoch`: `add` then delete `meta/claim/<epoch + 1>`. The `add` fails
+/// (and its unhandled error aborts the transaction) once any later epoch was claimed.
+fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<(), JsValue> {
+    let meta = tx.object_store(META_STORE)?;
+    let key: JsValue = claim_key(epoch.saturating_add(1)).into();
+    meta.add_with_key(&JsValue::TRUE, &key)?;
+    meta.delete(&key)?;
+    Ok(())
 }
 
 /// Issues the record of [`IdbStore::commit_recording`]: deletes the meta keys in `[prefix, prune_below)`,
@@ -825,16 +785,8 @@ impl Pending {
 }
 
 /// A commit whose requests are all issued: [`IdbStore::issue_commit`].
-pub struct IssuedCommit {
-    done: TxOutcome,
-    fence: Fence,
-}
-
-impl std::fmt::Debug for IssuedCommit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("IssuedCommit")
-    }
-}
+#[derive(Debug)]
+pub struct IssuedCommit(TxOutcome);
 
 /// A transaction's end: `complete` resolves, `abort` rejects with the transaction's error.
 #[derive(Debug)]
