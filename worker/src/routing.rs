@@ -173,6 +173,8 @@ pub fn plan_shaped(
             ("GET", ["status", "queues", q, ..]) => One(map.of_queue(q)),
             ("GET", ["status", "analytics"]) => FanOut(Merge::Sum),
             ("GET", ["status", "buffers"]) => FanOut(Merge::Sum),
+            // Maintenance mode is per object: every shard is switched (and reports) together.
+            (_, ["system", "maintenance", ..]) => FanOut(Merge::Sum),
             // Unknown routes, `stats/refresh`: shard 0 answers (404 for an unknown route).
             _ => One(0),
         },
@@ -374,6 +376,22 @@ mod tests {
                 assert!(message.contains("two-phase commit"), "{message}")
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn maintenance_mode_switches_every_shard() {
+        let m = map();
+        for (method, path) in [
+            ("GET", "/api/v1/system/maintenance"),
+            ("POST", "/api/v1/system/maintenance"),
+            ("POST", "/api/v1/system/maintenance/pop"),
+        ] {
+            assert_eq!(
+                plan(&m, method, path, "", br#"{"enabled":true}"#),
+                Plan::FanOut(Merge::Sum),
+                "{method} {path}"
+            );
         }
     }
 
