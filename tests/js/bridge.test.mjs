@@ -244,9 +244,10 @@ const tests = [
         // The request reaches the edge, which stores the batch; the tab dies before it sees the answer.
         const response = await route.fetch()
         stored = await response.json()
+        // Go on only once the tab is really gone: until then it is still the writer and could retry.
+        page.once('crash', () => resolveCrash())
         const cdp = await context.newCDPSession(page)
         cdp.send('Page.crash').catch(() => {})
-        resolveCrash()
       })
     })
     await openBridged(page, { name, queue, leaseSeconds: 2 })
