@@ -339,3 +339,134 @@ fn format_1_data_is_upgraded_at_open_and_stays_exact() {
     let _engine = open(&store, &host, config());
     assert_eq!(store.take_reads().scans, INDEX_PREFIXES.to_vec());
 }
+
+/// Rewrites partition `pid`'s stored data as the build before maintenance compression wrote it:
+/// DEFLATE segments (format 1) and version 1 index entries (no flags byte).
+#[cfg(feature = "deflate")]
+fn rewrite_as_previous_build(store: &MemStore, pid: u64) {
+    use queen_edge::core::{parse_segment_key, segment};
+    let mut old = queen_edge::store::ChangeSet::default();
+    for (key, value) in block_on(queen_edge::store::Store::scan(store, "x/")).unwrap() {
+        if parse_segment_key(&key).map(|(p, _)| p) != Some(pid) {
+            continue;
+        }
+        let (_, first) = parse_segment_key(&key).unwrap();
+        let segment_key = queen_edge::core::segment_key(pid, first);
+        let stored = block_on(queen_edge::store::Store::get(
+            store,
+            std::slice::from_ref(&segment_key),
+        ))
+        .unwrap()
+        .remove(0)
+        .unwrap();
+        let compressed = segment::compress(&stored).unwrap().expect("pushed as JSON");
+        // Version 1: the same header without the flags byte (byte 25), the new stored size.
+        assert_eq!(value[0], 2, "this build writes version 2 entries");
+        let mut entry = value[..25].to_vec();
+        entry[0] = 1;
+        entry[21..25].copy_from_slice(&(compressed.len() as u32).to_le_bytes());
+        entry.extend_from_slice(&value[26..]);
+        old.put(segment_key, compressed);
+        old.put(key, entry);
+    }
+    block_on(queen_edge::store::Store::commit(store, &old)).unwrap();
+}
+
+/// Bytes of every stored segment record.
+fn stored_segment_bytes(store: &MemStore) -> u64 {
+    block_on(queen_edge::store::Store::scan(store, "s/"))
+        .unwrap()
+        .iter()
+        .map(|(_, v)| v.len() as u64)
+        .sum()
+}
+
+#[cfg(feature = "deflate")]
+#[test]
+fn maintenance_compresses_waiting_segments_and_data_of_the_previous_format_still_reads() {
+    use queen_edge::core::compaction::COMPRESS_AFTER_MS;
+    let store = MemStore::new();
+    let host = TestHost::new();
+    {
+        let engine = open(&store, &host, config());
+        fill(&engine, &host);
+    }
+    let segments = |first_byte: u8| {
+        block_on(queen_edge::store::Store::scan(&store, "s/"))
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| v[0] == first_byte)
+            .count()
+    };
+    assert_eq!(
+        segments(2),
+        PARTITIONS.len() * PUSHES_PER_PARTITION,
+        "pushes store JSON text"
+    );
+    // Partition "a" (id 1) as the previous build left it: compressed at push, version 1 entries.
+    rewrite_as_previous_build(&store, 1);
+    assert_eq!(segments(1), PUSHES_PER_PARTITION);
+
+    let engine = open(&store, &host, config());
+    assert_eq!(
+        engine.read(|b, _| b.storage_usage()).0,
+        stored_segment_bytes(&store),
+        "stored bytes as the entries of both versions say"
+    );
+    // Not yet: the segments have not waited long enough.
+    let report = block_on(engine.maintain()).unwrap();
+    assert_eq!(report.segments_compressed, 0);
+    host.now.set(host.now.get() + COMPRESS_AFTER_MS + 1);
+    let report = block_on(engine.maintain()).unwrap();
+    assert_eq!(
+        report.segments_compressed, PUSHES_PER_PARTITION as u64,
+        "partition b's segments, and none of the previous build's"
+    );
+    assert_eq!(segments(2), 0, "every segment is compressed");
+    let stored = engine.read(|b, _| b.storage_usage()).0;
+    assert_eq!(stored, stored_segment_bytes(&store));
+    assert_eq!(block_on(engine.maintain()).unwrap().segments_compressed, 0);
+
+    // After a restart nothing waits (the flags were cleared with the rewrite), and every message of
+    // both partitions reads back in order, with exact dedup.
+    drop(engine);
+    let engine = open(&store, &host, config());
+    assert_eq!(block_on(engine.maintain()).unwrap().segments_compressed, 0);
+    assert_eq!(engine.read(|b, _| b.storage_usage()).0, stored);
+    for partition in PARTITIONS {
+        let dup = block_on(engine.push(vec![PushItem {
+            partition: partition.into(),
+            transaction_id: Some(transaction_id(partition, 77)),
+            ..PushItem::new("orders", json!("again"))
+        }]))
+        .unwrap();
+        assert_eq!((dup[0].status.clone(), dup[0].offset), (PushStatus::Duplicate, 77));
+    }
+    let mut next = [0usize; 2];
+    loop {
+        let reply = block_on(engine.pop(
+            PopRequest {
+                batch: Some(BATCH as u32),
+                ..PopRequest::queue("orders")
+            },
+            None,
+        ))
+        .unwrap();
+        if reply.messages.is_empty() {
+            break;
+        }
+        let items: Vec<AckItem> = reply
+            .messages
+            .iter()
+            .map(|m| {
+                let p = PARTITIONS.iter().position(|p| *p == m.partition).unwrap();
+                assert_eq!(m.transaction_id, transaction_id(&m.partition, next[p]));
+                assert_eq!(m.payload.to_value().unwrap()["seq"], json!(next[p]));
+                next[p] += 1;
+                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
+            })
+            .collect();
+        assert!(block_on(engine.ack(None, items)).unwrap().iter().all(|a| a.success));
+    }
+    assert_eq!(next, [PUSHES_PER_PARTITION * BATCH; 2]);
+}

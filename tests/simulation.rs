@@ -396,7 +396,7 @@ impl Sim {
         match run(self.engine.push(items.clone())) {
             Ok(results) => {
                 for r in results {
-                    let key = (r.partition_id.clone(), r.transaction_id.clone());
+                    let key = (r.partition_id.to_string(), r.transaction_id.to_string());
                     if r.status == PushStatus::Queued {
                         let payload = json!({ "tx": r.transaction_id, "p": r.partition });
                         self.pushed.insert(key, payload);
@@ -467,7 +467,7 @@ impl Sim {
             return Ok(None);
         }
         for m in &reply.messages {
-            let key = (m.partition_id.clone(), m.transaction_id.clone());
+            let key = (m.partition_id.to_string(), m.transaction_id.to_string());
             match self.pushed.get(&key) {
                 Some(p) if Some(p) == m.payload.to_value().ok().as_ref() => {}
                 Some(_) => {
@@ -485,7 +485,7 @@ impl Sim {
             }
             let seen = self
                 .cursors
-                .get(&(m.partition_id.clone(), group.to_string()))
+                .get(&(m.partition_id.to_string(), group.to_string()))
                 .copied()
                 .unwrap_or(-1);
             if (m.offset as i64) <= seen {

@@ -3,7 +3,8 @@
 //! `cargo run --release -p queen-edge-bench` (add `--quick` for a ten times smaller run).
 //! `queen-bench --profile-run MESSAGES` runs only the profiled scenario (64-byte payloads, batch 100,
 //! 10 partitions) for `scripts/bench-core --profile`, naming the thread after each phase (`qb-push`,
-//! `qb-popack`) so `perf report --comms` can tell the phases apart.
+//! `qb-popack`, and `qb-prep` while it builds the next call's items off the clock) so `perf report
+//! --comms` can tell the phases apart.
 
 use queen_edge_bench::{run_scenario, PayloadKind};
 use std::time::Instant;
@@ -17,13 +18,16 @@ fn main() {
             .get(at + 1)
             .and_then(|m| m.parse().ok())
             .expect("--profile-run MESSAGES");
+        let named = std::cell::Cell::new("");
         let name_thread = |phase: &str| {
-            let comm = if phase == "push" {
-                "qb-push"
-            } else {
-                "qb-popack"
+            let comm = match phase {
+                "push" => "qb-push",
+                "pop+ack" => "qb-popack",
+                _ => "qb-prep",
             };
-            std::fs::write("/proc/thread-self/comm", comm).expect("thread name");
+            if named.replace(comm) != comm {
+                std::fs::write("/proc/thread-self/comm", comm).expect("thread name");
+            }
         };
         let row = run_scenario(PayloadKind::Small, 100, 10, messages, &clock, &name_thread);
         println!(

@@ -15,6 +15,16 @@ pub const NOT_IN_SPAN: &str = "Message not in leased span";
 /// Error recorded on a dead letter when no item of the call carried one.
 pub const RETRIES_EXHAUSTED: &str = "Retries exhausted";
 
+/// Where an ack call's next item probably is: the offset after the message found last, in the
+/// segment that held it.
+#[derive(Debug, Clone, Copy)]
+struct SpanHint {
+    pid: u64,
+    next: u64,
+    segment_first: u64,
+    segment_last: u64,
+}
+
 /// An item that passed lookup and fencing, waiting for its lane's resolution.
 struct Pending {
     index: usize,
@@ -28,22 +38,37 @@ impl Broker {
     pub fn ack(&mut self, now: i64, group: Option<&str>, items: &[AckItem]) -> Vec<AckResult> {
         let now = self.tick(now);
         let group = Self::group_name(group);
+        // Items name a few partitions, usually in runs: each partition id's text is shared by the
+        // results that name it.
+        let mut last_pid: Option<SharedStr> = None;
         let mut results: Vec<AckResult> = items
             .iter()
             .enumerate()
-            .map(|(index, item)| AckResult {
-                index,
-                transaction_id: item.transaction_id.clone(),
-                partition_id: item.partition_id.clone(),
-                success: false,
-                error: None,
-                queue: None,
-                partition: None,
-                lease_released: false,
-                dlq: false,
-                status: item.status.as_str().to_string(),
+            .map(|(index, item)| {
+                let partition_id = match &last_pid {
+                    Some(shared) if *shared == item.partition_id => shared.clone(),
+                    _ => {
+                        let shared = SharedStr::from(item.partition_id.as_str());
+                        last_pid = Some(shared.clone());
+                        shared
+                    }
+                };
+                AckResult {
+                    index,
+                    transaction_id: item.transaction_id.clone(),
+                    partition_id,
+                    success: false,
+                    error: None,
+                    queue: None,
+                    partition: None,
+                    lease_released: false,
+                    dlq: false,
+                    status: item.status.wire_name(),
+                }
             })
             .collect();
+        // The queue and partition names of the partition found last, shared by its results.
+        let mut names: Option<(u64, SharedStr, SharedStr)> = None;
 
         // Lookup and fencing, per item; survivors grouped by lane (partition) below.
         let mut survivors: Vec<(u64, Pending)> = Vec::new();
@@ -51,16 +76,15 @@ impl Broker {
         let mut hint = None;
         for (index, item) in items.iter().enumerate() {
             let found = self
-                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id, hint)
+                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id, &mut hint)
                 .or_else(|| self.find_retained(&item.partition_id, &item.transaction_id));
-            hint = found.map(|(pid, offset)| (pid, offset + 1));
             let Some((pid, offset)) = found else {
                 results[index].error = Some(MESSAGE_NOT_FOUND.to_string());
                 continue;
             };
-            let p = &self.partitions[&pid];
-            results[index].queue = Some(p.queue.clone());
-            results[index].partition = Some(p.name.clone());
+            let (queue, partition) = self.shared_names(pid, &mut names);
+            results[index].queue = Some(queue);
+            results[index].partition = Some(partition);
             if let AckStatus::Invalid(s) = &item.status {
                 results[index].error = Some(format!("Invalid status: {s}"));
                 continue;
@@ -68,9 +92,9 @@ impl Broker {
             let Some(lane) = self.lane_mut(pid, &group) else {
                 continue;
             };
-            let live = lane.live_lease(now).map(str::to_string);
+            let live = lane.live_lease(now);
             if let Some(fence) = item.lease_id.as_deref().filter(|l| !l.is_empty()) {
-                if live.as_deref() != Some(fence) {
+                if live != Some(fence) {
                     results[index].error = Some(INVALID_LEASE.to_string());
                     continue;
                 }
@@ -104,6 +128,26 @@ impl Broker {
         results
     }
 
+    /// The queue and partition names of `pid` as shared text, made once while `last` holds them.
+    fn shared_names(
+        &self,
+        pid: u64,
+        last: &mut Option<(u64, SharedStr, SharedStr)>,
+    ) -> (SharedStr, SharedStr) {
+        match last {
+            Some((at, queue, partition)) if *at == pid => (queue.clone(), partition.clone()),
+            _ => {
+                let p = &self.partitions[&pid];
+                let (queue, partition) = (
+                    SharedStr::from(p.queue.as_str()),
+                    SharedStr::from(p.name.as_str()),
+                );
+                *last = Some((pid, queue.clone(), partition.clone()));
+                (queue, partition)
+            }
+        }
+    }
+
     /// The (pid, offset) of the retained message at a wire address, if any.
     pub(super) fn find_retained(
         &self,
@@ -123,13 +167,16 @@ impl Broker {
     /// transaction ids (push refuses a second one as a duplicate). `None` says only "not found this
     /// way"; nothing is recorded as read.
     ///
-    /// `hint` is where the caller expects it, as (pid, offset): the scan of that segment starts there.
+    /// `hint` is where the caller expects it (right after the message found before: acks come in the
+    /// order of their pop). The message there is compared first, by its text, without the segment
+    /// search and the fingerprint; then the span is scanned, that segment from the hinted place. A
+    /// message found updates the hint.
     fn find_in_lease_span(
         &self,
         partition_id: &str,
         group: &str,
         transaction_id: &str,
-        hint: Option<(u64, u64)>,
+        hint: &mut Option<SpanHint>,
     ) -> Option<(u64, u64)> {
         let pid = partition_id.parse::<u64>().ok()?;
         let p = self.partitions.get(&pid)?;
@@ -139,13 +186,29 @@ impl Broker {
         if end < start {
             return None;
         }
+        let (start, end) = (start as u64, end as u64);
+        if let Some(h) = hint.as_mut().filter(|h| h.pid == pid) {
+            let next = h.next;
+            if (start..=end).contains(&next)
+                && next <= h.segment_last
+                && self.cache.peek_transaction_at(
+                    pid,
+                    h.segment_first,
+                    (next - h.segment_first) as usize,
+                    transaction_id,
+                )
+            {
+                h.next += 1;
+                return Some((pid, next));
+            }
+        }
         let fingerprint = txindex::fingerprint(transaction_id);
-        let mut offset = start as u64;
-        while offset <= end as u64 {
+        let mut offset = start;
+        while offset <= end {
             let seg = p.segment_of(offset)?;
-            let from = match hint {
-                Some((p, expected)) if p == pid && (seg.first..=seg.last).contains(&expected) => {
-                    (expected - seg.first) as usize
+            let from = match *hint {
+                Some(h) if h.pid == pid && (seg.first..=seg.last).contains(&h.next) => {
+                    (h.next - seg.first) as usize
                 }
                 _ => 0,
             };
@@ -157,7 +220,16 @@ impl Broker {
                 from,
             ) {
                 let found = seg.first + at as u64;
-                return (found >= p.first_offset).then_some((pid, found));
+                if found < p.first_offset {
+                    return None;
+                }
+                *hint = Some(SpanHint {
+                    pid,
+                    next: found + 1,
+                    segment_first: seg.first,
+                    segment_last: seg.last,
+                });
+                return Some((pid, found));
             }
             offset = seg.last + 1;
         }
@@ -179,9 +251,12 @@ impl Broker {
             let Ok(pid) = item.partition_id.parse::<u64>() else {
                 continue;
             };
-            let in_span =
-                self.find_in_lease_span(&item.partition_id, &group, &item.transaction_id, hint);
-            hint = in_span.map(|(pid, offset)| (pid, offset + 1));
+            let in_span = self.find_in_lease_span(
+                &item.partition_id,
+                &group,
+                &item.transaction_id,
+                &mut hint,
+            );
             if in_span.is_none() {
                 self.transaction_candidates(pid, &item.transaction_id, &mut out);
             }
@@ -305,18 +380,13 @@ impl Broker {
         if released {
             self.wake_queue(queue.clone());
         }
-        let (queue_name, partition_name) = {
-            let p = &self.partitions[&pid];
-            (p.queue.clone(), p.name.clone())
-        };
+        // The lookup set every pending item's queue and partition (the lane's partition) already.
         for x in pending {
             let r = &mut results[x.index];
             r.success = true;
             r.error = None;
             r.lease_released = released;
             r.dlq = dlq_item == Some(x.index);
-            r.queue = Some(queue_name.clone());
-            r.partition = Some(partition_name.clone());
         }
         self.count_acks(now, &queue, group, pending.len() as u64, failed);
     }
@@ -341,11 +411,11 @@ impl Broker {
             queue: p.queue.clone(),
             partition: p.name.clone(),
             group: group.to_string(),
-            message_id: m.id,
-            transaction_id: m.transaction_id,
+            message_id: m.id.into(),
+            transaction_id: m.transaction_id.into(),
             offset,
             payload: m.payload,
-            trace_id: m.trace_id,
+            trace_id: m.trace_id.map(String::from),
             error,
             retry_count,
             failed_at_ms: now,

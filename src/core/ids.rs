@@ -3,6 +3,8 @@
 //! The core owns no entropy of its own. The host seeds the generator once (from real entropy in
 //! production, from a fixed seed in tests), so a seeded run mints the same ids every time.
 
+use super::api::SharedStr;
+
 /// A deterministic generator of UUIDv7 strings that sort in the order they were minted (a 12-bit
 /// counter in `rand_a` orders ids minted within one millisecond, RFC 9562 method 1).
 #[derive(Debug, Clone)]
@@ -93,6 +95,20 @@ impl IdGen {
 
     /// A UUIDv7 for the instant `now_ms`, as a lowercase hyphenated string.
     pub fn uuid_v7(&mut self, now_ms: i64) -> String {
+        let text = self.uuid_v7_text(now_ms);
+        // Only ASCII hex digits and hyphens were written.
+        String::from_utf8(text.to_vec()).expect("ASCII")
+    }
+
+    /// [`Self::uuid_v7`] as shared text (one allocation: what a pushed message's ids are).
+    pub fn uuid_v7_shared(&mut self, now_ms: i64) -> SharedStr {
+        let text = self.uuid_v7_text(now_ms);
+        // Only ASCII hex digits and hyphens were written.
+        SharedStr::from(std::str::from_utf8(&text).expect("ASCII"))
+    }
+
+    /// The next UUIDv7's text (see [`Self::uuid_v7`]).
+    fn uuid_v7_text(&mut self, now_ms: i64) -> [u8; 36] {
         let mut random = [0u8; 10];
         random[..8].copy_from_slice(&self.next_u64().to_le_bytes());
         random[8..].copy_from_slice(&self.next_u64().to_le_bytes()[..2]);
@@ -119,8 +135,8 @@ impl IdGen {
 
 /// The hyphenated lowercase text of the UUIDv7 with Unix time `millis` and the 10 bytes `random`
 /// (RFC 9562 §5.7, the layout of `uuid::Builder::from_unix_timestamp_millis`), written straight into
-/// one 36-byte string.
-fn format_v7(millis: u64, random: &[u8; 10]) -> String {
+/// one 36-byte buffer.
+fn format_v7(millis: u64, random: &[u8; 10]) -> [u8; 36] {
     let mut bytes = [0u8; 16];
     bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
     bytes[6] = 0x70 | (random[0] & 0x0F);
@@ -139,8 +155,7 @@ fn format_v7(millis: u64, random: &[u8; 10]) -> String {
         text[at + 1] = HEX[(byte & 0x0F) as usize];
         at += 2;
     }
-    // Only ASCII hex digits and hyphens were written.
-    String::from_utf8(text.to_vec()).expect("ASCII")
+    text
 }
 
 #[cfg(test)]
@@ -171,7 +186,7 @@ mod tests {
                 .into_uuid()
                 .hyphenated()
                 .to_string();
-            assert_eq!(format_v7(millis, &random), expected);
+            assert_eq!(&format_v7(millis, &random)[..], expected.as_bytes());
         }
     }
 

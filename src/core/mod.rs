@@ -20,6 +20,7 @@
 mod ack;
 pub mod api;
 mod commands;
+pub mod compaction;
 mod deliveries;
 mod dlq_bulk;
 pub(crate) mod fields;
@@ -53,7 +54,8 @@ use std::collections::BTreeMap;
 /// The namespace and task a queue created without them gets from its name (`ns.task...`).
 pub use push::labels_from_name;
 pub use records::{
-    needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES, SEGMENT_PREFIX,
+    index_entry_key, needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES,
+    SEGMENT_PREFIX,
 };
 pub use state::{Subscription, SubscriptionMode};
 

@@ -421,11 +421,15 @@ impl Broker {
         self.refresh(queue, group, pid);
 
         let p = &self.partitions[&pid];
-        let (partition_name, partition_id) = (p.name.clone(), pid.to_string());
+        // Made once for every message of this claim (shared text, not a copy per message).
+        let partition_name = SharedStr::from(p.name.as_str());
+        let partition_id = SharedStr::from(pid.to_string());
+        let queue_name = SharedStr::from(queue);
+        let group_name = SharedStr::from(group);
         let delivered_lease = if plan.auto_ack {
-            String::new()
+            SharedStr::default()
         } else {
-            lease_id
+            SharedStr::from(lease_id)
         };
         let mut count = 0u32;
         // Segment by segment (one cache read each); an offset no loaded segment holds is skipped (a
@@ -451,11 +455,11 @@ impl Broker {
                         payload: m.payload.clone(),
                         producer_sub: m.producer_sub.clone(),
                         created_at_ms: m.created_at_ms,
-                        queue: queue.to_string(),
+                        queue: queue_name.clone(),
                         partition: partition_name.clone(),
                         partition_id: partition_id.clone(),
                         lease_id: delivered_lease.clone(),
-                        consumer_group: group.to_string(),
+                        consumer_group: group_name.clone(),
                         delivery_attempt: attempt,
                         offset: at,
                         retry_count,
@@ -468,8 +472,8 @@ impl Broker {
         plan.budget = plan.budget.saturating_sub(count);
         if reply.partitions_claimed == 0 {
             reply.queue = Some(queue.to_string());
-            reply.partition = Some(partition_name);
-            reply.partition_id = Some(partition_id);
+            reply.partition = Some(partition_name.to_string());
+            reply.partition_id = Some(partition_id.to_string());
         }
         reply.partitions_claimed += 1;
     }

@@ -12,6 +12,15 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// The new messages of one push for one partition, and the names its results share.
+struct Batch {
+    pid: u64,
+    messages: Vec<StoredMessage>,
+    queue: SharedStr,
+    partition: SharedStr,
+    partition_id: SharedStr,
+}
+
 /// Namespace and task labels derived from a queue name: `billing.invoices.v2` -> (`billing`, `invoices`).
 pub fn labels_from_name(name: &str) -> (String, String) {
     let mut parts = name.split('.');
@@ -179,7 +188,7 @@ impl Broker {
     /// For each item with a transaction id, the stored message of its partition carrying that id
     /// (offset and message id), if any. Read-only: pushes append only after every item was looked up,
     /// so the answers hold for the whole push.
-    fn stored_duplicates(&self, items: &[PushItem]) -> Vec<Option<(u64, String)>> {
+    fn stored_duplicates(&self, items: &[PushItem]) -> Vec<Option<(u64, SharedStr)>> {
         items
             .iter()
             .map(|item| {
@@ -213,21 +222,26 @@ impl Broker {
     /// A transaction id the broker mints is a fresh UUIDv7 (the time, a counter and 62 bits of the
     /// seeded generator's output): it is not looked up, neither in the batch nor in storage, because no
     /// message can carry it yet (docs/decisions.md, "Core speed: where the time went").
+    ///
+    /// Each partition's queue, name and id are made once as shared text for every result of the
+    /// partition, and a message's ids are shared by its stored copy and its result.
     fn append_items(
         &mut self,
         now: i64,
         items: Vec<PushItem>,
         index_base: usize,
-        stored: Vec<Option<(u64, String)>>,
+        stored: Vec<Option<(u64, SharedStr)>>,
     ) -> Vec<PushResult> {
         // New messages per partition, in input order, written as one segment per partition.
-        let mut batches: Vec<(u64, Vec<StoredMessage>)> = Vec::new();
+        let mut batches: Vec<Batch> = Vec::new();
         // Transaction ids sent with this call -> (partition, index in its batch) of the first message
         // queued with it. The same id queued on two partitions (rare) falls back to a scan of the batch.
-        let mut queued: FxHashMap<String, (u64, usize)> = FxHashMap::default();
+        let mut queued: FxHashMap<SharedStr, (u64, usize)> = FxHashMap::default();
         let mut results = Vec::with_capacity(items.len());
-        // The partition of the previous item, looked up again only when the next names another.
-        let mut last: Option<(u64, usize)> = None;
+        // The batch of the previous item, looked up again only when the next names another.
+        let mut last: Option<usize> = None;
+        // The producer of the previous item, shared while the next names the same.
+        let mut last_sub: Option<SharedStr> = None;
         let total = items.len();
         for ((i, item), stored) in items.into_iter().enumerate().zip(stored) {
             let partition = if item.partition.is_empty() {
@@ -235,8 +249,8 @@ impl Broker {
             } else {
                 &item.partition
             };
-            let (pid, slot) = match last {
-                Some((pid, slot)) if self.is_partition(pid, &item.queue, partition) => (pid, slot),
+            let slot = match last {
+                Some(slot) if self.is_partition(batches[slot].pid, &item.queue, partition) => slot,
                 _ => {
                     self.ensure_queue(
                         now,
@@ -245,58 +259,87 @@ impl Broker {
                         item.task.as_deref(),
                     );
                     let pid = self.ensure_partition(now, &item.queue, partition);
-                    let slot = match batches.iter().position(|(p, _)| *p == pid) {
+                    match batches.iter().position(|b| b.pid == pid) {
                         Some(slot) => slot,
                         None => {
-                            // Room for every item left (a push usually names one partition); the
-                            // segment gives back what it did not use (append_segment).
-                            batches.push((pid, Vec::with_capacity(total - i)));
+                            batches.push(Batch {
+                                pid,
+                                // Room for every item left (a push usually names one partition); the
+                                // segment gives back what it did not use (append_segment).
+                                messages: Vec::with_capacity(total - i),
+                                queue: SharedStr::from(item.queue.as_str()),
+                                partition: SharedStr::from(partition),
+                                partition_id: SharedStr::from(pid.to_string()),
+                            });
                             batches.len() - 1
                         }
-                    };
-                    (pid, slot)
+                    }
                 }
             };
-            last = Some((pid, slot));
-            let sent = item.transaction_id.filter(|t| !t.is_empty());
+            last = Some(slot);
+            let pid = batches[slot].pid;
+            let sent = item
+                .transaction_id
+                .filter(|t| !t.is_empty())
+                .map(SharedStr::from);
             let minted = sent.is_none();
             let transaction_id = match sent {
                 Some(t) => t,
-                None => self.ids.uuid_v7(now),
+                None => self.ids.uuid_v7_shared(now),
             };
+            let trace_id = item.trace_id.map(SharedStr::from);
             // Duplicates of this batch first, then of stored segments.
             let in_batch = if minted {
                 None
             } else {
+                let batch = &batches[slot].messages;
                 match queued.get(transaction_id.as_str()) {
                     None => None,
-                    Some(&(p, at)) if p == pid => Some(&batches[slot].1[at]),
-                    Some(_) => batches[slot]
-                        .1
-                        .iter()
-                        .find(|m| m.transaction_id == transaction_id),
+                    Some(&(p, at)) if p == pid => Some(&batch[at]),
+                    Some(_) => batch.iter().find(|m| m.transaction_id == transaction_id),
                 }
                 .map(|m| (m.offset, m.id.clone()))
             };
+            let names = &batches[slot];
             if let Some((offset, winner)) = in_batch.or(stored) {
                 results.push(PushResult {
                     index: index_base + i,
                     status: PushStatus::Duplicate,
                     message_id: winner,
                     transaction_id,
-                    partition_id: pid.to_string(),
-                    queue: item.queue,
-                    partition: partition.to_string(),
+                    partition_id: names.partition_id.clone(),
+                    queue: names.queue.clone(),
+                    partition: names.partition.clone(),
                     offset,
-                    trace_id: item.trace_id,
+                    trace_id,
                 });
                 continue;
             }
             let p = self.partitions.get_mut(&pid).expect("ensured above");
             let offset = p.next_offset;
             p.next_offset += 1;
-            let id = self.ids.uuid_v7(now);
-            let batch = &mut batches[slot].1;
+            let id = self.ids.uuid_v7_shared(now);
+            let producer_sub = match (item.producer_sub, &last_sub) {
+                (None, _) => None,
+                (Some(sub), Some(shared)) if *shared == sub => Some(shared.clone()),
+                (Some(sub), _) => {
+                    let shared = SharedStr::from(sub);
+                    last_sub = Some(shared.clone());
+                    Some(shared)
+                }
+            };
+            results.push(PushResult {
+                index: index_base + i,
+                status: PushStatus::Queued,
+                message_id: id.clone(),
+                transaction_id: transaction_id.clone(),
+                partition_id: names.partition_id.clone(),
+                queue: names.queue.clone(),
+                partition: names.partition.clone(),
+                offset,
+                trace_id: trace_id.clone(),
+            });
+            let batch = &mut batches[slot].messages;
             if !minted {
                 queued
                     .entry(transaction_id.clone())
@@ -304,34 +347,23 @@ impl Broker {
             }
             batch.push(StoredMessage {
                 offset,
-                id: id.clone(),
-                transaction_id: transaction_id.clone(),
-                trace_id: item.trace_id.clone(),
-                producer_sub: item.producer_sub,
+                id,
+                transaction_id,
+                trace_id,
+                producer_sub,
                 created_at_ms: now,
                 payload: item.payload,
-            });
-            results.push(PushResult {
-                index: index_base + i,
-                status: PushStatus::Queued,
-                message_id: id,
-                transaction_id,
-                partition_id: pid.to_string(),
-                queue: item.queue,
-                partition: partition.to_string(),
-                offset,
-                trace_id: item.trace_id,
             });
         }
         // Segments in partition-id order, as before (the order of the change set does not matter, but
         // the order of wakeups and stats stays the same).
-        super::sort::sort_by_key(&mut batches, |(pid, _)| *pid);
-        for (pid, batch) in batches {
-            if batch.is_empty() {
+        super::sort::sort_by_key(&mut batches, |b| b.pid);
+        for Batch { pid, messages, .. } in batches {
+            if messages.is_empty() {
                 continue;
             }
-            self.count(now, Meter::Pushed, batch.len() as u64);
-            self.append_segment(now, pid, batch);
+            self.count(now, Meter::Pushed, messages.len() as u64);
+            self.append_segment(now, pid, messages);
         }
         results
     }
@@ -371,9 +403,15 @@ impl Broker {
             p.next_segment_seq += 1;
             p.txids.add(meta.seq, fingerprints.iter().copied());
             p.segments.push_back(meta);
+            // Written as JSON text; a build that compresses does it in maintenance (module
+            // `compaction`).
+            let pending = segment::COMPRESSES;
+            if pending {
+                p.compress_from = p.compress_from.min(first);
+            }
             self.changes.put(
                 records::index_entry_key(pid, first),
-                records::encode_index_entry(&meta, &fingerprints),
+                records::encode_index_entry(&meta, &fingerprints, pending),
             );
             p.queue.clone()
         };

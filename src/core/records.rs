@@ -21,13 +21,17 @@
 //! A segment's index entry is written in the same commit as the segment:
 //!
 //! ```text
-//! byte 0       1 (entry version)
+//! byte 0       2 (entry version)
 //! bytes 1..9   last offset, u64 little-endian
 //! bytes 9..13  segment number in its partition, u32 LE
 //! bytes 13..21 push time, i64 LE (Unix ms)
 //! bytes 21..25 bytes of the stored segment, u32 LE
-//! bytes 25..   one u32 LE transaction-id fingerprint per message (module `txindex`), in offset order
+//! byte 25      flags: bit 0 = the segment waits for compression (module `segment`)
+//! bytes 26..   one u32 LE transaction-id fingerprint per message (module `txindex`), in offset order
 //! ```
+//!
+//! Entry version 1 (written before segments were compressed in maintenance) is the same without the
+//! flags byte (fingerprints from byte 25): its segment waits for nothing. Both are read.
 //!
 //! Format version 1 stored no index entries; opening it reads every segment once and writes them
 //! ([`Broker::load`] puts them in the pending change set, with format version 2).
@@ -53,8 +57,14 @@ pub const INDEX_PREFIXES: [&str; 10] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/"
 /// The prefix of segment records, read on demand.
 pub const SEGMENT_PREFIX: &str = "s/";
 
-const INDEX_ENTRY_VERSION: u8 = 1;
-const INDEX_ENTRY_HEADER: usize = 25;
+/// The index entry version this build writes, and the one before it (read, never written).
+const INDEX_ENTRY_VERSION: u8 = 2;
+const INDEX_ENTRY_V1: u8 = 1;
+/// Bytes before the fingerprints, by entry version.
+const INDEX_ENTRY_HEADER: usize = 26;
+const INDEX_ENTRY_V1_HEADER: usize = 25;
+/// Flag bit of an index entry: its segment is JSON text waiting for compression in maintenance.
+const FLAG_COMPRESS_PENDING: u8 = 1;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -91,7 +101,8 @@ pub fn needs_segment_upgrade(records: &[Record]) -> bool {
 pub fn segment_key(pid: u64, first: u64) -> String {
     format!("s/{pid:016x}/{first:016x}")
 }
-pub(super) fn index_entry_key(pid: u64, first: u64) -> String {
+/// The key of segment (pid, first)'s index entry.
+pub fn index_entry_key(pid: u64, first: u64) -> String {
     format!("x/{pid:016x}/{first:016x}")
 }
 
@@ -103,30 +114,44 @@ pub fn parse_segment_key(key: &str) -> Option<(u64, u64)> {
     Some((pid, first))
 }
 
-/// A segment's index entry (see the module documentation).
-pub(super) fn encode_index_entry(meta: &SegmentMeta, fingerprints: &[u32]) -> Vec<u8> {
+/// A segment's index entry (see the module documentation); `pending`: its segment waits for
+/// compression.
+pub(super) fn encode_index_entry(meta: &SegmentMeta, fingerprints: &[u32], pending: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(INDEX_ENTRY_HEADER + 4 * fingerprints.len());
     out.push(INDEX_ENTRY_VERSION);
     out.extend_from_slice(&meta.last.to_le_bytes());
     out.extend_from_slice(&meta.seq.to_le_bytes());
     out.extend_from_slice(&meta.created_ms.to_le_bytes());
     out.extend_from_slice(&meta.stored_bytes.to_le_bytes());
+    out.push(if pending { FLAG_COMPRESS_PENDING } else { 0 });
     for f in fingerprints {
         out.extend_from_slice(&f.to_le_bytes());
     }
     out
 }
 
-/// Reads an index entry back: the segment's metadata and its fingerprints.
-fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<(SegmentMeta, Vec<u32>), StoreError> {
+/// A segment's index entry read back: its metadata, its fingerprints, and whether the segment waits
+/// for compression.
+pub(super) struct DecodedEntry {
+    pub(super) meta: SegmentMeta,
+    pub(super) fingerprints: Vec<u32>,
+    pub(super) pending: bool,
+}
+
+/// Reads an index entry back (either version).
+pub(super) fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<DecodedEntry, StoreError> {
     let (_, first) = parse_segment_key(key).ok_or_else(|| corrupt(key, "bad key"))?;
-    if bytes.first() != Some(&INDEX_ENTRY_VERSION) {
-        return Err(corrupt(
-            key,
-            format!("unknown index entry version {:?}", bytes.first()),
-        ));
-    }
-    if bytes.len() < INDEX_ENTRY_HEADER || !(bytes.len() - INDEX_ENTRY_HEADER).is_multiple_of(4) {
+    let header = match bytes.first() {
+        Some(&INDEX_ENTRY_VERSION) => INDEX_ENTRY_HEADER,
+        Some(&INDEX_ENTRY_V1) => INDEX_ENTRY_V1_HEADER,
+        other => {
+            return Err(corrupt(
+                key,
+                format!("unknown index entry version {other:?}"),
+            ))
+        }
+    };
+    if bytes.len() < header || !(bytes.len() - header).is_multiple_of(4) {
         return Err(corrupt(
             key,
             format!("index entry of {} bytes", bytes.len()),
@@ -141,10 +166,8 @@ fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<(SegmentMeta, Vec<u32>)
         created_ms: u64_at(13) as i64,
         stored_bytes: u32_at(21),
     };
-    let fingerprints: Vec<u32> = (INDEX_ENTRY_HEADER..bytes.len())
-        .step_by(4)
-        .map(u32_at)
-        .collect();
+    let pending = header == INDEX_ENTRY_HEADER && bytes[25] & FLAG_COMPRESS_PENDING != 0;
+    let fingerprints: Vec<u32> = (header..bytes.len()).step_by(4).map(u32_at).collect();
     if meta.last < first || fingerprints.len() as u64 != meta.last - first + 1 {
         return Err(corrupt(
             key,
@@ -155,7 +178,11 @@ fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<(SegmentMeta, Vec<u32>)
             ),
         ));
     }
-    Ok((meta, fingerprints))
+    Ok(DecodedEntry {
+        meta,
+        fingerprints,
+        pending,
+    })
 }
 pub(super) fn lane_key(pid: u64, group: &str) -> String {
     format!("l/{pid:016x}/{}", esc(group))
@@ -230,7 +257,7 @@ impl Broker {
     /// set for the caller to commit.
     pub(super) fn load(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         let mut lanes = Vec::new();
-        let mut entries: Vec<(u64, SegmentMeta, Vec<u32>)> = Vec::new();
+        let mut entries: Vec<LoadedEntry> = Vec::new();
         let mut segments: Vec<(String, u64, u64, Vec<u8>)> = Vec::new();
         let mut format_version = 0;
         for (key, value) in records {
@@ -292,8 +319,8 @@ impl Broker {
                 "x" => {
                     let (pid, _) =
                         parse_segment_key(&key).ok_or_else(|| corrupt(&key, "bad key"))?;
-                    let (meta, fingerprints) = decode_index_entry(&key, &value)?;
-                    entries.push((pid, meta, fingerprints));
+                    let entry = decode_index_entry(&key, &value)?;
+                    entries.push((pid, entry.meta, entry.fingerprints, entry.pending));
                 }
                 "l" => {
                     let pid = parse_pid(&key)?;
@@ -328,7 +355,7 @@ impl Broker {
                 .collect();
             let has_entry = entries
                 .iter()
-                .any(|(p, m, _)| *p == pid && m.first == first);
+                .any(|(p, m, _, _)| *p == pid && m.first == first);
             if !has_entry && format_version >= FORMAT_VERSION {
                 return Err(damaged(format!("segment \"{key}\" has no index entry")));
             }
@@ -347,17 +374,17 @@ impl Broker {
                     created_ms: head.created_at_ms,
                     stored_bytes: value.len() as u32,
                 };
-                entries.push((pid, meta, fingerprints.clone()));
+                entries.push((pid, meta, fingerprints.clone(), false));
                 migrated = true;
             }
             self.cache
                 .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
         }
         if migrated {
-            super::sort::sort_by_key(&mut entries, |(pid, meta, _)| (*pid, meta.first));
+            super::sort::sort_by_key(&mut entries, |(pid, meta, _, _)| (*pid, meta.first));
             let mut last_pid = None;
             let mut seq = 0;
-            for (pid, meta, _) in entries.iter_mut() {
+            for (pid, meta, _, _) in entries.iter_mut() {
                 if last_pid != Some(*pid) {
                     (last_pid, seq) = (Some(*pid), 0);
                 }
@@ -416,15 +443,15 @@ impl Broker {
     /// the pending change set (the format 1 upgrade).
     fn attach_segments(
         &mut self,
-        mut entries: Vec<(u64, SegmentMeta, Vec<u32>)>,
+        mut entries: Vec<LoadedEntry>,
         write: bool,
     ) -> Result<(), StoreError> {
-        super::sort::sort_by_key(&mut entries, |(pid, meta, _)| (*pid, meta.first));
+        super::sort::sort_by_key(&mut entries, |(pid, meta, _, _)| (*pid, meta.first));
         let mut by_partition: Vec<(u64, Vec<IndexEntry>)> = Vec::new();
-        for (pid, meta, fingerprints) in entries {
+        for (pid, meta, fingerprints, pending) in entries {
             match by_partition.last_mut() {
-                Some((p, list)) if *p == pid => list.push((meta, fingerprints)),
-                _ => by_partition.push((pid, vec![(meta, fingerprints)])),
+                Some((p, list)) if *p == pid => list.push((meta, fingerprints, pending)),
+                _ => by_partition.push((pid, vec![(meta, fingerprints, pending)])),
             }
         }
         for (pid, list) in by_partition {
@@ -435,7 +462,7 @@ impl Broker {
             };
             let mut expected: Option<u64> = None;
             let mut fingerprints_of = Vec::new();
-            for (meta, fingerprints) in list {
+            for (meta, fingerprints, pending) in list {
                 if let Some(next) = expected {
                     if meta.first != next {
                         return Err(damaged(format!(
@@ -448,8 +475,11 @@ impl Broker {
                 if write {
                     self.changes.put(
                         index_entry_key(pid, meta.first),
-                        encode_index_entry(&meta, &fingerprints),
+                        encode_index_entry(&meta, &fingerprints, pending),
                     );
+                }
+                if pending {
+                    p.compress_from = p.compress_from.min(meta.first);
                 }
                 fingerprints_of.extend(fingerprints.into_iter().map(|f| (f, meta.seq)));
                 p.next_segment_seq = p.next_segment_seq.max(meta.seq + 1);
@@ -469,8 +499,12 @@ impl Broker {
     }
 }
 
-/// A segment's metadata and the fingerprints of its transaction ids, as its index entry stores them.
-type IndexEntry = (SegmentMeta, Vec<u32>);
+/// A segment's metadata, the fingerprints of its transaction ids and whether it waits for
+/// compression, as its index entry stores them.
+type IndexEntry = (SegmentMeta, Vec<u32>, bool);
+
+/// An [`IndexEntry`] with its partition id, as the open collects them.
+type LoadedEntry = (u64, SegmentMeta, Vec<u32>, bool);
 
 /// Storage that lost records the broker needs: a hard error, never a silent skip.
 fn damaged(what: String) -> StoreError {

@@ -8,15 +8,20 @@
 //! format 2 (JSON)      byte 0 = 2, bytes 1.. = the same JSON array, uncompressed
 //! ```
 //!
-//! Builds with the `deflate` feature (the default: the Worker, native tools) write format 1 and read
-//! both. The npm module is built without it and writes format 2: miniz_oxide is about 17 KB of the
-//! gzipped download, and a browser's IndexedDB sits on the user's own disk (docs/decisions.md, "JS
-//! module size"). A build without `deflate` refuses format 1 with a clear error rather than guessing.
+//! Every build writes format 2 on the request path: a push stores its segment as JSON text, which
+//! costs a copy, where DEFLATE cost more than the rest of the push (docs/decisions.md, "Core speed,
+//! second pass"). Builds with the `deflate` feature (the default: the Worker, native tools) mark such
+//! a segment as waiting for compression in its index entry, and maintenance later rewrites the
+//! segments that are still stored as format 1 ([`compress`]); a segment deleted before that (consumed
+//! and expired) is never compressed. Both formats are read by every build with `deflate`. The npm
+//! module is built without it and never compresses: miniz_oxide is about 17 KB of the gzipped
+//! download, and a browser's IndexedDB sits on the user's own disk (docs/decisions.md, "JS module
+//! size"). A build without `deflate` refuses format 1 with a clear error rather than guessing.
 //!
 //! Readers refuse versions they do not know, so a future format can be added beside these. A pop
 //! decodes only the segments that cover the offsets it reads.
 
-use super::api::Payload;
+use super::api::{Payload, SharedStr};
 use super::fields::{FieldError, FromCompound, List, Shaped};
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
@@ -28,12 +33,12 @@ pub const SEGMENT_FORMAT_JSON: u8 = 2;
 /// The newest format any build understands.
 const NEWEST_FORMAT: u8 = SEGMENT_FORMAT_JSON;
 
-/// The segment format this build writes.
-#[cfg(feature = "deflate")]
-pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_DEFLATE;
-/// The segment format this build writes.
-#[cfg(not(feature = "deflate"))]
+/// The segment format pushes write (every build): JSON text, compressed later by maintenance in builds
+/// with the `deflate` feature ([`compress`]).
 pub const WRITE_FORMAT: u8 = SEGMENT_FORMAT_JSON;
+
+/// True when this build compresses segments in maintenance (the `deflate` feature).
+pub const COMPRESSES: bool = cfg!(feature = "deflate");
 
 /// One message as stored in a segment.
 ///
@@ -48,16 +53,16 @@ pub struct StoredMessage {
     pub offset: u64,
     /// Message id (UUIDv7).
     #[serde(rename = "i")]
-    pub id: String,
+    pub id: SharedStr,
     /// Transaction id (dedup key).
     #[serde(rename = "t")]
-    pub transaction_id: String,
+    pub transaction_id: SharedStr,
     /// Optional trace id.
     #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
-    pub trace_id: Option<String>,
+    pub trace_id: Option<SharedStr>,
     /// Optional authenticated producer.
     #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
-    pub producer_sub: Option<String>,
+    pub producer_sub: Option<SharedStr>,
     /// Push time, Unix ms.
     #[serde(rename = "c")]
     pub created_at_ms: i64,
@@ -73,8 +78,8 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
         .map(|m| {
             64 + m.id.len()
                 + m.transaction_id.len()
-                + m.trace_id.as_ref().map_or(0, String::len)
-                + m.producer_sub.as_ref().map_or(0, String::len)
+                + m.trace_id.as_ref().map_or(0, |t| t.len())
+                + m.producer_sub.as_ref().map_or(0, |s| s.len())
                 + m.payload.len()
         })
         .sum()
@@ -132,12 +137,31 @@ pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
     out
 }
 
+/// A stored segment rewritten as format 1 (DEFLATE), for maintenance: `None` when it is format 1
+/// already. The JSON text is compressed as it is, so the segment decodes to the same messages. Fails on
+/// a segment this build cannot read (the caller leaves it as it is).
+#[cfg(feature = "deflate")]
+pub fn compress(stored: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    match stored.first() {
+        Some(&SEGMENT_FORMAT_DEFLATE) => Ok(None),
+        Some(&SEGMENT_FORMAT_JSON) => {
+            let json = &stored[1..];
+            let mut out = Vec::with_capacity(json.len() / 4 + 64);
+            out.push(SEGMENT_FORMAT_DEFLATE);
+            deflate::deflate_into(json, deflate::DEFLATE_LEVEL, &mut out);
+            Ok(Some(out))
+        }
+        Some(v) => Err(format!("unknown segment format {v}")),
+        None => Err("empty segment".to_string()),
+    }
+}
+
 /// DEFLATE with one reused compressor per thread (builds with the `deflate` feature).
 #[cfg(feature = "deflate")]
 mod deflate {
-    /// The level segments are written at: level 1 costs a sixth of level 6's time for about a fifth
-    /// more bytes (the core benchmark's encoding table; docs/decisions.md, "Core speed: where the time
-    /// went"). Readers inflate any level.
+    /// The level maintenance compresses segments at: level 1 costs a sixth of level 6's time for about
+    /// a fifth more bytes (the core benchmark's encoding table; docs/decisions.md, "Core speed: where
+    /// the time went"). Readers inflate any level.
     pub(super) const DEFLATE_LEVEL: u8 = 1;
 
     thread_local! {
@@ -150,6 +174,62 @@ mod deflate {
     use miniz_oxide::deflate::core::{
         compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
     };
+    use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
+    use miniz_oxide::inflate::TINFLStatus;
+
+    thread_local! {
+        /// One decompressor and one output buffer per thread, reused by every segment read back: a
+        /// fresh output vector grown by doubling (and its copies) was a visible share of a pop.
+        static INFLATE: std::cell::RefCell<(Box<DecompressorOxide>, Vec<u8>)> =
+            std::cell::RefCell::new((Box::default(), Vec::new()));
+    }
+
+    /// The largest inflate buffer kept between segments (a rare huge segment does not pin its size).
+    const KEPT_INFLATE_BYTES: usize = 1 << 20;
+
+    /// Inflates raw DEFLATE `input` into the thread's reused buffer and hands the text to `then`.
+    pub(super) fn inflate_then<T>(
+        input: &[u8],
+        then: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<T, String> {
+        INFLATE.with(|cell| {
+            let mut guard = cell.borrow_mut();
+            let (inflater, out) = &mut *guard;
+            inflater.init();
+            // Only what this call writes is read back (the output buffer does not wrap), so the
+            // buffer is grown but never cleared.
+            let want = input.len().saturating_mul(4).max(1024);
+            if out.len() < want {
+                out.resize(want, 0);
+            }
+            let mut in_pos = 0;
+            let mut out_pos = 0;
+            loop {
+                let (status, read, written) = decompress(
+                    inflater,
+                    &input[in_pos..],
+                    out,
+                    out_pos,
+                    inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF,
+                );
+                in_pos += read;
+                out_pos += written;
+                match status {
+                    TINFLStatus::Done => break,
+                    TINFLStatus::HasMoreOutput => {
+                        let grow = out.len().max(1024);
+                        out.resize(out.len() + grow, 0);
+                    }
+                    other => return Err(format!("segment does not inflate: {other:?}")),
+                }
+            }
+            let result = then(&out[..out_pos]);
+            if out.len() > KEPT_INFLATE_BYTES {
+                *out = Vec::new();
+            }
+            result
+        })
+    }
 
     /// Raw DEFLATE of `input`, appended to `out` (the same stream `miniz_oxide::deflate::compress_to_vec`
     /// produces, with a reused compressor).
@@ -193,11 +273,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<StoredMessage>, String> {
     match bytes.first() {
         Some(&SEGMENT_FORMAT_JSON) => decode_json(&bytes[1..]),
         #[cfg(feature = "deflate")]
-        Some(&SEGMENT_FORMAT_DEFLATE) => {
-            let json = miniz_oxide::inflate::decompress_to_vec(&bytes[1..])
-                .map_err(|e| format!("segment does not inflate: {e:?}"))?;
-            decode_json(&json)
-        }
+        Some(&SEGMENT_FORMAT_DEFLATE) => deflate::inflate_then(&bytes[1..], decode_json),
         #[cfg(not(feature = "deflate"))]
         Some(&SEGMENT_FORMAT_DEFLATE) => Err(
             "segment is DEFLATE-compressed (format 1), which this build (without the `deflate` \
@@ -278,7 +354,7 @@ enum Scalar {
     Null,
     Unsigned(u64),
     Negative(i64),
-    Text(String),
+    Text(SharedStr),
     Other,
 }
 
@@ -298,7 +374,7 @@ impl Scalar {
         }
     }
 
-    fn into_string(self) -> Option<String> {
+    fn into_text(self) -> Option<SharedStr> {
         match self {
             Scalar::Text(s) => Some(s),
             _ => None,
@@ -336,10 +412,7 @@ impl<'de> Deserialize<'de> for Scalar {
                 Ok(Scalar::Other)
             }
             fn visit_str<E>(self, s: &str) -> Result<Scalar, E> {
-                Ok(Scalar::Text(s.to_string()))
-            }
-            fn visit_string<E>(self, s: String) -> Result<Scalar, E> {
-                Ok(Scalar::Text(s))
+                Ok(Scalar::Text(s.into()))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
@@ -390,10 +463,10 @@ fn stored_message(
     let [o, i, t, r, s, c] = slots.map(|v| v.filter(|v| !matches!(v, Scalar::Null)));
     Ok(StoredMessage {
         offset: required("o", o, "an unsigned integer", Scalar::into_u64)?,
-        id: required("i", i, "a string", Scalar::into_string)?,
-        transaction_id: required("t", t, "a string", Scalar::into_string)?,
-        trace_id: optional("r", r, "a string", Scalar::into_string)?,
-        producer_sub: optional("s", s, "a string", Scalar::into_string)?,
+        id: required("i", i, "a string", Scalar::into_text)?,
+        transaction_id: required("t", t, "a string", Scalar::into_text)?,
+        trace_id: optional("r", r, "a string", Scalar::into_text)?,
+        producer_sub: optional("s", s, "a string", Scalar::into_text)?,
         created_at_ms: required("c", c, "an integer", Scalar::into_i64)?,
         payload: payload.ok_or_else(|| "missing field `p`".to_string())?,
     })
@@ -407,8 +480,8 @@ mod tests {
     fn msg(offset: u64, payload: Value) -> StoredMessage {
         StoredMessage {
             offset,
-            id: format!("id-{offset}"),
-            transaction_id: format!("tx-{offset}"),
+            id: format!("id-{offset}").into(),
+            transaction_id: format!("tx-{offset}").into(),
             trace_id: None,
             producer_sub: None,
             created_at_ms: 1000 + offset as i64,
@@ -462,6 +535,29 @@ mod tests {
             assert_eq!(segment[0], 1);
             assert_eq!(decode(&segment).unwrap(), batch.to_vec());
         }
+    }
+
+    #[cfg(feature = "deflate")]
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn pushes_write_json_that_maintenance_compresses_to_the_same_messages() {
+        let batch: Vec<_> = (0..300)
+            .map(|i| msg(i, json!({"i": i, "pad": "abc".repeat(i as usize % 40)})))
+            .collect();
+        let pushed = encode(&batch);
+        assert_eq!(pushed[0], SEGMENT_FORMAT_JSON, "the request path writes JSON text");
+        let compressed = compress(&pushed).unwrap().expect("JSON is compressed");
+        assert_eq!(compressed[0], SEGMENT_FORMAT_DEFLATE);
+        assert!(compressed.len() * 3 < pushed.len());
+        assert_eq!(decode(&compressed).unwrap(), batch);
+        assert_eq!(compress(&compressed).unwrap(), None, "format 1 stays as it is");
+        assert!(compress(&[9, 1]).is_err() && compress(&[]).is_err());
+        // The reused inflate buffer: a small segment after a large one reads only its own bytes.
+        let small = encode_as(SEGMENT_FORMAT_DEFLATE, &batch[..2]);
+        assert_eq!(decode(&small).unwrap(), batch[..2].to_vec());
+        let mut broken = compressed.clone();
+        broken.truncate(compressed.len() / 2);
+        assert!(decode(&broken).unwrap_err().contains("does not inflate"));
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

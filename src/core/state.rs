@@ -92,6 +92,10 @@ pub struct Partition {
     pub txids: TxIndex,
     /// Lanes by group.
     pub lanes: BTreeMap<String, Box<Lane>>,
+    /// The first offset of the earliest segment that waits for compression (`u64::MAX`: none). The
+    /// segments that wait are the newest ones (pushes append them, maintenance compresses them oldest
+    /// first), so this one offset says which they are (module `compaction`).
+    pub compress_from: u64,
 }
 
 impl Partition {
@@ -108,6 +112,7 @@ impl Partition {
             next_segment_seq: 0,
             txids: TxIndex::default(),
             lanes: BTreeMap::new(),
+            compress_from: u64::MAX,
         }
     }
 
@@ -483,6 +488,24 @@ impl SegmentCache {
             .chain(0..from)
             .filter(|at| slot.fingerprints[*at] == fingerprint)
             .find(|at| slot.messages[*at].transaction_id == transaction_id)
+    }
+
+    /// True when message `at` of segment (pid, first) is loaded and carries `transaction_id` (what an
+    /// ack expects where the previous one was found). Records nothing, as
+    /// [`Self::peek_position_of_transaction`].
+    pub fn peek_transaction_at(
+        &self,
+        pid: u64,
+        first: u64,
+        at: usize,
+        transaction_id: &str,
+    ) -> bool {
+        let inner = self.inner.borrow();
+        inner
+            .slots
+            .get(&(pid, first))
+            .and_then(|slot| slot.messages.get(at))
+            .is_some_and(|m| m.transaction_id == transaction_id)
     }
 
     /// True when segment (pid, first) is loaded.

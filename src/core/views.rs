@@ -131,9 +131,9 @@ impl Broker {
     fn message_view(&self, p: &Partition, offset: u64) -> Option<MessageView> {
         let m = self.stored_message(p.id, offset)?;
         Some(MessageView {
-            id: m.id,
-            transaction_id: m.transaction_id,
-            trace_id: m.trace_id,
+            id: m.id.into(),
+            transaction_id: m.transaction_id.into(),
+            trace_id: m.trace_id.map(String::from),
             offset,
             created_at_ms: m.created_at_ms,
             payload: m.payload,

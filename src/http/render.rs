@@ -549,17 +549,17 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, (name, payload))| DeliveredMessage {
-                id: format!("0192f3c4-5e6f-7a8b-9c0d-e1f2a3b4c5d{i}"),
-                transaction_id: format!("tx-{name}"),
-                trace_id: (i != 1).then(|| format!("trace-{name}")),
+                id: format!("0192f3c4-5e6f-7a8b-9c0d-e1f2a3b4c5d{i}").into(),
+                transaction_id: format!("tx-{name}").into(),
+                trace_id: (i != 1).then(|| format!("trace-{name}").into()),
                 payload: Payload::from_json(payload.to_string()).unwrap(),
-                producer_sub: (i == 2).then(|| name.to_string()),
+                producer_sub: (i == 2).then(|| (*name).into()),
                 created_at_ms: 1_764_600_000_123 + i as i64,
-                queue: format!("q-{name}"),
-                partition: name.to_string(),
-                partition_id: format!("pid-{i}"),
-                lease_id: "lease-1".to_string(),
-                consumer_group: "__QUEUE_MODE__".to_string(),
+                queue: format!("q-{name}").into(),
+                partition: (*name).into(),
+                partition_id: format!("pid-{i}").into(),
+                lease_id: "lease-1".into(),
+                consumer_group: "__QUEUE_MODE__".into(),
                 delivery_attempt: i as u32 + 1,
                 offset: u64::MAX - i as u64,
                 retry_count: i as u32,
@@ -620,13 +620,13 @@ mod tests {
                 } else {
                     PushStatus::Queued
                 },
-                message_id: format!("m-{i}"),
-                transaction_id: format!("t \"{i}\""),
-                partition_id: format!("pid-{i}"),
+                message_id: format!("m-{i}").into(),
+                transaction_id: format!("t \"{i}\"").into(),
+                partition_id: format!("pid-{i}").into(),
                 queue: "orders".into(),
                 partition: "Default".into(),
                 offset: 1000 + i as u64,
-                trace_id: (i == 1).then(|| "trace".to_string()),
+                trace_id: (i == 1).then(|| "trace".into()),
             })
             .collect();
         assert_eq!(
@@ -638,15 +638,15 @@ mod tests {
             .map(|i| AckResult {
                 index: i,
                 transaction_id: format!("t-{i}"),
-                partition_id: format!("p\n{i}"),
+                partition_id: format!("p\n{i}").into(),
                 success: i % 2 == 0,
                 error: match i {
                     1 => Some(String::new()),
                     3 => Some("Lease expired".into()),
                     _ => None,
                 },
-                queue: (i > 0).then(|| "q".to_string()),
-                partition: (i > 1).then(|| "p".to_string()),
+                queue: (i > 0).then(|| "q".into()),
+                partition: (i > 1).then(|| "p".into()),
                 lease_released: i == 0,
                 dlq: i == 3,
                 status: "completed".into(),

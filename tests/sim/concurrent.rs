@@ -259,7 +259,7 @@ async fn push(cx: &Ctx, name: String, partition: &str, size: usize) {
     match results {
         Ok(results) => {
             if let Some(first) = results.first() {
-                let entry = (first.partition.clone(), seq, first.offset);
+                let entry = (first.partition.to_string(), seq, first.offset);
                 cx.world.borrow_mut().push_order.push(entry);
             }
             for r in results {
@@ -267,7 +267,7 @@ async fn push(cx: &Ctx, name: String, partition: &str, size: usize) {
                     cx.world
                         .borrow_mut()
                         .pushed
-                        .insert((r.partition, r.transaction_id));
+                        .insert((r.partition.into(), r.transaction_id.into()));
                 } else {
                     cx.failure(format!("push {} answered {:?}", r.transaction_id, r.status));
                 }
@@ -279,7 +279,7 @@ async fn push(cx: &Ctx, name: String, partition: &str, size: usize) {
 
 /// The partitions of a reply, in order, each once.
 fn partitions_of(reply: &PopReply) -> Vec<String> {
-    let mut partitions: Vec<String> = reply.messages.iter().map(|m| m.partition.clone()).collect();
+    let mut partitions: Vec<String> = reply.messages.iter().map(|m| m.partition.to_string()).collect();
     partitions.dedup();
     partitions
 }
@@ -326,7 +326,7 @@ fn check_delivery(cx: &Ctx, name: &str, group: &'static str, sent: i64, reply: &
             .insert(key, (reply.lease_id.clone(), expires, false));
     }
     for m in &reply.messages {
-        let key = (m.partition.clone(), m.transaction_id.clone());
+        let key = (m.partition.to_string(), m.transaction_id.to_string());
         let Some((payload, sent_at)) = w.sent.get(&key).cloned() else {
             w.failures
                 .push(format!("{name}: delivery {key:?} was never pushed"));
@@ -336,10 +336,10 @@ fn check_delivery(cx: &Ctx, name: &str, group: &'static str, sent: i64, reply: &
             w.failures
                 .push(format!("{name}: delivery {key:?} with another payload"));
         }
-        let Some(held_until) = held_until[&m.partition] else {
+        let Some(held_until) = held_until[m.partition.as_str()] else {
             continue;
         };
-        let free_at = w.free_at.get(&(group, m.partition.clone())).copied();
+        let free_at = w.free_at.get(&(group, m.partition.to_string())).copied();
         let ready_at = free_at.unwrap_or(sent_at).max(sent_at).max(held_until);
         // The pop waited since before the message was ready: the push's commit or the broker's timer
         // must have woken it, well before the long-poll's own timeout.
@@ -445,7 +445,7 @@ async fn consumer(group: &'static str, idx: usize, cx: Ctx) {
                 w.failures.push(message);
             }
             if r.success && !retry {
-                let key = (group, m.partition.clone(), m.transaction_id.clone());
+                let key = (group, m.partition.to_string(), m.transaction_id.to_string());
                 if let Some(before) = w.committed.insert(key.clone(), reply.lease_id.clone()) {
                     let message = format!(
                         "{name}: {key:?} committed twice ({before}, {})",

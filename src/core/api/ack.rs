@@ -1,5 +1,7 @@
 //! Ack: statuses, items and results.
 
+use super::SharedStr;
+
 /// An ack item's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AckStatus {
@@ -24,6 +26,17 @@ impl AckStatus {
             Some("retry") => AckStatus::Retry,
             Some("dlq") => AckStatus::Dlq,
             Some(other) => AckStatus::Invalid(other.to_string()),
+        }
+    }
+
+    /// The wire name, without a copy for the known statuses (an ack result carries it).
+    pub fn wire_name(&self) -> std::borrow::Cow<'static, str> {
+        match self {
+            AckStatus::Completed => "completed".into(),
+            AckStatus::Failed => "failed".into(),
+            AckStatus::Retry => "retry".into(),
+            AckStatus::Dlq => "dlq".into(),
+            AckStatus::Invalid(s) => s.clone().into(),
         }
     }
 
@@ -91,19 +104,19 @@ pub struct AckResult {
     /// The item's transaction id.
     pub transaction_id: String,
     /// The item's partition id.
-    pub partition_id: String,
+    pub partition_id: SharedStr,
     /// Whether the item was accepted.
     pub success: bool,
     /// `None` on success; why it was refused otherwise.
     pub error: Option<String>,
     /// Queue name, when the message was found.
-    pub queue: Option<String>,
+    pub queue: Option<SharedStr>,
     /// Partition name, when the message was found.
-    pub partition: Option<String>,
+    pub partition: Option<SharedStr>,
     /// The lane's lease ended up released.
     pub lease_released: bool,
     /// This item's message was filed to the dead-letter queue.
     pub dlq: bool,
     /// The status that was applied.
-    pub status: String,
+    pub status: std::borrow::Cow<'static, str>,
 }

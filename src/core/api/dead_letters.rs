@@ -101,4 +101,6 @@ pub struct MaintenanceReport {
     pub evicted: u64,
     /// Segments (rows) removed.
     pub segments_deleted: u64,
+    /// Segments rewritten compressed (module `compaction`; builds with the `deflate` feature).
+    pub segments_compressed: u64,
 }

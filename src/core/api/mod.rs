@@ -87,6 +87,7 @@ mod options;
 mod payload;
 mod pop;
 mod push;
+mod shared;
 mod transaction;
 mod views;
 
@@ -96,5 +97,6 @@ pub use options::*;
 pub use payload::*;
 pub use pop::*;
 pub use push::*;
+pub use shared::*;
 pub use transaction::*;
 pub use views::*;

@@ -91,31 +91,32 @@ impl PopRequest {
     }
 }
 
-/// One delivered message.
+/// One delivered message. Its strings are shared: the ids with the stored message, the queue,
+/// partition, lease and group with every message of its partition in the reply.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeliveredMessage {
     /// Message id.
-    pub id: String,
+    pub id: SharedStr,
     /// Transaction id (dedup key).
-    pub transaction_id: String,
+    pub transaction_id: SharedStr,
     /// Trace id, if pushed with one.
-    pub trace_id: Option<String>,
+    pub trace_id: Option<SharedStr>,
     /// The payload.
     pub payload: Payload,
     /// Authenticated producer, if any.
-    pub producer_sub: Option<String>,
+    pub producer_sub: Option<SharedStr>,
     /// When it was pushed.
     pub created_at_ms: i64,
     /// Queue name.
-    pub queue: String,
+    pub queue: SharedStr,
     /// Partition name.
-    pub partition: String,
+    pub partition: SharedStr,
     /// Partition id (use it to ack).
-    pub partition_id: String,
+    pub partition_id: SharedStr,
     /// The lease id of this claim; `""` for autoAck.
-    pub lease_id: String,
+    pub lease_id: SharedStr,
     /// The consumer group it was delivered to.
-    pub consumer_group: String,
+    pub consumer_group: SharedStr,
     /// 1 on the first delivery of a claim start, +1 each time a claim restarts at the same offset.
     pub delivery_attempt: u32,
     /// 0-based offset in its partition.

@@ -56,17 +56,17 @@ pub struct PushResult {
     /// Queued or duplicate.
     pub status: PushStatus,
     /// The stored (or winning) message's id.
-    pub message_id: String,
+    pub message_id: SharedStr,
     /// The transaction id (minted if none was sent).
-    pub transaction_id: String,
+    pub transaction_id: SharedStr,
     /// Partition id.
-    pub partition_id: String,
+    pub partition_id: SharedStr,
     /// Queue name.
-    pub queue: String,
+    pub queue: SharedStr,
     /// Partition name.
-    pub partition: String,
+    pub partition: SharedStr,
     /// Offset of the message in its partition.
     pub offset: u64,
     /// Trace id, if one was sent.
-    pub trace_id: Option<String>,
+    pub trace_id: Option<SharedStr>,
 }

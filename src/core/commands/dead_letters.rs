@@ -57,11 +57,11 @@ impl Broker {
         }
         ReplayReply {
             id: letter.id.clone(),
-            transaction_id: pushed.transaction_id,
-            message_id: pushed.message_id,
-            queue: pushed.queue,
-            partition: pushed.partition,
-            partition_id: pushed.partition_id,
+            transaction_id: pushed.transaction_id.into(),
+            message_id: pushed.message_id.into(),
+            queue: pushed.queue.into(),
+            partition: pushed.partition.into(),
+            partition_id: pushed.partition_id.into(),
             status: pushed.status,
             rows_removed: remove.len(),
         }

@@ -1,0 +1,108 @@
+//! Compression of stored segments in maintenance, off the request path (builds with the `deflate`
+//! feature; docs/decisions.md, "Core speed, second pass").
+//!
+//! A push stores its segment as JSON text (format 2) and marks its index entry as waiting for
+//! compression. Maintenance asks which segments have waited long enough
+//! ([`Broker::segments_to_compress`]), the engine reads them and their index entries back from the
+//! store, and [`Broker::compress_segments`] rewrites each as format 1 with its index entry (the stored
+//! size changed, the flag cleared). A segment that retention deletes first is never compressed: most
+//! segments of a queue whose consumers keep up and whose completed messages expire.
+//!
+//! The segments that wait are always the newest of their partition (pushes append them, maintenance
+//! takes them oldest first), so memory keeps one offset per partition (`Partition::compress_from`);
+//! the open rebuilds it from the index entries' flags.
+
+use super::records::{decode_index_entry, encode_index_entry, index_entry_key, segment_key};
+use super::segment;
+use super::Broker;
+
+/// How long a segment stays as pushed before maintenance compresses it: one maintenance period of the
+/// Worker, so a segment consumed and expired within it is never compressed.
+pub const COMPRESS_AFTER_MS: i64 = 60_000;
+
+/// Most stored bytes of segments one maintenance pass compresses: maintenance runs under the command
+/// gate, so a pass is kept short; what is left waits for the next.
+pub const COMPRESS_BYTES_PER_PASS: u64 = 8 << 20;
+
+/// A segment read back for compression: partition id, first offset, the stored segment, its stored
+/// index entry.
+pub type FetchedSegment = (u64, u64, Vec<u8>, Vec<u8>);
+
+impl Broker {
+    /// The segments maintenance should compress at `now`, oldest first in each partition: those that
+    /// wait and were pushed at least [`COMPRESS_AFTER_MS`] before, up to [`COMPRESS_BYTES_PER_PASS`]
+    /// stored bytes. Empty in a build that does not compress.
+    pub fn segments_to_compress(&self, now: i64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        if !segment::COMPRESSES {
+            return out;
+        }
+        let due = now.max(self.now_ms).saturating_sub(COMPRESS_AFTER_MS);
+        let mut bytes = 0u64;
+        for p in self.partitions.values() {
+            if p.compress_from == u64::MAX {
+                continue;
+            }
+            let from = p.segments.partition_point(|s| s.last < p.compress_from);
+            for seg in p.segments.range(from..) {
+                if seg.created_ms > due || bytes >= COMPRESS_BYTES_PER_PASS {
+                    break;
+                }
+                bytes += u64::from(seg.stored_bytes);
+                out.push((p.id, seg.first));
+            }
+            if bytes >= COMPRESS_BYTES_PER_PASS {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Rewrites segments read back from the store (in the order [`Self::segments_to_compress`] named
+    /// them) as format 1, each with its index entry, and returns how many were rewritten. A segment
+    /// that is no longer stored, no longer waits, or whose stored entry does not match memory is left
+    /// as it is (it stays readable as it is).
+    #[cfg(feature = "deflate")]
+    pub fn compress_segments(&mut self, fetched: &[FetchedSegment]) -> u64 {
+        let mut done = 0;
+        for (pid, first, stored, entry) in fetched {
+            let (pid, first) = (*pid, *first);
+            let Some(p) = self.partitions.get_mut(&pid) else {
+                continue;
+            };
+            if p.compress_from > first {
+                continue;
+            }
+            let at = p.segments.partition_point(|s| s.first < first);
+            if p.segments.get(at).is_none_or(|s| s.first != first) {
+                continue;
+            }
+            let key = index_entry_key(pid, first);
+            let Ok(decoded) = decode_index_entry(&key, entry) else {
+                continue;
+            };
+            if decoded.meta != p.segments[at] {
+                continue;
+            }
+            let Ok(compressed) = segment::compress(stored) else {
+                continue;
+            };
+            let old_bytes = u64::from(p.segments[at].stored_bytes);
+            if let Some(bytes) = &compressed {
+                p.segments[at].stored_bytes = bytes.len() as u32;
+            }
+            let meta = p.segments[at];
+            p.compress_from = p.segments.get(at + 1).map_or(u64::MAX, |s| s.first);
+            self.stored_bytes = self.stored_bytes - old_bytes + u64::from(meta.stored_bytes);
+            if let Some(bytes) = compressed {
+                self.changes.put(segment_key(pid, first), bytes);
+            }
+            self.changes.put(
+                key,
+                encode_index_entry(&meta, &decoded.fingerprints, false),
+            );
+            done += 1;
+        }
+        done
+    }
+}
