@@ -440,7 +440,10 @@ fn maintenance_compresses_waiting_segments_and_data_of_the_previous_format_still
             ..PushItem::new("orders", json!("again"))
         }]))
         .unwrap();
-        assert_eq!((dup[0].status.clone(), dup[0].offset), (PushStatus::Duplicate, 77));
+        assert_eq!(
+            (dup[0].status.clone(), dup[0].offset),
+            (PushStatus::Duplicate, 77)
+        );
     }
     let mut next = [0usize; 2];
     loop {
@@ -466,7 +469,10 @@ fn maintenance_compresses_waiting_segments_and_data_of_the_previous_format_still
                 AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
             })
             .collect();
-        assert!(block_on(engine.ack(None, items)).unwrap().iter().all(|a| a.success));
+        assert!(block_on(engine.ack(None, items))
+            .unwrap()
+            .iter()
+            .all(|a| a.success));
     }
     assert_eq!(next, [PUSHES_PER_PARTITION * BATCH; 2]);
 }

@@ -247,6 +247,8 @@ impl Broker {
         let group = Self::group_name(group);
         let mut out = Vec::new();
         let mut hint = None;
+        // The partition whose head was named last (items come in runs of one partition).
+        let mut head_named = None;
         for item in items {
             let Ok(pid) = item.partition_id.parse::<u64>() else {
                 continue;
@@ -259,6 +261,9 @@ impl Broker {
             );
             if in_span.is_none() {
                 self.transaction_candidates(pid, &item.transaction_id, &mut out);
+            }
+            if head_named.replace(pid) == Some(pid) {
+                continue;
             }
             let Some(p) = self.partitions.get(&pid) else {
                 continue;

@@ -97,10 +97,8 @@ impl Broker {
             if let Some(bytes) = compressed {
                 self.changes.put(segment_key(pid, first), bytes);
             }
-            self.changes.put(
-                key,
-                encode_index_entry(&meta, &decoded.fingerprints, false),
-            );
+            self.changes
+                .put(key, encode_index_entry(&meta, &decoded.fingerprints, false));
             done += 1;
         }
         done

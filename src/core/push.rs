@@ -187,8 +187,15 @@ impl Broker {
 
     /// For each item with a transaction id, the stored message of its partition carrying that id
     /// (offset and message id), if any. Read-only: pushes append only after every item was looked up,
-    /// so the answers hold for the whole push.
+    /// so the answers hold for the whole push. Empty (no allocation) when no item sent an id: every id
+    /// will be minted.
     fn stored_duplicates(&self, items: &[PushItem]) -> Vec<Option<(u64, SharedStr)>> {
+        let sends_ids = items
+            .iter()
+            .any(|i| i.transaction_id.as_deref().is_some_and(|t| !t.is_empty()));
+        if !sends_ids {
+            return Vec::new();
+        }
         items
             .iter()
             .map(|item| {
@@ -243,7 +250,10 @@ impl Broker {
         // The producer of the previous item, shared while the next names the same.
         let mut last_sub: Option<SharedStr> = None;
         let total = items.len();
-        for ((i, item), stored) in items.into_iter().enumerate().zip(stored) {
+        // Shorter than `items` (empty) when no item sent a transaction id.
+        let mut stored = stored.into_iter();
+        for (i, item) in items.into_iter().enumerate() {
+            let stored = stored.next().flatten();
             let partition = if item.partition.is_empty() {
                 DEFAULT_PARTITION
             } else {

@@ -116,7 +116,11 @@ pub fn parse_segment_key(key: &str) -> Option<(u64, u64)> {
 
 /// A segment's index entry (see the module documentation); `pending`: its segment waits for
 /// compression.
-pub(super) fn encode_index_entry(meta: &SegmentMeta, fingerprints: &[u32], pending: bool) -> Vec<u8> {
+pub(super) fn encode_index_entry(
+    meta: &SegmentMeta,
+    fingerprints: &[u32],
+    pending: bool,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(INDEX_ENTRY_HEADER + 4 * fingerprints.len());
     out.push(INDEX_ENTRY_VERSION);
     out.extend_from_slice(&meta.last.to_le_bytes());

@@ -279,7 +279,11 @@ async fn push(cx: &Ctx, name: String, partition: &str, size: usize) {
 
 /// The partitions of a reply, in order, each once.
 fn partitions_of(reply: &PopReply) -> Vec<String> {
-    let mut partitions: Vec<String> = reply.messages.iter().map(|m| m.partition.to_string()).collect();
+    let mut partitions: Vec<String> = reply
+        .messages
+        .iter()
+        .map(|m| m.partition.to_string())
+        .collect();
     partitions.dedup();
     partitions
 }
