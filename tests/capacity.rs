@@ -476,3 +476,41 @@ fn maintenance_compresses_waiting_segments_and_data_of_the_previous_format_still
     }
     assert_eq!(next, [PUSHES_PER_PARTITION * BATCH; 2]);
 }
+
+#[cfg(feature = "deflate")]
+#[test]
+fn maintenance_compresses_a_backlog_larger_than_one_pass_over_several() {
+    use queen_edge::core::compaction::{COMPRESS_AFTER_MS, COMPRESS_BYTES_PER_PASS};
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, config());
+    let pad = "y".repeat(1000);
+    let mut pushed = 0;
+    while (engine.read(|b, _| b.storage_usage().0)) < 2 * COMPRESS_BYTES_PER_PASS + 1 {
+        let items = (0..100)
+            .map(|i| PushItem {
+                partition: format!("p{}", i % 10),
+                ..PushItem::new("orders", json!({ "n": pushed + i, "pad": pad }))
+            })
+            .collect();
+        block_on(engine.push(items)).unwrap();
+        pushed += 100;
+        host.now.set(host.now.get() + 1);
+    }
+    host.now.set(host.now.get() + COMPRESS_AFTER_MS + 1);
+    let mut passes = 0;
+    while block_on(engine.maintain()).unwrap().segments_compressed > 0 {
+        passes += 1;
+    }
+    assert!(passes >= 3, "{passes} passes");
+    let json_left = block_on(queen_edge::store::Store::scan(&store, "s/"))
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v[0] == 2)
+        .count();
+    assert_eq!(json_left, 0, "every segment compressed");
+    assert_eq!(
+        engine.read(|b, _| b.storage_usage()).0,
+        stored_segment_bytes(&store)
+    );
+}

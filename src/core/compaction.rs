@@ -12,6 +12,7 @@
 //! takes them oldest first), so memory keeps one offset per partition (`Partition::compress_from`);
 //! the open rebuilds it from the index entries' flags.
 
+#[cfg(feature = "deflate")]
 use super::records::{decode_index_entry, encode_index_entry, index_entry_key, segment_key};
 use super::segment;
 use super::Broker;
