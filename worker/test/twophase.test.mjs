@@ -136,7 +136,9 @@ test('killed between prepare and commit: aborted after restart, nothing applied,
   const [a, b] = onDistinctShards('tp-kill-p-', 2);
   let w = await startWorker({
     persistTo: state.dir,
-    vars: vars({ QUEEN_TEST_ROUTES: 'true', QUEEN_TEST_TXN_FAULT: 'after-prepare' }),
+    // A long timeout before the kill (nothing recovers while the test looks at the prepared state), the
+    // short one after the restart.
+    vars: vars({ QUEEN_TEST_ROUTES: 'true', QUEEN_TEST_TXN_FAULT: 'after-prepare', TXN_TIMEOUT_MS: '60000' }),
   });
   let m;
   try {
@@ -172,7 +174,7 @@ test('killed after the decision: committed on every shard after restart', { time
   const [a, b] = onDistinctShards('tp-kill-d-', 2);
   let w = await startWorker({
     persistTo: state.dir,
-    vars: vars({ QUEEN_TEST_ROUTES: 'true', QUEEN_TEST_TXN_FAULT: 'after-decision' }),
+    vars: vars({ QUEEN_TEST_ROUTES: 'true', QUEEN_TEST_TXN_FAULT: 'after-decision', TXN_TIMEOUT_MS: '60000' }),
   });
   let m;
   try {
