@@ -16,7 +16,12 @@ use support::TestHost;
 type TestEngine = Engine<MemStore, TestHost>;
 
 fn open(store: &MemStore, host: &TestHost) -> TestEngine {
-    block_on(Engine::open(store.clone(), host.clone(), BrokerConfig::default())).unwrap()
+    block_on(Engine::open(
+        store.clone(),
+        host.clone(),
+        BrokerConfig::default(),
+    ))
+    .unwrap()
 }
 
 /// Pushes one message to `queue` and pops it with a 30 s lease.
@@ -92,16 +97,24 @@ fn a_prepared_part_pins_its_lease_hides_its_push_survives_a_restart_and_commits_
     let engine = open(&store, &host);
     let listed = engine.read(|b, _| b.prepared_list());
     assert_eq!(
-        listed.iter().map(|p| (p.id.as_str(), p.owner.as_str())).collect::<Vec<_>>(),
+        listed
+            .iter()
+            .map(|p| (p.id.as_str(), p.owner.as_str()))
+            .collect::<Vec<_>>(),
         [("tx-1", "coordinator")]
     );
     assert!(pop_payloads(&engine, "q").is_empty());
     // Commit: the ack and the push apply together, once.
-    let reply = block_on(engine.commit_prepared("tx-1")).unwrap().expect("prepared");
+    let reply = block_on(engine.commit_prepared("tx-1"))
+        .unwrap()
+        .expect("prepared");
     assert!(reply.success);
     assert_eq!(reply.transaction_id, "tx-1");
     assert_eq!(reply.results.len(), 2);
-    assert!(matches!(&reply.results[0], TxResult::Ack(a) if a.success), "{reply:?}");
+    assert!(
+        matches!(&reply.results[0], TxResult::Ack(a) if a.success),
+        "{reply:?}"
+    );
     assert_eq!(block_on(engine.commit_prepared("tx-1")).unwrap(), None);
     assert_eq!(pop_payloads(&engine, "out"), [json!("pushed")]);
     assert!(pop_payloads(&engine, "q").is_empty(), "acked: never again");

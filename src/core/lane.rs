@@ -596,7 +596,10 @@ mod tests {
         lane.pin();
         lane.unpin();
         assert!(!lane.is_pinned());
-        assert!(lane.is_leased(99) && lane.lease_expired(100), "X rules again");
+        assert!(
+            lane.is_leased(99) && lane.lease_expired(100),
+            "X rules again"
+        );
     }
 
     #[test]

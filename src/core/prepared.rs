@@ -59,7 +59,10 @@ pub struct PreparedInfo {
 }
 
 fn prepared_key(id: &str) -> String {
-    format!("{PREPARED_PREFIX}{}", id.replace('%', "%25").replace('/', "%2F"))
+    format!(
+        "{PREPARED_PREFIX}{}",
+        id.replace('%', "%25").replace('/', "%2F")
+    )
 }
 
 #[derive(Serialize)]
@@ -154,7 +157,8 @@ fn encode(p: &Prepared) -> Vec<u8> {
 }
 
 fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
-    let unreadable = |e: String| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"));
+    let unreadable =
+        |e: String| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"));
     let read = || -> Result<Prepared, String> {
         let mut f = Fields::parse(bytes)?;
         let owner = f.string("owner")?;
@@ -162,7 +166,10 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
         let list = |f: &mut Fields, key: &str| -> Result<Vec<Value>, String> {
             match f.object_value(key)? {
                 Value::Array(items) => Ok(items),
-                other => Err(format!("field `{key}`: expected a list, found {}", json_type(&other))),
+                other => Err(format!(
+                    "field `{key}`: expected a list, found {}",
+                    json_type(&other)
+                )),
             }
         };
         let mut operations = Vec::new();
@@ -173,7 +180,8 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
                 let mut items = Vec::new();
                 for item in list(&mut op, "push")? {
                     let mut i = Fields::of(item)?;
-                    let payload = Payload::from_json(i.string("payloadText")?).map_err(|e| e.to_string())?;
+                    let payload =
+                        Payload::from_json(i.string("payloadText")?).map_err(|e| e.to_string())?;
                     push_bytes += payload.len() as u64;
                     items.push(PushItem {
                         queue: i.string("queue")?,
@@ -397,7 +405,11 @@ impl Broker {
     }
 
     fn set_pin(&mut self, pid: u64, group: &str, on: bool) {
-        let Some(lane) = self.partitions.get_mut(&pid).and_then(|p| p.lanes.get_mut(group)) else {
+        let Some(lane) = self
+            .partitions
+            .get_mut(&pid)
+            .and_then(|p| p.lanes.get_mut(group))
+        else {
             return;
         };
         if on {

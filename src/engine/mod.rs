@@ -532,8 +532,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// Aborts prepared part `id`; false when nothing is prepared under it.
     #[cfg(feature = "ops")]
     pub async fn abort_prepared(&self, id: &str) -> EngineResult<bool> {
-        self.run_plain(|b, now| Ok(b.abort_prepared(now, id)))
-            .await
+        self.run_plain(|b, now| Ok(b.abort_prepared(now, id))).await
     }
 
     /// Creates a queue or overwrites its options (wire-contract §1.7).

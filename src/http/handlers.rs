@@ -463,10 +463,9 @@ pub(super) async fn transaction_operations<S: Store, H: Host>(
             if engine.maintenance_state().0.push_paused {
                 return Err(HttpError {
                     status: 503,
-                    message:
-                        "Maintenance mode is on: pushes are buffered, and a \
+                    message: "Maintenance mode is on: pushes are buffered, and a \
                               transaction that pushes is refused until it is turned off"
-                            .to_string(),
+                        .to_string(),
                 });
             }
             // Buffered pushes go first (turning maintenance off drains them; this

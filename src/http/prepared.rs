@@ -25,8 +25,11 @@ pub async fn prepare<S: Store, H: Host>(
     let answer = async {
         let authorization = request.header("authorization");
         #[cfg(not(feature = "jwt"))]
-        let caller =
-            super::auth::check(config.auth.as_ref(), Route::Transaction.access(), authorization)?;
+        let caller = super::auth::check(
+            config.auth.as_ref(),
+            Route::Transaction.access(),
+            authorization,
+        )?;
         #[cfg(feature = "jwt")]
         let caller = super::jwt::check(
             config,

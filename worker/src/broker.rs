@@ -188,7 +188,8 @@ impl Broker {
         }
         self.arm_alarm_if_needed(&engine).await;
         // Parts of transactions across shards prepared before a restart: the alarm settles them.
-        if let Some(first) = engine.read(|b, _| b.prepared_list().first().map(|p| p.prepared_at_ms)) {
+        if let Some(first) = engine.read(|b, _| b.prepared_list().first().map(|p| p.prepared_at_ms))
+        {
             self.alarm_by(first + crate::txn_coordinator::timeout(&self.env))
                 .await;
         }
@@ -382,7 +383,10 @@ impl Broker {
     async fn run_alarm(&self) {
         // The coordinator of transactions across shards opens no engine: its alarm only recovers.
         let storage = self.state.storage();
-        if let Ok(Some(true)) = storage.get::<bool>(crate::txn_coordinator::MARKER_KEY).await {
+        if let Ok(Some(true)) = storage
+            .get::<bool>(crate::txn_coordinator::MARKER_KEY)
+            .await
+        {
             if let Err(e) = crate::txn_coordinator::recover(&self.state, &self.env).await {
                 console_error!("transaction recovery failed: {e}");
             }

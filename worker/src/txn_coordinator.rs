@@ -339,7 +339,10 @@ async fn drive(
         (answer.body.get("prepared") != Some(&Value::Bool(true))).then_some(answer)
     });
     if fault(env, "after-prepare") {
-        return respond::error(500, "test fault: the coordinator stopped after the prepares");
+        return respond::error(
+            500,
+            "test fault: the coordinator stopped after the prepares",
+        );
     }
     // 3. The decision, written only over `preparing` (an alarm or a status query may have aborted a
     // run that took too long).
@@ -355,15 +358,16 @@ async fn drive(
     };
     save(state, id, &record).await?;
     if fault(env, "after-decision") {
-        return respond::error(500, "test fault: the coordinator stopped after the decision");
+        return respond::error(
+            500,
+            "test fault: the coordinator stopped after the decision",
+        );
     }
     // 4. Tell every shard, then answer.
     let replies = finish(state, env, id, &mut record).await?;
     if record.phase == Phase::Aborted {
         return match refusal {
-            Some(answer) if answer.status != 200 => {
-                respond::json(answer.status, &answer.body)
-            }
+            Some(answer) if answer.status != 200 => respond::json(answer.status, &answer.body),
             _ => {
                 let error = refusal
                     .and_then(|a| a.body.get("error").and_then(Value::as_str))

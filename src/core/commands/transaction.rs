@@ -90,14 +90,21 @@ impl Broker {
                     }
                     self.discard = true;
                     self.changes = Default::default();
-                    return (results, Err(Some(format!("Unknown operation type: {kind}"))));
+                    return (
+                        results,
+                        Err(Some(format!("Unknown operation type: {kind}"))),
+                    );
                 }
             }
         }
         (results, Ok(()))
     }
 
-    pub(crate) fn precheck_transaction(&self, now: i64, operations: &[TxOperation]) -> Option<String> {
+    pub(crate) fn precheck_transaction(
+        &self,
+        now: i64,
+        operations: &[TxOperation],
+    ) -> Option<String> {
         let push_bytes = operations
             .iter()
             .map(|op| match op {
