@@ -332,11 +332,8 @@ async fn drive(
     }))
     .await;
     // The first refusal in part order: a shard's 4xx (the caller, a malformed part) or its reason.
-    let refusal = prepares.iter().find_map(|answer| {
-        if answer.status != 200 {
-            return Some(answer);
-        }
-        (answer.body.get("prepared") != Some(&Value::Bool(true))).then_some(answer)
+    let refusal = prepares.iter().find(|answer| {
+        answer.status != 200 || answer.body.get("prepared") != Some(&Value::Bool(true))
     });
     if fault(env, "after-prepare") {
         return respond::error(
