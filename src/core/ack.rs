@@ -65,7 +65,7 @@ impl Broker {
                 results[index].error = Some(format!("Invalid status: {s}"));
                 continue;
             }
-            #[cfg(feature = "ops")]
+            #[cfg(feature = "twophase")]
             if self.pinned_against(pid, &group) {
                 results[index].error = Some(super::prepared::PINNED_LEASE.to_string());
                 continue;

@@ -160,13 +160,13 @@ impl Fields {
     }
 
     /// A required field of any JSON type, as a tree.
-    #[cfg(feature = "ops")]
+    #[cfg(feature = "twophase")]
     pub(crate) fn object_value(&mut self, key: &str) -> Result<Value, FieldError> {
         self.required(key, "a value", Some)
     }
 
     /// True when `key` is present and not `null`.
-    #[cfg(feature = "ops")]
+    #[cfg(feature = "twophase")]
     pub(crate) fn has(&self, key: &str) -> bool {
         self.0.get(key).is_some_and(|v| !v.is_null())
     }

@@ -29,7 +29,7 @@ pub mod lane;
 pub mod maintenance;
 pub mod meters;
 mod pop;
-#[cfg(feature = "ops")]
+#[cfg(feature = "twophase")]
 pub mod prepared;
 mod push;
 mod reclaim;
@@ -137,10 +137,10 @@ pub struct Broker {
     /// The delivery log of the queues that keep one (module `deliveries`).
     deliveries: deliveries::DeliveryLog,
     /// Prepared transaction parts by id (module `prepared`).
-    #[cfg(feature = "ops")]
+    #[cfg(feature = "twophase")]
     prepared: BTreeMap<String, Box<prepared::Prepared>>,
     /// While a prepared part commits: the lanes it pinned, on which its acks may act.
-    #[cfg(feature = "ops")]
+    #[cfg(feature = "twophase")]
     committing_pins: Option<Vec<(u64, String)>>,
 }
 
@@ -172,9 +172,9 @@ impl Broker {
             woken: Vec::new(),
             discard: false,
             deliveries: Default::default(),
-            #[cfg(feature = "ops")]
+            #[cfg(feature = "twophase")]
             prepared: BTreeMap::new(),
-            #[cfg(feature = "ops")]
+            #[cfg(feature = "twophase")]
             committing_pins: None,
         }
     }

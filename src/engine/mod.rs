@@ -505,7 +505,7 @@ impl<S: Store, H: Host> Engine<S, H> {
 
     /// Prepares part `id` of a transaction across brokers, decided by `owner` (docs/protocol.md
     /// §3.9.1, `core::prepared`): `Ok(Err(reason))` when the part is refused (nothing changed).
-    #[cfg(feature = "ops")]
+    #[cfg(feature = "twophase")]
     pub async fn prepare(
         &self,
         id: &str,
@@ -520,7 +520,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Commits prepared part `id`; `None` when nothing is prepared under it.
-    #[cfg(feature = "ops")]
+    #[cfg(feature = "twophase")]
     pub async fn commit_prepared(&self, id: &str) -> EngineResult<Option<TxReply>> {
         self.run(
             |b, _| b.segments_needed_for_commit(id),
@@ -530,7 +530,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Aborts prepared part `id`; false when nothing is prepared under it.
-    #[cfg(feature = "ops")]
+    #[cfg(feature = "twophase")]
     pub async fn abort_prepared(&self, id: &str) -> EngineResult<bool> {
         self.run_plain(|b, now| Ok(b.abort_prepared(now, id))).await
     }

@@ -42,7 +42,7 @@ pub mod jwt;
 #[cfg(feature = "ops")]
 mod modes;
 mod operations;
-#[cfg(feature = "ops")]
+#[cfg(feature = "twophase")]
 pub mod prepared;
 mod query;
 mod redelivery;
