@@ -1,6 +1,7 @@
 //! Prepared transaction parts (docs/protocol.md §3.9.1, `core::prepared`): a prepared part's pushes are
 //! invisible and its acks' leases pinned (they outlive their expiry, and nobody else acts on them), across a
 //! restart; commit applies it once, abort leaves no trace and releases the leases.
+#![cfg(feature = "twophase")]
 
 mod support;
 
