@@ -303,9 +303,12 @@ impl Broker {
         self.engine.try_lock().is_some_and(|slot| slot.is_some())
     }
 
-    /// The internal routes of a sharded broker (`/__shard/...`, sent only by the entry Worker: public
-    /// paths never start with it): the catalog object's routes ([`crate::catalog`]) and `/__shard/check`,
-    /// which answers 200 when this object's engine opens (with its shard guard) and 503 otherwise.
+    /// The internal routes of a sharded broker (`/__shard/...`, sent only by the entry Worker and by the
+    /// objects of the same broker: public paths never start with it): the catalog object's routes
+    /// ([`crate::catalog`]), the transaction coordinator's (`/__shard/txn/run`, `/status`:
+    /// [`crate::txn_coordinator`]) and a shard's part of a transaction (`/__shard/txn/prepare`,
+    /// `/commit`, `/abort`: [`crate::txn_participant`]), and `/__shard/check`, which answers 200 when
+    /// this object's engine opens (with its shard guard) and 503 otherwise.
     async fn serve_internal(&self, path: &str, req: web_sys::Request) -> Result<web_sys::Response> {
         if path.starts_with("/__shard/catalog/") {
             return crate::catalog::handle(&self.state, req).await;
