@@ -1,10 +1,9 @@
 // The Worker's entry module around the wasm-bindgen output (worker/build/index.js after bundling).
 // Copied from worker-build 0.8.7 (src/js/shim.js, MIT OR Apache-2.0), which produced it before;
 // scripts/build-worker replaces $HANDLERS with one line per exported handler and appends one
-// line per exported class (the Durable Object, as a `DurableObject` subclass: durableObjectClass below,
-// our addition), then bundles it with esbuild. Apart from that class wrapper, keep it equal to the shim of
-// the worker-build version matching the `worker` crate in Cargo.lock.
-import { DurableObject, WorkerEntrypoint } from "cloudflare:workers";
+// line per exported class (the Durable Object), as worker-build does, then bundles it with esbuild.
+// Keep it equal to the shim of the worker-build version matching the `worker` crate in Cargo.lock.
+import { WorkerEntrypoint } from "cloudflare:workers";
 import * as exports from "./index.js";
 
 Error.stackTraceLimit = 100;
@@ -104,21 +103,3 @@ const classProxyHooks = {
 };
 
 export default new Proxy(Entrypoint, classProxyHooks);
-
-// A Durable Object class exported by the wasm (wrapped like any class, so that a trap resets the instance)
-// as a subclass of `DurableObject`: workerd serves RPC calls on a stub only for such classes. Each method of
-// the wasm class (its handlers, and `request`, which the entry Worker calls over RPC) is forwarded to it.
-function durableObjectClass(wasmClass) {
-  const Wrapped = new Proxy(wasmClass, classProxyHooks);
-  const cls = class extends DurableObject {
-    constructor(ctx, env) {
-      super(ctx, env);
-      this.object = new Wrapped(ctx, env);
-    }
-  };
-  for (const name of Object.getOwnPropertyNames(wasmClass.prototype)) {
-    if (name === 'constructor' || name === 'free' || name.startsWith('__')) continue;
-    cls.prototype[name] = function (...args) { return this.object[name](...args); };
-  }
-  return cls;
-}

@@ -1,10 +1,9 @@
 //! The `Broker` Durable Object: one broker (every queue of it) per object, on SQLite-backed storage.
 //!
-//! The entry Worker (`lib.rs`) calls the object's `request` method over RPC for `/api/v1/*`, `/health` and
-//! `/metrics*` ([`crate::rpc`]), or forwards the request unchanged to its `fetch` (a body of undeclared
-//! length, a sharded broker's requests, and in tests only `/__test/*`). The object opens one [`Engine`] over
-//! a [`DoStore`] on its first request and keeps it while the object lives; every request is read into an
-//! [`HttpRequest`] and answered by `queen_edge::http::handle_with_jwt`. Requests interleave at their awaits (a long-poll parks without blocking
+//! The entry Worker (`lib.rs`) forwards `/api/v1/*`, `/health`, `/metrics*` (and, in tests only, `/__test/*`)
+//! here unchanged. The object opens one [`Engine`] over a [`DoStore`] on its first request and keeps it while
+//! the object lives; every request is read into an [`HttpRequest`] and answered by
+//! `queen_edge::http::handle`. Requests interleave at their awaits (a long-poll parks without blocking
 //! pushes); the engine serialises commands itself.
 //!
 //! If the store cannot be opened (or the engine cannot load), `/health` answers 503 `unhealthy` and every
@@ -109,22 +108,12 @@ pub fn parse_shard_hint(value: &str) -> Option<(u16, String)> {
 /// `MAINTENANCE_INTERVAL_MS` says otherwise.
 pub const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// `{"error": "Not Found"}` with 404.
-fn not_found() -> HttpResponse {
-    HttpResponse {
-        status: 404,
-        headers: vec![("Content-Type".into(), "application/json".into())],
-        body: br#"{"error":"Not Found"}"#.to_vec(),
-    }
-}
-
 /// The Durable Object class `Broker` (bound as `BROKER` in `wrangler.toml`).
 ///
 /// Exported to JS by hand (what `#[durable_object]` generates, minus its conversions): `fetch` takes
 /// workerd's `Request` as it is (no `worker::Request`, whose constructor copies the `cf` object) and
 /// answers with a `Response` built once from the HTTP layer's answer ([`respond`]), not a
-/// `worker::Response` converted again; `request` is the RPC method the entry Worker calls ([`crate::rpc`]).
-/// The build's entry module exports the class as a subclass of `DurableObject`, which RPC needs.
+/// `worker::Response` converted again.
 #[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
 pub struct Broker {
     state: State,
@@ -273,29 +262,21 @@ impl Broker {
     }
 
     async fn unavailable(&self, path: &str, message: String) -> Result<web_sys::Response> {
-        respond::answer(&self.unavailable_answer(path, message))
-    }
-
-    /// The 503 answer while the engine cannot open: `/health` says `unhealthy`, other routes give the
-    /// reason as `{"error": ...}`.
-    fn unavailable_answer(&self, path: &str, message: String) -> HttpResponse {
-        let body = if path == "/health" {
-            json!({
-                "status": "unhealthy",
-                "database": "disconnected",
-                "server": self.config.http.server_name,
-                "worker_id": self.config.http.worker_id,
-                "version": self.config.http.version,
-                "error": message,
-            })
-        } else {
-            json!({ "error": format!("broker unavailable: {message}") })
-        };
-        HttpResponse {
-            status: 503,
-            headers: vec![("Content-Type".into(), "application/json".into())],
-            body: serde_json::to_vec(&body).unwrap_or_default(),
+        if path == "/health" {
+            let id = self.config.http.worker_id.clone();
+            return respond::json(
+                503,
+                &json!({
+                    "status": "unhealthy",
+                    "database": "disconnected",
+                    "server": self.config.http.server_name,
+                    "worker_id": id,
+                    "version": self.config.http.version,
+                    "error": message,
+                }),
+            );
         }
+        respond::error(503, &format!("broker unavailable: {message}"))
     }
 
     /// True when the engine is open (and no other request is opening it right now).
@@ -353,23 +334,6 @@ impl Broker {
             Ok(request) => request,
             Err(too_large) => return respond::answer(&too_large),
         };
-        respond::answer(&self.answer(&engine, request).await)
-    }
-
-    /// Answers one request read from an RPC call of the entry Worker ([`crate::rpc`]).
-    async fn serve_call(&self, request: HttpRequest) -> HttpResponse {
-        // The entry Worker calls with broker paths only; internal and test paths are served by `fetch`.
-        if request.path.starts_with("/__") {
-            return not_found();
-        }
-        match self.engine().await {
-            Ok(engine) => self.answer(&engine, request).await,
-            Err(message) => self.unavailable_answer(&request.path, message),
-        }
-    }
-
-    /// The HTTP layer's answer to `request`, after checking its token again.
-    async fn answer(&self, engine: &BrokerEngine, request: HttpRequest) -> HttpResponse {
         // The entry Worker checked the token already; the object checks again (it trusts no header).
         let outcome = queen_edge::http::jwt::authenticate(
             &self.config.http,
@@ -380,10 +344,10 @@ impl Broker {
             js_sys::Date::now() as i64,
         )
         .await;
-        let answer = handle_with_jwt(engine, &self.config.http, request, &outcome).await;
+        let answer = handle_with_jwt(&engine, &self.config.http, request, &outcome).await;
         // A request may have created the first queue of an idle broker.
-        self.arm_alarm_if_needed(engine).await;
-        answer
+        self.arm_alarm_if_needed(&engine).await;
+        respond::answer(&answer)
     }
 
     /// Runs retention and eviction, then schedules the next run. A failure is logged and retried at
@@ -445,26 +409,6 @@ impl Broker {
                 .await
                 .map(JsValue::from)
                 .map_err(JsValue::from)
-        })
-        .await
-    }
-
-    /// Called by the entry Worker (an RPC call on the stub) with what it read from a request; answers
-    /// `[status, headers, body]` ([`crate::rpc`]).
-    #[wasm_bindgen(js_name = request)]
-    pub async fn request(
-        &self,
-        method: String,
-        path: String,
-        query: String,
-        authorization: Option<String>,
-        content_type: Option<String>,
-        body: JsValue,
-    ) -> std::result::Result<JsValue, JsValue> {
-        std::panic::AssertUnwindSafe(async move {
-            let request =
-                crate::rpc::incoming(method, path, query, authorization, content_type, &body);
-            Ok(crate::rpc::outgoing(&self.serve_call(request).await))
         })
         .await
     }

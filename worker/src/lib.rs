@@ -23,7 +23,6 @@ pub mod host;
 pub mod jwt;
 pub mod respond;
 pub mod routing;
-pub mod rpc;
 pub mod selftest;
 pub mod shape;
 pub mod shard_guard;
@@ -127,12 +126,6 @@ pub fn broker_name(
     }
 }
 
-/// The stub of the Durable Object named `name`.
-pub fn object_stub(env: &Env, name: &str) -> Result<worker::worker_sys::DurableObject> {
-    let namespace = env.durable_object(BROKER_BINDING)?;
-    Ok(namespace.id_from_name(name)?.get_stub()?.into_rpc())
-}
-
 /// Sends `req` to the Durable Object named `name` and answers with the object's `Response` as it is (its
 /// body streams through; nothing is copied or wrapped again).
 pub async fn forward_to_object(
@@ -140,7 +133,9 @@ pub async fn forward_to_object(
     env: &Env,
     name: &str,
 ) -> Result<web_sys::Response> {
-    let stub = object_stub(env, name)?;
+    let namespace = env.durable_object(BROKER_BINDING)?;
+    let stub: worker::worker_sys::DurableObject =
+        namespace.id_from_name(name)?.get_stub()?.into_rpc();
     let response =
         worker::wasm_bindgen_futures::JsFuture::from(stub.fetch_with_request(req)?).await?;
     Ok(response.dyn_into::<web_sys::Response>()?)
@@ -214,22 +209,8 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys
         Err(message) => return respond::error(400, &message),
     };
     match &settings.shards {
-        // One shard: the broker's own object, as before shards existed, called through RPC (a body of
-        // undeclared length still streams through `fetch`).
-        Ok(1) => {
-            let call = rpc::Call {
-                method: &method,
-                path,
-                query,
-                authorization: authorization.as_deref(),
-                content_length,
-            };
-            if rpc::needs_fetch(&req, &call) {
-                forward_to_object(&req, &env, &name).await
-            } else {
-                rpc::call_object(&req, &env, &name, &call).await
-            }
-        }
+        // One shard: the broker's own object, as before shards existed.
+        Ok(1) => forward_to_object(&req, &env, &name).await,
         Ok(count) => {
             let map = shards::ShardMap {
                 broker: name,

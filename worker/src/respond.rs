@@ -7,7 +7,7 @@
 
 use queen_edge::http::{HttpResponse, CORS_HEADERS};
 use serde_json::json;
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
 use worker::worker_sys::web_sys;
 
 const CONTENT_TYPE: &str = "Content-Type";
@@ -82,23 +82,6 @@ pub fn respond(
         // A fresh JS buffer: workerd keeps the body, and wasm memory must not be handed over.
         let bytes = js_sys::Uint8Array::from(body);
         web_sys::Response::new_with_opt_buffer_source_and_init(Some(&bytes), &init)?
-    };
-    Ok(response)
-}
-
-/// A response with `status`, `headers` (plus the CORS headers it does not set) and a body that is already a
-/// JS value (a `Uint8Array`, or `null` for none): the object's answer of an RPC call ([`crate::rpc`]).
-pub fn respond_js(
-    status: u16,
-    headers: &[(String, String)],
-    body: &JsValue,
-) -> worker::Result<web_sys::Response> {
-    let init = web_sys::ResponseInit::new();
-    init.set_status(status);
-    init.set_headers(&headers_for(headers)?.into());
-    let response = match body.dyn_ref::<js_sys::Uint8Array>() {
-        Some(bytes) => web_sys::Response::new_with_opt_buffer_source_and_init(Some(bytes), &init)?,
-        None => web_sys::Response::new_with_opt_str_and_init(None, &init)?,
     };
     Ok(response)
 }
