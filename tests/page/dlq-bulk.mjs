@@ -85,8 +85,8 @@ export async function runDlqBulk(page, { label, shots, log = console.log }) {
   await preview('replay');
   await until('the page to refuse the limit', async () => (await text(page, '#bulk-msg')).includes('whole number of at least 1'));
   await page.fill('#bulk-limit', '');
-  await page.fill('#bulk-from', '2030-01-02T00:00:00');
-  await page.fill('#bulk-to', '2030-01-01T00:00:00');
+  await page.fill('#bulk-from', '2030-01-02T00:00');
+  await page.fill('#bulk-to', '2030-01-01T00:00');
   await preview('replay');
   await until('the broker to refuse from after to', async () => (await text(page, '#bulk-msg')).includes('from must not be later than to'));
   await shot('bad-filter');
