@@ -102,6 +102,9 @@ export function readFilter(f) {
     if (Number.isNaN(t.getTime())) return { error: `“${raw}” is not a date and time for “${key}”.` };
     filter[key] = t.toISOString();
   }
+  if (filter.from && filter.to && filter.from > filter.to) {
+    return { error: '“Dead-lettered from” is later than “to”: no dead letter can match. Swap them or clear one.' };
+  }
   const limit = f.elements.limit.value.trim();
   if (limit) {
     if (!/^\d+$/.test(limit) || Number(limit) < 1) return { error: `“At most” must be a whole number of at least 1, or empty for no limit (got “${limit}”).` };
