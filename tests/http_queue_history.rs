@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 const QM: &str = "__QUEUE_MODE__";
 
 fn push(h: &Harness, n: usize) {
-    let items: Vec<Value> = (0..n).map(|i| json!({"queue": "hq", "payload": i})).collect();
+    let items: Vec<Value> = (0..n)
+        .map(|i| json!({"queue": "hq", "payload": i}))
+        .collect();
     let (status, body) = h.call("POST", "/api/v1/push", Some(json!({ "items": items })));
     assert_eq!(status, 201, "{body}");
 }
@@ -42,7 +44,11 @@ fn ack(h: &Harness, messages: &[Value], status: &str, group: Option<&str>) {
 }
 
 fn history(h: &Harness, query: &str) -> Value {
-    let (status, body) = h.call("GET", &format!("/api/v1/status/queues/hq/history{query}"), None);
+    let (status, body) = h.call(
+        "GET",
+        &format!("/api/v1/status/queues/hq/history{query}"),
+        None,
+    );
     assert_eq!(status, 200, "{body}");
     body
 }

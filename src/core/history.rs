@@ -250,10 +250,15 @@ impl Broker {
             traffic: Traffic::default(),
             backlog: Vec::new(),
         };
-        for p in q.partitions.values().filter_map(|pid| self.partitions.get(pid)) {
+        for p in q
+            .partitions
+            .values()
+            .filter_map(|pid| self.partitions.get(pid))
+        {
             sample.traffic.pushed += p.next_offset;
             let floor = p.first_offset as i64 - 1;
-            let after = |committed: i64| (p.next_offset as i64 - 1 - committed.max(floor)).max(0) as u64;
+            let after =
+                |committed: i64| (p.next_offset as i64 - 1 - committed.max(floor)).max(0) as u64;
             for (group, lane) in &p.lanes {
                 sample.traffic.delivered += lane.delivered;
                 sample.traffic.acked += lane.acked;
@@ -263,7 +268,11 @@ impl Broker {
             // A subscribed group that has not claimed here yet counts from where it would start.
             for group in subscribed {
                 if !p.lanes.contains_key(*group) {
-                    add_backlog(&mut sample.backlog, group, after(self.initial_cursor(p.id, group)));
+                    add_backlog(
+                        &mut sample.backlog,
+                        group,
+                        after(self.initial_cursor(p.id, group)),
+                    );
                 }
             }
         }
@@ -319,7 +328,10 @@ impl Broker {
         };
         live.advance(last_bucket, sample);
         let groups = live.groups;
-        let not_recorded = reading.into_iter().filter(|g| !groups.contains(g)).collect();
+        let not_recorded = reading
+            .into_iter()
+            .filter(|g| !groups.contains(g))
+            .collect();
         let now_bucket = bucket_of(now).max(last_bucket);
         // The window is its last whole buckets, the one holding now included.
         let first = (now_bucket - (window_ms / BUCKET_MS - 1).max(0) * BUCKET_MS)

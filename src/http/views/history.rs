@@ -28,7 +28,9 @@ pub(crate) fn answer<S: Store, H: Host>(
     query: &Query,
 ) -> Result<HttpResponse, HttpError> {
     check_name("Queue name", queue, true, &config.limits)?;
-    let minutes = query.uint("minutes", 1, MAX_MINUTES)?.unwrap_or(MAX_MINUTES);
+    let minutes = query
+        .uint("minutes", 1, MAX_MINUTES)?
+        .unwrap_or(MAX_MINUTES);
     let window_ms = minutes as i64 * 60_000;
     let (history, now) = engine.read(|b, now| (b.queue_history(queue, now, window_ms), now));
     let Some(h) = history else {
