@@ -163,3 +163,22 @@ fn a_long_run_keeps_the_last_fifteen_minutes() {
     );
     assert_eq!(body["measuredSince"], iso_ms(T0));
 }
+
+#[test]
+fn the_backlog_of_at_most_sixteen_groups_is_recorded() {
+    let h = Harness::new();
+    h.call("POST", "/api/v1/configure", Some(json!({"queue": "hq"})));
+    push(&h, 1);
+    for i in 0..17 {
+        let target =
+            format!("/api/v1/pop/queue/hq?batch=1&consumerGroup=g{i:02}&subscriptionMode=all");
+        assert_eq!(pop(&h, &target).len(), 1);
+    }
+    let body = history(&h, "?minutes=1");
+    let recorded: Vec<String> = (0..16).map(|i| format!("g{i:02}")).collect();
+    assert_eq!(body["groups"], json!(recorded));
+    assert_eq!(body["groupsNotRecorded"], json!(["g16"]));
+    let last = &body["buckets"][0];
+    assert_eq!(last["delivered"], 17);
+    assert_eq!(last["backlog"].as_object().unwrap().len(), 16, "{body}");
+}
