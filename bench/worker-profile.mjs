@@ -66,7 +66,7 @@ function payload(size, n) {
 const PHASES = [
   ['deflate (segment compression, miniz_oxide)', /^miniz_oxide::deflate|miniz_oxide::deflate::/],
   ['inflate (segment decode, miniz_oxide)', /^miniz_oxide::inflate|miniz_oxide::inflate::/],
-  ['SQLite commit (DoStore, transactionSync + statements)', /DoStore::run_in_transaction|DoStore.*commit|^transactionSync$/],
+  ['SQLite commit (DoStore: one statement, or transactionSync + statements)', /DoStore::run(_in_transaction)?::|DoStore.*commit|^transactionSync$/],
   ['SQLite reads (DoStore scans)', /queen_edge_worker::do_store::/],
   ['parse request JSON (http::wire, serde_json::de)', /queen_edge::http::wire::|serde_json::de::|serde_json::value::de::/],
   ['build reply JSON (http::render, serde_json::ser)', /queen_edge::http::render::|serde_json::ser::|serde_json::value::ser::|queen_edge::http::error::json_response|queen_edge::http::handlers::ack_answer/],

@@ -20,18 +20,26 @@
 //!
 //! # Commit
 //!
-//! Every commit runs inside one `ctx.storage.transactionSync(...)` call, so it applies all or nothing: if any
-//! statement throws, SQLite rolls the whole transaction back and the commit returns `Err`. The workers-rs
-//! binding (worker 0.8.7) has no `transactionSync`, so it is called on the raw storage object through
-//! `js_sys::Reflect`. Statements are batched (up to [`MAX_BINDINGS`] bound parameters each) to keep the
-//! number of calls into the runtime small:
-//! 1. deleted keys: `DELETE ... WHERE key IN (...)`;
-//! 2. stale chunks of put keys (a value that shrank): `DELETE ... WHERE key IN (...) AND chunk >= n`,
-//!    grouped by the new chunk count `n`;
-//! 3. the new chunks: `INSERT ... ON CONFLICT (key, chunk) DO UPDATE` (an upsert writes one row, where
-//!    `INSERT OR REPLACE` would delete and insert).
+//! A commit is a list of rows inserted into the view `queen_apply_v1 (op, key, chunk, value, chunks)`, whose
+//! `INSTEAD OF INSERT` trigger ([`APPLY_TRIGGER`]) applies each row to `queen_kv`:
+//! - `op = 0`: delete every chunk of `key`;
+//! - `op = 1`: upsert chunk `chunk` of `key` (`INSERT ... ON CONFLICT (key, chunk) DO UPDATE`: an upsert
+//!   writes one row, where `INSERT OR REPLACE` would delete and insert), and on chunk 0 delete the chunks
+//!   at or past `chunks` (left over from a longer old value);
+//! - `op = 9`: fail (`RAISE(ABORT)`), for the atomicity test ([`DoStore::commit_then_fail`]).
+//!
+//! Rows are batched into `INSERT INTO queen_apply_v1 ... VALUES (...), (...)` statements of up to
+//! [`MAX_BINDINGS`] bound parameters (numbers are written into the statement, keys and values are bound).
+//! A commit that fits one statement (every commit of a push, pop or ack of up to 49 keys) runs it as it is:
+//! one SQLite statement applies all or nothing (the trigger's work is part of it), and it joins the
+//! object's implicit transaction, which workerd commits before any answer leaves the object (its output
+//! gate), together with the other writes of the same turn. A commit of several statements runs them inside
+//! one `ctx.storage.transactionSync(...)` call, so it still applies all or nothing (the workers-rs binding,
+//! worker 0.8.7, has no `transactionSync`: it is called on the raw storage object through
+//! `js_sys::Reflect`). `cursor.rowsWritten` counts the trigger's writes (checked on workerd), so rows
+//! written is still the billed figure.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -51,6 +59,25 @@ pub const MAX_BINDINGS: usize = 99;
 
 /// Largest total of bound value bytes batched into one `INSERT` (bigger chunks go alone).
 const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// The view commits insert into (no rows of its own: see the module documentation).
+const APPLY_VIEW: &str =
+    "CREATE VIEW IF NOT EXISTS queen_apply_v1 (op, key, chunk, value, chunks) AS \
+     SELECT NULL, NULL, NULL, NULL, NULL WHERE 0";
+
+/// The trigger that applies each row inserted into `queen_apply_v1` to `queen_kv`. Its name carries a
+/// version: a changed body gets a new name (and view), never an old trigger kept by `IF NOT EXISTS`.
+const APPLY_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_apply_v1_row \
+     INSTEAD OF INSERT ON queen_apply_v1 BEGIN \
+       DELETE FROM queen_kv WHERE NEW.op = 0 AND key = NEW.key; \
+       DELETE FROM queen_kv WHERE NEW.op = 1 AND NEW.chunk = 0 AND key = NEW.key AND chunk >= NEW.chunks; \
+       INSERT INTO queen_kv (key, chunk, value) SELECT NEW.key, NEW.chunk, NEW.value WHERE NEW.op = 1 \
+         ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value; \
+       SELECT RAISE(ABORT, 'queen_apply_v1: refused (test hook)') WHERE NEW.op = 9; \
+     END";
+
+/// The start of every commit statement.
+const APPLY_INSERT: &str = "INSERT INTO queen_apply_v1 (op, key, chunk, value, chunks) VALUES ";
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -75,18 +102,98 @@ struct Counters {
 
 /// A [`Store`] over the SQLite storage of one Durable Object.
 ///
-/// Cloning is cheap; clones share the storage and the counters.
+/// Cloning is cheap; clones share the storage, the counters and the commit callback.
 #[derive(Debug, Clone)]
 pub struct DoStore {
     sql: SqlStorage,
     raw: JsValue,
     counters: Rc<Counters>,
+    transaction: Rc<Transaction>,
 }
 
-/// One SQL statement with its bound parameters, prepared before the transaction starts.
-struct Statement {
+/// One SQL statement with its bound parameters, prepared before the transaction starts; the values are
+/// borrowed from the change set until they are turned into JS values ([`Statement::into_js`]).
+struct Statement<'a> {
     sql: String,
-    bindings: Vec<SqlStorageValue>,
+    bindings: Vec<Binding<'a>>,
+}
+
+/// A bound parameter.
+#[derive(Debug, Clone, Copy)]
+enum Binding<'a> {
+    Text(&'a str),
+    Blob(&'a [u8]),
+}
+
+/// A statement with its parameters as JS values (a blob copied once, into a `Uint8Array`).
+struct JsStatement {
+    sql: String,
+    bindings: Vec<JsValue>,
+}
+
+impl Statement<'_> {
+    fn into_js(self) -> JsStatement {
+        let bindings = self
+            .bindings
+            .into_iter()
+            .map(|b| match b {
+                Binding::Text(text) => JsValue::from_str(text),
+                Binding::Blob(bytes) => js_sys::Uint8Array::from(bytes).into(),
+            })
+            .collect();
+        JsStatement {
+            sql: self.sql,
+            bindings,
+        }
+    }
+}
+
+/// `storage.transactionSync` and the one callback every commit hands it (made once per store, not per
+/// commit): the callback runs the statements left in `pending` and adds their rows written to `written`.
+struct Transaction {
+    transaction_sync: js_sys::Function,
+    body: Closure<dyn FnMut() -> Result<JsValue, JsValue>>,
+    pending: Rc<RefCell<Vec<JsStatement>>>,
+    written: Rc<Cell<u64>>,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Transaction")
+    }
+}
+
+impl Transaction {
+    fn new(sql: &SqlStorage, raw: &JsValue) -> Result<Self, StoreError> {
+        let transaction_sync = js_sys::Reflect::get(raw, &JsValue::from_str("transactionSync"))
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .ok_or_else(|| {
+                StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    "storage.transactionSync is missing (needs a SQLite-backed Durable Object)",
+                )
+            })?;
+        let pending: Rc<RefCell<Vec<JsStatement>>> = Rc::default();
+        let written: Rc<Cell<u64>> = Rc::default();
+        let (sql, pending_in, written_in) = (sql.clone(), pending.clone(), written.clone());
+        let body = Closure::<dyn FnMut() -> Result<JsValue, JsValue>>::new(move || {
+            let statements = std::mem::take(&mut *pending_in.borrow_mut());
+            for st in statements {
+                let cursor = sql
+                    .exec_raw(&st.sql, st.bindings)
+                    .map_err(|e| JsValue::from_str(&e.to_string()))?;
+                written_in.set(written_in.get() + cursor.rows_written() as u64);
+            }
+            Ok(JsValue::UNDEFINED)
+        });
+        Ok(Transaction {
+            transaction_sync,
+            body,
+            pending,
+            written,
+        })
+    }
 }
 
 impl DoStore {
@@ -106,10 +213,13 @@ impl DoStore {
                 "Durable Object has no SQL storage: declare the class in a `new_sqlite_classes` migration",
             ));
         }
+        let sql = storage.sql();
+        let transaction = Rc::new(Transaction::new(&sql, &raw)?);
         let store = DoStore {
-            sql: storage.sql(),
+            sql,
             raw,
             counters: Rc::new(Counters::default()),
+            transaction,
         };
         store.exec(
             "CREATE TABLE IF NOT EXISTS queen_kv (key TEXT NOT NULL, chunk INTEGER NOT NULL, \
@@ -120,6 +230,8 @@ impl DoStore {
             "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
             Vec::new(),
         )?;
+        store.exec(APPLY_VIEW, Vec::new())?;
+        store.exec(APPLY_TRIGGER, Vec::new())?;
         let rows: Vec<Vec<SqlStorageValue>> = store
             .sql
             .exec(
@@ -158,15 +270,10 @@ impl DoStore {
         Ok(store)
     }
 
-    /// Test hook: runs the statements of `changes` and then one that fails, in one transaction, as a commit
-    /// that breaks halfway would. Must return `Err` and leave nothing of `changes` visible.
+    /// Test hook: commits `changes` as [`Store::commit`] would, with one more row at the end that fails,
+    /// as a commit that breaks halfway would. Must return `Err` and leave nothing of `changes` visible.
     pub(crate) fn commit_then_fail(&self, changes: &ChangeSet) -> Result<(), StoreError> {
-        let mut statements = plan(changes);
-        statements.push(Statement {
-            sql: "INSERT INTO queen_no_such_table (x) VALUES (1)".into(),
-            bindings: Vec::new(),
-        });
-        self.run_in_transaction(statements).map(|_| ())
+        self.run(plan(changes, true)).map(|_| ())
     }
 
     /// What this store (and its clones) have done since it was opened.
@@ -245,36 +352,29 @@ impl DoStore {
         Ok(out)
     }
 
+    /// Runs the statements of a commit, returning the rows written: one statement as it is (it applies all
+    /// or nothing by itself), several inside one `transactionSync`.
+    fn run(&self, mut statements: Vec<Statement>) -> Result<u64, StoreError> {
+        if statements.len() == 1 {
+            let JsStatement { sql, bindings } = statements.remove(0).into_js();
+            let cursor = self.sql.exec_raw(&sql, bindings).map_err(sql_error)?;
+            return Ok(cursor.rows_written() as u64);
+        }
+        self.run_in_transaction(statements)
+    }
+
     /// Runs `statements` inside one `transactionSync`, returning the rows written.
     fn run_in_transaction(&self, statements: Vec<Statement>) -> Result<u64, StoreError> {
-        let written = Rc::new(Cell::new(0u64));
-        let sql = self.sql.clone();
-        let written_in = written.clone();
-        let mut pending = Some(statements);
-        let body = Closure::<dyn FnMut() -> Result<JsValue, JsValue>>::new(move || {
-            let statements = pending.take().unwrap_or_default();
-            for st in statements {
-                let cursor = sql
-                    .exec(&st.sql, st.bindings)
-                    .map_err(|e| JsValue::from_str(&e.to_string()))?;
-                written_in.set(written_in.get() + cursor.rows_written() as u64);
-            }
-            Ok(JsValue::UNDEFINED)
-        });
-        let transaction_sync =
-            js_sys::Reflect::get(&self.raw, &JsValue::from_str("transactionSync"))
-                .ok()
-                .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-                .ok_or_else(|| {
-                    StoreError::new(
-                        StoreErrorKind::Unavailable,
-                        "storage.transactionSync is missing (needs a SQLite-backed Durable Object)",
-                    )
-                })?;
-        transaction_sync
-            .call1(&self.raw, body.as_ref().unchecked_ref())
-            .map_err(js_error)?;
-        Ok(written.get())
+        let t = &self.transaction;
+        *t.pending.borrow_mut() = statements.into_iter().map(Statement::into_js).collect();
+        t.written.set(0);
+        let outcome = t
+            .transaction_sync
+            .call1(&self.raw, t.body.as_ref().unchecked_ref());
+        // A statement that threw leaves the rest unrun: never let them reach the next commit.
+        t.pending.borrow_mut().clear();
+        outcome.map_err(js_error)?;
+        Ok(t.written.get())
     }
 }
 
@@ -299,80 +399,78 @@ fn placeholders(n: usize) -> String {
     s
 }
 
-/// The statements that apply `changes`, in order: deletes, stale-chunk removal, upserts.
-fn plan(changes: &ChangeSet) -> Vec<Statement> {
-    let mut out = Vec::new();
-
-    // 1. Deleted keys, every chunk.
-    let deletes: Vec<&String> = changes.deletes().collect();
-    for batch in deletes.chunks(MAX_BINDINGS) {
-        out.push(Statement {
-            sql: format!(
-                "DELETE FROM queen_kv WHERE key IN ({})",
-                placeholders(batch.len())
-            ),
-            bindings: batch
-                .iter()
-                .map(|k| SqlStorageValue::from(k.as_str()))
-                .collect(),
-        });
+/// The statements of a commit of `changes` (module documentation, "Commit"): rows of `queen_apply_v1`,
+/// deletes first, then every chunk of every put, batched by bound parameters and bytes; with `fail`, one
+/// more row at the end that aborts its statement.
+fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
+    let mut batch = Batch::default();
+    for key in changes.deletes() {
+        batch.row("(0, ?, NULL, NULL, NULL)", &[Binding::Text(key)], 0);
     }
-
-    // 2. Chunks beyond the new length of each put key (left over from a longer old value).
-    let mut by_count: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
     for (key, value) in changes.puts() {
-        by_count
-            .entry(chunks(value).len())
-            .or_default()
-            .push(key.as_str());
-    }
-    for (count, keys) in &by_count {
-        for batch in keys.chunks(MAX_BINDINGS - 1) {
-            let mut bindings = vec![SqlStorageValue::Integer(*count as i64)];
-            bindings.extend(batch.iter().map(|k| SqlStorageValue::from(*k)));
-            out.push(Statement {
-                sql: format!(
-                    "DELETE FROM queen_kv WHERE chunk >= ? AND key IN ({})",
-                    placeholders(batch.len())
-                ),
-                bindings,
-            });
+        let parts = chunks(value);
+        let count = parts.len();
+        for (i, chunk) in parts.into_iter().enumerate() {
+            batch.row(
+                &format!("(1, ?, {i}, ?, {count})"),
+                &[Binding::Text(key), Binding::Blob(chunk)],
+                chunk.len(),
+            );
         }
     }
+    if fail {
+        batch.row("(9, NULL, NULL, NULL, NULL)", &[], 0);
+    }
+    batch.finish()
+}
 
-    // 3. Upsert every chunk, batched by parameter count and bytes.
-    let mut rows: Vec<SqlStorageValue> = Vec::new();
-    let mut batch_bytes = 0usize;
-    let flush = |rows: &mut Vec<SqlStorageValue>, out: &mut Vec<Statement>| {
-        if rows.is_empty() {
+/// Rows of `queen_apply_v1` gathered into statements.
+#[derive(Default)]
+struct Batch<'a> {
+    done: Vec<Statement<'a>>,
+    sql: String,
+    bindings: Vec<Binding<'a>>,
+    rows: usize,
+    bytes: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// Adds one row (`tuple`, with `bindings` for its `?`s and `len` bytes of value), starting a new
+    /// statement when this one would pass [`MAX_BINDINGS`] or [`MAX_BATCH_BYTES`].
+    fn row(&mut self, tuple: &str, bindings: &[Binding<'a>], len: usize) {
+        if self.rows > 0
+            && (self.bindings.len() + bindings.len() > MAX_BINDINGS
+                || self.bytes + len > MAX_BATCH_BYTES)
+        {
+            self.flush();
+        }
+        if self.rows == 0 {
+            self.sql.push_str(APPLY_INSERT);
+        } else {
+            self.sql.push_str(", ");
+        }
+        self.sql.push_str(tuple);
+        self.bindings.extend_from_slice(bindings);
+        self.rows += 1;
+        self.bytes += len;
+    }
+
+    fn flush(&mut self) {
+        if self.rows == 0 {
             return;
         }
-        let n = rows.len() / 3;
-        let values = vec!["(?, ?, ?)"; n].join(", ");
-        out.push(Statement {
-            sql: format!(
-                "INSERT INTO queen_kv (key, chunk, value) VALUES {values} \
-                 ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value"
-            ),
-            bindings: std::mem::take(rows),
+        self.done.push(Statement {
+            sql: std::mem::take(&mut self.sql),
+            bindings: std::mem::take(&mut self.bindings),
         });
-    };
-    for (key, value) in changes.puts() {
-        for (i, chunk) in chunks(value).into_iter().enumerate() {
-            if rows.len() + 3 > MAX_BINDINGS
-                || (!rows.is_empty() && batch_bytes + chunk.len() > MAX_BATCH_BYTES)
-            {
-                flush(&mut rows, &mut out);
-                batch_bytes = 0;
-            }
-            rows.push(SqlStorageValue::from(key.as_str()));
-            rows.push(SqlStorageValue::Integer(i as i64));
-            rows.push(SqlStorageValue::Blob(chunk.to_vec()));
-            batch_bytes += chunk.len();
-        }
+        self.rows = 0;
+        self.bytes = 0;
     }
-    flush(&mut rows, &mut out);
-    out
+
+    fn finish(mut self) -> Vec<Statement<'a>> {
+        self.flush();
+        self.done
+    }
 }
 
 /// The smallest string greater than every string that starts with `prefix`, or `None` when there is none
@@ -459,9 +557,9 @@ impl Store for DoStore {
         if changes.is_empty() {
             return Ok(());
         }
-        let statements = plan(changes);
+        let statements = plan(changes, false);
         let count = statements.len() as u64;
-        let written = self.run_in_transaction(statements)?;
+        let written = self.run(statements)?;
         let c = &self.counters;
         c.commits.set(c.commits.get() + 1);
         c.rows_written.set(c.rows_written.get() + written);
@@ -491,29 +589,51 @@ mod tests {
     }
 
     #[test]
-    fn plan_respects_binding_limit() {
+    fn plan_respects_binding_and_byte_limits() {
         let mut changes = ChangeSet::default();
         for i in 0..500 {
             changes.put(format!("k/{i:04}"), vec![1; 10]);
             changes.delete(format!("d/{i:04}"));
         }
         changes.put("big", vec![7; 3 * CHUNK_BYTES + 1]);
-        let statements = plan(&changes);
+        let statements = plan(&changes, false);
         assert!(statements.iter().all(|s| s.bindings.len() <= MAX_BINDINGS));
-        let inserted: usize = statements
+        assert!(statements.iter().all(|s| s.sql.starts_with(APPLY_INSERT)));
+        let rows =
+            |op: &str| -> usize { statements.iter().map(|s| s.sql.matches(op).count()).sum() };
+        assert_eq!(rows("(0, ?"), 500, "every delete");
+        assert_eq!(
+            rows("(1, ?"),
+            500 + 4,
+            "every put, the big one in four chunks"
+        );
+        // A chunk over the byte budget goes alone.
+        let big: Vec<&Statement> = statements
             .iter()
-            .filter(|s| s.sql.starts_with("INSERT"))
-            .map(|s| s.bindings.len() / 3)
-            .sum();
-        assert_eq!(inserted, 500 + 4);
-        // Deletes come first, so a key deleted and re-put in one commit cannot happen, and stale chunk
-        // removal precedes the upserts.
-        let first_insert = statements
-            .iter()
-            .position(|s| s.sql.starts_with("INSERT"))
-            .unwrap();
-        assert!(statements[..first_insert]
-            .iter()
-            .all(|s| s.sql.starts_with("DELETE")));
+            .filter(|s| {
+                s.bindings
+                    .iter()
+                    .any(|b| matches!(b, Binding::Blob(v) if v.len() == CHUNK_BYTES))
+            })
+            .collect();
+        assert_eq!(big.len(), 3);
+        assert!(big.iter().all(|s| s.bindings.len() == 2));
+    }
+
+    #[test]
+    fn a_small_commit_is_one_statement_and_the_fail_row_joins_it() {
+        let mut changes = ChangeSet::default();
+        changes.put("s/1", vec![1; 100]);
+        changes.put("x/1", vec![2; 10]);
+        changes.delete("l/1");
+        let statements = plan(&changes, false);
+        assert_eq!(statements.len(), 1);
+        assert_eq!(
+            statements[0].sql,
+            format!("{APPLY_INSERT}(0, ?, NULL, NULL, NULL), (1, ?, 0, ?, 1), (1, ?, 0, ?, 1)")
+        );
+        let failing = plan(&changes, true);
+        assert_eq!(failing.len(), 1);
+        assert!(failing[0].sql.ends_with(", (9, NULL, NULL, NULL, NULL)"));
     }
 }

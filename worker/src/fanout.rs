@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 
 use serde_json::{Map, Value};
 
-use crate::routing::Paging;
+use crate::routing::{Paging, TopTotal};
 
 /// Keys whose values are not added up across shards: the largest is kept (times, sizes of buckets, and
 /// the per-object settings `MAX_STORED_BYTES` and `SEGMENT_CACHE_BYTES`, which every shard has in full).
@@ -136,16 +136,19 @@ pub fn array(values: Vec<Value>) -> Value {
 
 /// One page of a listing: the shards' rows (each asked for `offset + limit` rows from the start) merged
 /// in the listing's order, then `offset` skipped and `limit` kept. `total` (when the route has one) is
-/// the sum of the shards' totals; a route whose `total` is the page size gets the page size.
+/// the sum of the shards' totals; a top-level `total` is the page size or the shards' sum, as
+/// [`Paging::top_total`] says.
 pub fn paged(values: Vec<Value>, paging: &Paging, limit: usize, offset: usize) -> Value {
     let mut first = None;
     let mut grand_total = 0u64;
+    let mut top_total = 0u64;
     let mut rows: Vec<Value> = Vec::new();
     for mut v in values {
         grand_total += v
             .pointer("/pagination/total")
             .and_then(Value::as_u64)
             .unwrap_or(0);
+        top_total += v.get("total").and_then(Value::as_u64).unwrap_or(0);
         if let Some(Value::Array(list)) = v.get_mut(paging.field).map(Value::take) {
             rows.extend(list);
         }
@@ -176,7 +179,11 @@ pub fn paged(values: Vec<Value>, paging: &Paging, limit: usize, offset: usize) -
         out.insert("pagination".to_string(), pagination);
     }
     if out.contains_key("total") {
-        out.insert("total".to_string(), Value::from(page_len));
+        let total = match paging.top_total {
+            TopTotal::PageSize => page_len as u64,
+            TopTotal::Sum => top_total,
+        };
+        out.insert("total".to_string(), Value::from(total));
     }
     Value::Object(out)
 }
@@ -306,6 +313,7 @@ mod tests {
             descending: true,
             default_limit: 100,
             total: false,
+            top_total: TopTotal::PageSize,
         };
         let a = json!({"messages": [{"failedAt": "3", "id": "a"}, {"failedAt": "1", "id": "b"}], "total": 2,
                        "pagination": {"limit": 3, "offset": 0}});
@@ -316,6 +324,25 @@ mod tests {
             page,
             json!({"messages": [{"failedAt": "3", "id": "a"}, {"failedAt": "2", "id": "d"}], "total": 2,
                    "pagination": {"limit": 2, "offset": 1}})
+        );
+    }
+
+    #[test]
+    fn a_grand_total_is_summed_over_shards() {
+        let paging = Paging {
+            field: "deliveries",
+            order: &["at", "id"],
+            descending: true,
+            default_limit: 100,
+            total: false,
+            top_total: TopTotal::Sum,
+        };
+        let a = json!({"deliveries": [{"at": "2", "id": 1}], "total": 7, "pagination": {"limit": 1, "offset": 0}});
+        let b = json!({"deliveries": [{"at": "3", "id": 1}], "total": 5, "pagination": {"limit": 1, "offset": 0}});
+        let page = paged(vec![a, b], &paging, 1, 0);
+        assert_eq!(
+            page,
+            json!({"deliveries": [{"at": "3", "id": 1}], "total": 12, "pagination": {"limit": 1, "offset": 0}})
         );
     }
 

@@ -75,6 +75,17 @@ pub struct Paging {
     pub default_limit: u64,
     /// Whether the answer's `pagination` carries a grand `total` (summed over shards).
     pub total: bool,
+    /// What a top-level `total` of the answer counts.
+    pub top_total: TopTotal,
+}
+
+/// What a paged answer's top-level `total` counts, so the merge knows how to combine it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopTotal {
+    /// The rows on this page (`/dlq`, `/messages`): the merged page's length.
+    PageSize,
+    /// Every row matching the filter (`/deliveries`): summed over shards.
+    Sum,
 }
 
 /// Decides the plan for a request. `path` is still percent-encoded; `query` is the raw query string.
@@ -135,6 +146,7 @@ pub fn plan_shaped(
                     descending: false,
                     default_limit: 100,
                     total: true,
+                    top_total: TopTotal::PageSize,
                 })),
             },
             ("GET", ["dlq"]) => match queue_param {
@@ -145,9 +157,22 @@ pub fn plan_shaped(
                     descending: true,
                     default_limit: 100,
                     total: false,
+                    top_total: TopTotal::PageSize,
                 })),
             },
+            ("POST", ["dlq", "replay" | "delete"]) => bulk_dead_letters(map, body),
             ("POST", ["dlq", id, "replay"]) => One(map.of_uuid(id)),
+            ("GET", ["deliveries"]) => match queue_param {
+                Some(q) => One(map.of_queue(&q)),
+                None => FanOut(Merge::Paged(Paging {
+                    field: "deliveries",
+                    order: &["at", "id"],
+                    descending: true,
+                    default_limit: 100,
+                    total: true,
+                    top_total: TopTotal::Sum,
+                })),
+            },
             ("GET", ["messages"]) => match queue_param {
                 Some(q) => One(map.of_queue(&q)),
                 None => FanOut(Merge::Paged(Paging {
@@ -156,6 +181,7 @@ pub fn plan_shaped(
                     descending: false,
                     default_limit: 200,
                     total: false,
+                    top_total: TopTotal::PageSize,
                 })),
             },
             (_, ["messages", partition_id, ..]) => One(map.of_partition(partition_id)),
@@ -172,6 +198,7 @@ pub fn plan_shaped(
                 descending: true,
                 default_limit: 100,
                 total: false,
+                top_total: TopTotal::PageSize,
             })),
             ("GET", ["status", "queues", q, ..]) => One(map.of_queue(q)),
             ("GET", ["status", "analytics"]) => FanOut(Merge::Sum),
@@ -182,6 +209,22 @@ pub fn plan_shaped(
             _ => One(0),
         },
         _ => One(0),
+    }
+}
+
+/// `POST /dlq/replay|delete`: a filter naming a queue goes to its shard. Without a queue every shard
+/// works on its own dead letters and the counts are summed; a `limit` cannot be kept across shards that
+/// way, so such a request is refused rather than doing more than it asked.
+fn bulk_dead_letters(map: &ShardMap, body: Option<&BodyShape>) -> Plan {
+    match body {
+        Some(BodyShape { queue: Some(q), .. }) => Plan::One(map.of_queue(q)),
+        Some(BodyShape { limit: Some(_), .. }) => Plan::Refuse(
+            400,
+            "With SHARDS > 1, bulk dead-letter work with a limit must name a queue (each shard holds \
+             its own dead letters, so a limit over all of them cannot be kept)"
+                .to_string(),
+        ),
+        _ => Plan::FanOut(Merge::Sum),
     }
 }
 
@@ -387,6 +430,48 @@ mod tests {
                 "{method} {path}"
             );
         }
+    }
+
+    #[test]
+    fn bulk_dead_letters_and_the_delivery_log_follow_their_queue() {
+        let m = map();
+        let q = m.of_queue("orders");
+        for path in ["/api/v1/dlq/replay", "/api/v1/dlq/delete"] {
+            assert_eq!(
+                plan(&m, "POST", path, "", br#"{"queue":"orders","limit":5}"#),
+                Plan::One(q),
+                "{path}"
+            );
+            assert_eq!(
+                plan(
+                    &m,
+                    "POST",
+                    path,
+                    "",
+                    br#"{"errorContains":"x","dryRun":true}"#
+                ),
+                Plan::FanOut(Merge::Sum),
+                "{path}"
+            );
+            assert!(
+                matches!(
+                    plan(&m, "POST", path, "", br#"{"limit":5}"#),
+                    Plan::Refuse(400, _)
+                ),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            plan(&m, "GET", "/api/v1/deliveries", "queue=orders", b""),
+            Plan::One(q)
+        );
+        assert!(matches!(
+            plan(&m, "GET", "/api/v1/deliveries", "", b""),
+            Plan::FanOut(Merge::Paged(Paging {
+                top_total: TopTotal::Sum,
+                ..
+            }))
+        ));
     }
 
     #[test]

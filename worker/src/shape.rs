@@ -38,6 +38,8 @@ pub struct BodyShape {
     /// `operations` (transaction).
     #[serde(deserialize_with = "lenient_list")]
     pub operations: Option<Vec<Option<OperationShape>>>,
+    /// `limit` (bulk dead-letter work): only whether it is there and not null.
+    pub limit: Option<IgnoredAny>,
 }
 
 /// The routing fields of a pushed item or an acknowledgment.
