@@ -32,6 +32,8 @@ mod pop;
 mod push;
 mod reclaim;
 mod records;
+#[cfg(feature = "ops")]
+pub mod reshard;
 pub mod redelivery;
 pub mod segment;
 pub mod sort;
