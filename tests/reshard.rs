@@ -90,14 +90,15 @@ fn drain(h: &Harness, queue: &str, group: &str) -> Vec<String> {
         for m in body["messages"].as_array().unwrap() {
             out.push(m["transactionId"].as_str().unwrap().to_string());
             acks.push(json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                             "status": "completed", "leaseId": lease, "consumerGroup": group}));
+                             "status": "completed", "leaseId": lease}));
         }
         let (status, acked) = h.call(
             "POST",
             "/api/v1/ack/batch",
-            Some(json!({"acknowledgments": acks})),
+            Some(json!({"acknowledgments": acks, "consumerGroup": group})),
         );
         assert_eq!(status, 200, "{acked}");
+        assert!(acked.as_array().unwrap().iter().all(|a| a["success"] == true), "{acked}");
     }
 }
 
@@ -135,9 +136,15 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
     assert_eq!(done.len(), 4, "{popped}");
     let acks: Vec<Value> = popped["messages"].as_array().unwrap().iter().map(|m| {
         json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "status": "completed",
-               "leaseId": popped["leaseId"], "consumerGroup": "done"})
+               "leaseId": popped["leaseId"]})
     }).collect();
-    assert_eq!(h.call("POST", "/api/v1/ack/batch", Some(json!({"acknowledgments": acks}))).0, 200);
+    let (status, acked) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"acknowledgments": acks, "consumerGroup": "done"})),
+    );
+    assert_eq!(status, 200);
+    assert!(acked.as_array().unwrap().iter().all(|a| a["success"] == true), "{acked}");
     for q in &queues {
         let (_, p) = h.call(
             "GET",

@@ -27,7 +27,7 @@ use super::maintenance::{BUFFER_PREFIX, MODE_KEY};
 use super::records::{
     dead_letter, decode, dead_letter_key, esc, format_bytes, index_entry_key, json, lane,
     parse_pid, parse_segment_key, partition_key, partition_record, queue_record, read_format,
-    segment_key, unesc, FORMAT_VERSION, SEGMENT_PREFIX,
+    segment_key, unesc, FORMAT_VERSION,
 };
 use super::traces::trace_key;
 use crate::store::{ChangeSet, Record, StoreError};

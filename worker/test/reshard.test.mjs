@@ -32,10 +32,11 @@ async function drain(url, queue, group) {
     if (pop.status === 204) return seen;
     assert.equal(pop.status, 200, JSON.stringify(pop.body));
     const acks = pop.body.messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId,
-      status: 'completed', leaseId: pop.body.leaseId, ...(group ? { consumerGroup: group } : {}) }));
+      status: 'completed', leaseId: pop.body.leaseId }));
     seen.push(...pop.body.messages.map((m) => m.transactionId));
-    const ack = await getJson(`${url}/api/v1/ack/batch`, post({ acknowledgments: acks }));
+    const ack = await getJson(`${url}/api/v1/ack/batch`, post({ acknowledgments: acks, consumerGroup: group }));
     assert.equal(ack.status, 200, JSON.stringify(ack.body));
+    assert.ok(ack.body.every((a) => a.success), JSON.stringify(ack.body));
   }
 }
 
@@ -57,8 +58,9 @@ async function seed(url) {
   const consumed = pop.body.messages.map((m) => m.transactionId);
   assert.equal(consumed.length, PER_QUEUE / 2);
   const acks = pop.body.messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId,
-    status: 'completed', leaseId: pop.body.leaseId, consumerGroup: 'cursor' }));
-  assert.equal((await getJson(`${url}/api/v1/ack/batch`, post({ acknowledgments: acks }))).status, 200);
+    status: 'completed', leaseId: pop.body.leaseId }));
+  const acked = await getJson(`${url}/api/v1/ack/batch`, post({ acknowledgments: acks, consumerGroup: 'cursor' }));
+  assert.ok(acked.status === 200 && acked.body.every((a) => a.success), JSON.stringify(acked.body));
   for (const q of ['rs-1', 'rs-2']) {
     const one = await getJson(`${url}/api/v1/pop/queue/${q}?batch=1&wait=false`);
     const m = one.body.messages[0];
