@@ -10,9 +10,7 @@ mod http_support;
 
 use http_support::*;
 use queen_edge::core::ids::ShardTag;
-use queen_edge::core::reshard::{
-    drop_keys, import, select, Destination, Survey, SURVEY_PREFIXES,
-};
+use queen_edge::core::reshard::{drop_keys, import, select, Destination, Survey, SURVEY_PREFIXES};
 use queen_edge::core::BrokerConfig;
 use queen_edge::store::{MemStore, Record, Store};
 use serde_json::{json, Value};
@@ -59,14 +57,28 @@ fn move_queue(
             .into_iter()
             .filter(|(k, _)| !keys.contains(k))
             .collect();
-        let imported =
-            import(&mine, queue, &Survey::of(&others).unwrap(), dest, "plan", source).unwrap();
+        let imported = import(
+            &mine,
+            queue,
+            &Survey::of(&others).unwrap(),
+            dest,
+            "plan",
+            source,
+        )
+        .unwrap();
         let mut changes = drop_keys(&old, &segments);
         changes.absorb(imported.changes);
         futures::executor::block_on(from.commit(&changes)).unwrap();
     } else {
-        let imported =
-            import(&mine, queue, &Survey::of(&scan(to)).unwrap(), dest, "plan", source).unwrap();
+        let imported = import(
+            &mine,
+            queue,
+            &Survey::of(&scan(to)).unwrap(),
+            dest,
+            "plan",
+            source,
+        )
+        .unwrap();
         futures::executor::block_on(to.commit(&imported.changes)).unwrap();
         futures::executor::block_on(from.commit(&drop_keys(&old, &segments))).unwrap();
     }
@@ -89,8 +101,10 @@ fn drain(h: &Harness, queue: &str, group: &str) -> Vec<String> {
         let mut acks = Vec::new();
         for m in body["messages"].as_array().unwrap() {
             out.push(m["transactionId"].as_str().unwrap().to_string());
-            acks.push(json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                             "status": "completed", "leaseId": lease}));
+            acks.push(
+                json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                             "status": "completed", "leaseId": lease}),
+            );
         }
         let (status, acked) = h.call(
             "POST",
@@ -98,7 +112,14 @@ fn drain(h: &Harness, queue: &str, group: &str) -> Vec<String> {
             Some(json!({"acknowledgments": acks, "consumerGroup": group})),
         );
         assert_eq!(status, 200, "{acked}");
-        assert!(acked.as_array().unwrap().iter().all(|a| a["success"] == true), "{acked}");
+        assert!(
+            acked
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|a| a["success"] == true),
+            "{acked}"
+        );
     }
 }
 
@@ -113,8 +134,10 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
             let (status, body) = h.call(
                 "POST",
                 "/api/v1/push",
-                Some(json!({"items": [{"queue": q, "partition": format!("p{}", i % 3),
-                                        "payload": {"i": i}, "transactionId": tx}]})),
+                Some(
+                    json!({"items": [{"queue": q, "partition": format!("p{}", i % 3),
+                                        "payload": {"i": i}, "transactionId": tx}]}),
+                ),
             );
             assert_eq!(status, 201, "{body}");
             sent.entry(q.clone()).or_default().push(tx);
@@ -144,7 +167,14 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
         Some(json!({"acknowledgments": acks, "consumerGroup": "done"})),
     );
     assert_eq!(status, 200);
-    assert!(acked.as_array().unwrap().iter().all(|a| a["success"] == true), "{acked}");
+    assert!(
+        acked
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["success"] == true),
+        "{acked}"
+    );
     for q in &queues {
         let (_, p) = h.call(
             "GET",
@@ -155,8 +185,10 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
         let (status, acked) = h.call(
             "POST",
             "/api/v1/ack",
-            Some(json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                        "status": "dlq", "error": "bad", "leaseId": p["leaseId"]})),
+            Some(
+                json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                        "status": "dlq", "error": "bad", "leaseId": p["leaseId"]}),
+            ),
         );
         assert_eq!((status, &acked[0]["dlq"]), (200, &json!(true)), "{acked}");
     }
@@ -165,7 +197,11 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
 
     // A live lease is reported: the Worker refuses to move while one is held.
     let survey = Survey::of(&scan(&h.store)).unwrap();
-    assert_eq!(survey.live_leases("plan", h.now()).0, 0, "every lease was released");
+    assert_eq!(
+        survey.live_leases("plan", h.now()).0,
+        0,
+        "every lease was released"
+    );
 
     // 1 -> 2 shards: even queues stay in this store (shard 0), odd ones move to a new store (shard 1).
     let zero = h.store.clone();
@@ -180,8 +216,14 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
         let to = if index == 0 { &zero } else { &one };
         move_queue(&zero, to, index == 0, q, dest, 0);
     }
-    let after = (Survey::of(&scan(&zero)).unwrap(), Survey::of(&scan(&one)).unwrap());
-    assert_eq!(after.0.arrived("plan") + after.1.arrived("plan"), queues.len());
+    let after = (
+        Survey::of(&scan(&zero)).unwrap(),
+        Survey::of(&scan(&one)).unwrap(),
+    );
+    assert_eq!(
+        after.0.arrived("plan").len() + after.1.arrived("plan").len(),
+        queues.len()
+    );
     assert!(after.0.pending("plan").is_empty() && after.1.pending("plan").is_empty());
 
     let shards: Vec<Harness> = [zero, one]
@@ -189,7 +231,10 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
         .enumerate()
         .map(|(k, store)| {
             let config = BrokerConfig {
-                shard: ShardTag { index: k as u16, count: 2 },
+                shard: ShardTag {
+                    index: k as u16,
+                    count: 2,
+                },
                 ..BrokerConfig::default()
             };
             Harness::over(store, config, 1_000)
@@ -198,13 +243,25 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
     for (i, q) in queues.iter().enumerate() {
         let shard = &shards[i % 2];
         let other = &shards[1 - i % 2];
-        assert_eq!(other.call("GET", &format!("/api/v1/resources/queues/{q}"), None).0, 404);
+        assert_eq!(
+            other
+                .call("GET", &format!("/api/v1/resources/queues/{q}"), None)
+                .0,
+            404
+        );
         // Partition ids route to the shard that holds them.
-        let (_, parts) = shard.call("GET", &format!("/api/v1/resources/partitions?queue={q}"), None);
+        let (_, parts) = shard.call(
+            "GET",
+            &format!("/api/v1/resources/partitions?queue={q}"),
+            None,
+        );
         let parts = parts["partitions"].as_array().unwrap();
         assert_eq!(parts.len(), 3, "{parts:?}");
         for p in parts {
-            let id = p["id"].as_str().map(str::to_string).unwrap_or_else(|| p["id"].to_string());
+            let id = p["id"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| p["id"].to_string());
             assert_eq!(
                 ShardTag::shard_of_partition(&id, 2),
                 Some((i % 2) as u16),
@@ -232,7 +289,8 @@ fn queues_move_to_two_shards_with_every_message_cursor_and_dead_letter_once() {
             assert_eq!(ShardTag::shard_of_uuid(id, 2), Some(k as u16), "{row}");
         }
         let id = rows[0]["id"].as_str().unwrap();
-        let (status, body) = shard.call("POST", &format!("/api/v1/dlq/{id}/replay"), Some(json!({})));
+        let (status, body) =
+            shard.call("POST", &format!("/api/v1/dlq/{id}/replay"), Some(json!({})));
         assert_eq!(status, 200, "{body}");
     }
 }
@@ -252,11 +310,23 @@ fn a_queue_imported_twice_is_refused_not_duplicated() {
         partition_floor: 10,
     };
     let (mine, _) = export(&h.store, "a");
-    let first = import(&mine, "a", &Survey::of(&scan(&target)).unwrap(), dest, "plan", 0).unwrap();
+    let first = import(
+        &mine,
+        "a",
+        &Survey::of(&scan(&target)).unwrap(),
+        dest,
+        "plan",
+        0,
+    )
+    .unwrap();
     futures::executor::block_on(target.commit(&first.changes)).unwrap();
     // The marker says it arrived: a resumed migration skips it, and importing again is refused.
     let survey = Survey::of(&scan(&target)).unwrap();
-    assert_eq!(survey.arrived("plan"), 1);
+    assert_eq!(survey.arrived("plan"), vec!["a".to_string()]);
     let again = import(&mine, "a", &survey, dest, "plan", 0).unwrap_err();
-    assert!(again.message.contains("stored on the target shard already"), "{}", again.message);
+    assert!(
+        again.message.contains("stored on the target shard already"),
+        "{}",
+        again.message
+    );
 }

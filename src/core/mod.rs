@@ -32,9 +32,9 @@ mod pop;
 mod push;
 mod reclaim;
 mod records;
+pub mod redelivery;
 #[cfg(feature = "ops")]
 pub mod reshard;
-pub mod redelivery;
 pub mod segment;
 pub mod sort;
 mod state;

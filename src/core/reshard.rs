@@ -25,7 +25,7 @@
 use super::ids::ShardTag;
 use super::maintenance::{BUFFER_PREFIX, MODE_KEY};
 use super::records::{
-    dead_letter, decode, dead_letter_key, esc, format_bytes, index_entry_key, json, lane,
+    dead_letter, dead_letter_key, decode, esc, format_bytes, index_entry_key, json, lane,
     parse_pid, parse_segment_key, partition_key, partition_record, queue_record, read_format,
     segment_key, unesc, FORMAT_VERSION,
 };
@@ -38,7 +38,17 @@ pub const MARKER_PREFIX: &str = "r/";
 
 /// The prefixes a migration reads: every record kind but segments (read per partition), and markers.
 pub const SURVEY_PREFIXES: [&str; 11] = [
-    "m/", "q/", "p/", "x/", "l/", "g/", "d/", "v/", "t/", "b/", MARKER_PREFIX,
+    "m/",
+    "q/",
+    "p/",
+    "x/",
+    "l/",
+    "g/",
+    "d/",
+    "v/",
+    "t/",
+    "b/",
+    MARKER_PREFIX,
 ];
 
 /// The key of the marker that says `queue` arrived in this store during migration `plan`.
@@ -263,9 +273,12 @@ impl Survey {
             .collect()
     }
 
-    /// How many queues migration `plan` has marked as arrived here.
-    pub fn arrived(&self, plan: &str) -> usize {
-        self.markers.get(plan).map_or(0, BTreeSet::len)
+    /// The queues migration `plan` has marked as arrived here.
+    pub fn arrived(&self, plan: &str) -> Vec<String> {
+        self.markers
+            .get(plan)
+            .map(|m| m.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Leases on the queues `plan` has still to move that have not expired at `now_ms`: how many, and
@@ -430,7 +443,9 @@ pub fn import(
         let id = if routes && !target.dead_letters.contains(&d.id) {
             d.id.clone()
         } else {
-            let Some(stem) = d.id.get(..d.id.len().saturating_sub(4)).filter(|_| d.id.len() == 36)
+            let Some(stem) =
+                d.id.get(..d.id.len().saturating_sub(4))
+                    .filter(|_| d.id.len() == 36)
             else {
                 return Err(StoreError::other(format!(
                     "dead letter \"{}\" has no UUID id to give a shard",
@@ -497,7 +512,10 @@ pub fn import(
                 seqs.trace += 1;
             }
             "b" => {
-                out.put(format!("{BUFFER_PREFIX}{:016x}", seqs.buffer), value.clone());
+                out.put(
+                    format!("{BUFFER_PREFIX}{:016x}", seqs.buffer),
+                    value.clone(),
+                );
                 seqs.buffer += 1;
             }
             _ => {
@@ -573,7 +591,10 @@ mod tests {
     fn bundles_round_trip_and_refuse_a_cut() {
         let records = vec![
             ("q/a".to_string(), b"{}".to_vec()),
-            ("s/0000000000000001/0000000000000000".to_string(), vec![0, 1, 2, 255]),
+            (
+                "s/0000000000000001/0000000000000000".to_string(),
+                vec![0, 1, 2, 255],
+            ),
             ("g/a/".to_string(), Vec::new()),
         ];
         let bytes = encode_records(&records);

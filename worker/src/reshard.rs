@@ -86,7 +86,7 @@ impl Plan {
 #[serde(rename_all = "camelCase")]
 struct ObjectSurvey {
     pending: Vec<String>,
-    arrived: usize,
+    arrived: Vec<String>,
     live_leases: u64,
     leases_expire_at_ms: i64,
     next_partition_id: u64,
@@ -148,7 +148,15 @@ async fn survey(
     shard: u16,
     plan: &str,
 ) -> std::result::Result<ObjectSurvey, Stop> {
-    let bytes = call(env, map, shard, Method::Get, &format!("survey?plan={}", enc(plan)), None).await?;
+    let bytes = call(
+        env,
+        map,
+        shard,
+        Method::Get,
+        &format!("survey?plan={}", enc(plan)),
+        None,
+    )
+    .await?;
     serde_json::from_slice(&bytes).map_err(|e| Stop(500, format!("shard {shard} survey: {e}")))
 }
 
@@ -170,7 +178,8 @@ async fn register(
         .collect();
     let (n, t) = queen_edge::core::labels_from_name(queue);
     all.push(Label(n, t, shard));
-    let body = serde_json::to_vec(&json!({ "labels": all })).map_err(|e| Stop(500, e.to_string()))?;
+    let body =
+        serde_json::to_vec(&json!({ "labels": all })).map_err(|e| Stop(500, e.to_string()))?;
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     let mut init = RequestInit::new();
@@ -180,7 +189,10 @@ async fn register(
     let request = Request::new_with_init("https://catalog/__shard/catalog/register", &init)?;
     let answer = crate::forward_to_object(request.inner(), env, &map.catalog_name()).await?;
     if answer.status() != 200 {
-        return Err(Stop(500, format!("the shard catalog refused a register ({})", answer.status())));
+        return Err(Stop(
+            500,
+            format!("the shard catalog refused a register ({})", answer.status()),
+        ));
     }
     Ok(())
 }
@@ -218,7 +230,10 @@ pub async fn handle(
 ) -> Result<web_sys::Response> {
     let method = req.method().to_ascii_uppercase();
     if method != "GET" && method != "POST" {
-        return respond::error(405, &format!("{ROUTE} answers GET (progress) and POST (run)"));
+        return respond::error(
+            405,
+            &format!("{ROUTE} answers GET (progress) and POST (run)"),
+        );
     }
     let to = match &settings.shards {
         Ok(n) => *n,
@@ -270,7 +285,17 @@ pub async fn handle(
         }
     }
     let mut progress = Progress::default();
-    match run(env, &broker, from, to, method == "POST", &options, &mut progress).await {
+    match run(
+        env,
+        &broker,
+        from,
+        to,
+        method == "POST",
+        &options,
+        &mut progress,
+    )
+    .await
+    {
         Ok(()) => respond::json(200, &progress.body(from, to)),
         Err(Stop(status, message)) => {
             let mut body = progress.body(from, to);
@@ -324,7 +349,10 @@ async fn run(
                 ));
             }
             if from == to {
-                return Err(Stop(409, "RESHARD_FROM equals SHARDS: nothing to migrate".into()));
+                return Err(Stop(
+                    409,
+                    "RESHARD_FROM equals SHARDS: nothing to migrate".into(),
+                ));
             }
             let plan = Plan {
                 id: format!(
@@ -356,7 +384,6 @@ async fn run(
         for k in 0..objects {
             surveys.push(survey(env, &map, k, &plan.id).await?);
         }
-        progress.moved = surveys.iter().map(|s| s.arrived).sum();
         let pending: Vec<(u16, String)> = surveys
             .iter()
             .enumerate()
@@ -364,6 +391,13 @@ async fn run(
             .flat_map(|(k, s)| s.pending.iter().map(move |q| (k as u16, q.clone())))
             .collect();
         progress.remaining = pending.len();
+        // A queue imported but not yet dropped (a call stopped between the two) is still pending.
+        let arrived: std::collections::BTreeSet<&String> =
+            surveys.iter().flat_map(|s| s.arrived.iter()).collect();
+        progress.moved = arrived
+            .into_iter()
+            .filter(|q| !pending.iter().any(|(_, p)| p == *q))
+            .count();
         if let Some((k, e)) = surveys
             .iter()
             .enumerate()
@@ -371,9 +405,17 @@ async fn run(
         {
             return Err(Stop(409, format!("shard {k}: {e}")));
         }
-        let leases: u64 = surveys.iter().take(usize::from(from)).map(|s| s.live_leases).sum();
+        let leases: u64 = surveys
+            .iter()
+            .take(usize::from(from))
+            .map(|s| s.live_leases)
+            .sum();
         if leases > 0 {
-            let until = surveys.iter().map(|s| s.leases_expire_at_ms).max().unwrap_or(0);
+            let until = surveys
+                .iter()
+                .map(|s| s.leases_expire_at_ms)
+                .max()
+                .unwrap_or(0);
             return Err(Stop(
                 409,
                 format!(
@@ -388,7 +430,11 @@ async fn run(
         if !write {
             return Ok(());
         }
-        let floor = surveys.iter().map(|s| s.next_partition_id).max().unwrap_or(1);
+        let floor = surveys
+            .iter()
+            .map(|s| s.next_partition_id)
+            .max()
+            .unwrap_or(1);
         let budget = options.max_queues.unwrap_or(DEFAULT_BATCH);
         for (source, queue) in pending.iter().take(budget) {
             let target = crate::shards::shard_of_queue(queue, to);
@@ -408,7 +454,15 @@ async fn run(
                 enc(queue)
             );
             if *source == target {
-                call(env, &map, target, Method::Post, &format!("rekey?{args}"), None).await?;
+                call(
+                    env,
+                    &map,
+                    target,
+                    Method::Post,
+                    &format!("rekey?{args}"),
+                    None,
+                )
+                .await?;
             } else {
                 let bundle = call(
                     env,
@@ -419,8 +473,15 @@ async fn run(
                     None,
                 )
                 .await?;
-                call(env, &map, target, Method::Post, &format!("import?{args}"), Some(&bundle))
-                    .await?;
+                call(
+                    env,
+                    &map,
+                    target,
+                    Method::Post,
+                    &format!("import?{args}"),
+                    Some(&bundle),
+                )
+                .await?;
                 if options.stop_after.as_deref() == Some("import") {
                     return Err(Stop(
                         500,

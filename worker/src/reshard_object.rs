@@ -20,8 +20,8 @@
 
 use queen_edge::core::ids::ShardTag;
 use queen_edge::core::reshard::{
-    decode_records, drop_keys, encode_records, import, select, Destination, Survey,
-    MARKER_PREFIX, SURVEY_PREFIXES,
+    decode_records, drop_keys, encode_records, import, select, Destination, Survey, MARKER_PREFIX,
+    SURVEY_PREFIXES,
 };
 use queen_edge::store::{ChangeSet, Record, Store, StoreError};
 use serde::Deserialize;
@@ -81,7 +81,11 @@ struct Finish {
 }
 
 /// Answers one `/__shard/reshard/...` route on `broker`'s storage.
-pub async fn handle(broker: &Broker, path: &str, req: web_sys::Request) -> Result<web_sys::Response> {
+pub async fn handle(
+    broker: &Broker,
+    path: &str,
+    req: web_sys::Request,
+) -> Result<web_sys::Response> {
     let mut req = Request::from(req);
     let query = req.url()?.query().unwrap_or("").to_string();
     let storage: Storage = broker.storage();
@@ -158,13 +162,14 @@ pub async fn handle(broker: &Broker, path: &str, req: web_sys::Request) -> Resul
                 Err(e) => Err(e),
             };
             match exported {
-                Ok((records, _)) => {
-                    respond::respond(
+                Ok((records, _)) => respond::respond(
                     200,
-                    &[("content-type".to_string(), "application/octet-stream".to_string())],
+                    &[(
+                        "content-type".to_string(),
+                        "application/octet-stream".to_string(),
+                    )],
                     &encode_records(&records),
-                )
-                }
+                ),
                 Err(e) => store_error(e),
             }
         }
@@ -195,7 +200,11 @@ pub async fn handle(broker: &Broker, path: &str, req: web_sys::Request) -> Resul
                 Err(e) => return store_error(e),
             };
             // Resuming: a queue this plan already wrote here is not written twice.
-            if survey.markers.get(&plan_id).is_some_and(|q| q.contains(&queue)) {
+            if survey
+                .markers
+                .get(&plan_id)
+                .is_some_and(|q| q.contains(&queue))
+            {
                 return respond::json(200, &json!({ "already": true }));
             }
             let to = Destination {
@@ -247,7 +256,10 @@ pub async fn handle(broker: &Broker, path: &str, req: web_sys::Request) -> Resul
             respond::json(200, &json!({ "deleted": records.len() + segments.len() }))
         }
         (Method::Post, "finish") => {
-            let (index, count) = match (number::<u16>(&query, "index"), number::<u16>(&query, "count")) {
+            let (index, count) = match (
+                number::<u16>(&query, "index"),
+                number::<u16>(&query, "count"),
+            ) {
                 (Ok(i), Ok(c)) => (i, c),
                 (Err(e), _) | (_, Err(e)) => return respond::error(400, &e),
             };
@@ -325,7 +337,9 @@ async fn finish_here(
     if finish.retire {
         storage.delete(PLACEMENT_KEY).await?;
     } else {
-        storage.put(PLACEMENT_KEY, Placement { index, count }).await?;
+        storage
+            .put(PLACEMENT_KEY, Placement { index, count })
+            .await?;
     }
     if index == 0 && !finish.retire {
         let plan: Option<Plan> = storage.get(PLAN_KEY).await?;

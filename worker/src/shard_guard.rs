@@ -76,7 +76,10 @@ mod tests {
         );
         match decide(Some(four), 1, 2, true) {
             Decision::Refuse(m) => {
-                assert!(m.contains("SHARDS=4") && m.contains("RESHARD_FROM=4"), "{m}")
+                assert!(
+                    m.contains("SHARDS=4") && m.contains("RESHARD_FROM=4"),
+                    "{m}"
+                )
             }
             other => panic!("{other:?}"),
         }
