@@ -72,7 +72,8 @@ async function seed(url) {
 }
 
 /** Checks the broker at `url` (running `count` shards) holds `data` once, with ids that route, and works. */
-async function verify(url, count, { sent, consumed }, round) {
+async function verify(url, count, data, round) {
+  const { sent, consumed } = data;
   for (const q of QUEUES) {
     const got = (await drain(url, q, `fresh-${round}`)).sort();
     assert.deepEqual(got, sent[q], `${q}: every message once`);
@@ -84,8 +85,10 @@ async function verify(url, count, { sent, consumed }, round) {
     }
   }
   // The cursor: group `cursor` gets only what it had not acknowledged.
+  // (After the first check it has consumed everything: then nothing comes again.)
   const rest = await drain(url, 'rs-0', 'cursor');
-  assert.equal(rest.length, PER_QUEUE / 2, JSON.stringify(rest));
+  assert.equal(rest.length, data.cursorDrained ? 0 : PER_QUEUE / 2, JSON.stringify(rest));
+  data.cursorDrained = true;
   assert.ok(consumed.every((tx) => !rest.includes(tx)), 'acknowledged messages are not delivered again');
   // Dead letters: both there, with ids that route to their queue's shard.
   const dlq = await getJson(`${url}/api/v1/dlq?limit=100`);
