@@ -177,6 +177,7 @@ fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
 }
 
 /// The `m/format` record of this build's format with `next_partition_id` (the shard migration writes it).
+#[cfg(feature = "ops")]
 pub(super) fn format_bytes(next_partition_id: u64) -> Vec<u8> {
     json(&FormatRecord {
         version: FORMAT_VERSION,
@@ -185,6 +186,7 @@ pub(super) fn format_bytes(next_partition_id: u64) -> Vec<u8> {
 }
 
 /// The (version, next partition id) an `m/format` record holds.
+#[cfg(feature = "ops")]
 pub(super) fn read_format(key: &str, bytes: &[u8]) -> Result<(u32, u64), StoreError> {
     decode(key, bytes, format_record).map(|f| (f.version, f.next_partition_id))
 }

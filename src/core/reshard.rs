@@ -132,10 +132,11 @@ fn partition_queues(records: &[Record]) -> Result<BTreeMap<u64, String>, StoreEr
     Ok(out)
 }
 
-/// The queue each record belongs to (`None`: the store's own records and markers).
-fn owners<'a>(
-    records: &'a [Record],
-) -> Result<Vec<(&'a Record, Option<String>, Kind)>, StoreError> {
+/// A record, the queue it belongs to (`None`: the store's own records and markers) and its kind.
+type Owned<'a> = (&'a Record, Option<String>, Kind);
+
+/// Each record with the queue it belongs to.
+fn owners(records: &[Record]) -> Result<Vec<Owned<'_>>, StoreError> {
     let pids = partition_queues(records)?;
     let mut out = Vec::with_capacity(records.len());
     for record in records {
