@@ -65,6 +65,11 @@ impl Broker {
                 results[index].error = Some(format!("Invalid status: {s}"));
                 continue;
             }
+            #[cfg(feature = "twophase")]
+            if self.pinned_against(pid, &group) {
+                results[index].error = Some(super::prepared::PINNED_LEASE.to_string());
+                continue;
+            }
             let Some(lane) = self.lane_mut(pid, &group) else {
                 continue;
             };

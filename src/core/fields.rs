@@ -135,6 +135,13 @@ impl Fields {
         self.required(key, "a boolean", |v| v.as_bool())
     }
 
+    /// An optional boolean, `default` when absent.
+    pub(crate) fn bool_or(&mut self, key: &str, default: bool) -> Result<bool, FieldError> {
+        Ok(self
+            .optional(key, "a boolean", |v| v.as_bool())?
+            .unwrap_or(default))
+    }
+
     /// The required `payload` field: any JSON, `null` included, as its text.
     pub(crate) fn payload(&mut self) -> Result<Payload, FieldError> {
         self.1
@@ -150,6 +157,18 @@ impl Fields {
             _ => None,
         })?;
         Ok(list.unwrap_or_default())
+    }
+
+    /// A required field of any JSON type, as a tree.
+    #[cfg(feature = "twophase")]
+    pub(crate) fn object_value(&mut self, key: &str) -> Result<Value, FieldError> {
+        self.required(key, "a value", Some)
+    }
+
+    /// True when `key` is present and not `null`.
+    #[cfg(feature = "twophase")]
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.0.get(key).is_some_and(|v| !v.is_null())
     }
 
     /// A required nested object.

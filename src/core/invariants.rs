@@ -78,7 +78,9 @@ impl Broker {
                 let Some(ready) = self.groups.get(&key) else {
                     continue;
                 };
+                // A pinned lease (module `prepared`) has no timer: its transaction's end refreshes it.
                 if lane.is_leased(now)
+                    && !lane.is_pinned()
                     && !self.timers.contains(lane.lease_expires_ms(), *pid, group)
                 {
                     return Err(format!(

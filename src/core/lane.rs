@@ -8,7 +8,8 @@
 //! Every field is private: the named transitions below are the only writers, so a rule cannot be bypassed
 //! by a caller that sets a field. The core reads the fields through getters.
 //!
-//! States (derived, never stored): **Free** (no live lease, no hold), **Leased** (`L` set and `X > now`),
+//! States (derived, never stored): **Free** (no live lease, no hold), **Leased** (`L` set and `X > now`,
+//! or `L` set and pinned `P`: a prepared cross-shard transaction acks on it, module `prepared`),
 //! **Held** (no live lease, `H > now`). An expired lease is Free: there is no sweeper. A lane is
 //! **Quarantined** while `Q = C+1`: its claims deliver the head alone (`reclaimLimit`).
 //!
@@ -35,6 +36,8 @@
 //! | `resubscribe` | subscription moved, never claimed | Free | cursor | - | - | - | - | - | |
 //! | `quarantine` | pop, K reached M | Free | - | as `claim`, E=C+1 | - | as `claim` | - | K=0, Q=C+1 | head alone |
 //! | `dead_letter_expired` | pop, Q=C+1 and K reached M | Free | head | released | 0 | 0 | 0 | 0, none | head filed (or dropped, DLQ off) |
+//! | `pin` | a prepared transaction acks on the lane | Leased | - | P set: live whatever X says | - | - | - | - | |
+//! | `unpin` | that transaction commits or aborts | any | - | P cleared: X rules again | - | - | - | - | |
 //!
 //! `head` is the first offset after the committed prefix (`max(C,p)+1`), which is `s` whenever the
 //! consumer acked everything below `s`. A transition that moves `C` to or past `Q` ends the quarantine.
@@ -85,6 +88,14 @@ pub struct Lane {
     /// See [`Lane::delivered`].
     #[serde(rename = "nf", skip_serializing_if = "is_zero_count")]
     pub failed: u64,
+    /// `P`: the lease is pinned by a prepared transaction (module `prepared`): it stays live past `X`
+    /// until the transaction commits or aborts. Written only when set.
+    #[serde(rename = "pn", skip_serializing_if = "is_false")]
+    pinned: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -127,6 +138,7 @@ impl Lane {
             delivered: 0,
             acked: 0,
             failed: 0,
+            pinned: false,
         }
     }
 
@@ -148,6 +160,7 @@ impl Lane {
             delivered: f.i64_or("nd", 0)? as u64,
             acked: f.i64_or("na", 0)? as u64,
             failed: f.i64_or("nf", 0)? as u64,
+            pinned: f.bool_or("pn", false)?,
         })
     }
 
@@ -201,14 +214,30 @@ impl Lane {
         (self.quarantined >= 0).then_some(self.quarantined as u64)
     }
 
-    /// True when the lane holds a lease that has not expired.
+    /// True when the lane holds a lease that has not expired (or is pinned, which does not expire).
     pub fn is_leased(&self, now: i64) -> bool {
-        self.lease_id.is_some() && self.lease_expires_ms > now
+        self.lease_id.is_some() && (self.pinned || self.lease_expires_ms > now)
     }
 
     /// True when the lane's last lease ran out without being released (row 8, `expire`).
     pub fn lease_expired(&self, now: i64) -> bool {
-        self.lease_id.is_some() && self.lease_expires_ms <= now
+        self.lease_id.is_some() && !self.pinned && self.lease_expires_ms <= now
+    }
+
+    /// `P`: the lease is pinned by a prepared transaction.
+    pub fn is_pinned(&self) -> bool {
+        self.pinned && self.lease_id.is_some()
+    }
+
+    /// `pin`: the live lease stays live past `X` until [`Self::unpin`]. Only a leased lane is pinned
+    /// (the caller checks).
+    pub fn pin(&mut self) {
+        self.pinned = true;
+    }
+
+    /// `unpin`: `X` rules the lease again (an `X` already past means it expired).
+    pub fn unpin(&mut self) {
+        self.pinned = false;
     }
 
     /// True when a retry hold is still running.
@@ -411,6 +440,7 @@ impl Lane {
     fn release(&mut self) {
         self.lease_id = None;
         self.lease_expires_ms = 0;
+        self.pinned = false;
     }
 }
 
@@ -541,6 +571,35 @@ mod tests {
         );
         assert_eq!(lane.live_lease(100), None);
         assert_eq!(lane.streak_at_claim(), 1, "K+1 at the next claim");
+    }
+
+    #[test]
+    fn pin() {
+        let mut lane = leased(-1, 4);
+        lane.pin();
+        assert!(lane.is_pinned());
+        assert!(
+            !lane.lease_expired(1_000) && lane.is_leased(1_000),
+            "a pinned lease does not expire"
+        );
+        assert_eq!(lane.live_lease(1_000), Some("L"));
+        assert!(!lane.is_free(1_000));
+        assert!(
+            lane.commit_prefix(4) && !lane.is_pinned(),
+            "releasing the lease ends the pin"
+        );
+    }
+
+    #[test]
+    fn unpin() {
+        let mut lane = leased(-1, 4);
+        lane.pin();
+        lane.unpin();
+        assert!(!lane.is_pinned());
+        assert!(
+            lane.is_leased(99) && lane.lease_expired(100),
+            "X rules again"
+        );
     }
 
     #[test]

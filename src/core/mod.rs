@@ -29,6 +29,8 @@ pub mod lane;
 pub mod maintenance;
 pub mod meters;
 mod pop;
+#[cfg(feature = "twophase")]
+pub mod prepared;
 mod push;
 mod reclaim;
 mod records;
@@ -136,6 +138,12 @@ pub struct Broker {
     discard: bool,
     /// The delivery log of the queues that keep one (module `deliveries`).
     deliveries: deliveries::DeliveryLog,
+    /// Prepared transaction parts by id (module `prepared`).
+    #[cfg(feature = "twophase")]
+    prepared: BTreeMap<String, Box<prepared::Prepared>>,
+    /// While a prepared part commits: the lanes it pinned, on which its acks may act.
+    #[cfg(feature = "twophase")]
+    committing_pins: Option<Vec<(u64, String)>>,
 }
 
 impl Broker {
@@ -166,6 +174,10 @@ impl Broker {
             woken: Vec::new(),
             discard: false,
             deliveries: Default::default(),
+            #[cfg(feature = "twophase")]
+            prepared: BTreeMap::new(),
+            #[cfg(feature = "twophase")]
+            committing_pins: None,
         }
     }
 
@@ -372,7 +384,12 @@ impl Broker {
             .map(|l| (**l).clone())
             .unwrap_or_else(|| Lane::at(self.initial_cursor(pid, group)));
         let has_backlog = lane_state.committed() + 1 < p.next_offset as i64;
-        let wait_until = if lane_state.is_leased(now) {
+        // A pinned lease (module `prepared`) waits for its transaction's end, not for a time: the
+        // commit or abort refreshes the lane.
+        let pinned = lane_state.is_pinned();
+        let wait_until = if pinned {
+            None
+        } else if lane_state.is_leased(now) {
             Some(lane_state.lease_expires_ms())
         } else if lane_state.is_held(now) {
             Some(lane_state.hold_until_ms())
@@ -382,7 +399,7 @@ impl Broker {
         if let Some(at) = wait_until {
             self.timers.insert((at, pid, group.to_string()));
         }
-        let ready = has_backlog && wait_until.is_none();
+        let ready = has_backlog && wait_until.is_none() && !pinned;
         let seq = self.ready_seq;
         let set = self.groups.get_mut(&key).expect("checked above");
         if ready {

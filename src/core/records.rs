@@ -17,6 +17,7 @@
 //! | `m/mode` | maintenance switches and push-buffer bounds (module `maintenance`) |
 //! | `b/<seq>` | one buffered push item (module `maintenance`) |
 //! | `t/<seq>/<pid>/<offset>` | one trace event (module `traces`): only the key is read at open |
+//! | `w/<transaction id>` | a prepared transaction part (module `prepared`, builds with `twophase`) |
 //!
 //! A segment's index entry is written in the same commit as the segment:
 //!
@@ -48,7 +49,13 @@ use serde::Serialize;
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The key prefixes an open reads: everything but segments.
+#[cfg(not(feature = "twophase"))]
 pub const INDEX_PREFIXES: [&str; 10] = ["m/", "q/", "p/", "x/", "l/", "g/", "d/", "v/", "t/", "b/"];
+/// The key prefixes an open reads: everything but segments (and prepared transactions, `w/`).
+#[cfg(feature = "twophase")]
+pub const INDEX_PREFIXES: [&str; 11] = [
+    "m/", "q/", "p/", "x/", "l/", "g/", "d/", "v/", "t/", "b/", "w/",
+];
 
 /// The prefix of segment records, read on demand.
 pub const SEGMENT_PREFIX: &str = "s/";
@@ -281,6 +288,8 @@ impl Broker {
                 "b" => self.mode.count_foreign_buffered(),
                 #[cfg(feature = "ops")]
                 "t" => self.traces.load(&key, value.len() as u64)?,
+                #[cfg(feature = "twophase")]
+                "w" => self.load_prepared(&key, &value)?,
                 "q" => {
                     let record = decode(&key, &value, queue_record)?;
                     self.queues.insert(

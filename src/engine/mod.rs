@@ -503,6 +503,38 @@ impl<S: Store, H: Host> Engine<S, H> {
         .await
     }
 
+    /// Prepares part `id` of a transaction across brokers, decided by `owner` (docs/protocol.md
+    /// §3.9.1, `core::prepared`): `Ok(Err(reason))` when the part is refused (nothing changed).
+    #[cfg(feature = "twophase")]
+    pub async fn prepare(
+        &self,
+        id: &str,
+        owner: &str,
+        operations: Vec<TxOperation>,
+    ) -> EngineResult<Result<(), String>> {
+        self.run(
+            |b, _| b.segments_needed_for_transaction(&operations),
+            |b, now| Ok(b.prepare(now, id, owner, operations.clone())),
+        )
+        .await
+    }
+
+    /// Commits prepared part `id`; `None` when nothing is prepared under it.
+    #[cfg(feature = "twophase")]
+    pub async fn commit_prepared(&self, id: &str) -> EngineResult<Option<TxReply>> {
+        self.run(
+            |b, _| b.segments_needed_for_commit(id),
+            |b, now| Ok(b.commit_prepared(now, id)),
+        )
+        .await
+    }
+
+    /// Aborts prepared part `id`; false when nothing is prepared under it.
+    #[cfg(feature = "twophase")]
+    pub async fn abort_prepared(&self, id: &str) -> EngineResult<bool> {
+        self.run_plain(|b, now| Ok(b.abort_prepared(now, id))).await
+    }
+
     /// Creates a queue or overwrites its options (wire-contract §1.7).
     pub async fn configure(&self, request: ConfigureRequest) -> EngineResult<ConfigureReply> {
         self.run_plain(|b, now| b.configure(now, request.clone()))

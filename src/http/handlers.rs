@@ -160,32 +160,8 @@ impl Route {
                 Ok(json_response(200, &render::extend_reply(&reply)))
             }
             Route::Transaction => {
-                let mut ops = wire::transaction(body, limits, caller.subject.as_deref())?;
-                let pushed = ops.iter_mut().flat_map(|op| match op {
-                    TxOperation::Push(items) => items.iter_mut(),
-                    _ => [].iter_mut(),
-                });
-                crypto::seal_items(engine, config, pushed.collect()).await?;
-                let pushes = ops.iter().any(|op| matches!(op, TxOperation::Push(_)));
-                if pushes && engine.push_needs_buffer_path() {
-                    #[cfg(not(feature = "ops"))]
-                    return Err(maintenance_not_built());
-                    #[cfg(feature = "ops")]
-                    {
-                        if engine.maintenance_state().0.push_paused {
-                            return Err(HttpError {
-                                status: 503,
-                                message:
-                                    "Maintenance mode is on: pushes are buffered, and a \
-                                          transaction that pushes is refused until it is turned off"
-                                        .to_string(),
-                            });
-                        }
-                        // Buffered pushes go first (turning maintenance off drains them; this
-                        // finishes a drain that failed part way).
-                        engine.drain_push_buffer().await?;
-                    }
-                }
+                let ops =
+                    transaction_operations(engine, config, body, caller.subject.as_deref()).await?;
                 let reply = engine.transaction(ops).await?;
                 Ok(json_response(200, &render::tx_reply(&reply)))
             }
@@ -460,6 +436,44 @@ fn maintenance_not_built() -> HttpError {
              cannot buffer or deliver them: the push is refused. {OPS_NOT_BUILT}"
         ),
     }
+}
+
+/// A transaction body read into its operations, pushed payloads sealed (encryption), with the
+/// maintenance checks a push gets: what the transaction route applies, and what a shard prepares of
+/// a transaction across shards (`super::prepared`).
+pub(super) async fn transaction_operations<S: Store, H: Host>(
+    engine: &Engine<S, H>,
+    config: &HttpConfig,
+    body: &[u8],
+    subject: Option<&str>,
+) -> Result<Vec<TxOperation>, HttpError> {
+    let limits = &config.limits;
+    let mut ops = wire::transaction(body, limits, subject)?;
+    let pushed = ops.iter_mut().flat_map(|op| match op {
+        TxOperation::Push(items) => items.iter_mut(),
+        _ => [].iter_mut(),
+    });
+    crypto::seal_items(engine, config, pushed.collect()).await?;
+    let pushes = ops.iter().any(|op| matches!(op, TxOperation::Push(_)));
+    if pushes && engine.push_needs_buffer_path() {
+        #[cfg(not(feature = "ops"))]
+        return Err(maintenance_not_built());
+        #[cfg(feature = "ops")]
+        {
+            if engine.maintenance_state().0.push_paused {
+                return Err(HttpError {
+                    status: 503,
+                    message: "Maintenance mode is on: pushes are buffered, and a \
+                              transaction that pushes is refused until it is turned off"
+                        .to_string(),
+                });
+            }
+            // Buffered pushes go first (turning maintenance off drains them; this
+            // finishes a drain that failed part way).
+            engine.drain_push_buffer().await?;
+        }
+    }
+    Ok(ops)
 }
 
 /// Pop (contract §1.3).

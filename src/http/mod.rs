@@ -42,6 +42,8 @@ pub mod jwt;
 #[cfg(feature = "ops")]
 mod modes;
 mod operations;
+#[cfg(feature = "twophase")]
+pub mod prepared;
 mod query;
 mod redelivery;
 mod render;

@@ -359,18 +359,25 @@ async def t_transaction(queen):
     check(not landed or leftover == [], f"stale-lease transaction: success={landed}, pushed {payloads(leftover)}")
     check(leftover == [], f"a failed transaction's push landed: {payloads(leftover)}")
     if SHARDS > 1:
-        # Across shards: refused whole (501), the SDK raises, and neither the ack nor the push happened.
+        # Across shards: two-phase commit. The ack and the push land together...
         far = next(qn(f"tx-far{i}") for i in range(10_000) if shard_of(qn(f"tx-far{i}")) != shard_of(src))
         await queen.queue(src).push([{"data": {"order": 2}}])
         got2 = await pop_all(queen, src, want=1, seconds=3)
+        across = await queen.transaction().ack(got2[0]).queue(far).push([{"data": {"far": 1}}]).commit()
+        check(bool(across) and across.get("success") is True, f"cross-shard transaction answer {dict(across)}")
+        check(len(across.get("results") or []) == 2, f"cross-shard results {across.get('results')}")
+        check(await pop_all(queen, src, seconds=1) == [], "acked-in-cross-shard-transaction message came back")
+        far_out = await pop_all(queen, far, want=1)
+        check(payloads(far_out) == [{"far": 1}], f"cross-shard transaction push {payloads(far_out)}")
+        await queen.ack(far_out, True)
+        # ...and one whose ack names a lease that is gone applies nothing.
         try:
-            await queen.transaction().ack(got2[0]).queue(far).push([{"data": {"far": 1}}]).commit()
-            refused = False
-        except Exception as e:  # noqa: BLE001 - the SDK raises the server's error
-            refused = "two-phase commit" in str(e) or "501" in str(e)
-        check(refused, "a cross-shard transaction was not refused")
-        check(await pop_all(queen, far, seconds=1) == [], "a refused cross-shard transaction's push landed")
-        await queen.ack(got2, True)
+            bad = await queen.transaction().ack(got2[0]).queue(far).push([{"data": {"far": "never"}}]).commit()
+            landed = bad.get("success") is True
+        except Exception:  # noqa: BLE001 - the SDK raises on success:false
+            landed = False
+        check(not landed, "a cross-shard transaction with a stale lease succeeded")
+        check(await pop_all(queen, far, seconds=1) == [], "a failed cross-shard transaction's push landed")
 
 
 async def t_delete_queue(queen):

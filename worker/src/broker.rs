@@ -197,7 +197,26 @@ impl Broker {
             self.alarm_armed.set(true);
         }
         self.arm_alarm_if_needed(&engine).await;
+        // Parts of transactions across shards prepared before a restart: the alarm settles them.
+        if let Some(first) = engine.read(|b, _| b.prepared_list().first().map(|p| p.prepared_at_ms))
+        {
+            self.alarm_by(first + crate::txn_coordinator::timeout(&self.env))
+                .await;
+        }
         Ok(engine)
+    }
+
+    /// The Worker's environment.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// Schedules the object's alarm no later than `at_ms` (the alarm runs maintenance too).
+    pub async fn alarm_by(&self, at_ms: i64) {
+        match crate::txn_coordinator::alarm_by(&self.state, at_ms).await {
+            Ok(()) => self.alarm_armed.set(true),
+            Err(e) => console_error!("scheduling the alarm failed: {e}"),
+        }
     }
 
     /// Retention and eviction run from the object's alarm: schedules one when the broker holds queues
@@ -311,15 +330,27 @@ impl Broker {
         self.engine.try_lock().is_some_and(|slot| slot.is_some())
     }
 
-    /// The internal routes of a sharded broker (`/__shard/...`, sent only by the entry Worker: public
-    /// paths never start with it): the catalog object's routes ([`crate::catalog`]) and `/__shard/check`,
-    /// which answers 200 when this object's engine opens (with its shard guard) and 503 otherwise.
+    /// The internal routes of a sharded broker (`/__shard/...`, sent only by the entry Worker and by the
+    /// objects of the same broker: public paths never start with it): the catalog object's routes
+    /// ([`crate::catalog`]), the transaction coordinator's (`/__shard/txn/run`, `/status`:
+    /// [`crate::txn_coordinator`]) and a shard's part of a transaction (`/__shard/txn/prepare`,
+    /// `/commit`, `/abort`: [`crate::txn_participant`]), and `/__shard/check`, which answers 200 when
+    /// this object's engine opens (with its shard guard) and 503 otherwise.
     async fn serve_internal(&self, path: &str, req: web_sys::Request) -> Result<web_sys::Response> {
         if path.starts_with("/__shard/catalog/") {
             return crate::catalog::handle(&self.state, req).await;
         }
         if path.starts_with("/__shard/reshard/") {
             return crate::reshard_object::handle(self, path, req).await;
+        }
+        if path == "/__shard/txn/run" || path == "/__shard/txn/status" {
+            return crate::txn_coordinator::handle(&self.state, &self.env, path, req).await;
+        }
+        if path.starts_with("/__shard/txn/") {
+            return match self.engine().await {
+                Ok(engine) => crate::txn_participant::handle(self, &engine, path, req).await,
+                Err(message) => self.unavailable(path, message).await,
+            };
         }
         if path == "/__shard/check" {
             return match self.engine().await {
@@ -383,6 +414,17 @@ impl Broker {
     /// Runs retention and eviction, then schedules the next run. A failure is logged and retried at
     /// the next alarm; it never loses data (maintenance only deletes what the queue's options expire).
     async fn run_alarm(&self) {
+        // The coordinator of transactions across shards opens no engine: its alarm only recovers.
+        let storage = self.state.storage();
+        if let Ok(Some(true)) = storage
+            .get::<bool>(crate::txn_coordinator::MARKER_KEY)
+            .await
+        {
+            if let Err(e) = crate::txn_coordinator::recover(&self.state, &self.env).await {
+                console_error!("transaction recovery failed: {e}");
+            }
+            return;
+        }
         match self.engine().await {
             Ok(engine) => match engine.maintain().await {
                 Ok(report) => console_log!(
@@ -395,10 +437,15 @@ impl Broker {
             },
             Err(e) => console_error!("maintenance skipped, broker unavailable: {e}"),
         }
-        // Scheduled again only while there is something to maintain (see `arm_alarm_if_needed`).
+        // Scheduled again only while there is something to maintain (see `arm_alarm_if_needed`)
+        // or a prepared transaction part to settle.
         self.alarm_armed.set(false);
         if let Ok(engine) = self.engine().await {
+            let next = crate::txn_participant::recover(&self.env, &engine).await;
             self.arm_alarm_if_needed(&engine).await;
+            if let Some(at) = next {
+                self.alarm_by(at).await;
+            }
         }
     }
 }

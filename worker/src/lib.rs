@@ -31,6 +31,9 @@ pub mod shape;
 pub mod shard_guard;
 pub mod sharded;
 pub mod shards;
+pub mod txn_coordinator;
+pub mod txn_participant;
+pub mod txn_plan;
 
 use std::rc::Rc;
 

@@ -4,8 +4,8 @@
 //! - lease, dead-letter and partition ids go to the shard encoded in them;
 //! - a push or batch ack whose items all live on one shard goes there unchanged (no extra hop); otherwise it
 //!   is split by shard and the answers merged in request order ([`Plan::Split`]);
-//! - a transaction on one shard goes there; one touching several shards is refused ([`Plan::Refuse`]:
-//!   two-phase commit is not built);
+//! - a transaction on one shard goes there; one touching several shards goes to the broker's
+//!   coordinator, which runs a two-phase commit ([`Plan::Transaction`]);
 //! - discovery pops ([`Plan::Discovery`]) ask the catalog which shards hold the namespace or task;
 //! - routes over every queue fan out to every shard and merge ([`Plan::FanOut`]).
 //!
@@ -33,6 +33,9 @@ pub enum Plan {
     FanOut(Merge),
     /// Answer this status and error without asking any shard.
     Refuse(u16, String),
+    /// A transaction over these shards (ascending): two-phase commit through the coordinator
+    /// (`crate::txn_coordinator`).
+    Transaction(Vec<u16>),
 }
 
 /// How the answers of a fan-out are merged (see `crate::fanout`).
@@ -182,8 +185,8 @@ pub fn plan_shaped(
     }
 }
 
-/// A transaction: the shards of its pushed items' queues and of its acks' partitions. One shard: forward.
-/// Several: refused with 501 (two-phase commit is not built, docs/decisions.md "Shards"); nothing is applied.
+/// A transaction: the shards of its pushed items' queues and of its acks' partitions. One shard: forward
+/// (today's single commit). Several: two-phase commit ([`Plan::Transaction`]).
 fn transaction(map: &ShardMap, body: Option<&BodyShape>) -> Plan {
     let Some(body) = body else {
         return Plan::One(0);
@@ -210,16 +213,7 @@ fn transaction(map: &ShardMap, body: Option<&BodyShape>) -> Plan {
         many => {
             let mut sorted = many.to_vec();
             sorted.sort_unstable();
-            Plan::Refuse(
-                501,
-                format!(
-                    "This transaction touches queues on {} shards ({sorted:?} of SHARDS={}): transactions \
-                     across shards need two-phase commit, which is not built yet; nothing was applied. \
-                     Keep a transaction's queues on one shard, or run with SHARDS=1",
-                    sorted.len(),
-                    map.count
-                ),
-            )
+            Plan::Transaction(sorted)
         }
     }
 }
@@ -360,7 +354,7 @@ mod tests {
     }
 
     #[test]
-    fn cross_shard_transactions_are_refused() {
+    fn cross_shard_transactions_go_to_two_phase_commit() {
         let m = map();
         let (a, b) = two_shards();
         let same = format!(r#"{{"operations":[{{"type":"push","items":[{{"queue":"{a}"}}]}}]}}"#);
@@ -371,12 +365,12 @@ mod tests {
         let across = format!(
             r#"{{"operations":[{{"type":"push","items":[{{"queue":"{a}"}}]}},{{"type":"push","items":[{{"queue":"{b}"}}]}}]}}"#
         );
-        match plan(&m, "POST", "/api/v1/transaction", "", across.as_bytes()) {
-            Plan::Refuse(501, message) => {
-                assert!(message.contains("two-phase commit"), "{message}")
-            }
-            other => panic!("{other:?}"),
-        }
+        let mut both = vec![m.of_queue(&a), m.of_queue(&b)];
+        both.sort_unstable();
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/transaction", "", across.as_bytes()),
+            Plan::Transaction(both)
+        );
     }
 
     #[test]

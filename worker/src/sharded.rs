@@ -130,7 +130,7 @@ pub async fn handle(
     );
     // A body that would be split or sent on is checked whole first: a malformed item refuses the whole
     // request here instead of on one shard after another applied its part.
-    if matches!(plan, Plan::Split { .. }) {
+    if matches!(plan, Plan::Split { .. } | Plan::Transaction(_)) {
         if let Err(refusal) = queen_edge::http::validate_body(
             &config.http,
             incoming.method.as_ref(),
@@ -148,6 +148,7 @@ pub async fn handle(
         Plan::Refuse(status, message) => respond::error(status, &message),
         Plan::Split { field, parts } => split(env, &map, &incoming, field, parts).await,
         Plan::Discovery => discovery(env, &map, &incoming).await,
+        Plan::Transaction(_) => to_coordinator(env, &map, &incoming).await,
         Plan::FanOut(merge) => fan_out(env, &map, config, &incoming, merge).await,
     }
 }
@@ -168,6 +169,25 @@ async fn forward(
         Some(&req.body),
     )
     .await
+}
+
+/// A transaction over several shards goes whole, with the client's headers, to the broker's
+/// coordinator ([`crate::txn_coordinator`]), which runs the two-phase commit and answers.
+async fn to_coordinator(env: &Env, map: &ShardMap, req: &Incoming) -> Result<web_sys::Response> {
+    let headers = Headers::new();
+    for (k, v) in req
+        .headers
+        .entries()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
+    {
+        headers.append(&k, &v)?;
+    }
+    headers.set(crate::txn_coordinator::BROKER_HEADER, &map.broker)?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers);
+    init.with_body(Some(Uint8Array::from(req.body.as_slice()).into()));
+    let request = Request::new_with_init("https://txn/__shard/txn/run", &init)?;
+    crate::forward_to_object(request.inner(), env, &map.coordinator_name()).await
 }
 
 /// Before a push or configure is forwarded: records in the catalog the namespace and task of each queue

@@ -81,6 +81,12 @@ impl ShardMap {
         format!("{}#catalog", self.broker)
     }
 
+    /// The Durable Object name of the broker's coordinator of transactions across shards
+    /// (`crate::txn_coordinator`).
+    pub fn coordinator_name(&self) -> String {
+        format!("{}#txn", self.broker)
+    }
+
     /// The shard of queue `name`.
     pub fn of_queue(&self, name: &str) -> u16 {
         shard_of_queue(name, self.count)
@@ -135,6 +141,7 @@ mod tests {
         assert_eq!(map.object_name(0), "default");
         assert_eq!(map.object_name(3), "default#shard-3");
         assert_eq!(map.catalog_name(), "default#catalog");
+        assert_eq!(map.coordinator_name(), "default#txn");
         assert_eq!(parse_shard_count(None), Ok(1));
         assert_eq!(parse_shard_count(Some("4")), Ok(4));
         assert!(parse_shard_count(Some("0")).is_err());

@@ -39,6 +39,25 @@ impl Broker {
                 results: Vec::new(),
             };
         }
+        let (results, outcome) = self.apply_operations(now, operations, false);
+        TxReply {
+            transaction_id,
+            success: outcome.is_ok(),
+            error: outcome.err().flatten(),
+            results,
+        }
+    }
+
+    /// Applies `operations` in order. Not `forced` (a one-broker transaction): the first failed ack
+    /// or unknown operation stops it, drops everything it did (the engine reloads) and is the error.
+    /// `forced` (the commit of a prepared part, module `prepared`): every operation is applied; a
+    /// failed ack is answered in its result and the rest still applies.
+    pub(crate) fn apply_operations(
+        &mut self,
+        now: i64,
+        operations: Vec<TxOperation>,
+        forced: bool,
+    ) -> (Vec<TxResult>, Result<(), Option<String>>) {
         let mut results = Vec::new();
         for op in operations {
             match op {
@@ -58,39 +77,34 @@ impl Broker {
                     let failed = !r.success;
                     let error = r.error.clone();
                     results.push(TxResult::Ack(r));
-                    if failed {
+                    if failed && !forced {
                         // Earlier operations already touched state: the engine reloads from the store.
                         self.discard = true;
                         self.changes = Default::default();
-                        return TxReply {
-                            transaction_id,
-                            success: false,
-                            error,
-                            results,
-                        };
+                        return (results, Err(error));
                     }
                 }
                 TxOperation::Unknown(kind) => {
+                    if forced {
+                        continue;
+                    }
                     self.discard = true;
                     self.changes = Default::default();
-                    return TxReply {
-                        transaction_id,
-                        success: false,
-                        error: Some(format!("Unknown operation type: {kind}")),
+                    return (
                         results,
-                    };
+                        Err(Some(format!("Unknown operation type: {kind}"))),
+                    );
                 }
             }
         }
-        TxReply {
-            transaction_id,
-            success: true,
-            error: None,
-            results,
-        }
+        (results, Ok(()))
     }
 
-    fn precheck_transaction(&self, now: i64, operations: &[TxOperation]) -> Option<String> {
+    pub(crate) fn precheck_transaction(
+        &self,
+        now: i64,
+        operations: &[TxOperation],
+    ) -> Option<String> {
         let push_bytes = operations
             .iter()
             .map(|op| match op {

@@ -1,0 +1,188 @@
+//! Splitting a transaction across shards into one part per shard, and putting the parts' answers back
+//! in the client's order (pure; the protocol is in [`crate::txn_coordinator`]).
+//!
+//! A transaction's results are flat: one per pushed item, one per ack, in operation order (wire
+//! contract §1.6). A push operation whose items live on several shards becomes one push operation per
+//! shard (items in request order); an ack goes to its partition's shard. Each part remembers, for each of
+//! its results, the position of that result in the whole answer. An operation of an unknown type goes
+//! to the first part, whose prepare refuses it (and so the whole transaction).
+
+use serde_json::{json, Value};
+
+use crate::shards::ShardMap;
+
+/// One shard's part of a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    /// The shard.
+    pub shard: u16,
+    /// The part's operations (a transaction body's `operations`).
+    pub operations: Vec<Value>,
+    /// For each result the part answers, in its order: that result's position in the whole answer.
+    pub slots: Vec<usize>,
+}
+
+impl Part {
+    /// The part as a transaction body.
+    pub fn body(&self) -> Value {
+        json!({ "operations": self.operations })
+    }
+}
+
+/// Splits the `operations` of a transaction body over the shards of `map`, parts in order of first
+/// appearance. `None` when the body has no operations list (the caller sends it whole to a shard,
+/// which answers the 400).
+pub fn split(map: &ShardMap, body: &Value) -> Option<Vec<Part>> {
+    let operations = body.get("operations")?.as_array()?;
+    let mut parts: Vec<Part> = Vec::new();
+    fn part_of(parts: &mut Vec<Part>, shard: u16) -> &mut Part {
+        let at = match parts.iter().position(|p| p.shard == shard) {
+            Some(at) => at,
+            None => {
+                parts.push(Part {
+                    shard,
+                    operations: Vec::new(),
+                    slots: Vec::new(),
+                });
+                parts.len() - 1
+            }
+        };
+        &mut parts[at]
+    }
+    let mut slot = 0;
+    for op in operations {
+        match op.get("type").and_then(Value::as_str) {
+            Some("push") => {
+                let items = op
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                // This operation's items, grouped by shard in order of first appearance.
+                let mut groups: Vec<(u16, Vec<Value>, Vec<usize>)> = Vec::new();
+                for item in items {
+                    let queue = item.get("queue").and_then(Value::as_str).unwrap_or("");
+                    let shard = map.of_queue(queue);
+                    match groups.iter_mut().find(|(s, _, _)| *s == shard) {
+                        Some((_, list, slots)) => {
+                            list.push(item);
+                            slots.push(slot);
+                        }
+                        None => groups.push((shard, vec![item], vec![slot])),
+                    }
+                    slot += 1;
+                }
+                for (shard, list, slots) in groups {
+                    let mut part_op = op.clone();
+                    part_op["items"] = Value::Array(list);
+                    let part = part_of(&mut parts, shard);
+                    part.operations.push(part_op);
+                    part.slots.extend(slots);
+                }
+            }
+            Some("ack") => {
+                let shard = op
+                    .get("partitionId")
+                    .and_then(Value::as_str)
+                    .map_or(0, |p| map.of_partition(p));
+                let part = part_of(&mut parts, shard);
+                part.operations.push(op.clone());
+                part.slots.push(slot);
+                slot += 1;
+            }
+            _ => {
+                let first = parts.first().map_or(0, |p| p.shard);
+                part_of(&mut parts, first).operations.push(op.clone());
+            }
+        }
+    }
+    Some(parts)
+}
+
+/// The whole answer's `results` from each part's (in part order, as `split` made them): each result
+/// moved to its slot, its `index` rewritten. A part that answered fewer results than it has slots
+/// leaves those slots out.
+pub fn merge_results(parts: &[Part], answers: &[Vec<Value>]) -> Vec<Value> {
+    let total = parts.iter().map(|p| p.slots.len()).sum();
+    let mut merged: Vec<Option<Value>> = vec![None; total];
+    for (part, results) in parts.iter().zip(answers) {
+        for (result, &slot) in results.iter().zip(&part.slots) {
+            let mut result = result.clone();
+            if result.get("index").is_some() {
+                result["index"] = Value::from(slot);
+            }
+            merged[slot] = Some(result);
+        }
+    }
+    merged.into_iter().flatten().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> ShardMap {
+        ShardMap {
+            broker: "b".into(),
+            count: 4,
+        }
+    }
+
+    /// Two queue names on different shards.
+    fn two_queues() -> (String, String) {
+        let m = map();
+        let a = "q0".to_string();
+        let b = (1..)
+            .map(|i| format!("q{i}"))
+            .find(|q| m.of_queue(q) != m.of_queue(&a))
+            .unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn a_push_over_two_shards_becomes_two_parts_and_merges_back_in_order() {
+        let m = map();
+        let (a, b) = two_queues();
+        // Partition id 3 is on shard (3-1)%4 = 2.
+        let body = json!({"operations": [
+            {"type": "push", "items": [{"queue": a, "payload": 1}, {"queue": b, "payload": 2}, {"queue": a, "payload": 3}]},
+            {"type": "ack", "transactionId": "t", "partitionId": "3"},
+        ]});
+        let parts = split(&m, &body).unwrap();
+        let sa = m.of_queue(&a);
+        let sb = m.of_queue(&b);
+        let find = |s: u16| parts.iter().find(|p| p.shard == s).unwrap();
+        assert_eq!(find(sa).operations[0]["items"].as_array().unwrap().len(), 2);
+        assert_eq!(find(sa).slots[..2], [0, 2]);
+        assert_eq!(find(sb).slots[..1], [1]);
+        assert_eq!(find(2).slots.last(), Some(&3));
+        let answers: Vec<Vec<Value>> = parts
+            .iter()
+            .map(|p| {
+                (0..p.slots.len())
+                    .map(|i| json!({"index": i, "slot": p.slots[i]}))
+                    .collect()
+            })
+            .collect();
+        let merged = merge_results(&parts, &answers);
+        assert_eq!(merged.len(), 4);
+        for (i, r) in merged.iter().enumerate() {
+            assert_eq!(r["index"], json!(i));
+            assert_eq!(r["slot"], json!(i));
+        }
+    }
+
+    #[test]
+    fn unknown_operations_go_to_the_first_part() {
+        let m = map();
+        let (a, _) = two_queues();
+        let body = json!({"operations": [
+            {"type": "push", "items": [{"queue": a}]},
+            {"type": "nope"},
+        ]});
+        let parts = split(&m, &body).unwrap();
+        assert_eq!(parts.len(), 1);
+        assert_eq!(parts[0].operations.len(), 2);
+        assert!(split(&m, &json!({})).is_none());
+    }
+}
