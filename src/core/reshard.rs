@@ -36,8 +36,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The prefix of migration markers.
 pub const MARKER_PREFIX: &str = "r/";
 
-/// The prefixes a migration reads: every record kind but segments (read per partition), and markers.
-pub const SURVEY_PREFIXES: [&str; 11] = [
+/// The prefixes a migration reads: every record kind but segments (read per partition), markers, and
+/// prepared two-phase transactions (`w/`, which it refuses to move).
+pub const SURVEY_PREFIXES: [&str; 12] = [
     "m/",
     "q/",
     "p/",
@@ -48,6 +49,7 @@ pub const SURVEY_PREFIXES: [&str; 11] = [
     "v/",
     "t/",
     "b/",
+    "w/",
     MARKER_PREFIX,
 ];
 
@@ -112,6 +114,13 @@ fn classify(key: &str, value: &[u8]) -> Result<Kind, StoreError> {
         "r" => {
             let (plan, queue) = parse_marker_key(key).ok_or_else(|| unreadable(key, "bad key"))?;
             Kind::Marker(plan, queue)
+        }
+        "w" => {
+            return Err(StoreError::other(format!(
+                "a prepared cross-shard transaction is stored (\"{key}\"): its coordinator must commit \
+                 or abort it first, which needs the broker open. Set SHARDS back to the old count until it \
+                 is finished (it aborts by itself after TXN_TIMEOUT_MS), then migrate; nothing was moved"
+            )))
         }
         _ => {
             return Err(StoreError::other(format!(
