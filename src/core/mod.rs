@@ -11,7 +11,7 @@
 //!   `delete_group`, `update_subscription`, `maintain`, `dlq_replay_rows`, `dlq_delete_rows`;
 //! - outputs: `take_changes`, `take_woken_queues`, `take_discard_flag`, `next_deadline_ms`;
 //! - getters: `list_queues`, `queue_view`, `dead_letters`, `messages`, `message`, `stats`, `deliveries`,
-//!   `dlq_select`, `dlq_preview`.
+//!   `dlq_select`, `dlq_preview`, `queue_history` (feature `views`).
 //!
 //! Pop cost does not grow with idle or leased partitions: each (queue, group) keeps a ready set of the
 //! partitions it could claim, and a timer set brings leased and held lanes back when their lease expires
@@ -23,6 +23,8 @@ mod commands;
 mod deliveries;
 mod dlq_bulk;
 pub(crate) mod fields;
+#[cfg(feature = "views")]
+pub mod history;
 pub mod ids;
 mod invariants;
 pub mod lane;
@@ -138,6 +140,9 @@ pub struct Broker {
     discard: bool,
     /// The delivery log of the queues that keep one (module `deliveries`).
     deliveries: deliveries::DeliveryLog,
+    /// Each queue's recent throughput and backlog (module `history`).
+    #[cfg(feature = "views")]
+    history: history::History,
     /// Prepared transaction parts by id (module `prepared`).
     #[cfg(feature = "twophase")]
     prepared: BTreeMap<String, Box<prepared::Prepared>>,
@@ -174,6 +179,8 @@ impl Broker {
             woken: Vec::new(),
             discard: false,
             deliveries: Default::default(),
+            #[cfg(feature = "views")]
+            history: Default::default(),
             #[cfg(feature = "twophase")]
             prepared: BTreeMap::new(),
             #[cfg(feature = "twophase")]
@@ -316,6 +323,8 @@ impl Broker {
     fn tick(&mut self, now: i64) -> i64 {
         self.now_ms = self.now_ms.max(now);
         let now = self.now_ms;
+        #[cfg(feature = "views")]
+        self.sample_history(now);
         while let Some((at, pid, group)) = self.timers.pop_due(now) {
             self.log_expiry(pid, &group, at);
             if let Some(queue) = self.partitions.get(&pid).map(|p| p.queue.clone()) {

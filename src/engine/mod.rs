@@ -239,7 +239,11 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// Reloads with the gate already held (boxed: it is awaited from several places).
     fn reload_locked(&self) -> LocalBoxFuture<'_, EngineResult<()>> {
         Box::pin(async move {
-            let core = Self::load(&self.store, &self.host, &self.config).await?;
+            #[allow(unused_mut)]
+            let mut core = Self::load(&self.store, &self.host, &self.config).await?;
+            // A reload is not a restart: the queues' recent history goes on (module core::history).
+            #[cfg(feature = "views")]
+            core.keep_history(&mut self.core.borrow_mut());
             *self.core.borrow_mut() = core;
             self.needs_reload.set(false);
             let mut c = self.counters.get();

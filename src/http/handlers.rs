@@ -197,6 +197,7 @@ impl Route {
             | Route::StatusQueues
             | Route::StatusQueue { .. }
             | Route::StatusQueueMessages { .. }
+            | Route::QueueHistory { .. }
             | Route::StatusAnalytics
             | Route::StatusBuffers
             | Route::MessageTraces { .. }

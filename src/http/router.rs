@@ -112,6 +112,8 @@ pub(crate) enum Route {
     StatusQueue { queue: String },
     /// `GET /api/v1/status/queues/:queue/messages`.
     StatusQueueMessages { queue: String },
+    /// `GET /api/v1/status/queues/:queue/history?minutes=`.
+    QueueHistory { queue: String },
     /// `GET /api/v1/status/analytics`.
     StatusAnalytics,
     /// `GET /api/v1/status/buffers`.
@@ -162,6 +164,7 @@ impl Route {
             | StatusQueues
             | StatusQueue { .. }
             | StatusQueueMessages { .. }
+            | QueueHistory { .. }
             | StatusAnalytics
             | StatusBuffers
             | MessageTraces { .. }
@@ -288,6 +291,7 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
             ("GET", ["status", "queues"]) => StatusQueues,
             ("GET", ["status", "queues", q]) => StatusQueue { queue: d(q)? },
             ("GET", ["status", "queues", q, "messages"]) => StatusQueueMessages { queue: d(q)? },
+            ("GET", ["status", "queues", q, "history"]) => QueueHistory { queue: d(q)? },
             ("GET", ["status", "analytics"]) => StatusAnalytics,
             ("GET", ["status", "buffers"]) => StatusBuffers,
             _ => return Err(HttpError::no_such_route()),

@@ -137,6 +137,45 @@ export async function runPictures(page, { label, shots, log = console.log }) {
     await until(`broker ${series} bars adding up to ${want}`, async () => (await sumOf(page, `#broker-chart rect[data-series=${series}]`)) === want);
   }
 
+  step('open the page in a second tab: throughput and backlog come from the broker’s history, so the past minutes are there at once');
+  const history = (await api(page, 'GET', `/api/v1/status/queues/${QUEUE}/history`)).body;
+  const measured = (k) => history.buckets.reduce((sum, b) => sum + b[k], 0);
+  if (measured('pushed') !== 7 || measured('failed') !== 2) {
+    throw new Error(`the broker's history counts ${measured('pushed')} pushed and ${measured('failed')} failed, not 7 and 2`);
+  }
+  // A second tab (in the browser mode it forwards to the tab holding the database, whose broker lives on:
+  // reloading that tab would restart the broker, and the history with it, docs/decisions.md).
+  const other = await page.context().newPage();
+  const problems = [];
+  other.on('console', (msg) => { if (msg.type() === 'error') problems.push(msg.text()); });
+  other.on('pageerror', (err) => problems.push(err.message));
+  try {
+    await other.goto(page.url());
+    await until('the second tab to be live', async () => (await other.locator('#refresh-state').textContent()).startsWith('Live'), 30_000);
+    await until('the second tab to show the queue', async () => {
+      if ((await other.locator('#activity-view h3').textContent()).includes(QUEUE)) return true;
+      await other.click(`#queue-table button[data-queue="${QUEUE}"]`);
+      return false;
+    });
+    await other.selectOption('#activity-window', '900000');
+    await until('the pictures to say the broker measured them', async () =>
+      (await other.getAttribute('#activity-source', 'data-source')) === 'broker');
+    // A fresh page, which has sampled nothing older than its first refreshes: these totals are the broker's.
+    for (const k of ['pushed', 'delivered', 'acked', 'failed']) {
+      await until(`${k} bars adding up to the history's ${measured(k)} at once`, async () =>
+        (await sumOf(other, `#throughput-chart rect[data-series=${k}]`)) === measured(k));
+    }
+    await until('the backlog of g to be 2 at once', async () => (await other.getAttribute('#backlog-legend li[data-group=g]', 'data-value')) === '2');
+    const points = await other.locator('#backlog-chart circle[data-series=g]').count();
+    if (points < 2) throw new Error(`the backlog line of g has ${points} points in a new tab: the past is missing`);
+    const file = `${shots}/${label}-pictures-second-tab.png`;
+    await other.locator('#activity-panel').screenshot({ path: file });
+    log(`  screenshot ${file}`);
+    if (problems.length) throw new Error(`the second tab logged errors: ${problems.join('; ')}`);
+  } finally {
+    await other.close();
+  }
+
   step('a queue with a delivery log: the outcomes on its timeline come from the log');
   let configured;
   try {

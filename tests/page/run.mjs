@@ -4,7 +4,8 @@
 //      scripts/build-js), with www/ served by a small static server, on a fresh IndexedDB database;
 //   2. against the real worker (`wrangler dev`, workerd, on a free port with a temporary state folder),
 //      which serves the page at / and the API at /api/v1.
-// Then the activity pictures (tests/page/pictures.mjs) in the same page.
+// Then the activity pictures (tests/page/pictures.mjs) and dead letters by filter (tests/page/dlq-bulk.mjs)
+// in the same page.
 // Screenshots go to test-artifacts/page/. Any console error or page error fails the run.
 //
 //   node tests/page/run.mjs                 both modes
@@ -17,6 +18,7 @@ import { serveStatic } from './static-server.mjs';
 import { startWorker } from './wrangler.mjs';
 import { runFlow } from './flow.mjs';
 import { runPictures } from './pictures.mjs';
+import { runDlqBulk } from './dlq-bulk.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const WWW = join(ROOT, 'www');
@@ -57,6 +59,7 @@ async function runMode(label, url) {
   try {
     await runFlow(page, { label, url, shots: SHOTS });
     await runPictures(page, { label, shots: SHOTS });
+    await runDlqBulk(page, { label, shots: SHOTS });
   } catch (e) {
     problems.unshift(`flow failed: ${e.message}`);
     await page.screenshot({ path: join(SHOTS, `${label}-FAILED.png`), fullPage: true }).catch(() => {});

@@ -11,8 +11,8 @@
 //   dom.js         element builder, focus-keeping re-render, formatters
 //   activity.js    what the activity pictures draw, recorded from the broker's counters at each refresh
 //   charts.js      plain SVG drawing: bars over time, lines of gauges, the lane timeline
-//   views/*.js     queues + lanes, activity pictures, messages, dead letters, forms (configure, push),
-//                  simulator
+//   views/*.js     queues + lanes, activity pictures, messages, dead letters (one by one, and by
+//                  filter in dlq-bulk.js), forms (configure, push), simulator
 import { connect, ApiError } from './transport.js';
 import { Poller } from './poller.js';
 import { store, loadAll } from './state.js';
@@ -20,6 +20,7 @@ import { startCountdowns } from './countdown.js';
 import { renderQueues } from './views/queues.js';
 import { renderMessages, initMessages } from './views/messages.js';
 import { renderDlq, initDlq } from './views/dlq.js';
+import { initDlqBulk, syncDlqBulk } from './views/dlq-bulk.js';
 import { initForms, renderQueueNames } from './views/forms.js';
 import { initSimulator, syncSimQueue, stopSimulator } from './views/simulator.js';
 import { renderActivity, initActivity } from './views/activity.js';
@@ -103,7 +104,7 @@ async function doConnect() {
   poller.stop();
   store.state.conn?.close();
   store.set({ conn: null, queues: [], detail: null, dlq: [], messages: [], selected: null, partition: null,
-    msgOffset: null, dlqGroup: '', dlqSelected: new Set(), activity: null, brokerSeries: null });
+    msgOffset: null, dlqGroup: '', dlqSelected: new Set(), activity: null, brokerSeries: null, history: null });
   try {
     const conn = await connect(settings);
     store.set({ conn, activity: new ActivityRecorder(Date.now()) });
@@ -129,6 +130,7 @@ form.addEventListener('submit', (e) => { e.preventDefault(); doConnect(); });
 // ---- views --------------------------------------------------------------------------------------------
 initMessages(refresh);
 initDlq({ refresh, notify, fail: (t) => showAlert(t) });
+initDlqBulk({ refresh, notify });
 initForms({ refresh, notify });
 initSimulator({ refresh });
 initActivity();
@@ -161,6 +163,7 @@ store.subscribe((s) => {
   renderActivity(s);
   renderMessages(s);
   renderDlq(s);
+  syncDlqBulk(s);
   syncSimQueue(s);
 });
 startCountdowns();

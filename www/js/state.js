@@ -25,6 +25,7 @@ export const store = {
     storage: null,       // GET /status -> storage: {storedBytes, maxStoredBytes, ...}
     brokerSeries: null,  // GET /status -> throughput: the broker's per-minute counts (null: not reported)
     activity: null,      // ActivityRecorder of this connection (activity.js), fed at each refresh
+    history: null,       // GET /status/queues/:q/history of the selected queue (null: the broker has none)
     loadedAt: 0,         // Date.now() when the data arrived
   },
   listeners: new Set(),
@@ -98,12 +99,28 @@ export async function loadAll() {
   } catch (e) {
     if (e.status !== 404 && e.status !== 501) throw e;
   }
+  const history = detail ? await queueHistory(conn, detail.name) : null;
   const pictures = detail ? await activityReads(conn, detail, s.dlqGroup ? null : dlq) : null;
   if (conn !== store.state.conn) return;
   if (pictures) s.activity?.observe({ at: Date.now(), detail, ...pictures });
   const ids = new Set(dlq.map((d) => d.id));
   const dlqSelected = new Set([...s.dlqSelected].filter((id) => ids.has(id)));
-  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, deliveries, storage, brokerSeries, loadedAt: Date.now() });
+  store.set({ queues, selected, detail, partition, dlq, dlqSelected, messages, deliveries, storage, brokerSeries, history,
+    loadedAt: Date.now() });
+}
+
+/**
+ * The broker's own recent history of `queue` (throughput and backlog per 5 s bucket over the last 15
+ * minutes, docs/decisions.md "Queue history"), or null when the broker has no such route (Queen, an
+ * older queen-edge: the pictures then fall back to what the page samples itself).
+ */
+async function queueHistory(conn, queue) {
+  try {
+    return (await conn.request('GET', `/api/v1/status/queues/${enc(queue)}/history`)).body;
+  } catch (e) {
+    if (e.status === 404 || e.status === 501) return null;
+    throw e;
+  }
 }
 
 /**

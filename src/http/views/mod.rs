@@ -1,6 +1,7 @@
 //! The read-only view routes, for dashboards: queue listings and details, the message browser,
-//! overview, namespaces and tasks, status (`/status` and `/status/*`), queue depth and the partition
-//! listing, the consumer-group views, and metrics (JSON and Prometheus).
+//! overview, namespaces and tasks, status (`/status` and `/status/*`), each queue's recent history,
+//! queue depth and the partition listing, the consumer-group views, and metrics (JSON and
+//! Prometheus).
 //!
 //! They are a cargo feature, `views` (default on: the Worker and native builds have them). The npm
 //! module ships two builds: without views for `Queen.open` (about 14 KB gzipped smaller, the size every
@@ -10,6 +11,8 @@
 
 #[cfg(feature = "views")]
 mod groups;
+#[cfg(feature = "views")]
+mod history;
 #[cfg(feature = "views")]
 mod prometheus;
 #[cfg(feature = "views")]

@@ -1,6 +1,7 @@
 //! The view routes' answers (feature `views`).
 
 use super::groups;
+use super::history;
 use super::prometheus;
 use super::render;
 use super::status as status_views;
@@ -161,6 +162,7 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
         Route::StatusQueueMessages { queue } => {
             status_views::status_queue_messages(engine, config, &queue, query).await
         }
+        Route::QueueHistory { queue } => history::answer(engine, config, &queue, query),
         Route::StatusAnalytics => status_views::analytics(engine, query),
         Route::StatusBuffers => status_views::buffers(engine, config).await,
         Route::MessageTraces {

@@ -1,10 +1,13 @@
 // The activity pictures of the selected queue: throughput (pushed, delivered, acked, failed) and each
 // group's backlog over the last minutes, a timeline per lane (leases, retry holds, retries,
-// dead-lettering), and the broker's own per-minute series over the last hour (GET /status). What is
-// drawn comes from activity.js (recorded at each refresh) and the broker's series; charts.js draws.
+// dead-lettering), and the broker's own per-minute series over the last hour (GET /status). Throughput
+// and backlog come from the broker's history of the queue (history.js), so they show the minutes before
+// the page opened; from a broker without one, from what the page samples at each refresh (activity.js).
+// The timeline comes from activity.js. charts.js draws.
 import { h, replaceKeepingFocus, n } from '../dom.js';
 import { store, QUEUE_MODE } from '../state.js';
 import { bucketThroughput, throughputTotals } from '../activity.js';
+import { historyThroughput, historyBacklog } from '../history.js';
 import { barChart, lineChart, timeline } from '../charts.js';
 
 const WINDOWS = [[60_000, '1 min'], [5 * 60_000, '5 min'], [15 * 60_000, '15 min']];
@@ -52,6 +55,7 @@ function view(s, width) {
   const broker = brokerPicture(s, width);
   if (!s.detail) return [h('p', { class: 'muted' }, 'Choose a queue to see its activity.'), broker];
   const rec = s.activity?.of(s.detail.name) ?? null;
+  if (s.history?.queue !== s.detail.name) s = { ...s, history: null };
   const end = s.loadedAt || Date.now();
   const from = end - windowMs;
   return [
@@ -61,13 +65,11 @@ function view(s, width) {
         h('select', { id: 'activity-window', dataset: { focus: 'activity-window' },
           onchange: (e) => { windowMs = Number(e.target.value); renderActivity(store.state); } },
         WINDOWS.map(([ms, text]) => h('option', { value: ms, selected: ms === windowMs }, text))))),
-    h('p', { class: 'hint' }, 'Sampled from the broker’s counters at each refresh since ',
-      rec?.since ? h('time', { datetime: new Date(rec.since).toISOString() }, new Date(rec.since).toLocaleTimeString([], { hour12: false })) : 'now',
-      ': the page keeps the last 15 minutes while it is open.'),
+    source(s.history, rec),
     // Throughput and backlog side by side when there is room.
     h('div', { class: `pictures${width >= 1000 ? ' two' : ''}` },
-      throughputPicture(rec, windowMs, end, width >= 1000 ? Math.floor((width - 16) / 2) : width),
-      backlogPicture(rec, s.detail, from, end, width >= 1000 ? Math.floor((width - 16) / 2) : width)),
+      throughputPicture(rec, s.history, windowMs, end, width >= 1000 ? Math.floor((width - 16) / 2) : width),
+      backlogPicture(rec, s.history, s.detail, from, end, width >= 1000 ? Math.floor((width - 16) / 2) : width)),
     lanePicture(rec, s.detail, from, end, width),
     broker,
   ];
@@ -78,18 +80,49 @@ function legend(series, extra = []) {
     series.map((x) => h('li', {}, h('span', { class: `swatch ${x.cls}` }), x.label)), extra);
 }
 
+const clock = (t) => h('time', { datetime: new Date(t).toISOString() }, new Date(t).toLocaleTimeString([], { hour12: false }));
+
+/** Where the throughput and backlog come from, in words (and `data-source` for the page test). */
+function source(history, rec) {
+  if (history) {
+    const since = history.measuredSince ? Date.parse(history.measuredSince) : null;
+    return h('p', { class: 'hint', id: 'activity-source', dataset: { source: 'broker', since: since ?? '' } },
+      `Measured by the broker in ${history.bucketSeconds} s buckets`,
+      since ? [' since ', clock(since)] : ': nothing yet, no command has run since it started',
+      '. It keeps the last 15 minutes of every queue in memory, so a restart starts them again.');
+  }
+  return h('p', { class: 'hint', id: 'activity-source', dataset: { source: 'page' } },
+    'This broker keeps no history of its queues: sampled from its counters at each refresh since ',
+    rec?.since ? clock(rec.since) : 'now', ': the page keeps the last 15 minutes while it is open.');
+}
+
 /** Bars on whole buckets (they do not shift between refreshes), the last one holding `now`. */
-function throughputPicture(rec, span, now, width) {
-  const step = span / BUCKETS;
-  const end = (Math.floor(now / step) + 1) * step;
-  const from = end - span;
-  const buckets = bucketThroughput(rec, from, end, BUCKETS);
-  const totals = throughputTotals(rec, from, end);
-  const per = Math.round((end - from) / BUCKETS / 1000);
+function throughputPicture(rec, history, span, now, width) {
+  let buckets;
+  let totals;
+  let end;
+  let per;
+  let collecting;
+  if (history) {
+    const t = historyThroughput(history, span, BUCKETS);
+    ({ buckets, totals, end } = t);
+    per = Math.round(t.step / 1000);
+    collecting = history.buckets.length === 0;
+  } else {
+    const step = span / BUCKETS;
+    end = (Math.floor(now / step) + 1) * step;
+    const from = end - span;
+    buckets = bucketThroughput(rec, from, end, BUCKETS);
+    totals = throughputTotals(rec, from, end);
+    per = Math.round((end - from) / BUCKETS / 1000);
+    collecting = !rec || rec.throughput.length === 0;
+  }
   const summary = `${n('message', totals.pushed)} pushed, ${totals.delivered} delivered, ${totals.acked} acked, ${totals.failed} failed`;
   let body;
-  if (!rec || rec.throughput.length === 0) {
-    body = h('p', { class: 'empty' }, 'Collecting: bars appear from the next refresh on, as messages are pushed, delivered and acked.');
+  if (collecting) {
+    body = h('p', { class: 'empty' }, history
+      ? 'Nothing measured yet: the broker starts measuring at its first command after it starts.'
+      : 'Collecting: bars appear from the next refresh on, as messages are pushed, delivered and acked.');
   } else {
     body = [barChart({ buckets, series: SERIES, width, end, id: 'throughput-chart',
       label: `Messages of this queue per ${per} s: ${summary}` }),
@@ -103,15 +136,18 @@ function throughputPicture(rec, span, now, width) {
     legend(SERIES));
 }
 
-function backlogPicture(rec, detail, from, end, width) {
-  const groups = [...new Set((detail.partitions || []).flatMap((p) => (p.lanes || []).map((l) => l.consumerGroup)))].sort();
+function backlogPicture(rec, history, detail, from, end, width) {
+  const reading = (detail.partitions || []).flatMap((p) => (p.lanes || []).map((l) => l.consumerGroup));
+  const measured = history ? historyBacklog(history, from, end) : null;
+  const groups = [...new Set([...reading, ...Object.keys(measured ?? {})])].sort();
   let body;
   if (!groups.length) {
     body = h('p', { class: 'empty' }, 'No consumer group has read this queue yet: the backlog is counted per group, from its cursor.');
   } else {
     const lines = groups.map((g, i) => ({
       key: g, label: groupLabel(g), cls: `c${i % 6}`,
-      points: (rec?.backlog ?? []).filter((b) => g in b.groups).map((b) => ({ t: b.t, v: b.groups[g] })),
+      points: measured ? measured[g] ?? []
+        : (rec?.backlog ?? []).filter((b) => g in b.groups).map((b) => ({ t: b.t, v: b.groups[g] })),
     }));
     const now = lines.map((l) => `${l.label}: ${l.points[l.points.length - 1]?.v ?? 0}`).join(', ');
     body = [lineChart({ lines, from, end, width, id: 'backlog-chart', gapMs: Math.max(15_000, (end - from) / BUCKETS), label: `Backlog per group (messages after its cursor). Now ${now}` }),
