@@ -38,6 +38,8 @@ mod push;
 mod reclaim;
 mod records;
 pub mod redelivery;
+#[cfg(feature = "ops")]
+pub mod reshard;
 pub mod segment;
 pub mod sort;
 mod state;

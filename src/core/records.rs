@@ -80,7 +80,7 @@ struct FormatRecord {
     next_partition_id: u64,
 }
 
-fn esc(name: &str) -> String {
+pub(super) fn esc(name: &str) -> String {
     name.replace('%', "%25").replace('/', "%2F")
 }
 
@@ -205,13 +205,28 @@ pub(super) fn dead_letter_key(id: &str) -> String {
     format!("d/{id}")
 }
 
-fn json<T: Serialize>(value: &T) -> Vec<u8> {
+pub(super) fn json<T: Serialize>(value: &T) -> Vec<u8> {
     // Plain data structs with string keys always serialize.
     serde_json::to_vec(value).expect("records serialize")
 }
 
 fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
+}
+
+/// The `m/format` record of this build's format with `next_partition_id` (the shard migration writes it).
+#[cfg(feature = "ops")]
+pub(super) fn format_bytes(next_partition_id: u64) -> Vec<u8> {
+    json(&FormatRecord {
+        version: FORMAT_VERSION,
+        next_partition_id,
+    })
+}
+
+/// The (version, next partition id) an `m/format` record holds.
+#[cfg(feature = "ops")]
+pub(super) fn read_format(key: &str, bytes: &[u8]) -> Result<(u32, u64), StoreError> {
+    decode(key, bytes, format_record).map(|f| (f.version, f.next_partition_id))
 }
 
 impl Broker {
@@ -525,7 +540,7 @@ fn damaged(what: String) -> StoreError {
 }
 
 /// Decodes the record at `key` with `read` (module [`super::fields`]); any failure names the record.
-fn decode<T>(
+pub(super) fn decode<T>(
     key: &str,
     bytes: &[u8],
     read: fn(&mut Fields) -> Result<T, FieldError>,
@@ -545,7 +560,7 @@ fn format_record(f: &mut Fields) -> Result<FormatRecord, FieldError> {
     })
 }
 
-fn queue_record(f: &mut Fields) -> Result<QueueRecord, FieldError> {
+pub(super) fn queue_record(f: &mut Fields) -> Result<QueueRecord, FieldError> {
     Ok(QueueRecord {
         id: f.string("id")?,
         name: f.string("name")?,
@@ -585,7 +600,7 @@ fn queue_options(f: &mut Fields) -> Result<QueueOptions, FieldError> {
     })
 }
 
-fn partition_record(f: &mut Fields) -> Result<PartitionRecord, FieldError> {
+pub(super) fn partition_record(f: &mut Fields) -> Result<PartitionRecord, FieldError> {
     Ok(PartitionRecord {
         id: f.u64("id")?,
         queue: f.string("queue")?,
@@ -595,7 +610,7 @@ fn partition_record(f: &mut Fields) -> Result<PartitionRecord, FieldError> {
     })
 }
 
-fn lane(f: &mut Fields) -> Result<Lane, FieldError> {
+pub(super) fn lane(f: &mut Fields) -> Result<Lane, FieldError> {
     Lane::read(f)
 }
 
@@ -614,7 +629,7 @@ fn subscription(f: &mut Fields) -> Result<Subscription, FieldError> {
     })
 }
 
-fn dead_letter(f: &mut Fields) -> Result<DeadLetter, FieldError> {
+pub(super) fn dead_letter(f: &mut Fields) -> Result<DeadLetter, FieldError> {
     Ok(DeadLetter {
         id: f.string("id")?,
         partition_id: f.u64("partition_id")?,
@@ -634,14 +649,14 @@ fn dead_letter(f: &mut Fields) -> Result<DeadLetter, FieldError> {
     })
 }
 
-fn parse_pid(key: &str) -> Result<u64, StoreError> {
+pub(super) fn parse_pid(key: &str) -> Result<u64, StoreError> {
     key.split('/')
         .nth(1)
         .and_then(|h| u64::from_str_radix(h, 16).ok())
         .ok_or_else(|| corrupt(key, "bad partition id in key"))
 }
 
-fn unesc(text: &str) -> String {
+pub(super) fn unesc(text: &str) -> String {
     text.replace("%2F", "/").replace("%25", "%")
 }
 

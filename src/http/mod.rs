@@ -308,6 +308,25 @@ pub fn precheck_with_jwt(
     })
 }
 
+/// Checks that the caller may use an admin-only route this layer does not serve itself (the Worker's
+/// shard migration, `POST /api/v1/system/reshard`), as it checks its own admin routes: `Err` is the
+/// 401 or 403 answer.
+#[cfg(feature = "jwt")]
+pub fn check_admin(
+    config: &HttpConfig,
+    path: &str,
+    authorization: Option<&str>,
+    outcome: &jwt::JwtOutcome,
+) -> Result<(), HttpResponse> {
+    jwt::check(config, auth::Access::Admin, path, authorization, outcome)
+        .map(|_| ())
+        .map_err(|e| {
+            let mut response = e.into_response();
+            add_cors(&mut response);
+            response
+        })
+}
+
 fn precheck_inner(
     config: &HttpConfig,
     method: &str,

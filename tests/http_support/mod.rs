@@ -145,6 +145,20 @@ impl Harness {
         }
     }
 
+    /// A broker over `store` (holding data already) with `broker`'s settings, at [`T0`] + `ms`.
+    pub fn over(store: MemStore, broker: BrokerConfig, ms: i64) -> Self {
+        let host = TestHost::new(T0 + ms);
+        let engine = futures::executor::block_on(Engine::open(store.clone(), host.clone(), broker))
+            .expect("engine opens over its MemStore");
+        Harness {
+            engine: Rc::new(engine),
+            store,
+            host,
+            config: Rc::new(HttpConfig::default()),
+            pool: RefCell::new(LocalPool::new()),
+        }
+    }
+
     /// The same store and clock opened again by a fresh engine with `config`: a restart, e.g. with
     /// another encryption key or none.
     pub fn restart(&self, config: HttpConfig) -> Harness {

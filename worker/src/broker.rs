@@ -148,6 +148,16 @@ impl Broker {
             .get(PLACEMENT_KEY)
             .await
             .map_err(|e| format!("reading the shard placement: {e}"))?;
+        // An unfinished shard migration (its plan is on shard 0) keeps the broker closed, whatever SHARDS
+        // says now: some queues have moved and others not.
+        let plan: Option<crate::reshard::Plan> = storage
+            .get(crate::reshard::PLAN_KEY)
+            .await
+            .map_err(|e| format!("reading the shard migration plan: {e}"))?;
+        if let Some(reason) = plan.and_then(|p| p.refusal()) {
+            *self.refusal.borrow_mut() = Some(reason.clone());
+            return Err(reason);
+        }
         let hint = self.shard_hint.borrow().clone();
         let index = match (&hint, stored) {
             _ if count == 1 => 0,
@@ -275,6 +285,23 @@ impl Broker {
         Err(reason)
     }
 
+    /// The object's storage.
+    pub fn storage(&self) -> worker::Storage {
+        self.state.storage()
+    }
+
+    /// True when the engine is open, or a request is opening it right now (the shard migration then
+    /// leaves the object's records alone).
+    pub fn engine_open_or_opening(&self) -> bool {
+        self.engine.try_lock().is_none_or(|slot| slot.is_some())
+    }
+
+    /// Forgets why the object refused to open (the shard migration finished here): the next request
+    /// opens the engine and decides again.
+    pub fn forget_refusal(&self) {
+        *self.refusal.borrow_mut() = None;
+    }
+
     /// Settings read from the environment when the object started.
     pub fn config(&self) -> &WorkerConfig {
         &self.config
@@ -312,6 +339,9 @@ impl Broker {
     async fn serve_internal(&self, path: &str, req: web_sys::Request) -> Result<web_sys::Response> {
         if path.starts_with("/__shard/catalog/") {
             return crate::catalog::handle(&self.state, req).await;
+        }
+        if path.starts_with("/__shard/reshard/") {
+            return crate::reshard_object::handle(self, path, req).await;
         }
         if path == "/__shard/txn/run" || path == "/__shard/txn/status" {
             return crate::txn_coordinator::handle(&self.state, &self.env, path, req).await;

@@ -8,6 +8,7 @@
 //!   is), which checks again and answers through `src/http`.
 //!   With `SHARDS` > 1 ([`shards`]) the broker is spread over several objects: [`sharded`] decides which
 //!   ([`routing`]) and merges fan-out answers ([`fanout`]).
+//! - `/api/v1/system/reshard`: the shard migration, answered here ([`reshard`]).
 //! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
 //!   this code: Workers serves matching files first).
@@ -21,6 +22,8 @@ pub mod do_store;
 pub mod fanout;
 pub mod host;
 pub mod jwt;
+pub mod reshard;
+pub mod reshard_object;
 pub mod respond;
 pub mod routing;
 pub mod selftest;
@@ -196,6 +199,18 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys
         js_sys::Date::now() as i64,
     )
     .await;
+    // The shard migration is the entry Worker's own route (it drives every object): admin only.
+    if path == reshard::ROUTE {
+        if let Err(refusal) =
+            queen_edge::http::check_admin(http, path, authorization.as_deref(), &outcome)
+        {
+            return respond::answer(&refusal);
+        }
+        return match broker_name(&settings, &headers, query) {
+            Ok(name) => reshard::handle(req, &env, &settings, name).await,
+            Err(message) => respond::error(400, &message),
+        };
+    }
     if let Err(refusal) = queen_edge::http::precheck_with_jwt(
         http,
         &method,

@@ -8,7 +8,8 @@
 //! shard. A shard other than 0 also asks shard 0 before it records anything, so starting `SHARDS=4` over a
 //! one-shard broker refuses on every shard, not only on the old object.
 //!
-//! The migration that would move queues between shard counts is not built: the refusal says so.
+//! The migration that moves queues between shard counts is `POST /api/v1/system/reshard`
+//! ([`crate::reshard`]): the refusal says how to run it, and the migration records the new placements.
 
 use serde::{Deserialize, Serialize};
 
@@ -56,8 +57,9 @@ pub fn decide(stored: Option<Placement>, index: u16, count: u16, has_data: bool)
 pub fn refusal(written: u16, now: u16) -> String {
     format!(
         "SHARDS is {now} but this broker's data was written with SHARDS={written}: changing the shard \
-         count over existing data needs a migration that moves queues between shards, and that migration \
-         is not built yet. Set SHARDS back to {written} (docs/decisions.md, \"Shards\")"
+         count over existing data needs the migration that moves queues between shards. Either set SHARDS \
+         back to {written}, or set RESHARD_FROM={written} and call POST /api/v1/system/reshard (admin) \
+         until it answers done (README, \"Changing SHARDS\")"
     )
 }
 
@@ -74,7 +76,10 @@ mod tests {
         );
         match decide(Some(four), 1, 2, true) {
             Decision::Refuse(m) => {
-                assert!(m.contains("SHARDS=4") && m.contains("not built"), "{m}")
+                assert!(
+                    m.contains("SHARDS=4") && m.contains("RESHARD_FROM=4"),
+                    "{m}"
+                )
             }
             other => panic!("{other:?}"),
         }

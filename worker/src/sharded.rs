@@ -443,6 +443,8 @@ async fn discovery(env: &Env, map: &ShardMap, req: &Incoming) -> Result<web_sys:
         .map(|a| {
             a.iter()
                 .filter_map(|s| s.as_u64().map(|s| s as u16))
+                // Labels of shards a migration to fewer shards retired (docs/decisions.md "Resharding").
+                .filter(|s| *s < map.count)
                 .collect()
         })
         .unwrap_or_default();

@@ -289,7 +289,7 @@ test('a changed SHARDS over existing data is refused on every shard until it is 
     w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: String(SHARDS) }, readyStatus: 503 });
     const health = await getJson(`${w.url}/health`);
     assert.equal(health.status, 503);
-    assert.match(health.body.error, /SHARDS is 4 but this broker's data was written with SHARDS=1.*not built yet/);
+    assert.match(health.body.error, /SHARDS is 4 but this broker's data was written with SHARDS=1.*RESHARD_FROM=1.*system\/reshard/);
     // A queue on another shard (whose object is new and empty) is refused too.
     const elsewhere = Array.from({ length: 50 }, (_, i) => `new-${i}`).find((q) => shardOf(q) !== 0);
     const push = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: elsewhere, payload: 'x' }] }));
