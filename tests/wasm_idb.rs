@@ -242,7 +242,7 @@ async fn failed_commit_writes_nothing() {
     changes.delete("a/2");
     let unstorable: JsValue = js_sys::Function::new_no_args("").into();
     let err = store
-        .commit_recording(&changes, Some(("req/1", &unstorable, "req/0")))
+        .commit_recording(&changes, &[("req/1".into(), unstorable)], "req/0")
         .await
         .expect_err("a commit with a request that fails");
     assert!(err.message.contains("DataCloneError"), "{err}");
@@ -372,7 +372,7 @@ async fn recorded_commit_writes_changes_and_record_together() {
     changes.put("m/1", b"one".to_vec());
     let answer = JsValue::from_str("answer one");
     let old_key = "req/000000000000001:a:1";
-    old.commit_recording(&changes, Some((old_key, &answer, "req/")))
+    old.commit_recording(&changes, &[(old_key.into(), answer.clone())], "req/")
         .await
         .expect("recorded commit");
     assert_eq!(old.read_meta(old_key).await.expect("read"), answer);
@@ -380,7 +380,8 @@ async fn recorded_commit_writes_changes_and_record_together() {
     let key = "req/000000000000005:a:2";
     old.commit_recording(
         &ChangeSet::default(),
-        Some((key, &answer, "req/000000000000002")),
+        &[(key.into(), answer.clone())],
+        "req/000000000000002",
     )
     .await
     .expect("a record alone");
@@ -393,7 +394,7 @@ async fn recorded_commit_writes_changes_and_record_together() {
     let mut stale = ChangeSet::default();
     stale.put("m/2", b"two".to_vec());
     let stale_key = "req/000000000000006:a:3";
-    old.commit_recording(&stale, Some((stale_key, &answer, "req/")))
+    old.commit_recording(&stale, &[(stale_key.into(), answer.clone())], "req/")
         .await
         .expect_err("stale");
     assert!(new.read_meta(stale_key).await.expect("read").is_undefined());

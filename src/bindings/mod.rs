@@ -20,13 +20,14 @@
 //! refused that way is `superseded`: it answers nothing any more, its requests reject with code
 //! `"superseded"` (nothing of them was written), and the wrapper steps down to follower.
 
+mod answer;
 mod cipher;
 
 use crate::core::BrokerConfig;
-use crate::engine::{Engine, Host};
+use crate::engine::{Engine, EngineError, Host, Recording};
 use crate::http::{self, EncryptionKey, HttpConfig, HttpRequest};
 use crate::store::idb::{self, Durability, IdbOptions, IdbStore};
-use crate::store::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
+use crate::store::{ChangeSet, Note, Record, Store, StoreError, StoreErrorKind};
 use futures::future::LocalBoxFuture;
 use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use std::cell::{Cell, RefCell};
@@ -109,22 +110,17 @@ pub const ANSWER_PREFIX: &str = "req/";
 /// so older answers are one key range, deleted with every recorded write.
 pub const ANSWER_RETENTION_MS: i64 = 10 * 60 * 1000;
 
-/// The change set a recorded request's commits were deferred into (see [`Recorded`]).
-type Slot = Rc<RefCell<Option<ChangeSet>>>;
-
-/// A recorded request's future: while it is polled, [`FencedStore::commit`] defers the commits it makes
-/// into `slot` (the engine sees them succeed), so [`WasmBroker::handle`] writes them together with the
-/// answer. The command gate is released by then, so the write is a barrier: later commits and scans wait
-/// for it, and if it fails, later commits fail until the engine reloaded. When the future parks (a long-poll
-/// waiting), what it deferred so far is written at once, without an answer: those writes are housekeeping
-/// of earlier attempts, not the request's own effect.
+/// A request's future, polled with its [`Recording`] set on the engine (none for a request that is not
+/// recorded), so the engine knows which commands are the recorded request's: they hold their group
+/// commit open (and the command gate) until [`WasmBroker::handle`] hands the answer over
+/// ([`Engine::finish_recording`]).
 ///
-/// Every request goes through it (`slot` is `None` when not recorded): one call site of the HTTP layer,
-/// whose future would otherwise be compiled twice into the module.
+/// Every request goes through it: one call site of the HTTP layer, whose future would otherwise be
+/// compiled twice into the module.
 struct Recorded<'a, F> {
-    slot: Option<Slot>,
-    store: &'a FencedStore,
-    inner: std::pin::Pin<Box<F>>,
+    recording: Option<Rc<Recording>>,
+    engine: &'a BrowserEngine,
+    future: std::pin::Pin<Box<F>>,
 }
 
 impl<F: std::future::Future> std::future::Future for Recorded<'_, F> {
@@ -135,34 +131,41 @@ impl<F: std::future::Future> std::future::Future for Recorded<'_, F> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
         let this = &mut *self;
-        let Some(slot) = &this.slot else {
-            return this.inner.as_mut().poll(cx);
-        };
-        let previous = this.store.recording.replace(Some(slot.clone()));
-        let polled = this.inner.as_mut().poll(cx);
-        *this.store.recording.borrow_mut() = previous;
-        if polled.is_pending() {
-            if let Some(changes) = slot.borrow_mut().take() {
-                let _ = this.store.write(&changes, None);
-            }
+        if this.recording.is_none() {
+            return this.future.as_mut().poll(cx);
         }
+        let previous = this.engine.set_recording(this.recording.clone());
+        let polled = this.future.as_mut().poll(cx);
+        this.engine.set_recording(previous);
         polled
     }
 }
 
-/// Shared between a [`FencedStore`] and its detached writes.
+/// Releases what a recorded request holds if it ends without [`Engine::finish_recording`] (its future
+/// dropped), so a group it held cannot stay held forever.
+struct RecordingGuard<'a> {
+    recording: Rc<Recording>,
+    engine: &'a BrowserEngine,
+}
+
+impl Drop for RecordingGuard<'_> {
+    fn drop(&mut self) {
+        self.engine.abandon_recording(&self.recording);
+    }
+}
+
+/// Shared between a [`FencedStore`] and the commits in flight.
 #[derive(Debug, Default)]
 struct Flags {
     /// A commit was refused by the epoch fence: another connection took over.
     superseded: Cell<bool>,
-    /// A deferred write failed after the engine took it for done: no commit until it reloaded.
-    poisoned: Cell<bool>,
 }
 
 /// An [`IdbStore`] that can be fenced off: after [`FencedStore::fence`] every call fails with
 /// [`StoreErrorKind::Unavailable`] and the IndexedDB connection closes once in-flight calls finish. It
-/// also refuses every call once another connection took over ([`FencedStore::is_superseded`]), and
-/// defers the commits of recorded requests ([`Recorded`]).
+/// also refuses every call once another connection took over ([`FencedStore::is_superseded`]). Notes
+/// (recorded requests' answers, [`Store::commit_noted`]) go to IndexedDB's `meta` store in the same
+/// transaction as their changes.
 ///
 /// A closed broker may still have long-polls parked in its engine; the fence guarantees that when they
 /// wake they cannot write to a database another writer now owns.
@@ -170,10 +173,6 @@ struct Flags {
 pub struct FencedStore {
     inner: RefCell<Option<Rc<IdbStore>>>,
     flags: Rc<Flags>,
-    /// The last deferred write while it may be in flight.
-    writing: RefCell<Option<Promise>>,
-    /// The slot of the recorded request whose future is being polled, if any.
-    recording: RefCell<Option<Slot>>,
 }
 
 impl FencedStore {
@@ -182,8 +181,6 @@ impl FencedStore {
         FencedStore {
             inner: RefCell::new(Some(Rc::new(store))),
             flags: Rc::default(),
-            writing: RefCell::new(None),
-            recording: RefCell::new(None),
         }
     }
 
@@ -216,70 +213,10 @@ impl FencedStore {
             )
         })
     }
-
-    /// Waits for the deferred write in flight, if any; fails while an earlier one failed unreloaded.
-    async fn wait_for_writes(&self) -> Result<(), StoreError> {
-        loop {
-            let Some(promise) = self.writing.borrow().clone() else {
-                break;
-            };
-            let _ = JsFuture::from(promise.clone()).await;
-            let mut writing = self.writing.borrow_mut();
-            if writing.as_ref().map(AsRef::<JsValue>::as_ref) == Some(promise.as_ref()) {
-                *writing = None;
-            }
-        }
-        if self.flags.poisoned.get() {
-            return Err(StoreError::new(
-                StoreErrorKind::Unavailable,
-                "an earlier write failed; reloading",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Starts writing `changes`, and `record` (`(key, answer)` in `meta`) in the same transaction; every
-    /// later commit and scan waits for it. The promise settles with the outcome.
-    fn write(&self, changes: &ChangeSet, record: Option<(String, JsValue)>) -> Promise {
-        // Zero-padded by hand: a width in a format string pulls padding code into the module.
-        let cutoff = (BrowserHost.now_ms() - ANSWER_RETENTION_MS)
-            .max(0)
-            .to_string();
-        let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
-        let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
-        let record = record
-            .as_ref()
-            .map(|(k, v)| (k.as_str(), v, prune_below.as_str()));
-        // Issued now, so nothing created later can overtake it in IndexedDB.
-        let issued = self
-            .current()
-            .and_then(|store| Ok((store.issue_commit(changes, record)?, store)));
-        let flags = self.flags.clone();
-        let promise = future_to_promise(async move {
-            let outcome = match issued {
-                Ok((issued, store)) => {
-                    let outcome = store.finish_commit(issued).await;
-                    if store.is_superseded() {
-                        flags.superseded.set(true);
-                    }
-                    outcome
-                }
-                Err(e) => Err(e),
-            };
-            outcome.map(|()| JsValue::UNDEFINED).map_err(|e| {
-                flags.poisoned.set(true);
-                store_js_error(&e)
-            })
-        });
-        *self.writing.borrow_mut() = Some(promise.clone());
-        promise
-    }
 }
 
 impl Store for FencedStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
-        // A reload after a failed write reads what is really stored: the failure does not matter here.
-        let _ = self.wait_for_writes().await;
         let store = self.current()?;
         store.scan(prefix).await
     }
@@ -290,21 +227,26 @@ impl Store for FencedStore {
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
-        self.wait_for_writes().await?;
+        self.commit_noted(changes, &[]).await
+    }
+
+    /// Writes each note's bytes at its key in `meta` (the recorded answers, `req/<id>`) in the same
+    /// transaction as `changes`, and prunes answers older than [`ANSWER_RETENTION_MS`] in it.
+    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
         let store = self.current()?;
-        if let Some(slot) = self.recording.borrow().as_ref() {
-            // Put and delete one by one rather than clone and absorb: no B-tree clone in the module.
-            let mut deferred = slot.borrow_mut();
-            let deferred = deferred.get_or_insert_with(ChangeSet::default);
-            for key in changes.deletes() {
-                deferred.delete(key.clone());
-            }
-            for (key, value) in changes.puts() {
-                deferred.put(key.clone(), value.clone());
-            }
-            return Ok(());
-        }
-        let outcome = store.commit(changes).await;
+        let records: Vec<(String, JsValue)> = notes
+            .iter()
+            .map(|(key, bytes)| (key.clone(), Uint8Array::from(bytes.as_slice()).into()))
+            .collect();
+        // Zero-padded by hand: a width in a format string pulls padding code into the module.
+        let cutoff = (BrowserHost.now_ms() - ANSWER_RETENTION_MS)
+            .max(0)
+            .to_string();
+        let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
+        let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
+        let outcome = store
+            .commit_recording(changes, &records, &prune_below)
+            .await;
         if store.is_superseded() {
             self.flags.superseded.set(true);
         }
@@ -482,9 +424,10 @@ impl WasmBroker {
         let ask_persist = read_bool(&options, "persist").unwrap_or(true);
         let mut broker_config = BrokerConfig {
             max_stored_bytes: read_byte_count(&options, "maxStoredBytes")?,
-            // A recorded (forwarded) request's writes are committed with its answer, in its own call
-            // (`Recorded`): a group commit led by another call would carry them off unrecorded.
-            group_commit: false,
+            // Group commit, as on the Worker: concurrent requests (consume loops, tabs forwarding to
+            // the writer) share IndexedDB transactions. A recorded request's answer rides in its group
+            // (`Recorded`, `Engine::finish_recording`).
+            group_commit: true,
             ..BrokerConfig::default()
         };
         if let Some(bytes) = read_byte_count(&options, "cacheBytes")? {
@@ -507,10 +450,7 @@ impl WasmBroker {
         let started_at_ms = host.now_ms();
         let engine = Engine::open(FencedStore::new(store), host, broker_config)
             .await
-            .map_err(|e| match e {
-                crate::engine::EngineError::Store(s) => store_js_error(&s),
-                other => js_error("storage", &other.to_string()),
-            })?;
+            .map_err(engine_js_error)?;
         let config = HttpConfig {
             worker_id: "queen-edge-browser".to_string(),
             started_at_ms,
@@ -608,45 +548,56 @@ impl WasmBroker {
                 return response_object(&closed_response());
             }
             check_superseded(&inner)?;
-            recover(&inner).await?;
-            let store = inner.engine.store();
+            let engine = &inner.engine;
             let mut key = None;
             if let Some(id) = request_id {
                 let id = format!("{ANSWER_PREFIX}{id}");
                 // A retry of a request some writer already committed: its answer, as it was.
-                let recorded = match store.current() {
+                let recorded = match engine.store().current() {
                     Ok(idb) => idb.read_meta(&id).await,
                     Err(e) => Err(e),
                 }
                 .map_err(|e| store_js_error(&e))?;
+                if let Some(bytes) = recorded.dyn_ref::<Uint8Array>() {
+                    let answer = answer::decode(&bytes.to_vec()).ok_or_else(|| {
+                        js_error("storage", "the recorded answer of this request is damaged")
+                    })?;
+                    inner.replayed.set(inner.replayed.get() + 1);
+                    return response_object(&answer);
+                }
                 if recorded.is_object() {
+                    // Recorded by an earlier build, as the answer object itself.
                     inner.replayed.set(inner.replayed.get() + 1);
                     return Ok(recorded);
                 }
                 key = Some(id);
             }
-            let slot = key.as_ref().map(|_| Slot::default());
+            let recording = key.as_ref().map(|_| Rc::new(Recording::default()));
+            let guard = recording
+                .clone()
+                .map(|recording| RecordingGuard { recording, engine });
             let response = Recorded {
-                slot: slot.clone(),
-                store,
-                inner: Box::pin(http::handle(&inner.engine, &inner.config, request)),
+                recording,
+                engine,
+                future: Box::pin(http::handle(engine, &inner.config, request)),
             }
             .await;
-            let out = response_object(&response)?;
-            let deferred = slot.and_then(|slot| slot.borrow_mut().take());
-            if let (Some(changes), Some(key)) = (deferred, key) {
-                let written = store.write(&changes, Some((key, out.clone())));
-                if let Err(e) = JsFuture::from(written).await {
+            if let (Some(guard), Some(key)) = (guard, key) {
+                // Not answered before the commit that holds the request's changes and this answer
+                // succeeded; if it failed, neither was written.
+                let finished = engine
+                    .finish_recording(&guard.recording, || (key, answer::encode(&response)))
+                    .await;
+                if let Err(e) = finished {
                     check_superseded(&inner)?;
-                    // The engine holds what was not written: reload before answering anything else.
-                    let _ = recover(&inner).await;
-                    return Err(e);
+                    return Err(engine_js_error(e));
                 }
-            } else if response.status >= 500 {
+            }
+            if response.status >= 500 {
                 // A store failure after the take-over: the fence refused this request's commit.
                 check_superseded(&inner)?;
             }
-            Ok(out)
+            response_object(&response)
         })
     }
 
@@ -660,15 +611,11 @@ impl WasmBroker {
             if inner.closed.get() {
                 return Err(js_error("closed", "this broker was closed"));
             }
-            recover(&inner).await?;
             let report = inner.engine.maintain().await;
             if report.is_err() {
                 check_superseded(&inner)?;
             }
-            let report = report.map_err(|e| match e {
-                crate::engine::EngineError::Store(s) => store_js_error(&s),
-                other => js_error("storage", &other.to_string()),
-            })?;
+            let report = report.map_err(engine_js_error)?;
             let out = Object::new();
             Reflect::set(
                 &out,
@@ -713,17 +660,12 @@ impl WasmBroker {
     }
 }
 
-/// After a failed deferred write: reloads the engine from storage, then lets commits through again.
-async fn recover(inner: &Inner) -> Result<(), JsValue> {
-    let flags = &inner.engine.store().flags;
-    if flags.poisoned.get() {
-        inner.engine.reload().await.map_err(|e| match e {
-            crate::engine::EngineError::Store(s) => store_js_error(&s),
-            other => js_error("storage", &other.to_string()),
-        })?;
-        flags.poisoned.set(false);
+/// The JS error of an engine failure: the store's code, or `"storage"`.
+fn engine_js_error(e: EngineError) -> JsValue {
+    match e {
+        EngineError::Store(s) => store_js_error(&s),
+        other => js_error("storage", &other.to_string()),
     }
-    Ok(())
 }
 
 /// The JS shape of an answer: `{ status, headers, body }`.

@@ -80,8 +80,8 @@ pub struct BrokerConfig {
     /// `None`: no quota.
     pub max_stored_bytes: Option<u64>,
     /// Whether the engine lets commands applied during a commit share the next one (group commit).
-    /// Off, each command commits inside its own call, under the command gate: what the browser's
-    /// recorded forwarded requests need (their writes are committed with their answer, in their call).
+    /// Off, each command commits inside its own call, under the command gate. Recorded requests
+    /// (`Engine::set_recording`) hold their group for their answer either way.
     pub group_commit: bool,
     /// Which shard of the Worker's `SHARDS` this broker is: its ids carry the index (see
     /// [`ids::ShardTag`]). Default: the only one, ids untagged.

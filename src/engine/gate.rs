@@ -35,6 +35,11 @@ impl Gate {
         GateGuard { gate: self }
     }
 
+    /// Releases a gate kept past its guard ([`GateGuard::keep`]).
+    pub(crate) fn release_kept(&self) {
+        self.hand_on();
+    }
+
     fn hand_on(&self) {
         let mut waiting = self.waiting.borrow_mut();
         while let Some(next) = waiting.pop_front() {
@@ -43,6 +48,14 @@ impl Gate {
             }
         }
         self.held.set(false);
+    }
+}
+
+impl GateGuard<'_> {
+    /// Keeps the gate held after this guard is gone, until [`Gate::release_kept`] (a recorded request
+    /// keeps it across its commands, see `Recording` in the engine).
+    pub(crate) fn keep(self) {
+        std::mem::forget(self);
     }
 }
 

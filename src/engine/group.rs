@@ -10,8 +10,22 @@
 //! were applied on top of changes the store refused), and bumps the *epoch*: a command applied before the
 //! failure that joins after it is refused instead of joining (its effects may rest on refused changes).
 //! The engine then reloads from the store before the next command, as it did for a single failed commit.
+//!
+//! # Held groups and notes (recorded requests)
+//!
+//! A recorded request (the browser's forwarded requests, `Engine::set_recording`) must have its answer
+//! written in the very store transaction that holds its changes, and nowhere else. Its command joins the
+//! open group and *holds* it ([`GroupCommit::hold_open`]): a held group is never taken for commit. When
+//! the answer is ready, [`GroupCommit::release`] puts it into that group as a *note* (a write the group
+//! owns, committed with its changes by `Store::commit_noted`) and drops the hold. Groups are numbered, so
+//! a release names the group it held: if that group is gone, only a failure can have taken it (a failed
+//! commit takes the open group, held or not, and fails its members), and the note is dropped with it.
+//! So a note is only ever committed with the changes it describes, and a failed group drops its notes.
+//! A holder keeps the command gate while it holds (the engine's `Recording`), so nobody holding the gate
+//! waits for a held group; a holder that ends without leading the commit calls a leader
+//! ([`GroupCommit::call_a_leader`]), so the group's other members are not left waiting.
 
-use crate::store::{ChangeSet, StoreError};
+use crate::store::{ChangeSet, Note, StoreError};
 use futures::channel::oneshot;
 use std::cell::{Cell, RefCell};
 
@@ -24,6 +38,12 @@ pub(crate) struct Group {
     pub(crate) changes: ChangeSet,
     pub(crate) woken: Vec<String>,
     pub(crate) members: Vec<oneshot::Sender<Settled>>,
+    /// Notes of recorded members, committed in the same transaction as `changes`.
+    pub(crate) notes: Vec<Note>,
+    /// Holds not yet released: the group is not taken for commit while any is left.
+    holds: u32,
+    /// The group's number, so a release finds the group it held or learns it is gone.
+    number: u64,
 }
 
 impl Group {
@@ -41,6 +61,11 @@ pub(crate) struct GroupCommit {
     open: RefCell<Option<Group>>,
     committing: Cell<bool>,
     epoch: Cell<u64>,
+    /// The number the next group opened gets.
+    next_number: Cell<u64>,
+    /// Members waiting for their commit, told when a held group is released by a request that will
+    /// not lead its commit itself ([`GroupCommit::call_a_leader`]).
+    leaders_wanted: RefCell<Vec<oneshot::Sender<()>>>,
 }
 
 impl GroupCommit {
@@ -62,7 +87,14 @@ impl GroupCommit {
         }
         let (tx, rx) = oneshot::channel();
         let mut open = self.open.borrow_mut();
-        let group = open.get_or_insert_with(Group::default);
+        let group = open.get_or_insert_with(|| {
+            let number = self.next_number.get();
+            self.next_number.set(number + 1);
+            Group {
+                number,
+                ..Group::default()
+            }
+        });
         group.changes.absorb(changes);
         for queue in woken {
             if !group.woken.contains(&queue) {
@@ -71,6 +103,69 @@ impl GroupCommit {
         }
         group.members.push(tx);
         Some(rx)
+    }
+
+    /// Holds the open group (the one a command just joined: call it right after [`Self::join`], with no
+    /// await between) until [`Self::release`]; returns its number.
+    pub(crate) fn hold_open(&self) -> u64 {
+        let mut open = self.open.borrow_mut();
+        let group = open
+            .as_mut()
+            .expect("hold_open is called right after a join, so a group is open");
+        group.holds += 1;
+        group.number
+    }
+
+    /// Releases one hold on group `number`, adding `note` to it. `false` when that group is gone: only a
+    /// failed commit takes a held group, so its members failed and `note` is dropped with them.
+    pub(crate) fn release(&self, number: u64, note: Option<Note>) -> bool {
+        let mut open = self.open.borrow_mut();
+        match open.as_mut() {
+            Some(group) if group.number == number => {
+                group.holds -= 1;
+                group.notes.extend(note);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True while group `number` is open (a failure has not taken it).
+    pub(crate) fn is_open(&self, number: u64) -> bool {
+        self.open
+            .borrow()
+            .as_ref()
+            .is_some_and(|group| group.number == number)
+    }
+
+    /// Fails the open group, held or not, with its notes, as a failed commit does (see
+    /// [`Leading::failed`]): for a held group whose holder must undo one of its commands.
+    pub(crate) fn fail_open(&self, outcome: &Settled) {
+        self.epoch.set(self.epoch.get() + 1);
+        let open = self.open.borrow_mut().take();
+        if let Some(open) = open {
+            open.settle(outcome);
+        }
+    }
+
+    /// Completes when [`Self::call_a_leader`] is next called: a member waiting for its commit awaits
+    /// this beside its outcome, and tries to lead when it fires.
+    pub(crate) fn leader_wanted(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        let mut wanted = self.leaders_wanted.borrow_mut();
+        // Drop the calls of members that were answered meanwhile.
+        wanted.retain(|s| !s.is_canceled());
+        wanted.push(tx);
+        rx
+    }
+
+    /// Wakes every member waiting for its commit, so one of them leads: called when a group is released
+    /// by a request that ends without leading its commit (its future was dropped).
+    pub(crate) fn call_a_leader(&self) {
+        let wanted = std::mem::take(&mut *self.leaders_wanted.borrow_mut());
+        for member in wanted {
+            let _ = member.send(());
+        }
     }
 
     /// Takes the lead if no commit is in flight: `Some` guard while leading.
@@ -95,18 +190,19 @@ pub(crate) struct Leading<'a> {
 }
 
 impl Leading<'_> {
-    /// The next group to commit, if one is open.
+    /// The next group to commit, if one is open and not held.
     pub(crate) fn next_group(&self) -> Option<Group> {
-        self.group.open.borrow_mut().take()
+        let mut open = self.group.open.borrow_mut();
+        if open.as_ref().is_some_and(|group| group.holds > 0) {
+            return None;
+        }
+        open.take()
     }
 
-    /// A commit failed: the open group (applied on top of it) fails too, and commands applied before
-    /// now may no longer join.
+    /// A commit failed: the open group (applied on top of it) fails too, held or not, with its notes,
+    /// and commands applied before now may no longer join.
     pub(crate) fn failed(&self, outcome: &Settled) {
-        self.group.epoch.set(self.group.epoch.get() + 1);
-        if let Some(later) = self.next_group() {
-            later.settle(outcome);
-        }
+        self.group.fail_open(outcome);
     }
 }
 
@@ -140,6 +236,37 @@ mod tests {
         for mut r in [ra, rb] {
             assert_eq!(r.try_recv().unwrap(), Some(Ok(())));
         }
+    }
+
+    #[test]
+    fn a_held_group_is_committed_after_its_release_with_its_note() {
+        let gc = GroupCommit::default();
+        let mut member = gc.join(0, ChangeSet::default(), vec![]).unwrap();
+        let held = gc.hold_open();
+        let lead = gc.lead().unwrap();
+        assert!(lead.next_group().is_none(), "held: not taken");
+        assert!(gc.release(held, Some(("req/1".into(), vec![7]))));
+        let group = lead.next_group().expect("released");
+        assert_eq!(group.notes, vec![("req/1".to_string(), vec![7])]);
+        group.settle(&Ok(()));
+        assert_eq!(member.try_recv().unwrap(), Some(Ok(())));
+    }
+
+    #[test]
+    fn a_failure_takes_a_held_group_and_its_later_release_finds_it_gone() {
+        let gc = GroupCommit::default();
+        let lead = gc.lead().unwrap();
+        let mut member = gc.join(0, ChangeSet::default(), vec![]).unwrap();
+        let held = gc.hold_open();
+        lead.failed(&Err(StoreError::other("disk full")));
+        assert!(
+            member.try_recv().unwrap().unwrap().is_err(),
+            "its members fail"
+        );
+        // A new group opens; the release must not put the note there.
+        let _other = gc.join(gc.epoch(), ChangeSet::default(), vec![]).unwrap();
+        assert!(!gc.release(held, Some(("req/1".into(), vec![7]))));
+        assert!(lead.next_group().unwrap().notes.is_empty());
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //! formed during it) fails, and the in-memory state is reloaded from the store, so a failed write never
 //! leaves the broker believing something the store does not hold: the error path is the restart path.
 //!
+//! A *recorded* request (the browser's forwarded requests, [`Engine::set_recording`]) has its answer
+//! committed in the same store transaction as all its changes: its first command holds its group open
+//! and keeps the command gate, its later commands join that same group, and the answer goes into it as
+//! a note when it is ready (module `group`, *Held groups and notes*; [`Recording`]).
+//!
 //! Long-polls park here: a pop with `wait_ms` that finds nothing registers a waiter for its queue and
 //! sleeps (through the [`Host`]) until a push, a lease release, the next lease expiry or retry-hold end,
 //! or its deadline, then tries again.
@@ -23,11 +28,13 @@ use crate::core::api::*;
 use crate::core::{
     needs_segment_upgrade, segment_key, Broker, BrokerConfig, INDEX_PREFIXES, SEGMENT_PREFIX,
 };
-use crate::store::{ChangeSet, Store, StoreError};
+use crate::store::{ChangeSet, Note, Store, StoreError};
+use futures::channel::oneshot;
 use futures::future::{select, Either, LocalBoxFuture};
 use gate::{Gate, GateGuard};
-use group::GroupCommit;
+use group::{GroupCommit, Settled};
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use waiters::Waiters;
 
 /// What the engine needs from the runtime it lives in: a clock and a way to sleep.
@@ -101,6 +108,61 @@ type SegmentPlanner<'a> = dyn Fn(&Broker, i64) -> Vec<(u64, u64)> + 'a;
 /// it missed, so a second run settles unless the store changes under the engine.
 const MAX_RUNS: usize = 3;
 
+/// A recorded request's tie to the group commit: set it around every poll of the request's future
+/// ([`Engine::set_recording`]), then call [`Engine::finish_recording`] with the answer.
+///
+/// Invariants (each command replies only after the commit that holds its changes; an answer is stored
+/// exactly when all those changes are, and a request whose changes are not all stored fails):
+/// - the request's first command joins the open group, *holds* it (it is not committed) and *keeps the
+///   command gate*; each later command of the request passes the gate it keeps and joins the same
+///   group, so every change of the request, of several commands too (a bulk dead-letter replay in
+///   chunks), is in that one group, and commands return before the commit, so the answer can be
+///   rendered;
+/// - a held group's holder keeps the gate, so no other command waits for a held group while holding
+///   the gate (no deadlock), and nobody else applies a command on top of the request until it is
+///   answered;
+/// - before a long-poll parks, the group and the gate are released without a note and the request
+///   waits for the commit of its commands (a parked pop holds nothing);
+/// - a later command of the request that must be undone (a rollback, a segment read it did not plan)
+///   would need a reload that drops the held, uncommitted changes: the held group fails instead, as
+///   if its commit had failed, and so does the request;
+/// - [`Engine::finish_recording`] puts the answer into the held group as a note, releases it and the
+///   gate, leads or waits for its commit, and fails if it failed. If a failure took the held group
+///   meanwhile, the note is dropped with it and the request's later commands are refused.
+#[derive(Default)]
+pub struct Recording {
+    /// The number of the group holding the request's commands, while held.
+    held: Cell<Option<u64>>,
+    /// The request keeps the command gate (from its first command until it releases its group).
+    keeps_gate: Cell<bool>,
+    /// One of its commands changed something (its answer is then worth recording).
+    changed: Cell<bool>,
+    /// Outcomes of the commits holding the request's commands, not yet awaited.
+    settled: RefCell<Vec<oneshot::Receiver<Settled>>>,
+}
+
+/// The command gate as one command holds it: taken for it, or kept by its recorded request across its
+/// commands (see [`Recording`]).
+struct CommandGate<'a> {
+    /// `None`: kept by the request, released by it when it releases its group.
+    guard: Option<GateGuard<'a>>,
+}
+
+impl CommandGate<'_> {
+    /// True when the request keeps the gate (this command did not take it).
+    fn kept(&self) -> bool {
+        self.guard.is_none()
+    }
+
+    /// Leaves the gate held for `recording` after this command.
+    fn keep_for(mut self, recording: &Recording) {
+        if let Some(guard) = self.guard.take() {
+            guard.keep();
+            recording.keeps_gate.set(true);
+        }
+    }
+}
+
 /// A broker over a store, serving one command at a time.
 pub struct Engine<S: Store, H: Host> {
     store: S,
@@ -112,6 +174,8 @@ pub struct Engine<S: Store, H: Host> {
     waiters: Waiters,
     group: GroupCommit,
     counters: Cell<EngineCounters>,
+    /// The recording of the request whose future is being polled, if any ([`Self::set_recording`]).
+    recording: RefCell<Option<Rc<Recording>>>,
 }
 
 impl<S: Store, H: Host> Engine<S, H> {
@@ -128,7 +192,95 @@ impl<S: Store, H: Host> Engine<S, H> {
             waiters: Waiters::default(),
             group: GroupCommit::default(),
             counters: Cell::new(EngineCounters::default()),
+            recording: RefCell::new(None),
         })
+    }
+
+    /// Sets the recording the commands applied from now on belong to (`None`: not recorded) and returns
+    /// the one set before. Set it around each poll of one request's future, so only its own commands
+    /// see it.
+    pub fn set_recording(&self, recording: Option<Rc<Recording>>) -> Option<Rc<Recording>> {
+        self.recording.replace(recording)
+    }
+
+    /// Ends a recorded request whose answer is ready: `note()` (its answer, as a note) goes into the
+    /// group holding the request's commands if one of them changed something, the group and the gate
+    /// are released, the group is committed, and this waits for the commit of every command of the
+    /// request.
+    /// `Ok(true)`: the note was committed with the request's changes; `Ok(false)`: there was nothing to
+    /// record (no change held); `Err`: a commit holding the request's changes failed, and the note, if
+    /// any, was dropped with them.
+    pub async fn finish_recording(
+        &self,
+        recording: &Recording,
+        note: impl FnOnce() -> Note,
+    ) -> EngineResult<bool> {
+        let note = recording
+            .held
+            .get()
+            .filter(|_| recording.changed.get())
+            .map(|_| note());
+        let recorded = note.is_some();
+        self.release_recording(recording, note);
+        self.settle_recording(recording).await?;
+        Ok(recorded)
+    }
+
+    /// Releases the group and the gate a recording holds, without a note, and does not wait: for a
+    /// request that ends without answering (its future was dropped). The other members of the group
+    /// waiting for its commit are woken, so one of them leads it.
+    pub fn abandon_recording(&self, recording: &Recording) {
+        if self.release_recording(recording, None) {
+            self.group.call_a_leader();
+        }
+    }
+
+    /// Releases the group `recording` holds (if any), adding `note` to it, then the gate it keeps. If the
+    /// group is gone, a failure took it: its members (the request's commands among them) learn it from
+    /// their outcome. True when it released a group still open (whose commit is then due).
+    fn release_recording(&self, recording: &Recording, note: Option<Note>) -> bool {
+        let released = recording
+            .held
+            .take()
+            .is_some_and(|number| self.group.release(number, note));
+        recording.changed.set(false);
+        if recording.keeps_gate.replace(false) {
+            self.gate.release_kept();
+        }
+        released
+    }
+
+    /// The current request's recording if it keeps the command gate (see [`Recording`]).
+    fn recording_keeping_gate(&self) -> Option<Rc<Recording>> {
+        self.recording
+            .borrow()
+            .clone()
+            .filter(|recording| recording.keeps_gate.get())
+    }
+
+    /// Releases what `recording` holds, leads the commits (unless a commit is in flight, whose leader
+    /// then goes on with them) and waits for the outcome of every commit holding the request's commands.
+    async fn settle_recording(&self, recording: &Recording) -> EngineResult<()> {
+        self.release_recording(recording, None);
+        let settled = std::mem::take(&mut *recording.settled.borrow_mut());
+        if settled.is_empty() {
+            return Ok(());
+        }
+        self.lead_commits().await;
+        for outcome in settled {
+            self.await_commit(outcome).await?;
+        }
+        Ok(())
+    }
+
+    /// Settles the current request's recording, if it has one (see [`Recording`]): called before every
+    /// wait inside the engine.
+    async fn settle_current_recording(&self) -> EngineResult<()> {
+        let recording = self.recording.borrow().clone();
+        match recording {
+            Some(recording) => self.settle_recording(&recording).await,
+            None => Ok(()),
+        }
     }
 
     /// Reads the index records (never the segments, except once to upgrade format 1 data) and builds
@@ -202,18 +354,42 @@ impl<S: Store, H: Host> Engine<S, H> {
         self.counters.get()
     }
 
-    /// Runs a read-only view over the current state.
+    /// Runs a read-only view over the current state (memory: what the store holds, plus commits in
+    /// flight; after a failed commit, also what it refused until the next command reloads, see
+    /// [`Self::reload_if_failed`]).
     pub fn read<R>(&self, f: impl FnOnce(&Broker, i64) -> R) -> R {
         let now = self.host.now_ms();
         f(&self.core.borrow(), now)
     }
 
+    /// [`Self::read`] after [`Self::reload_if_failed`]: never reads changes a failed commit refused.
+    pub async fn read_current<R>(&self, f: impl FnOnce(&Broker, i64) -> R) -> EngineResult<R> {
+        self.reload_if_failed().await?;
+        // No await between the reload and the read: no failure can come between them.
+        Ok(self.read(f))
+    }
+
+    /// If a commit failed and memory still holds what it refused (the engine reloads when the next
+    /// command takes the gate), reloads now; does nothing otherwise. Called at the start of each HTTP
+    /// request, so memory-only reads ([`Self::read`]) answer from what the store holds.
+    pub async fn reload_if_failed(&self) -> EngineResult<()> {
+        if self.needs_reload.get() {
+            // Entering reloads (or, for a recorded request whose own group failed, refuses).
+            drop(self.enter().await?);
+        }
+        Ok(())
+    }
+
     /// Runs a read-only view that reads messages, under the command gate (so it sees only committed
     /// state), loading the segments it reads: a run that misses some loads them and runs again.
     pub async fn read_loaded<R>(&self, f: impl Fn(&Broker, i64) -> R) -> EngineResult<R> {
-        let _gate = self.enter().await?;
-        // Only committed state: wait for commits in flight (nothing new applies: we hold the gate).
-        self.flush().await?;
+        let gate = self.enter().await?;
+        if !gate.kept() {
+            // Only committed state: wait for commits in flight (nothing new applies: we hold the gate).
+            // A recorded request keeping the gate reads its own held group instead: what it reads is
+            // committed with its answer or the request fails (see `Recording`).
+            self.flush().await?;
+        }
         // Trimmed before the first run only: what a run missed and was loaded stays for the next.
         self.core.borrow().trim_cache();
         for _attempt in 0..MAX_RUNS {
@@ -321,11 +497,26 @@ impl<S: Store, H: Host> Engine<S, H> {
                 };
                 missed = self.core.borrow().take_segment_misses();
                 if missed.is_empty() && !discard {
+                    let changed = !changes.is_empty();
                     let Some(settled) = self.group.join(applied_in, changes, woken) else {
                         return Err(EngineError::Store(StoreError::other(
                             "a commit failed while this command was applied; nothing of it was kept",
                         )));
                     };
+                    let recording = self.recording.borrow().clone();
+                    if let Some(recording) = recording {
+                        // A recorded request's command: its group waits for the answer, and the
+                        // request keeps the gate until then (`Recording`). A later command joined
+                        // the group its first one holds (`enter` checked it is still open, and the
+                        // epoch check above that no failure took it since).
+                        if recording.held.get().is_none() {
+                            recording.held.set(Some(self.group.hold_open()));
+                        }
+                        recording.changed.set(recording.changed.get() || changed);
+                        recording.settled.borrow_mut().push(settled);
+                        gate.keep_for(&recording);
+                        return Ok(());
+                    }
                     if self.config.group_commit {
                         // The next command may be applied while this one waits for its commit.
                         drop(gate);
@@ -335,12 +526,7 @@ impl<S: Store, H: Host> Engine<S, H> {
                         self.lead_commits().await;
                         drop(gate);
                     }
-                    return match settled.await {
-                        Ok(outcome) => outcome.map_err(EngineError::Store),
-                        Err(_) => Err(EngineError::Store(StoreError::other(
-                            "the commit holding this command was abandoned; its outcome is unknown",
-                        ))),
-                    };
+                    return self.await_commit(settled).await;
                 }
                 // Its effects must go: a transaction that rolled back, or a command that read a
                 // segment that was not loaded (what it did may rest on a message it did not see).
@@ -348,6 +534,17 @@ impl<S: Store, H: Host> Engine<S, H> {
                 // first: if the reload fails, the next command reloads before it runs, so these effects
                 // can never reach a later commit.
                 self.needs_reload.set(true);
+                if gate.kept() {
+                    // A later command of a recorded request: the reload would drop its held,
+                    // uncommitted changes. Its group fails instead, and so does the request.
+                    let failure = StoreError::other(
+                        "a command of this recorded request had to be undone while its earlier \
+                         commands were not committed; nothing of the request was kept",
+                    );
+                    self.group.fail_open(&Err(failure.clone()));
+                    self.flush().await?;
+                    return Err(EngineError::Store(failure));
+                }
                 self.flush().await?;
                 if missed.is_empty() {
                     return Ok(());
@@ -363,16 +560,53 @@ impl<S: Store, H: Host> Engine<S, H> {
         })
     }
 
-    /// Takes the command gate, reloading first if an earlier commit failed.
-    fn enter(&self) -> LocalBoxFuture<'_, EngineResult<GateGuard<'_>>> {
+    /// Takes the command gate, reloading first if an earlier commit failed. A recorded request that
+    /// keeps the gate passes (see [`Recording`]), unless a failure took its group: then it is refused.
+    fn enter(&self) -> LocalBoxFuture<'_, EngineResult<CommandGate<'_>>> {
         Box::pin(async move {
+            if let Some(recording) = self.recording_keeping_gate() {
+                let lost = recording
+                    .held
+                    .get()
+                    .is_some_and(|number| !self.group.is_open(number));
+                if lost || self.needs_reload.get() {
+                    return Err(EngineError::Store(StoreError::other(
+                        "a commit failed under this recorded request's earlier commands; nothing of \
+                         the request was kept",
+                    )));
+                }
+                return Ok(CommandGate { guard: None });
+            }
+            // Nothing is held without the gate; this only waits for commits left unawaited.
+            self.settle_current_recording().await?;
             let gate = self.gate.enter().await;
             if self.needs_reload.get() {
                 // A commit failed: let the commits in flight settle, then reload (flush does both).
                 self.flush().await?;
             }
-            Ok(gate)
+            Ok(CommandGate { guard: Some(gate) })
         })
+    }
+
+    /// Waits for the outcome of the commit holding a command. If a held group is released by a request
+    /// that does not lead its commit (`abandon_recording`), this tries to lead it.
+    /// Call it right after leading (or finding a leader), with no await between.
+    async fn await_commit(&self, mut settled: oneshot::Receiver<Settled>) -> EngineResult<()> {
+        loop {
+            let wanted = self.group.leader_wanted();
+            match select(settled, wanted).await {
+                Either::Left((Ok(outcome), _)) => return outcome.map_err(EngineError::Store),
+                Either::Left((Err(_), _)) => {
+                    return Err(EngineError::Store(StoreError::other(
+                        "the commit holding this command was abandoned; its outcome is unknown",
+                    )))
+                }
+                Either::Right((_, pending)) => {
+                    self.lead_commits().await;
+                    settled = pending;
+                }
+            }
+        }
     }
 
     /// Commits open groups until none is left, unless another command is already doing so (module
@@ -383,15 +617,19 @@ impl<S: Store, H: Host> Engine<S, H> {
                 return;
             };
             while let Some(group) = leading.next_group() {
-                let outcome = if group.changes.is_empty() {
+                let writes = !group.changes.is_empty() || !group.notes.is_empty();
+                let outcome = if !writes {
                     Ok(())
-                } else {
+                } else if group.notes.is_empty() {
                     self.store.commit(&group.changes).await
+                } else {
+                    // Recorded answers go in the same transaction as the changes they report.
+                    self.store.commit_noted(&group.changes, &group.notes).await
                 };
                 match &outcome {
                     Ok(()) => {
                         let mut c = self.counters.get();
-                        if !group.changes.is_empty() {
+                        if writes {
                             c.commits += 1;
                         }
                         c.rows_written += group.changes.rows() as u64;
@@ -448,17 +686,25 @@ impl<S: Store, H: Host> Engine<S, H> {
             PopTarget::Queue { queue } | PopTarget::Partition { queue, .. } => Some(queue.clone()),
             PopTarget::Discovery { .. } => None,
         };
+        // A parking pop registers as a waiter when its empty attempt is applied, not after its commit:
+        // a push applied meanwhile (with group commit, possibly in the very commit that holds this
+        // attempt) wakes it, instead of being missed until the deadline.
+        let waiter = RefCell::new(None);
         loop {
             let (reply, next_timer_ms) = self
                 .run(
                     |b, now| b.segments_needed_for_pop(now, &request),
                     |b, now| {
                         let reply = b.pop(now, &request)?;
+                        let parks = deadline.is_some() && reply.messages.is_empty();
+                        if let Some(queue) = parked_queue.as_ref().filter(|_| parks) {
+                            *waiter.borrow_mut() = Some(self.waiters.register(queue));
+                        }
                         Ok((reply, b.next_deadline_ms()))
                     },
                 )
                 .await?;
-            let (Some(deadline), Some(queue)) = (deadline, parked_queue.as_ref()) else {
+            let (Some(deadline), Some(woken)) = (deadline, waiter.borrow_mut().take()) else {
                 return Ok(reply);
             };
             // An empty conflating pop parks like any other (it answers 200 with no messages only
@@ -470,8 +716,10 @@ impl<S: Store, H: Host> Engine<S, H> {
             if now >= deadline {
                 return Ok(reply);
             }
+            // A recorded request's empty attempt is committed (and its failure reported) before it
+            // parks: a long-poll must not hold a group (see `Recording`).
+            self.settle_current_recording().await?;
             let wake_at = next_timer_ms.map_or(deadline, |t| t.clamp(now + 1, deadline));
-            let woken = self.waiters.register(queue);
             let sleep = self.host.sleep((wake_at - now) as u64);
             match select(woken, sleep).await {
                 Either::Left(_) | Either::Right(_) => {}

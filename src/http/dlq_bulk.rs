@@ -1,7 +1,8 @@
 //! `POST /api/v1/dlq/replay` and `POST /api/v1/dlq/delete`: dead-letter rows selected by a filter,
 //! previewed with `dryRun` (count and a sample), then replayed or deleted in chunks of
 //! [`CHUNK_ROWS`], one engine command per chunk, so other requests are served between chunks
-//! (module `crate::core::dlq_bulk`).
+//! (module `crate::core::dlq_bulk`); a recorded (forwarded) request keeps the engine to itself until
+//! it is answered, so all its chunks commit with its answer or none does (`engine::Recording`).
 //!
 //! Body: `{queue, consumerGroup, partition, errorContains, from, to, limit, dryRun}`, every field
 //! optional; `from`/`to` are ISO-8601 instants bounding the time a row was dead-lettered (inclusive).
@@ -134,13 +135,16 @@ pub(crate) async fn answer<S: Store, H: Host>(
         ));
     }
     // Rows filed while this runs are left alone: the selection stops at today's next sequence.
-    let before = engine.read(|b, _| b.dlq_next_seq());
+    // Read with `read_current`: after a failed commit, memory may still hold the changes it refused
+    // (a replay the store does not hold) until the engine reloads.
+    let before = engine.read_current(|b, _| b.dlq_next_seq()).await?;
     let mut after = None;
     let mut left = req.limit;
     let (mut done, mut queued, mut duplicates, mut chunks) = (0usize, 0usize, 0usize, 0usize);
     while left > 0 {
-        let chunk =
-            engine.read(|b, _| b.dlq_select(&req.filter, after, before, CHUNK_ROWS.min(left)));
+        let chunk = engine
+            .read_current(|b, _| b.dlq_select(&req.filter, after, before, CHUNK_ROWS.min(left)))
+            .await?;
         let Some(last) = chunk.last_seq else {
             break;
         };

@@ -39,6 +39,8 @@ pub(crate) async fn dispatch<S: Store, H: Host>(
         }
     }
     let route = router::route(&request.method, &request.path)?;
+    // After a failed commit, memory-only reads (`Engine::read`) must not answer from what it refused.
+    engine.reload_if_failed().await?;
     if route == Route::Preflight {
         return Ok(no_content());
     }

@@ -7,7 +7,7 @@
 //! - `records`: the [`Store`]'s records, out-of-line string keys, each value a `Uint8Array`;
 //! - `meta`: bookkeeping that must not show up in a scan: `format`, the format version (a number) of the
 //!   data in `records`; `epoch`, the writer epoch (see *Fencing*); `claim/<n>`, one marker per epoch ever
-//!   claimed.
+//!   claimed; `req/<id>`, the answers of recorded requests ([`IdbStore::commit_recording`]).
 //!
 //! Two version numbers guard against a build reading data it does not understand:
 //! - the IndexedDB schema version ([`SCHEMA_VERSION`]), bumped only when object stores change. Opening a
@@ -510,33 +510,38 @@ impl Store for IdbStore {
         if changes.is_empty() {
             return Ok(());
         }
-        let issued = self.issue_commit(changes, None)?;
+        let issued = self.issue_commit(changes, &[], "")?;
         self.finish_commit(issued).await
     }
 }
 
 impl IdbStore {
-    /// [`Store::commit`], and in the same transaction (so both or neither are written) `record`:
-    /// `(key, value, prune_below)` puts `value` at `key` in [`META_STORE`], after deleting the meta keys
-    /// from `key`'s prefix (up to its first `/`) up to `prune_below` (exclusive). For the answers of
-    /// recorded requests (src/bindings: a request retried after its writer died is answered from the record).
-    /// An empty change set with a record still commits.
+    /// [`Store::commit`], and in the same transaction (so all or nothing is written) `records`: each
+    /// `(key, value)` puts `value` at `key` in [`META_STORE`], after deleting the meta keys from `key`'s
+    /// prefix (up to its first `/`) up to `prune_below` (exclusive). For the answers of recorded
+    /// requests (src/bindings: a request retried after its writer died is answered from the record).
+    /// With neither changes nor records, nothing is written.
     pub async fn commit_recording(
         &self,
         changes: &ChangeSet,
-        record: Option<(&str, &JsValue, &str)>,
+        records: &[(String, JsValue)],
+        prune_below: &str,
     ) -> Result<(), StoreError> {
-        let issued = self.issue_commit(changes, record)?;
+        if changes.is_empty() && records.is_empty() {
+            return Ok(());
+        }
+        let issued = self.issue_commit(changes, records, prune_below)?;
         self.finish_commit(issued).await
     }
 
-    /// The synchronous half of [`IdbStore::commit_recording`]: creates the transaction and issues every
-    /// request before returning, so IndexedDB orders this commit before any transaction created later.
-    /// [`IdbStore::finish_commit`] awaits its outcome.
-    pub fn issue_commit(
+    /// The synchronous half of [`IdbStore::commit_recording`] (without its shortcut for nothing to
+    /// write): creates the transaction and issues every request before returning, so IndexedDB orders
+    /// this commit before any transaction created later. [`IdbStore::finish_commit`] awaits its outcome.
+    fn issue_commit(
         &self,
         changes: &ChangeSet,
-        record: Option<(&str, &JsValue, &str)>,
+        records: &[(String, JsValue)],
+        prune_below: &str,
     ) -> Result<IssuedCommit, StoreError> {
         if self.superseded.get() {
             return Err(self.superseded_error());
@@ -549,10 +554,7 @@ impl IdbStore {
         // was claimed.
         let issued = issue_fence(&tx, self.epoch.get())
             .and_then(|()| issue_changes(&tx, changes))
-            .and_then(|()| match record {
-                Some((key, value, prune_below)) => issue_record(&tx, key, value, prune_below),
-                None => Ok(()),
-            });
+            .and_then(|()| issue_records(&tx, records, prune_below));
         if let Err(e) = issued {
             let _ = tx.abort();
             return Err(js_store_error(kind_for_commit(&e), "commit", &e));
@@ -563,7 +565,7 @@ impl IdbStore {
     }
 
     /// Waits for the end of a commit issued by [`IdbStore::issue_commit`] on this store.
-    pub async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
+    async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
         issued.0.finish().await.map_err(|e| {
             if self.closed.get() {
                 self.closed_error()
@@ -687,27 +689,33 @@ fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<(), JsValue> {
     Ok(())
 }
 
-/// Issues the record of [`IdbStore::commit_recording`]: deletes the meta keys in `[prefix, prune_below)`,
-/// where `prefix` is `key` up to and including its first `/` (nothing when it has none), then puts
-/// `value` at `key`.
-fn issue_record(
+/// Issues the records of [`IdbStore::commit_recording`]: for each, deletes the meta keys in
+/// `[prefix, prune_below)`, where `prefix` is its key up to and including the first `/` (nothing when it
+/// has none; once per prefix), then puts its value at its key.
+fn issue_records(
     tx: &IdbTransaction,
-    key: &str,
-    value: &JsValue,
+    records: &[(String, JsValue)],
     prune_below: &str,
 ) -> Result<(), JsValue> {
-    let meta = tx.object_store(META_STORE)?;
-    let prefix = key.find('/').map(|i| &key[..=i]);
-    if let Some(prefix) = prefix.filter(|p| *p < prune_below) {
-        let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
-            &prefix.into(),
-            &prune_below.into(),
-            false,
-            true,
-        )?;
-        meta.delete(&range)?;
+    if records.is_empty() {
+        return Ok(());
     }
-    meta.put_with_key(value, &key.into())?;
+    let meta = tx.object_store(META_STORE)?;
+    let mut pruned: Vec<&str> = Vec::new();
+    for (key, value) in records {
+        let prefix = key.find('/').map(|i| &key[..=i]);
+        if let Some(prefix) = prefix.filter(|p| *p < prune_below && !pruned.contains(p)) {
+            let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
+                &prefix.into(),
+                &prune_below.into(),
+                false,
+                true,
+            )?;
+            meta.delete(&range)?;
+            pruned.push(prefix);
+        }
+        meta.put_with_key(value, &key.into())?;
+    }
     Ok(())
 }
 
@@ -786,7 +794,7 @@ impl Pending {
 
 /// A commit whose requests are all issued: [`IdbStore::issue_commit`].
 #[derive(Debug)]
-pub struct IssuedCommit(TxOutcome);
+struct IssuedCommit(TxOutcome);
 
 /// A transaction's end: `complete` resolves, `abort` rejects with the transaction's error.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! [`MemStore`]: the in-memory reference [`Store`], with fault injection for tests.
 
-use super::{ChangeSet, Record, Store, StoreError};
+use super::{ChangeSet, Note, Record, Store, StoreError};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -22,6 +22,7 @@ pub struct MemStore {
 #[derive(Default)]
 struct MemInner {
     records: RefCell<BTreeMap<String, Vec<u8>>>,
+    notes: RefCell<BTreeMap<String, Vec<u8>>>,
     failing_commits: Cell<u32>,
     dropping_writes: Cell<bool>,
     failing_reads: Cell<u32>,
@@ -75,6 +76,11 @@ impl MemStore {
     /// Number of rows (puts plus deletes) written by successful commits so far.
     pub fn rows_written(&self) -> u64 {
         self.inner.rows_written.get()
+    }
+
+    /// The note stored under `key` ([`Store::commit_noted`]), if any.
+    pub fn note(&self, key: &str) -> Option<Vec<u8>> {
+        self.inner.notes.borrow().get(key).cloned()
     }
 
     /// Number of records currently stored.
@@ -136,6 +142,10 @@ impl Store for MemStore {
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
+        self.commit_noted(changes, &[]).await
+    }
+
+    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
         let failing = self.inner.failing_commits.get();
         if failing > 0 {
             self.inner.failing_commits.set(failing - 1);
@@ -155,6 +165,7 @@ impl Store for MemStore {
         for (key, value) in changes.puts() {
             records.insert(key.clone(), value.clone());
         }
+        self.inner.notes.borrow_mut().extend(notes.iter().cloned());
         Ok(())
     }
 }

@@ -26,6 +26,11 @@ use std::fmt;
 /// One stored record: a key and its value.
 pub type Record = (String, Vec<u8>);
 
+/// A note: a key and value a store keeps apart from its records (never returned by `scan` or `get`),
+/// written atomically with a commit ([`Store::commit_noted`]). The browser's recorded requests keep
+/// their answers this way, so an answer is stored exactly when the changes it reports are.
+pub type Note = (String, Vec<u8>);
+
 /// The writes of one command: records to put and keys to delete, applied all or nothing.
 ///
 /// One ordered map from key to its last write in this set (`Some(value)`: put; `None`: delete), so a key
@@ -155,4 +160,16 @@ pub trait Store {
 
     /// Applies `changes` atomically and durably.
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError>;
+
+    /// Applies `changes` and writes `notes` in one atomic, durable commit: all of it or none. A store
+    /// that keeps no notes refuses any (the default), so a note is never dropped while its changes are
+    /// written.
+    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
+        if !notes.is_empty() {
+            return Err(StoreError::other(
+                "this store keeps no notes (recorded answers); nothing was written",
+            ));
+        }
+        self.commit(changes).await
+    }
 }

@@ -19,6 +19,16 @@
 // - naive baseline: one IndexedDB record per message (autoIncrement key), one readwrite transaction per
 //   push batch; pop = read the n oldest records, ack = delete them in one readwrite transaction.
 // Same payload for both: {i, text: 100 characters}.
+//
+// Concurrent callers, at batch 1 and 10 (where group commit pays: requests that arrive while a commit is
+// in flight share the next IndexedDB transaction): W producers push at once (each to its own partition),
+// then W consumers pop+ack at once (queue mode, one group, any partition), in the writer tab; queen-edge's commits per request are printed
+// (IndexedDB transactions the broker committed / requests answered). The naive queue with the same W:
+// producers add as above; a consumer takes a batch by reading and deleting it in one readwrite
+// transaction (no lease: a crash after it loses the batch), so its pop+ack is one transaction where
+// queen-edge answers two requests.
+//
+//   node tests/js/bench.mjs --concurrent-only    of the throughput, only the concurrent rows (not with --write)
 
 import { gzipSync } from 'node:zlib'
 import { readFile, writeFile, mkdir } from 'node:fs/promises'
@@ -54,12 +64,17 @@ console.log(`  budget ${BUDGET_GZ / 1024} KB gzipped: ${overBudget ? 'OVER BUDGE
 console.log(`  issue 11 target ${TARGET_GZ / 1024} KB gzipped: ${total.gz > TARGET_GZ ? 'MISSED by ' + kb(total.gz - TARGET_GZ) : 'met'}`)
 
 let results = null
+const concurrentOnly = args.has('--concurrent-only')
+if (concurrentOnly && args.has('--write')) {
+  console.error('--concurrent-only measures part of the section: it cannot --write it')
+  process.exit(2)
+}
 if (!args.has('--size-only')) {
   const env = await launch()
   try {
     const context = await env.browser.newContext()
     const page = await openPage(context, env.url, 'bench')
-    results = await page.evaluate(async ({ prefix }) => {
+    results = await page.evaluate(async ({ prefix, concurrentOnly }) => {
       const text = 'x'.repeat(100)
       const totals = { 1: 300, 10: 2000, 100: 10000 }
       const out = []
@@ -133,11 +148,123 @@ if (!args.has('--size-only')) {
         return { pushMps: n / (pushMs / 1000), popAckMps: n / (popAckMs / 1000), commits: null, rows: null }
       }
 
+      const workersOf = (w, job) => Promise.all(Array.from({ length: w }, (_, k) => job(k)))
+
+      async function queenEdgeConcurrent(batch, n, w) {
+        const dbName = `${prefix}-qec-${batch}-${w}-${Math.random().toString(36).slice(2, 8)}`
+        const queen = await window.QE.Queen.open({ name: dbName })
+        const commits = () => queen.transport.broker.counters().commits
+        let c0 = commits()
+        let t0 = now()
+        let requests = 0
+        await workersOf(w, async (k) => {
+          // One partition per producer: a partition is leased to one consumer at a time (Queen's unit of
+          // parallel consumption), so W consumers need W partitions to work at once.
+          const q = queen.queue('bench').partition(`p${k}`)
+          for (let i = k * batch; i < n; i += w * batch) {
+            await q.push(Array.from({ length: batch }, (_, j) => ({ data: { i: i + j, text } })))
+            requests++
+          }
+        })
+        const pushMs = now() - t0
+        const push = { requests, commits: commits() - c0 }
+        c0 = commits()
+        t0 = now()
+        requests = 0
+        let got = 0
+        await workersOf(w, async () => {
+          while (got < n) {
+            const msgs = await queen.queue('bench').batch(batch).wait(false).pop()
+            requests++
+            // The rest is leased by other consumers until they ack it.
+            if (msgs.length === 0) { await new Promise((resolve) => setTimeout(resolve, 1)); continue }
+            const ack = await queen.ack(msgs, true)
+            requests++
+            if (!ack.success) throw new Error('ack failed: ' + ack.error)
+            got += msgs.length
+          }
+        })
+        const popAckMs = now() - t0
+        const popAck = { requests, commits: commits() - c0 }
+        if (got !== n) throw new Error(`queen-edge: ${got} of ${n} popped`)
+        await queen.close()
+        await window.QE.Queen.deleteDatabase(dbName)
+        return { pushMps: n / (pushMs / 1000), popAckMps: n / (popAckMs / 1000), push, popAck }
+      }
+
+      async function naiveConcurrent(batch, n, w) {
+        const name = `${prefix}-naivec-${batch}-${w}-${Math.random().toString(36).slice(2, 8)}`
+        const db = await new Promise((res, rej) => {
+          const r = indexedDB.open(name, 1)
+          r.onupgradeneeded = () => r.result.createObjectStore('messages', { autoIncrement: true })
+          r.onsuccess = () => res(r.result)
+          r.onerror = () => rej(r.error)
+        })
+        const tx = (fn) => new Promise((res, rej) => {
+          const t = db.transaction('messages', 'readwrite', { durability: 'strict' })
+          const result = fn(t.objectStore('messages'))
+          t.oncomplete = () => res(result)
+          t.onabort = () => rej(t.error)
+        })
+        let t0 = now()
+        await workersOf(w, async (k) => {
+          for (let i = k * batch; i < n; i += w * batch) {
+            await tx((s) => { for (let j = 0; j < batch; j++) s.add({ i: i + j, text }) })
+          }
+        })
+        const pushMs = now() - t0
+        t0 = now()
+        let got = 0
+        await workersOf(w, async () => {
+          while (got < n) {
+            const taken = await tx((s) => new Promise((resolve) => {
+              let count = 0
+              const req = s.openCursor()
+              req.onsuccess = () => {
+                const c = req.result
+                if (c && count < batch) {
+                  c.delete()
+                  count++
+                  c.continue()
+                } else resolve(count)
+              }
+            }))
+            got += taken
+          }
+        })
+        const popAckMs = now() - t0
+        if (got !== n) throw new Error(`naive: ${got} of ${n} taken`)
+        db.close()
+        await new Promise((res) => { const r = indexedDB.deleteDatabase(name); r.onsuccess = res; r.onerror = res })
+        return { pushMps: n / (pushMs / 1000), popAckMps: n / (popAckMs / 1000) }
+      }
+
       // Warm-up (wasm tier-up, IndexedDB first use), not measured.
       await queenEdge(10, 200)
       await naive(10, 200)
-      // Three interleaved runs per batch size; the median of each figure is reported.
+      // Three interleaved runs per configuration; the median of each figure is reported.
       const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+      const concurrent = []
+      for (const [batch, n] of [[1, 400], [10, 2000]]) {
+        for (const w of [4, 16]) {
+          const runs = []
+          for (let rep = 0; rep < 3; rep++) runs.push({ qe: await queenEdgeConcurrent(batch, n, w), nv: await naiveConcurrent(batch, n, w) })
+          const pick = (side, key) => median(runs.map((r) => r[side][key]))
+          const perRequest = (phase) => {
+            const sum = (key) => runs.reduce((a, r) => a + r.qe[phase][key], 0)
+            return sum('commits') / sum('requests')
+          }
+          concurrent.push({
+            batch,
+            n,
+            workers: w,
+            queenEdge: { pushMps: pick('qe', 'pushMps'), popAckMps: pick('qe', 'popAckMps'), pushCommitsPerRequest: perRequest('push'), popAckCommitsPerRequest: perRequest('popAck') },
+            naive: { pushMps: pick('nv', 'pushMps'), popAckMps: pick('nv', 'popAckMps') },
+            spread: runs.map((r) => [Math.round(r.qe.pushMps), Math.round(r.qe.popAckMps), Math.round(r.nv.pushMps), Math.round(r.nv.popAckMps)])
+          })
+        }
+      }
+      if (concurrentOnly) return { rows: out, concurrent }
       for (const batch of [1, 10, 100]) {
         const n = totals[batch]
         const runs = []
@@ -151,16 +278,21 @@ if (!args.has('--size-only')) {
           spread: runs.map((r) => [Math.round(r.qe.pushMps), Math.round(r.qe.popAckMps), Math.round(r.nv.pushMps), Math.round(r.nv.popAckMps)])
         })
       }
-      return out
-    }, { prefix: uniqueName('bench') })
+      return { rows: out, concurrent }
+    }, { prefix: uniqueName('bench'), concurrentOnly })
     results.chromium = env.browser.version()
   } finally {
     await env.close()
   }
   console.log(`  throughput (Chromium ${results.chromium}, durability strict, messages/s):`)
   console.log('    batch   queen-edge push   naive push   queen-edge pop+ack   naive pop+ack')
-  for (const r of results) {
+  for (const r of results.rows) {
     console.log(`    ${String(r.batch).padStart(5)}   ${r.queenEdge.pushMps.toFixed(0).padStart(15)}   ${r.naive.pushMps.toFixed(0).padStart(10)}   ${r.queenEdge.popAckMps.toFixed(0).padStart(18)}   ${r.naive.popAckMps.toFixed(0).padStart(13)}`)
+  }
+  console.log('  concurrent callers in one tab (W producers, then W consumers; messages/s; commits per request):')
+  console.log('    batch   W   queen-edge push   naive push   queen-edge pop+ack   naive pop+ack   commits/request push, pop+ack')
+  for (const r of results.concurrent) {
+    console.log(`    ${String(r.batch).padStart(5)}  ${String(r.workers).padStart(2)}   ${r.queenEdge.pushMps.toFixed(0).padStart(15)}   ${r.naive.pushMps.toFixed(0).padStart(10)}   ${r.queenEdge.popAckMps.toFixed(0).padStart(18)}   ${r.naive.popAckMps.toFixed(0).padStart(13)}   ${r.queenEdge.pushCommitsPerRequest.toFixed(2)}, ${r.queenEdge.popAckCommitsPerRequest.toFixed(2)}`)
   }
 }
 
@@ -191,11 +323,22 @@ if (args.has('--write')) {
       'interleaved runs; on this shared 2-core machine single runs vary by about ±30 %. queen-edge writes one',
       'or two IndexedDB rows per commit (push: the batch\'s segment and its index entry; pop: the lease; ack: the cursor), so its advantage grows',
       'with the batch. At batch 1 the IndexedDB transactions dominate: each queen-edge call is one readwrite transaction',
-      'over two object stores (the writer fence\'s read of the epoch, then the rows), and a pop+ack is two of them where',
+      'over two object stores (the writer fence\'s add and delete of a claim marker, then the rows), and a pop+ack is two of them where',
       'the naive queue does a readonly read and one delete (docs/decisions.md, "Browser size, batch-1 path and compression").', '')
     lines.push('| batch | messages | queen-edge push | naive push | queen-edge pop+ack | naive pop+ack |', '|---:|---:|---:|---:|---:|---:|')
-    for (const r of results) {
+    for (const r of results.rows) {
       lines.push(`| ${r.batch} | ${r.n} | ${r.queenEdge.pushMps.toFixed(0)} | ${r.naive.pushMps.toFixed(0)} | ${r.queenEdge.popAckMps.toFixed(0)} | ${r.naive.popAckMps.toFixed(0)} |`)
+    }
+    lines.push('', '#### Concurrent callers (group commit)', '',
+      'W producers push at once (one partition each), then W consumers pop+ack at once (queue mode, one group, any',
+      'partition), in the writer tab. Requests',
+      'that arrive while a commit is in flight share the next IndexedDB transaction (docs/decisions.md, "Group commit in',
+      'the browser, answers in the group"); the last columns are the broker\'s commits per request answered. The naive',
+      'consumer takes a batch by reading and deleting it in one readwrite transaction (no lease). Median of three',
+      'interleaved runs.', '')
+    lines.push('| batch | W | messages | queen-edge push | naive push | queen-edge pop+ack | naive pop+ack | commits/request push | commits/request pop+ack |', '|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+    for (const r of results.concurrent) {
+      lines.push(`| ${r.batch} | ${r.workers} | ${r.n} | ${r.queenEdge.pushMps.toFixed(0)} | ${r.naive.pushMps.toFixed(0)} | ${r.queenEdge.popAckMps.toFixed(0)} | ${r.naive.popAckMps.toFixed(0)} | ${r.queenEdge.pushCommitsPerRequest.toFixed(2)} | ${r.queenEdge.popAckCommitsPerRequest.toFixed(2)} |`)
     }
   }
   lines.push(END)
