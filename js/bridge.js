@@ -106,13 +106,15 @@ export class Bridge {
 
   /**
    * Resolves to the status once nothing is pending (everything pushed to the bridged queues so far
-   * reached the edge); rejects with QueenError `timeout` (naming the last error) after `timeoutMillis`.
+   * reached the edge) and no batch is in flight or held for a retry, so its counts are final; rejects
+   * with QueenError `timeout` (naming the last error) after `timeoutMillis`.
    */
   async drain({ timeoutMillis = 30000 } = {}) {
     const deadline = Date.now() + timeoutMillis
     for (;;) {
       const status = await this.status()
-      if (status.pending === 0) return status
+      // A batch acknowledged locally reads as not pending before its forward is counted: wait for it.
+      if (status.pending === 0 && status.state !== 'forwarding' && status.state !== 'retrying') return status
       if (this.#stopped) throw new QueenError('closed', 'the bridge was stopped')
       if (Date.now() >= deadline) {
         throw new QueenError('timeout', `bridge: ${status.pending ?? 'some'} messages not forwarded within ${timeoutMillis} ms` +
