@@ -7,21 +7,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startWorker, tempPersistDir, getJson, workerdUnder } from './harness.mjs';
+import { placementFor } from './placement.mjs';
 
 const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const QUEUES = Array.from({ length: 8 }, (_, i) => `rs-${i}`);
 const PER_QUEUE = 12;
 
-/** The documented placement: FNV-1a 64 of the queue name's UTF-8 bytes, modulo the shard count. */
-function shardOf(name, count) {
-  let h = 0xcbf29ce484222325n;
-  for (const b of Buffer.from(name, 'utf8')) {
-    h ^= BigInt(b);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return Number(h % BigInt(count));
-}
+// Every call names the shard count (the test moves between counts).
+const { shardOf } = placementFor(1);
 
 /** Pops `queue` for `group` (queue mode when null) until it is empty, acknowledging everything; the transaction ids seen. */
 async function drain(url, queue, group) {

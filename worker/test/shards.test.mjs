@@ -8,6 +8,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { placementFor } from './placement.mjs';
 
 const SHARDS = 4;
 const state = tempPersistDir();
@@ -16,29 +17,7 @@ after(() => state.cleanup());
 const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** The documented placement: FNV-1a 64 of the queue name's UTF-8 bytes, modulo the shard count. */
-function shardOf(name, count = SHARDS) {
-  let h = 0xcbf29ce484222325n;
-  for (const b of Buffer.from(name, 'utf8')) {
-    h ^= BigInt(b);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return Number(h % BigInt(count));
-}
-
-/** `count` queue names `prefix<i>`, each on a different shard. */
-function onDistinctShards(prefix, count) {
-  const names = [];
-  const used = new Set();
-  for (let i = 0; names.length < count; i++) {
-    const name = `${prefix}${i}`;
-    if (!used.has(shardOf(name))) {
-      used.add(shardOf(name));
-      names.push(name);
-    }
-  }
-  return names;
-}
+const { shardOf, onDistinctShards } = placementFor(SHARDS);
 
 test('queues spread over the shards; ids route back; split pushes and acks keep request order', async () => {
   const w = await startWorker({ persistTo: state.dir, vars: { SHARDS: String(SHARDS) } });

@@ -8,6 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { placementFor } from './placement.mjs';
 
 const SHARDS = 4;
 const TIMEOUT_MS = 800;
@@ -16,29 +17,7 @@ const LEASE_S = 2;
 const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** The documented placement: FNV-1a 64 of the queue name's UTF-8 bytes, modulo the shard count. */
-function shardOf(name, count = SHARDS) {
-  let h = 0xcbf29ce484222325n;
-  for (const b of Buffer.from(name, 'utf8')) {
-    h ^= BigInt(b);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return Number(h % BigInt(count));
-}
-
-/** `count` queue names `prefix<i>`, each on a different shard. */
-function onDistinctShards(prefix, count) {
-  const names = [];
-  const used = new Set();
-  for (let i = 0; names.length < count; i++) {
-    const name = `${prefix}${i}`;
-    if (!used.has(shardOf(name))) {
-      used.add(shardOf(name));
-      names.push(name);
-    }
-  }
-  return names;
-}
+const { onDistinctShards } = placementFor(SHARDS);
 
 const vars = (extra = {}) => ({ SHARDS: String(SHARDS), TXN_TIMEOUT_MS: String(TIMEOUT_MS), ...extra });
 
