@@ -115,11 +115,16 @@ test('the quota refuses pushes with 507 and keeps pops, acks and deletion workin
   const state = tempPersistDir();
   states.push(state);
   const w = await start({ persistTo: state.dir, vars: { MAX_STORED_BYTES: String(256 * 1024) } });
+  // Each push puts one message in each of the 4 partitions; how many fit depends on how segments are stored
+  // when pushed (JSON text, compressed later by maintenance), so the test counts them.
   let refused = null;
+  let accepted = 0;
   for (let i = 0; i < 100 && !refused; i++) {
     const res = await post(`${w.url}/api/v1/push`, { items: items('full', 4, 16 * 1024, i * 4) });
     if (res.status !== 201) refused = res;
+    else accepted++;
   }
+  assert.ok(accepted >= 1, 'some pushes fit before the quota');
   assert.ok(refused, 'a push past the quota is refused');
   assert.equal(refused.status, 507);
   assert.match(refused.body.error, /full/);
@@ -130,7 +135,7 @@ test('the quota refuses pushes with 507 and keeps pops, acks and deletion workin
 
   const pop = await getJson(`${w.url}/api/v1/pop/queue/full?batch=4`);
   assert.equal(pop.status, 200);
-  assert.equal(pop.body.messages.length, 4);
+  assert.equal(pop.body.messages.length, Math.min(accepted, 4), `one partition holds one message per accepted push (${accepted})`);
   const ack = await post(`${w.url}/api/v1/ack/batch`, {
     acknowledgments: pop.body.messages.map((m) => ({
       transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
