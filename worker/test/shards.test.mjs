@@ -96,7 +96,7 @@ test('the dead-letter listing pages across shards; replay and retry by id reach 
         const pop = await getJson(`${w.url}/api/v1/pop/queue/${q}?wait=false`);
         const m = pop.body.messages[0];
         const nack = await getJson(`${w.url}/api/v1/ack`, post({
-          transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'failed', error: 'boom',
+          transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'failed', error: 'boom-across-shards',
         }));
         assert.equal(nack.body[0].dlq, true, JSON.stringify(nack.body));
         await sleep(5); // distinct failedAt values
@@ -130,6 +130,27 @@ test('the dead-letter listing pages across shards; replay and retry by id reach 
     const msg = await getJson(`${w.url}/api/v1/messages/${other.partitionId}/${other.transactionId}`);
     assert.equal(msg.status, 200, JSON.stringify(msg.body));
     assert.equal(msg.body.queue, queues[3]);
+
+    // Bulk dead-letter work: a filter naming a queue goes to its shard; without one every shard counts its own.
+    const perQueue = [];
+    for (const q of queues) {
+      const dry = await getJson(`${w.url}/api/v1/dlq/replay`, post({ queue: q, errorContains: 'boom-across-shards', dryRun: true }));
+      assert.equal(dry.status, 200, JSON.stringify(dry.body));
+      perQueue.push(dry.body.count);
+    }
+    assert.equal(perQueue[0], 3, 'queue 0 keeps its three dead letters');
+    assert.ok(perQueue.every((c) => c >= 2), `each queue's own shard answers for it: ${perQueue}`);
+    const everywhere = await getJson(`${w.url}/api/v1/dlq/replay`, post({ errorContains: 'boom-across-shards', dryRun: true }));
+    assert.equal(everywhere.status, 200, JSON.stringify(everywhere.body));
+    assert.equal(everywhere.body.count, perQueue.reduce((a, b) => a + b, 0), 'counts summed over the shards');
+    const limited = await getJson(`${w.url}/api/v1/dlq/replay`, post({ errorContains: 'boom-across-shards', limit: 2 }));
+    assert.equal(limited.status, 400, 'a limit without a queue cannot be kept across shards');
+    assert.match(limited.body.error, /name a queue/);
+    const replayed = await getJson(`${w.url}/api/v1/dlq/replay`, post({ queue: queues[0] }));
+    assert.equal(replayed.status, 200, JSON.stringify(replayed.body));
+    assert.equal(replayed.body.replayed, 3);
+    const popped = await getJson(`${w.url}/api/v1/pop/queue/${queues[0]}?wait=false&batch=10`);
+    assert.deepEqual(popped.body.messages.map((m) => m.data.round), [0, 1, 2]);
   } finally {
     await w.stop();
   }
