@@ -7,11 +7,15 @@
 //! - `records`: the [`Store`]'s records, out-of-line string keys, each value a `Uint8Array`;
 //! - `meta`: bookkeeping that must not show up in a scan: `format`, the format version (a number) of the
 //!   data in `records`; `epoch`, the writer epoch (see *Fencing*); `claim/<n>`, one marker per epoch ever
-//!   claimed; `req/<id>`, the answers of recorded requests ([`IdbStore::commit_recording`]).
+//!   claimed; `writer/<n>`, the fence record of epoch `n`'s writer; `req/<id>`, the answers of recorded
+//!   requests ([`IdbStore::commit_recording`]). A unique index, `writer`, on the `writer` field of its
+//!   values holds the fence (see *Fencing*).
 //!
 //! Two version numbers guard against a build reading data it does not understand:
-//! - the IndexedDB schema version ([`SCHEMA_VERSION`]), bumped only when object stores change. Opening a
-//!   database whose schema version is higher fails in IndexedDB with a `VersionError`;
+//! - the IndexedDB schema version ([`SCHEMA_VERSION`]), bumped only when object stores or indexes change
+//!   (version 2 added the `writer` index; opening a version 1 database adds it). Opening a database whose
+//!   schema version is higher fails in IndexedDB with a `VersionError`. An upgrade closes the connections
+//!   of older builds (see *Connections*), so builds of different schema versions never write together;
 //! - the format version ([`FORMAT_VERSION`]) in `meta/format`, bumped when the meaning of records changes.
 //!
 //! Either being newer than this build makes [`IdbStore::open`] fail with [`StoreErrorKind::NewerFormat`].
@@ -28,16 +32,22 @@
 //!
 //! Only one connection may write a database at a time; across tabs the JS wrapper elects it (Web Locks, or
 //! without them through this fence), and the fence makes the rule hold in storage even when two contexts
-//! both believe they are the writer. [`IdbStore::take_over`] claims the next writer epoch `n`: in one
-//! `readwrite` transaction it `add`s the marker `meta/claim/<n>` (which fails if another connection claimed
-//! `n` first; it then re-reads and tries `n + 1`) and sets `meta/epoch` to `n`. Markers are never deleted.
-//! Every commit of a connection at epoch `n` also `add`s `meta/claim/<n + 1>` and deletes it again: if any
-//! connection has claimed a later epoch, that marker exists, the `add` fails with a `ConstraintError`, and
-//! the whole transaction aborts, so nothing of a stale writer's change set is ever visible. The check is
-//! issued synchronously with the change set (no callback), so it costs two requests per commit and keeps
-//! the early `commit()`. After such a failure the store is [superseded](IdbStore::is_superseded): every
-//! later commit fails at once with [`StoreErrorKind::Unavailable`] (reads still work). A connection that
-//! never calls `take_over` writes at the epoch current when it opened.
+//! both believe they are the writer. The fence is the unique index `writer` of [`META_STORE`]: no two
+//! records may hold the same `writer` value. Every commit of a connection at epoch `n` puts its fence
+//! record `meta/writer/<n>` = `{writer: n}` (one request, replacing its own record of the same value).
+//! [`IdbStore::take_over`] claims the next writer epoch `n + 1`: in one `readwrite` transaction it deletes
+//! `meta/writer/<n>`, `add`s the marker `meta/claim/<n + 1>` = `{writer: n}` (which fails if another
+//! connection claimed `n + 1` first; it then re-reads and tries again) and sets `meta/epoch` to `n + 1`.
+//! Markers are never deleted, so from then on every commit at epoch `n` puts a second record with the
+//! value `n`: the put fails with a `ConstraintError`, and the whole transaction aborts, so nothing of a
+//! stale writer's change set is ever visible (a writer at an earlier epoch `m` meets the marker of
+//! `m + 1`). The check runs inside IndexedDB with no callback, issued synchronously with the change set,
+//! so it keeps the early `commit()` and holds while a page unloads. After such a failure the store is
+//! [superseded](IdbStore::is_superseded): every later commit fails at once with
+//! [`StoreErrorKind::Unavailable`] (reads still work). A connection that never calls `take_over` writes at
+//! the epoch current when it opened. (Schema version 1 fenced with an `add` and a `delete` of
+//! `meta/claim/<n + 1>` in every commit: two requests; docs/decisions.md, "Pipelined IndexedDB commits
+//! (session 7)".)
 //!
 //! [`Store::scan`] reads keys and values with `getAllKeys` and `getAll` over one key range, in one
 //! `readonly` transaction, so both lists describe the same snapshot and line up.
@@ -75,8 +85,8 @@ use web_sys::{
     IdbTransaction, IdbTransactionMode, IdbVersionChangeEvent,
 };
 
-/// The IndexedDB schema version (object stores) this build creates and understands.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The IndexedDB schema version (object stores and indexes) this build creates and understands.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The format version of the records this build writes and understands.
 pub const FORMAT_VERSION: u32 = 1;
@@ -99,6 +109,15 @@ pub fn claim_key(epoch: u32) -> String {
     format!("claim/{epoch}")
 }
 
+/// The key in [`META_STORE`] of the fence record of the writer at `epoch` (module documentation,
+/// *Fencing*).
+pub fn writer_key(epoch: u32) -> String {
+    format!("writer/{epoch}")
+}
+
+/// The unique index of [`META_STORE`] that fences stale writers, and the field of the values it indexes.
+pub const WRITER_INDEX: &str = "writer";
+
 #[wasm_bindgen]
 extern "C" {
     /// An `IDBDatabase`, viewed through the bindings web-sys lacks on stable.
@@ -114,6 +133,18 @@ extern "C" {
         mode: IdbTransactionMode,
         options: &Object,
     ) -> Result<IdbTransaction, JsValue>;
+
+    /// An `IDBObjectStore`, viewed through a binding of `createIndex` without web-sys's index features.
+    type ObjectStoreExt;
+
+    /// `IDBObjectStore.createIndex(name, keyPath, options)`, in a `versionchange` transaction.
+    #[wasm_bindgen(catch, method, js_name = createIndex)]
+    fn create_index(
+        this: &ObjectStoreExt,
+        name: &str,
+        key_path: &str,
+        options: &Object,
+    ) -> Result<JsValue, JsValue>;
 
     /// An `IDBTransaction`, viewed through the bindings web-sys marks deprecated.
     type TxExt;
@@ -292,12 +323,18 @@ impl IdbStore {
             |e: JsValue| js_store_error(StoreErrorKind::Other, "claiming the writer epoch", &e);
         // Another connection claiming between our read and our claim makes the claim fail; read again.
         for _ in 0..16 {
-            let next = self.read_epoch().await?.saturating_add(1);
+            let current = self.read_epoch().await?;
+            let next = current.saturating_add(1);
             let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readwrite)?;
             let done = TxOutcome::new(&tx);
             let meta = object_store(&tx, META_STORE)?;
-            let issued = meta
-                .add_with_key(&JsValue::TRUE, &claim_key(next).into())
+            // The marker holds `current` in the fence index: the writer at `current` can never put its
+            // fence record again (module documentation, *Fencing*).
+            let issued = fence_value(current)
+                .and_then(|marker| {
+                    meta.delete(&writer_key(current).into())?;
+                    meta.add_with_key(&marker, &claim_key(next).into())
+                })
                 .and_then(|_| meta.put_with_key(&next.into(), &EPOCH_KEY.into()));
             if let Err(e) = issued {
                 let _ = tx.abort();
@@ -570,7 +607,7 @@ impl IdbStore {
             if self.closed.get() {
                 self.closed_error()
             } else if describe(&e).0 == "ConstraintError" {
-                // Only the fence's `add` can fail this way.
+                // Only the fence record's put can fail this way (the unique `writer` index).
                 self.superseded.set(true);
                 self.superseded_error()
             } else {
@@ -654,19 +691,42 @@ fn factory() -> Result<IdbFactory, StoreError> {
     })
 }
 
-/// Creates the object stores and the format record inside the `versionchange` transaction.
+/// Creates what `old_version` lacks inside the `versionchange` transaction: the object stores and the
+/// format record (version 1), the fence index (version 2).
 fn create_schema(request: &IdbOpenDbRequest, old_version: f64) -> Result<(), JsValue> {
-    if old_version >= 1.0 {
-        return Ok(());
+    let meta = if old_version < 1.0 {
+        let db: IdbDatabase = request.result()?.dyn_into()?;
+        db.create_object_store(RECORDS_STORE)?;
+        let meta = db.create_object_store(META_STORE)?;
+        meta.put_with_key(
+            &JsValue::from(FORMAT_VERSION),
+            &JsValue::from_str(FORMAT_KEY),
+        )?;
+        meta
+    } else {
+        let tx = request
+            .transaction()
+            .ok_or_else(|| JsValue::from_str("no versionchange transaction"))?;
+        tx.object_store(META_STORE)?
+    };
+    if old_version < 2.0 {
+        let options = Object::new();
+        Reflect::set(&options, &"unique".into(), &JsValue::TRUE)?;
+        meta.unchecked_ref::<ObjectStoreExt>().create_index(
+            WRITER_INDEX,
+            WRITER_INDEX,
+            &options,
+        )?;
     }
-    let db: IdbDatabase = request.result()?.dyn_into()?;
-    db.create_object_store(RECORDS_STORE)?;
-    let meta = db.create_object_store(META_STORE)?;
-    meta.put_with_key(
-        &JsValue::from(FORMAT_VERSION),
-        &JsValue::from_str(FORMAT_KEY),
-    )?;
     Ok(())
+}
+
+/// `{writer: epoch}`: the value of a fence record or claim marker that takes `epoch`'s place in the
+/// unique `writer` index.
+fn fence_value(epoch: u32) -> Result<JsValue, JsValue> {
+    let value = Object::new();
+    Reflect::set(&value, &WRITER_INDEX.into(), &epoch.into())?;
+    Ok(value.into())
 }
 
 fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, StoreError> {
@@ -679,13 +739,12 @@ fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, Store
     })
 }
 
-/// Issues the fence of a commit at `epoch`: `add` then delete `meta/claim/<epoch + 1>`. The `add` fails
-/// (and its unhandled error aborts the transaction) once any later epoch was claimed.
+/// Issues the fence of a commit at `epoch`: puts `meta/writer/<epoch>` = `{writer: epoch}`. The put fails
+/// in the unique `writer` index (and its unhandled error aborts the transaction) once the epoch after
+/// `epoch` was claimed: its marker holds the same value.
 fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<(), JsValue> {
     let meta = tx.object_store(META_STORE)?;
-    let key: JsValue = claim_key(epoch.saturating_add(1)).into();
-    meta.add_with_key(&JsValue::TRUE, &key)?;
-    meta.delete(&key)?;
+    meta.put_with_key(&fence_value(epoch)?, &writer_key(epoch).into())?;
     Ok(())
 }
 
