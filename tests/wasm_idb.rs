@@ -340,6 +340,98 @@ async fn stale_writer_commit_fails_and_writes_nothing() {
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
+/// A database a schema-version-1 build wrote (its writer fenced with `claim/<n + 1>` in each commit):
+/// opening it adds the fence index, keeps the data, and the writer fence holds from the first take-over.
+#[wasm_bindgen_test]
+async fn schema_version_1_database_is_upgraded_and_fenced() {
+    let name = unique_name("schema-1");
+    let request = factory().open_with_u32(&name, 1).expect("raw open");
+    let upgrade_request = request.clone();
+    let on_upgrade = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
+        let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();
+        db.create_object_store("records").unwrap();
+        let meta = db.create_object_store(META_STORE).unwrap();
+        meta.put_with_key(&JsValue::from(FORMAT_VERSION), &FORMAT_KEY.into())
+            .unwrap();
+        meta.put_with_key(&JsValue::from(3), &"epoch".into())
+            .unwrap();
+        for epoch in 1..=3 {
+            meta.put_with_key(&JsValue::TRUE, &idb::claim_key(epoch).into())
+                .unwrap();
+        }
+    });
+    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    let tx = db
+        .transaction_with_str_and_mode("records", IdbTransactionMode::Readwrite)
+        .expect("raw transaction");
+    tx.object_store("records")
+        .expect("records store")
+        .put_with_key(&Uint8Array::from(&b"one"[..]), &"m/1".into())
+        .expect("raw put");
+    raw_complete(&tx).await;
+    db.close();
+    drop(on_upgrade);
+
+    let old = open(&name, Durability::Strict).await;
+    assert_eq!(old.epoch(), 3, "the epoch written before the upgrade");
+    assert_eq!(
+        old.scan("").await.expect("scan"),
+        vec![("m/1".to_string(), b"one".to_vec())]
+    );
+    assert_eq!(old.take_over().await.expect("take over"), 4);
+    let mut changes = ChangeSet::default();
+    changes.put("m/2", b"two".to_vec());
+    old.commit(&changes).await.expect("the writer commits");
+
+    let new = open(&name, Durability::Strict).await;
+    assert_eq!(new.take_over().await.expect("take over"), 5);
+    let mut stale = ChangeSet::default();
+    stale.put("m/3", b"stale".to_vec());
+    let err = old
+        .commit(&stale)
+        .await
+        .expect_err("the stale writer is fenced");
+    assert_eq!(err.kind, StoreErrorKind::Unavailable, "{err}");
+    new.commit(&stale).await.expect("the new writer commits");
+    assert_eq!(new.scan("m/").await.expect("scan").len(), 3);
+    drop((old, new));
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+/// A writer superseded twice (two take-overs since its epoch) is still fenced: the marker of the epoch
+/// right after its own holds its value for good.
+#[wasm_bindgen_test]
+async fn a_writer_two_epochs_behind_is_fenced() {
+    let name = unique_name("two-behind");
+    let old = open(&name, Durability::Strict).await;
+    old.take_over().await.expect("take over");
+    let mut changes = ChangeSet::default();
+    changes.put("k", vec![1]);
+    old.commit(&changes).await.expect("the writer commits");
+    let middle = open(&name, Durability::Strict).await;
+    middle.take_over().await.expect("take over");
+    middle
+        .commit(&changes)
+        .await
+        .expect("the second writer commits");
+    let new = open(&name, Durability::Strict).await;
+    new.take_over().await.expect("take over");
+    new.commit(&changes)
+        .await
+        .expect("the third writer commits");
+    let mut stale = ChangeSet::default();
+    stale.put("k", vec![9]);
+    old.commit(&stale).await.expect_err("two epochs behind");
+    middle.commit(&stale).await.expect_err("one epoch behind");
+    assert_eq!(
+        new.scan("").await.expect("scan"),
+        vec![("k".to_string(), vec![1])]
+    );
+    drop((old, middle, new));
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
 #[wasm_bindgen_test]
 async fn concurrent_take_overs_claim_distinct_epochs() {
     let name = unique_name("claims");
