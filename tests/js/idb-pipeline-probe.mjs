@@ -12,17 +12,18 @@
 // where s is the number of the next commit. Commit s deletes `turn/<e>/<s mod 2>` and `add`s
 // `turn/<e>/<(s + 1) mod 2>`. That `add` fails (and aborts commit s) when the key is there: when commit
 // s - 1 did not delete it, i.e. failed, or when a later writer claimed the epoch, which puts both keys.
-// So it replaces today's writer fence (add and delete of `claim/<e + 1>`) at the same two requests, and
-// allows one commit in flight behind another (not two: with s - 2 failed and s - 1 aborted, commit s
+// So it fences writers and chains commits at two requests (the writer fence alone, IdbStore's unique
+// `writer` index, takes one), and allows one commit in flight behind another (not two: with s - 2 failed and s - 1 aborted, commit s
 // finds its key absent: shown by the probe too). Checked: the first of two fails; the second of three
 // fails; a writer claims the epoch between two; none fails; and a failure with the page navigated away
 // right after issuing (beside a control commit in another epoch, which must be kept). Exit code 1 when a
 // check fails.
 //
-// Speed: commits per second of a four-request commit (queen-edge's batch-1 push: the fence's two
-// requests and two puts), one at a time against two in flight with the turn fence, and a one-put commit
-// (the naive queue's push) one at a time and two in flight. Rounds alternate; medians are printed with
-// the load average. Printed only, never a pass/fail criterion.
+// Speed: commits per second of queen-edge's batch-1 push (two puts) with each fence: schema version 1's
+// (add and delete of `claim/<e + 1>`) and the `writer` index's (one put), one at a time; the turn fence
+// one at a time and two in flight; and of a one-put commit (the naive queue's push) one at a time and two
+// in flight. Rounds alternate; medians are printed with the load average. Printed only, never a
+// pass/fail criterion.
 
 import { loadavg } from 'node:os'
 import { launch, openPage } from './harness.mjs'
@@ -39,12 +40,15 @@ const check = (ok, what) => {
 const helpers = () => {
   window.probeOpen = (name) => new Promise((resolve, reject) => {
     const r = indexedDB.open(name, 1)
-    r.onupgradeneeded = () => { r.result.createObjectStore('records'); r.result.createObjectStore('meta') }
+    r.onupgradeneeded = () => {
+      r.result.createObjectStore('records')
+      r.result.createObjectStore('meta').createIndex('writer', 'writer', { unique: true })
+    }
     r.onsuccess = () => resolve(r.result)
     r.onerror = () => reject(r.error)
   })
-  // Issues commit `s` of writer epoch `epoch` with the turn fence (`fence: 'claim'`: today's writer
-  // fence, which allows no commit in flight behind another); `fail` adds a request that fails (an `add`
+  // Issues commit `s` of writer epoch `epoch` with the turn fence (`fence: 'claim'` or `'index'`: schema
+  // version 1's or 2's writer fence, which allow no commit in flight behind another); `fail` adds a request that fails (an `add`
   // of an existing key), as a quota error would.
   window.probeCommit = (db, s, { fail = false, record = `r/${s}`, fence = 'turn', epoch = 1 } = {}) => {
     const t = db.transaction(['records', 'meta'], 'readwrite', { durability: 'strict' })
@@ -56,6 +60,8 @@ const helpers = () => {
     } else if (fence === 'claim') {
       meta.add(true, `claim/${epoch + 1}`)
       meta.delete(`claim/${epoch + 1}`)
+    } else if (fence === 'index') {
+      meta.put({ writer: epoch }, `writer/${epoch}`)
     }
     records.put(new Uint8Array(200), record)
     if (fence !== 'none') records.put(new Uint8Array(100), `idx/${s % 5}`)
@@ -167,6 +173,7 @@ try {
       const db = await window.probeOpen(name)
       const cases = [
         ['4 requests, claim fence, 1 in flight', { fence: 'claim' }, 1],
+        ['3 requests, index fence, 1 in flight', { fence: 'index' }, 1],
         ['4 requests, turn fence, 1 in flight', { fence: 'turn' }, 1],
         ['4 requests, turn fence, 2 in flight', { fence: 'turn' }, 2],
         ['1 put, 1 in flight', { fence: 'none' }, 1],
