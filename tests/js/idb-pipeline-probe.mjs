@@ -5,24 +5,25 @@
 //   node tests/js/idb-pipeline-probe.mjs            semantics, then speed
 //   node tests/js/idb-pipeline-probe.mjs --semantics-only
 //
-// Semantics: the *turn fence*, a fence that lets commit s + 1 be issued while commit s is in flight and
-// applies it only if s was applied, checked inside IndexedDB with no JavaScript callback (which a page
-// being unloaded does not run; docs/decisions.md, "The single-read writer fence: reverted"). Two meta
-// keys per writer epoch e, `turn/<e>/0` and `turn/<e>/1`; at rest exactly `turn/<e>/<s mod 2>` exists,
-// where s is the number of the next commit. Commit s deletes `turn/<e>/<s mod 2>` and `add`s
-// `turn/<e>/<(s + 1) mod 2>`. That `add` fails (and aborts commit s) when the key is there: when commit
-// s - 1 did not delete it, i.e. failed, or when a later writer claimed the epoch, which puts both keys.
-// So it fences writers and chains commits at two requests (the writer fence alone, IdbStore's unique
-// `writer` index, takes one), and allows one commit in flight behind another (not two: with s - 2 failed and s - 1 aborted, commit s
-// finds its key absent: shown by the probe too). Checked: the first of two fails; the second of three
-// fails; a writer claims the epoch between two; none fails; and a failure with the page navigated away
-// right after issuing (beside a control commit in another epoch, which must be kept). Exit code 1 when a
-// check fails.
+// Semantics: the *chained fence*, which lets commit s be issued while commit s - 1 is in flight and
+// applies it only if s - 1 was applied, checked inside IndexedDB with no JavaScript callback (which a
+// page being unloaded does not run; docs/decisions.md, "The single-read writer fence: reverted"). It
+// extends IdbStore's writer fence (schema version 2: a unique index `writer` on the `meta` store; every
+// commit at epoch e puts `writer/<e>` = {writer: e}; the claim of e + 1 deletes it and adds
+// `claim/<e + 1>` = {writer: e}) with a second unique index, `chain`: commit s puts `writer/<e>` =
+// {writer: e, chain: [e, s]} (the claim puts [e + 1, 0]), still one request. A commit issued while
+// commit s - 1 is in flight first puts `chain/<e>` = {chain: [e, s - 2]}: the value `writer/<e>` holds
+// exactly when s - 1 was not applied, so the put fails in the unique index and aborts commit s. One
+// request more, only for a commit issued behind another; one commit may be in flight behind another, not
+// two (with s - 2 failed and s - 1 aborted, commit s finds [e, s - 1] absent: the probe shows it).
+// Checked: the first of two fails; the second of three fails; a writer claims the epoch between two;
+// none fails; the limit; and a failure with the page navigated away right after issuing (beside a control
+// commit in another epoch, which must be kept). Exit code 1 when a check fails.
 //
-// Speed: commits per second of queen-edge's batch-1 push (two puts) with each fence: schema version 1's
-// (add and delete of `claim/<e + 1>`) and the `writer` index's (one put), one at a time; the turn fence
-// one at a time and two in flight; and of a one-put commit (the naive queue's push) one at a time and two
-// in flight. Rounds alternate; medians are printed with the load average. Printed only, never a
+// Speed: commits per second of a commit shaped like queen-edge's batch-1 push (two puts) with schema
+// version 1's fence (add and delete of `claim/<e + 1>`) and with version 2's (one put), one at a time;
+// with the chained fence two in flight; and of a one-put commit (the naive queue's push) one at a time
+// and two in flight. Rounds alternate; medians are printed with the load average. Printed only, never a
 // pass/fail criterion.
 
 import { loadavg } from 'node:os'
@@ -36,59 +37,65 @@ const check = (ok, what) => {
   if (!ok) failed++
 }
 
-// Page helpers, installed in every page: open a database, issue one chained commit.
+// Page helpers, installed in every page.
 const helpers = () => {
-  window.probeOpen = (name) => new Promise((resolve, reject) => {
+  // `chain: false`: IdbStore's schema (only the `writer` index), for the fences that need no chain.
+  window.probeOpen = (name, { chain = true } = {}) => new Promise((resolve, reject) => {
     const r = indexedDB.open(name, 1)
     r.onupgradeneeded = () => {
       r.result.createObjectStore('records')
-      r.result.createObjectStore('meta').createIndex('writer', 'writer', { unique: true })
+      const meta = r.result.createObjectStore('meta')
+      meta.createIndex('writer', 'writer', { unique: true })
+      if (chain) meta.createIndex('chain', 'chain', { unique: true })
     }
     r.onsuccess = () => resolve(r.result)
     r.onerror = () => reject(r.error)
   })
-  // Issues commit `s` of writer epoch `epoch` with the turn fence (`fence: 'claim'` or `'index'`: schema
-  // version 1's or 2's writer fence, which allow no commit in flight behind another); `fail` adds a request that fails (an `add`
-  // of an existing key), as a quota error would.
-  window.probeCommit = (db, s, { fail = false, record = `r/${s}`, fence = 'turn', epoch = 1 } = {}) => {
+  const settled = (t, done) => new Promise((resolve) => {
+    t.oncomplete = () => resolve(done)
+    t.onabort = () => resolve('aborted: ' + (t.error ? t.error.name : 'abort'))
+  })
+  // Issues commit `s` (from 1) of writer epoch `epoch`. `fence`: 'chain' (the chained fence; `behind`:
+  // commit s - 1 is in flight), 'index' (schema version 2's writer fence), 'claim' (version 1's), 'none'
+  // (one put, the naive push). `fail` adds a request that fails (an `add` of an existing key), as a quota
+  // error would.
+  window.probeCommit = (db, s, { fail = false, record = `r/${s}`, fence = 'chain', behind = false, epoch = 1 } = {}) => {
     const t = db.transaction(['records', 'meta'], 'readwrite', { durability: 'strict' })
     const meta = t.objectStore('meta')
     const records = t.objectStore('records')
-    if (fence === 'turn') {
-      meta.delete(`turn/${epoch}/${s % 2}`)
-      meta.add(true, `turn/${epoch}/${(s + 1) % 2}`)
+    if (fence === 'chain') {
+      // Before this commit's own fence put, which replaces the value checked.
+      if (behind) meta.put({ chain: [epoch, s - 2] }, `chain/${epoch}`)
+      meta.put({ writer: epoch, chain: [epoch, s] }, `writer/${epoch}`)
+    } else if (fence === 'index') {
+      meta.put({ writer: epoch }, `writer/${epoch}`)
     } else if (fence === 'claim') {
       meta.add(true, `claim/${epoch + 1}`)
       meta.delete(`claim/${epoch + 1}`)
-    } else if (fence === 'index') {
-      meta.put({ writer: epoch }, `writer/${epoch}`)
     }
     records.put(new Uint8Array(200), record)
     if (fence !== 'none') records.put(new Uint8Array(100), `idx/${s % 5}`)
     if (fail) records.add(new Uint8Array(1), 'taken')
     t.commit()
-    return new Promise((resolve) => {
-      t.oncomplete = () => resolve('committed')
-      t.onabort = () => resolve('aborted: ' + (t.error ? t.error.name : 'abort'))
-    })
+    return settled(t, 'committed')
   }
-  // What a writer claiming epoch `epoch + 1` does besides its claim marker: puts both turn keys of
-  // `epoch`, so every later commit of that epoch fails.
+  // A writer claiming epoch `epoch`: fences `epoch - 1` and starts the chain of `epoch`.
   window.probeClaim = (db, epoch) => {
     const t = db.transaction('meta', 'readwrite', { durability: 'strict' })
-    t.objectStore('meta').put(true, `turn/${epoch}/0`)
-    t.objectStore('meta').put(true, `turn/${epoch}/1`)
+    const meta = t.objectStore('meta')
+    meta.delete(`writer/${epoch - 1}`)
+    meta.add({ writer: epoch - 1 }, `claim/${epoch}`)
+    meta.put({ writer: epoch, chain: [epoch, 0] }, `writer/${epoch}`)
     t.commit()
-    return new Promise((resolve) => { t.oncomplete = () => resolve('claimed') })
+    return settled(t, 'claimed')
   }
-  // A fresh database as a claim leaves it, with the key a failing commit collides with.
+  // A fresh database with epochs 1 and 5 claimed, and the key a failing commit collides with.
   window.probeFresh = async (name) => {
     const db = await window.probeOpen(name)
+    await window.probeClaim(db, 1)
+    await window.probeClaim(db, 5)
     await new Promise((resolve) => {
-      const t = db.transaction(['records', 'meta'], 'readwrite')
-      // At rest before commit 0 of epochs 1 and 2: turn/<e>/0 (the claim of the epoch puts it).
-      t.objectStore('meta').put(true, 'turn/1/0')
-      t.objectStore('meta').put(true, 'turn/2/0')
+      const t = db.transaction('records', 'readwrite')
       t.objectStore('records').put(new Uint8Array(1), 'taken')
       t.oncomplete = resolve
     })
@@ -106,9 +113,10 @@ try {
   const page = await openPage(context, env.url, 'probe')
   const name = `probe-${Date.now().toString(36)}`
 
-  console.log('  turn fence (Chromium ' + env.browser.version() + '):')
-  // Each run issues its steps at once, before the first completes; `fail` steps fail, `claim` is a
-  // writer claiming the epoch. Expected: every commit after a failure or a claim aborts.
+  console.log('  chained fence (Chromium ' + env.browser.version() + '):')
+  // Each run issues its steps at once, before the first completes, each commit behind the one before;
+  // `fail` steps fail, `claim` is a writer claiming epoch 2. Expected: every commit after a failure or a
+  // claim aborts.
   const runs = {
     'the first of two fails': ['fail', 'ok'],
     'the second fails, the third behind it': ['ok', 'fail', 'ok'],
@@ -118,10 +126,10 @@ try {
   for (const [what, steps] of Object.entries(runs)) {
     const out = await page.evaluate(async ({ name, steps }) => {
       const db = await window.probeFresh(name)
-      let s = 0
+      let s = 1
       const pending = steps.map((step) => step === 'claim'
-        ? window.probeClaim(db, 1)
-        : window.probeCommit(db, s++, { fail: step === 'fail' }))
+        ? window.probeClaim(db, 2)
+        : window.probeCommit(db, s, { fail: step === 'fail', behind: s++ > 1 }))
       const outcomes = await Promise.all(pending)
       const keys = await window.probeKeys(db)
       db.close()
@@ -134,27 +142,28 @@ try {
       `${what}: ${out.outcomes.join(', ')}; records kept: ${JSON.stringify(out.keys)}`)
   }
 
-  // The limit: two commits behind a failed one. The third finds its key absent and commits although the
-  // first failed: a pipelined store may issue a commit only while at most one other is in flight.
+  // The limit: two commits behind a failed one. The third checks only the second, which aborted without
+  // changing the chain, and commits although the first failed: a pipelined store may issue a commit only
+  // while at most one other is in flight.
   const limit = await page.evaluate(async (name) => {
     const db = await window.probeFresh(name)
-    const outcomes = await Promise.all([0, 1, 2].map((s) => window.probeCommit(db, s, { fail: s === 0 })))
+    const outcomes = await Promise.all([1, 2, 3].map((s) => window.probeCommit(db, s, { fail: s === 1, behind: s > 1 })))
     db.close()
     return outcomes
   }, `${name}-limit`)
   check(limit[0].startsWith('aborted') && limit[1].startsWith('aborted') && limit[2] === 'committed',
     `the limit: a failing commit with two behind it: ${limit.join(', ')} (the third must not be issued)`)
 
-  // Issue a failing commit and one chained after it, then leave the page at once: no JavaScript of the
-  // page runs after the navigation, so only IndexedDB itself can abort the second.
+  // Issue a failing commit and one behind it, then leave the page at once: no JavaScript of the page runs
+  // after the navigation, so only IndexedDB itself can abort the second.
   const unloadName = `${name}-unload`
   await page.evaluate(async (name) => { window.unloadDb = await window.probeFresh(name) }, unloadName)
   await page.evaluate(() => {
-    window.probeCommit(window.unloadDb, 0, { fail: true })
-    window.probeCommit(window.unloadDb, 1, { record: 'r/after-unload' })
+    window.probeCommit(window.unloadDb, 1, { fail: true })
+    window.probeCommit(window.unloadDb, 2, { record: 'r/after-unload', behind: true })
     // The control, in another epoch, so it commits: it shows the page's transactions still ran after
     // the navigation.
-    window.probeCommit(window.unloadDb, 0, { record: 'r/control', epoch: 2 })
+    window.probeCommit(window.unloadDb, 1, { record: 'r/control', epoch: 5 })
   })
   await page.goto(env.url + '/index.html')
   await page.waitForFunction(() => window.qeReady === true, null, { timeout: 15000 })
@@ -164,50 +173,50 @@ try {
     db.close()
     return keys
   }, unloadName)
-  check(JSON.stringify(afterUnload) === '["r/control"]', `page left right after issuing a failing commit and a chained one: records kept: ${JSON.stringify(afterUnload)}`)
+  check(JSON.stringify(afterUnload) === '["r/control"]', `page left right after issuing a failing commit and one behind it: records kept: ${JSON.stringify(afterUnload)}`)
 
   if (!semanticsOnly) {
     const load = () => loadavg().map((l) => l.toFixed(1)).join(' ')
     console.log(`  speed (commits/s of raw IndexedDB transactions, durability strict; load average before: ${load()}):`)
     const speed = await page.evaluate(async (name) => {
-      const db = await window.probeOpen(name)
+      // The chained fence's database has the `chain` index; the others have IdbStore's schema.
+      const chained = await window.probeOpen(name + '-chain')
+      const plain = await window.probeOpen(name, { chain: false })
+      await window.probeClaim(chained, 1)
+      await window.probeClaim(plain, 1)
       const cases = [
-        ['4 requests, claim fence, 1 in flight', { fence: 'claim' }, 1],
-        ['3 requests, index fence, 1 in flight', { fence: 'index' }, 1],
-        ['4 requests, turn fence, 1 in flight', { fence: 'turn' }, 1],
-        ['4 requests, turn fence, 2 in flight', { fence: 'turn' }, 2],
+        ['2 puts + claim fence (4 requests), 1 in flight', { fence: 'claim' }, 1],
+        ['2 puts + index fence (3 requests), 1 in flight', { fence: 'index' }, 1],
+        ['2 puts + chained fence (4 requests), 2 in flight', { fence: 'chain' }, 2],
         ['1 put, 1 in flight', { fence: 'none' }, 1],
         ['1 put, 2 in flight', { fence: 'none' }, 2]
       ]
       const n = 200
       const rates = {}
       let failures = 0
-      // Turn fence state as a claim of epoch 1 leaves it; every case issues an even number of commits.
-      await new Promise((resolve) => {
-        const t = db.transaction('meta', 'readwrite')
-        t.objectStore('meta').put(true, 'turn/1/0')
-        t.oncomplete = resolve
-      })
       let s = 0
       for (let round = 0; round < 7; round++) {
         for (const [what, options, depth] of cases) {
           const t0 = performance.now()
           const inflight = []
           for (let i = 0; i < n; i++) {
-            inflight.push(window.probeCommit(db, options.fence === 'turn' ? s++ : i, options))
+            s++
+            const db = options.fence === 'chain' ? chained : plain
+            inflight.push(window.probeCommit(db, s, { ...options, behind: inflight.length > 0 }))
             if (inflight.length >= depth && (await inflight.shift()) !== 'committed') failures++
           }
           for (const outcome of await Promise.all(inflight)) if (outcome !== 'committed') failures++
           ;(rates[what] ||= []).push(Math.round(n / ((performance.now() - t0) / 1000)))
         }
       }
-      db.close()
+      chained.close()
+      plain.close()
       return { rates, failures }
     }, `${name}-speed`)
     check(speed.failures === 0, `every commit of the speed runs committed (${speed.failures} did not)`)
     for (const [what, rates] of Object.entries(speed.rates)) {
       rates.sort((a, b) => a - b)
-      console.log(`    ${what.padEnd(40)} median ${String(rates[rates.length >> 1]).padStart(5)}   (${rates.join(' ')})`)
+      console.log(`    ${what.padEnd(50)} median ${String(rates[rates.length >> 1]).padStart(5)}   (${rates.join(' ')})`)
     }
     console.log(`  load average after: ${load()}`)
   }
