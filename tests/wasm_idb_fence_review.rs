@@ -2,8 +2,8 @@
 //! branch `idb-pipe`), in headless Chromium: the upgrade from schema version 1 (with an older build's
 //! connection open, and with one that does not close), claims on a fresh database, a writer that claims
 //! twice, two claims at once after an upgrade, what the `writer` index holds, and databases that are not
-//! queen-edge ones at version 1. Tests that failed on `idb-pipe` when written say so in their doc
-//! comment ("FAILS on idb-pipe").
+//! queen-edge ones at version 1. Three tests failed on `idb-pipe` when written (the blocked upgrade and
+//! the two foreign databases); their doc comments say what `src/store/idb.rs` does about it now.
 #![cfg(target_arch = "wasm32")]
 
 use futures::future::{select, Either};
@@ -234,11 +234,13 @@ async fn open_result(name: &str) -> Result<IdbStore, queen_edge::store::StoreErr
     IdbStore::open(name, IdbOptions::default()).await
 }
 
-/// FAILS on idb-pipe (a hang, not a data loss): a connection at schema version 1 that does not close
-/// on `versionchange` (anything but a queen-edge build's own connection: DevTools, page code, a page
-/// whose handler cannot run) blocks the upgrade, and `IdbStore::open` waits with no error and no end
-/// (the open request's `blocked` event is not listened to). In a tab elected by Web Lock that tab holds
-/// the lock while it waits, so no context writes and followers' requests time out.
+/// A connection at schema version 1 that does not close on `versionchange` (anything but a queen-edge
+/// build's own connection: DevTools, page code, a page whose handler cannot run) blocks the upgrade.
+/// `IdbStore::open` fails with `Unavailable` on the request's `blocked` event instead of waiting with no
+/// end (on idb-pipe it waited: in a tab elected by Web Lock that tab held the lock, so no context wrote).
+/// The upgrade stays queued in IndexedDB: when the blocker closes it runs and must abort, leaving the
+/// database at version 1 (it would otherwise be left at version 2 without the fence index); a later
+/// open then upgrades it properly.
 #[wasm_bindgen_test]
 async fn a_blocked_upgrade_is_reported_not_waited_on_forever() {
     let name = unique_name("blocked");
@@ -246,25 +248,34 @@ async fn a_blocked_upgrade_is_reported_not_waited_on_forever() {
     let blocker = open_schema_1(&name).await;
     let opening = Box::pin(open_result(&name));
     let outcome = select(opening, Box::pin(sleep_ms(3000))).await;
-    let hung = match outcome {
-        Either::Left((result, _)) => {
-            // Reported (an error) or opened after all: either ends.
-            drop(result);
-            false
-        }
+    let (hung, kind) = match outcome {
+        Either::Left((result, _)) => (false, result.err().map(|e| e.kind)),
         Either::Right(((), opening)) => {
             blocker.close();
             drop(opening.await);
-            true
+            (true, None)
         }
     };
     blocker.close();
+    // Queued after the given-up open request: runs once its upgrade ran (and aborted).
+    let version = raw_version(&name).await;
+    let reopened = open_result(&name).await.map(|store| store.epoch());
     IdbStore::delete_database(&name).await.expect("delete");
     assert!(
         !hung,
         "IdbStore::open neither failed nor opened within 3 s while a schema-version-1 connection \
          blocked the upgrade"
     );
+    assert_eq!(
+        kind,
+        Some(StoreErrorKind::Unavailable),
+        "a blocked upgrade is an error"
+    );
+    assert_eq!(
+        version, 1.0,
+        "the queued upgrade of the open that gave up left the database at version {version}"
+    );
+    assert!(reopened.is_ok(), "a later open upgrades it: {reopened:?}");
 }
 
 /// A brand-new database: a connection at epoch 0 that committed, and one that never committed (no
@@ -407,10 +418,10 @@ async fn the_writer_index_holds_only_fence_values_as_numbers() {
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
-/// FAILS on idb-pipe (before it, such a database was refused untouched): someone else's database at
-/// version 1 that happens to have a `meta` store is refused as not a queen-edge one, but only after the
-/// version-2 upgrade ran: it is left at version 2 with our index, so its own application (opening at
-/// version 1) now gets a `VersionError`.
+/// Someone else's database at version 1 that happens to have a `meta` store is refused as not a
+/// queen-edge one, and left at version 1: the upgrade reads `meta/format` and aborts (on idb-pipe it
+/// was left at version 2 with our index, so its own application, opening at version 1, got a
+/// `VersionError`).
 #[wasm_bindgen_test]
 async fn a_foreign_version_1_database_with_a_meta_store_is_left_untouched() {
     let name = unique_name("foreign-meta");
@@ -439,10 +450,9 @@ async fn a_foreign_version_1_database_with_a_meta_store_is_left_untouched() {
     );
 }
 
-/// FAILS on idb-pipe (on main the kind was `Other` with "not a queen-edge database?"): someone else's
-/// database at version 1 without our stores. The upgrade's `objectStore("meta")` throws, the upgrade
-/// aborts, and the open reports `Unavailable` ("cannot be opened: AbortError") as if IndexedDB could not
-/// be used here.
+/// Someone else's database at version 1 without our stores is refused as `Other` ("not a queen-edge
+/// database"), as before idb-pipe (on idb-pipe the aborted upgrade was reported as `Unavailable`,
+/// "cannot be opened: AbortError", as if IndexedDB could not be used here).
 #[wasm_bindgen_test]
 async fn a_foreign_version_1_database_is_rejected_as_foreign() {
     let name = unique_name("foreign-1");

@@ -228,10 +228,23 @@ impl IdbStore {
             .open_with_u32(name, SCHEMA_VERSION)
             .map_err(|e| open_error(name, &e))?;
 
+        // Set when the upgrade found a database that is not ours, and when this open gave up (blocked).
+        let foreign = Rc::new(Cell::new(false));
+        let gave_up = Rc::new(Cell::new(false));
+        let (upgrade_foreign, upgrade_gave_up) = (foreign.clone(), gave_up.clone());
         let upgrade_request = request.clone();
         let on_upgrade = Closure::<dyn FnMut(IdbVersionChangeEvent)>::new(
             move |event: IdbVersionChangeEvent| {
-                if let Err(e) = create_schema(&upgrade_request, event.old_version()) {
+                if upgrade_gave_up.get() {
+                    // A blocked upgrade that runs after the open failed: leave the database as it was.
+                    if let Some(tx) = upgrade_request.transaction() {
+                        let _ = tx.abort();
+                    }
+                    return;
+                }
+                if let Err(e) =
+                    create_schema(&upgrade_request, event.old_version(), &upgrade_foreign)
+                {
                     // Aborting the versionchange transaction makes the open request fail with this
                     // error's effect (an AbortError), reported below.
                     if let Some(tx) = upgrade_request.transaction() {
@@ -242,9 +255,49 @@ impl IdbStore {
             },
         );
         request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
-        let opened = Pending::new(&request).finish().await;
+        let pending = Pending::new(&request);
+        // A connection at an older schema version that does not close on `versionchange` blocks the
+        // upgrade: fail now rather than wait for it (the request's `blocked` settles `pending` as an error).
+        request.set_onblocked(request.onerror().as_ref());
+        let opened = pending.finish().await;
+        request.set_onblocked(None);
+        if opened
+            .as_ref()
+            .err()
+            .and_then(|e| e.dyn_ref::<Event>())
+            .map(Event::type_)
+            == Some("blocked".into())
+        {
+            // The request stays queued: its upgrade, if it ever runs, aborts (`gave_up`), and a connection
+            // it opens anyway (someone else upgraded meanwhile) is closed.
+            gave_up.set(true);
+            on_upgrade.forget();
+            let close = Closure::once_into_js(|event: Event| {
+                if let Some(db) = event
+                    .target()
+                    .and_then(|t| t.unchecked_into::<IdbRequest>().result().ok())
+                {
+                    db.unchecked_into::<IdbDatabase>().close();
+                }
+            });
+            request.set_onsuccess(Some(close.unchecked_ref()));
+            return Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!(
+                    "IndexedDB database \"{name}\" cannot be upgraded to schema version \
+                     {SCHEMA_VERSION}: another tab or worker holds it open at an older version and does \
+                     not close it. Close or reload the other tabs of this site."
+                ),
+            ));
+        }
         request.set_onupgradeneeded(None);
         drop(on_upgrade);
+        if foreign.get() {
+            return Err(StoreError::other(format!(
+                "IndexedDB database \"{name}\" is not a queen-edge database (its schema version 1 lacks \
+                 queen-edge's object stores or format version); it was left unchanged"
+            )));
+        }
         let db: IdbDatabase = opened
             .map_err(|e| open_error(name, &e))?
             .dyn_into()
@@ -692,8 +745,15 @@ fn factory() -> Result<IdbFactory, StoreError> {
 }
 
 /// Creates what `old_version` lacks inside the `versionchange` transaction: the object stores and the
-/// format record (version 1), the fence index (version 2).
-fn create_schema(request: &IdbOpenDbRequest, old_version: f64) -> Result<(), JsValue> {
+/// format record (version 1), the fence index (version 2). Upgrading a version 1 database that lacks our
+/// object stores, or whose `meta/format` is not a number, sets `foreign` and aborts the upgrade (the
+/// format is read by a request of this transaction, which aborts it from its `success` handler, before
+/// the upgrade commits).
+fn create_schema(
+    request: &IdbOpenDbRequest,
+    old_version: f64,
+    foreign: &Rc<Cell<bool>>,
+) -> Result<(), JsValue> {
     let meta = if old_version < 1.0 {
         let db: IdbDatabase = request.result()?.dyn_into()?;
         db.create_object_store(RECORDS_STORE)?;
@@ -707,7 +767,25 @@ fn create_schema(request: &IdbOpenDbRequest, old_version: f64) -> Result<(), JsV
         let tx = request
             .transaction()
             .ok_or_else(|| JsValue::from_str("no versionchange transaction"))?;
-        tx.object_store(META_STORE)?
+        let (Ok(_), Ok(meta)) = (tx.object_store(RECORDS_STORE), tx.object_store(META_STORE))
+        else {
+            foreign.set(true);
+            return Err(JsValue::from_str("not a queen-edge database"));
+        };
+        let format = meta.get(&FORMAT_KEY.into())?;
+        let foreign = foreign.clone();
+        let check = Closure::once_into_js(move |event: Event| {
+            let ours = event
+                .target()
+                .and_then(|t| t.unchecked_into::<IdbRequest>().result().ok())
+                .is_some_and(|v| v.as_f64().is_some());
+            if !ours {
+                foreign.set(true);
+                let _ = tx.abort();
+            }
+        });
+        format.set_onsuccess(Some(check.unchecked_ref()));
+        meta
     };
     if old_version < 2.0 {
         let options = Object::new();
