@@ -465,3 +465,39 @@ async fn a_foreign_version_1_database_is_rejected_as_foreign() {
     IdbStore::delete_database(&name).await.expect("delete");
     assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
 }
+
+/// Someone else's database at version 1 with both our store names, `records` and `meta`, but no number
+/// at `meta/format`: the upgrade reads the format inside the `versionchange` transaction and aborts, so
+/// it is refused as `Other` and left at version 1 without our index.
+#[wasm_bindgen_test]
+async fn a_foreign_version_1_database_with_our_store_names_is_left_untouched() {
+    let name = unique_name("foreign-names");
+    let request = factory().open_with_u32(&name, 1).expect("raw open");
+    let upgrade_request = request.clone();
+    let on_upgrade = Closure::<dyn FnMut()>::new(move || {
+        let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();
+        db.create_object_store("records").unwrap();
+        db.create_object_store(META_STORE)
+            .unwrap()
+            .put_with_key(&"theirs".into(), &FORMAT_KEY.into())
+            .unwrap();
+    });
+    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    db.close();
+    drop(on_upgrade);
+    let err = open_result(&name)
+        .await
+        .expect_err("not a queen-edge database");
+    let version = raw_version(&name).await;
+    IdbStore::delete_database(&name).await.expect("delete");
+    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
+    assert!(
+        err.to_string().contains("not a queen-edge database"),
+        "{err}"
+    );
+    assert_eq!(
+        version, 1.0,
+        "the foreign database keeps its version (it was upgraded to {version})"
+    );
+}
