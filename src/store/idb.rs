@@ -178,6 +178,15 @@ impl Durability {
     }
 }
 
+/// What the handlers of an [`IdbStore::open`] request found.
+#[derive(Default)]
+struct OpenFlags {
+    /// The upgrade found a database that is not a queen-edge one (and aborted).
+    foreign: Cell<bool>,
+    /// The open failed as blocked; its request is still queued.
+    gave_up: Cell<bool>,
+}
+
 /// Options for [`IdbStore::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IdbOptions {
@@ -228,75 +237,74 @@ impl IdbStore {
             .open_with_u32(name, SCHEMA_VERSION)
             .map_err(|e| open_error(name, &e))?;
 
-        // Set when the upgrade found a database that is not ours, and when this open gave up (blocked).
-        let foreign = Rc::new(Cell::new(false));
-        let gave_up = Rc::new(Cell::new(false));
-        let (upgrade_foreign, upgrade_gave_up) = (foreign.clone(), gave_up.clone());
+        let flags = Rc::new(OpenFlags::default());
+        let handler_flags = flags.clone();
         let upgrade_request = request.clone();
-        let on_upgrade = Closure::<dyn FnMut(IdbVersionChangeEvent)>::new(
-            move |event: IdbVersionChangeEvent| {
-                if upgrade_gave_up.get() {
-                    // A blocked upgrade that runs after the open failed: leave the database as it was.
-                    if let Some(tx) = upgrade_request.transaction() {
-                        let _ = tx.abort();
+        // One handler for the request's `upgradeneeded`, the `success` of the format read inside that
+        // upgrade (`create_schema`), and the request's `success` once this open gave up.
+        let on_upgrade = Closure::<dyn FnMut(Event)>::new(move |event: Event| {
+            let upgrade = event.dyn_ref::<IdbVersionChangeEvent>();
+            let outcome = if handler_flags.gave_up.get() {
+                // The open failed as blocked but its request stays queued: its upgrade aborts (the
+                // database is left as it was); a connection it opens anyway is closed.
+                if upgrade.is_none() {
+                    if let Ok(db) = upgrade_request.result() {
+                        db.unchecked_into::<IdbDatabase>().close();
                     }
                     return;
                 }
-                if let Err(e) =
-                    create_schema(&upgrade_request, event.old_version(), &upgrade_foreign)
-                {
-                    // Aborting the versionchange transaction makes the open request fail with this
-                    // error's effect (an AbortError), reported below.
-                    if let Some(tx) = upgrade_request.transaction() {
-                        let _ = tx.abort();
-                    }
-                    web_sys::console::error_2(&"queen-edge: IndexedDB upgrade failed".into(), &e);
+                Err(JsValue::from_str("blocked"))
+            } else if let Some(upgrade) = upgrade {
+                create_schema(
+                    &upgrade_request,
+                    upgrade.old_version(),
+                    &handler_flags.foreign,
+                )
+            } else if event
+                .target()
+                .and_then(|t| t.unchecked_into::<IdbRequest>().result().ok())
+                .is_some_and(|format| format.as_f64().is_some())
+            {
+                Ok(())
+            } else {
+                handler_flags.foreign.set(true);
+                Err(JsValue::from_str("not a queen-edge database"))
+            };
+            if let Err(e) = outcome {
+                // Aborting the versionchange transaction makes the open request fail with this
+                // error's effect (an AbortError), reported below.
+                if let Some(tx) = upgrade_request.transaction() {
+                    let _ = tx.abort();
                 }
-            },
-        );
+                web_sys::console::error_2(&"queen-edge: IndexedDB upgrade failed".into(), &e);
+            }
+        });
         request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
         let pending = Pending::new(&request);
         // A connection at an older schema version that does not close on `versionchange` blocks the
-        // upgrade: fail now rather than wait for it (the request's `blocked` settles `pending` as an error).
+        // upgrade: fail now rather than wait for it (`blocked` settles `pending` as an error, while the
+        // request itself stays pending, so reading its error throws).
         request.set_onblocked(request.onerror().as_ref());
         let opened = pending.finish().await;
-        request.set_onblocked(None);
-        if opened
-            .as_ref()
-            .err()
-            .and_then(|e| e.dyn_ref::<Event>())
-            .map(Event::type_)
-            == Some("blocked".into())
-        {
-            // The request stays queued: its upgrade, if it ever runs, aborts (`gave_up`), and a connection
-            // it opens anyway (someone else upgraded meanwhile) is closed.
-            gave_up.set(true);
+        let refused = if opened.is_err() && request.error().is_err() {
+            flags.gave_up.set(true);
+            request.set_onsuccess(request.onupgradeneeded().as_ref());
             on_upgrade.forget();
-            let close = Closure::once_into_js(|event: Event| {
-                if let Some(db) = event
-                    .target()
-                    .and_then(|t| t.unchecked_into::<IdbRequest>().result().ok())
-                {
-                    db.unchecked_into::<IdbDatabase>().close();
-                }
-            });
-            request.set_onsuccess(Some(close.unchecked_ref()));
-            return Err(StoreError::new(
+            Some((
                 StoreErrorKind::Unavailable,
-                format!(
-                    "IndexedDB database \"{name}\" cannot be upgraded to schema version \
-                     {SCHEMA_VERSION}: another tab or worker holds it open at an older version and does \
-                     not close it. Close or reload the other tabs of this site."
-                ),
-            ));
-        }
-        request.set_onupgradeneeded(None);
-        drop(on_upgrade);
-        if foreign.get() {
-            return Err(StoreError::other(format!(
-                "IndexedDB database \"{name}\" is not a queen-edge database (its schema version 1 lacks \
-                 queen-edge's object stores or format version); it was left unchanged"
-            )));
+                "IndexedDB: the database is held open at an older version by another tab or worker; \
+                 close it and retry",
+            ))
+        } else {
+            request.set_onupgradeneeded(None);
+            drop(on_upgrade);
+            flags.foreign.get().then_some((
+                StoreErrorKind::Other,
+                "IndexedDB: the database is not a queen-edge database",
+            ))
+        };
+        if let Some((kind, why)) = refused {
+            return Err(StoreError::new(kind, why));
         }
         let db: IdbDatabase = opened
             .map_err(|e| open_error(name, &e))?
@@ -746,13 +754,13 @@ fn factory() -> Result<IdbFactory, StoreError> {
 
 /// Creates what `old_version` lacks inside the `versionchange` transaction: the object stores and the
 /// format record (version 1), the fence index (version 2). Upgrading a version 1 database that lacks our
-/// object stores, or whose `meta/format` is not a number, sets `foreign` and aborts the upgrade (the
-/// format is read by a request of this transaction, which aborts it from its `success` handler, before
-/// the upgrade commits).
+/// object stores fails and sets `foreign`; its `meta/format` is read by a request of this transaction
+/// whose `success` goes to the request's `upgradeneeded` handler, which aborts the upgrade (and sets
+/// `foreign`) when it is not a number.
 fn create_schema(
     request: &IdbOpenDbRequest,
     old_version: f64,
-    foreign: &Rc<Cell<bool>>,
+    foreign: &Cell<bool>,
 ) -> Result<(), JsValue> {
     let meta = if old_version < 1.0 {
         let db: IdbDatabase = request.result()?.dyn_into()?;
@@ -772,19 +780,9 @@ fn create_schema(
             foreign.set(true);
             return Err(JsValue::from_str("not a queen-edge database"));
         };
+        // Checked by the open request's own handler, which aborts the upgrade when it is not a number.
         let format = meta.get(&FORMAT_KEY.into())?;
-        let foreign = foreign.clone();
-        let check = Closure::once_into_js(move |event: Event| {
-            let ours = event
-                .target()
-                .and_then(|t| t.unchecked_into::<IdbRequest>().result().ok())
-                .is_some_and(|v| v.as_f64().is_some());
-            if !ours {
-                foreign.set(true);
-                let _ = tx.abort();
-            }
-        });
-        format.set_onsuccess(Some(check.unchecked_ref()));
+        format.set_onsuccess(request.onupgradeneeded().as_ref());
         meta
     };
     if old_version < 2.0 {
