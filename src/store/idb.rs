@@ -71,6 +71,14 @@
 //! [`IdbStore::delete_database`]), this connection closes itself so it does not block them; later calls fail
 //! with [`StoreErrorKind::Unavailable`] and the engine's reload path reopens, which then reports
 //! [`StoreErrorKind::NewerFormat`] if that is what happened.
+//!
+//! An upgrade that another connection blocks (one at an older schema version that does not close on
+//! `versionchange`) makes [`IdbStore::open`] fail with [`StoreErrorKind::Unavailable`] on the request's
+//! `blocked` event instead of waiting; the request stays queued in IndexedDB, and when it runs later its
+//! upgrade aborts (the database is left as it was) and a connection it opens is closed. Upgrading a
+//! version 1 database checks that it has queen-edge's object stores and a number at `meta/format` inside
+//! the upgrade, and aborts otherwise: someone else's database is refused with [`StoreErrorKind::Other`]
+//! and left at its version.
 
 use super::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
 use js_sys::{Array, Function, JsString, Object, Promise, Reflect, Uint8Array};
