@@ -637,7 +637,7 @@ mod tests {
         let acks: Vec<AckResult> = (0..4)
             .map(|i| AckResult {
                 index: i,
-                transaction_id: format!("t-{i}"),
+                transaction_id: format!("t-{i}").into(),
                 partition_id: format!("p\n{i}").into(),
                 success: i % 2 == 0,
                 error: match i {
