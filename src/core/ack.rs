@@ -425,7 +425,8 @@ impl Broker {
             message_id: m.id.into(),
             transaction_id: m.transaction_id.into(),
             offset,
-            payload: m.payload,
+            // Kept as long as the letter: its own copy, not a share of the segment's text.
+            payload: m.payload.detached(),
             trace_id: m.trace_id.map(String::from),
             error,
             retry_count,

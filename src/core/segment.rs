@@ -481,13 +481,19 @@ fn stored_message(
 /// in declaration order (`o`, `i`, `t`, `r`?, `s`?, `c`, `p`), ids without escapes. It gives up
 /// (`None`) at the first byte that differs, and the general reader takes over; what it accepts, it
 /// reads to the same messages (the test `the_direct_reader_agrees_with_the_general_one`). The
-/// payload is captured by serde_json as in the general reader (it checks the payload is valid JSON).
+/// payload is checked by serde_json as in the general reader (it is one valid JSON value).
+///
+/// The segment's JSON text is kept once, shared: each message's ids and payload are places in it
+/// ([`SharedStr::within`], [`Payload::in_segment`]), so a segment costs a few allocations, not a few
+/// per message, to read and to evict.
 mod exact {
     use super::{Payload, SharedStr, StoredMessage};
     use serde_json::value::RawValue;
+    use std::rc::Rc;
 
     /// A cursor over a segment's JSON text.
     struct Cursor<'a> {
+        shared: &'a Rc<str>,
         text: &'a [u8],
         at: usize,
     }
@@ -521,7 +527,7 @@ mod exact {
             }
         }
 
-        /// A string without escapes, as shared text (the opening quote already eaten).
+        /// A string without escapes, as a part of the shared text (the opening quote already eaten).
         fn text(&mut self) -> Option<SharedStr> {
             let start = self.at;
             let len = self.text[start..]
@@ -532,9 +538,7 @@ mod exact {
                 return None;
             }
             self.at = end + 1;
-            std::str::from_utf8(&self.text[start..end])
-                .ok()
-                .map(SharedStr::from)
+            SharedStr::within(self.shared, start, end)
         }
 
         /// An optional string field `"<key>":"..."` that may follow.
@@ -546,20 +550,31 @@ mod exact {
             }
         }
 
-        /// One JSON value's text, checked by serde_json.
+        /// One JSON value's text, checked by serde_json, as a part of the shared text.
         fn payload(&mut self) -> Option<Payload> {
             let rest = self.text.get(self.at..)?;
             let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
             let raw = values.next()?.ok()?;
-            self.at += values.byte_offset();
-            Some(Payload::from(raw.to_owned()))
+            let end = self.at + values.byte_offset();
+            let start = end.checked_sub(raw.get().len())?;
+            // The value's text ends where the parser stopped (no whitespace after it in this layout).
+            if self.text.get(start..end)? != raw.get().as_bytes() {
+                return None;
+            }
+            self.at = end;
+            SharedStr::within(self.shared, start, end).map(Payload::in_segment)
         }
     }
 
     /// The messages of a segment's JSON text, or `None` where it differs from what [`super::encode`]
-    /// writes.
+    /// writes (or is not UTF-8).
     pub(super) fn decode(json: &[u8]) -> Option<Vec<StoredMessage>> {
-        let mut c = Cursor { text: json, at: 0 };
+        let shared: Rc<str> = Rc::from(std::str::from_utf8(json).ok()?);
+        let mut c = Cursor {
+            shared: &shared,
+            text: shared.as_bytes(),
+            at: 0,
+        };
         c.eat(b"[")?;
         let mut messages = Vec::new();
         if c.eat(b"]").is_some() {
