@@ -603,6 +603,10 @@ mod exact {
                 created_at_ms,
                 payload,
             });
+            if messages.len() == 1 {
+                // Sized once, from the first message's length (messages of a batch are alike).
+                messages.reserve(json.len() / c.at);
+            }
             if c.eat(b"]").is_some() {
                 return (c.at == json.len()).then_some(messages);
             }
