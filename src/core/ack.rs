@@ -58,8 +58,12 @@ impl Broker {
                     shared
                 }
             };
-            let in_span =
-                self.find_in_lease_span(&item.partition_id, &group, &item.transaction_id, &mut hint);
+            let in_span = self.find_in_lease_span(
+                &item.partition_id,
+                &group,
+                &item.transaction_id,
+                &mut hint,
+            );
             // A message found in the cache lends its transaction id (the same text) to the result.
             let (found, transaction_id) = match in_span {
                 Some((pid, offset, shared)) => (Some((pid, offset)), shared),

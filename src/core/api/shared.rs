@@ -220,7 +220,11 @@ mod tests {
         assert_eq!(ab, SharedStr::from("ab"));
         assert!(ab < e && SharedStr::from("ab") < e);
         assert_eq!(serde_json::to_string(&e).unwrap(), "\"é\"");
-        assert_eq!(SharedStr::within(&text, 7, 8), None, "not on a character boundary");
+        assert_eq!(
+            SharedStr::within(&text, 7, 8),
+            None,
+            "not on a character boundary"
+        );
         assert_eq!(SharedStr::within(&text, 2, 40), None, "beyond the text");
         assert_eq!(SharedStr::default(), "");
     }
