@@ -488,7 +488,7 @@ fn stored_message(
 /// per message, to read and to evict.
 mod exact {
     use super::{Payload, SharedStr, StoredMessage};
-    use serde_json::value::RawValue;
+    use crate::core::api::first_raw_value;
     use std::rc::Rc;
 
     /// A cursor over a segment's JSON text.
@@ -552,10 +552,8 @@ mod exact {
 
         /// One JSON value's text, checked by serde_json, as a part of the shared text.
         fn payload(&mut self) -> Option<Payload> {
-            let rest = self.text.get(self.at..)?;
-            let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
-            let raw = values.next()?.ok()?;
-            let end = self.at + values.byte_offset();
+            let (raw, after) = first_raw_value(self.text.get(self.at..)?)?;
+            let end = self.at + after;
             let start = end.checked_sub(raw.get().len())?;
             // The value's text ends where the parser stopped (no whitespace after it in this layout).
             if self.text.get(start..end)? != raw.get().as_bytes() {

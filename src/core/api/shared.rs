@@ -23,7 +23,11 @@ pub struct SharedStr {
 impl SharedStr {
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.text[self.start as usize..self.end as usize]
+        // Always `Some`: the bounds were checked when it was made (`within`, `whole`). `get` rather
+        // than indexing: no panic path at every place that reads the text.
+        self.text
+            .get(self.start as usize..self.end as usize)
+            .unwrap_or_default()
     }
 
     /// The part `start..end` of `text`, sharing its allocation; `None` when that is not a part of it on
