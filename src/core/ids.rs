@@ -107,18 +107,6 @@ impl IdGen {
         SharedStr::from(std::str::from_utf8(&text).expect("ASCII"))
     }
 
-    /// Two UUIDv7s, the same two that two calls of [`Self::uuid_v7_shared`] would give, sharing one
-    /// allocation (a pushed message's minted transaction id and its message id).
-    pub fn uuid_v7_pair_shared(&mut self, now_ms: i64) -> (SharedStr, SharedStr) {
-        let mut both = [0u8; 72];
-        both[..36].copy_from_slice(&self.uuid_v7_text(now_ms));
-        both[36..].copy_from_slice(&self.uuid_v7_text(now_ms));
-        // Only ASCII hex digits and hyphens were written.
-        let text: std::rc::Rc<str> = std::str::from_utf8(&both).expect("ASCII").into();
-        let part = |start| SharedStr::within(&text, start, start + 36).expect("ASCII halves");
-        (part(0), part(36))
-    }
-
     /// The next UUIDv7's text (see [`Self::uuid_v7`]).
     fn uuid_v7_text(&mut self, now_ms: i64) -> [u8; 36] {
         let mut random = [0u8; 10];
@@ -184,17 +172,6 @@ mod tests {
         assert_eq!(x.len(), 36);
         assert_eq!(&x[14..15], "7", "version nibble is 7: {x}");
         assert_ne!(x, a.uuid_v7(1_700_000_000_000));
-    }
-
-    #[cfg_attr(not(target_arch = "wasm32"), test)]
-    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-    fn a_pair_is_the_next_two_ids() {
-        let (mut a, mut b) = (IdGen::new(5), IdGen::new(5));
-        for now in [1_700_000_000_000, 1_700_000_000_000, 1_700_000_000_001] {
-            let (first, second) = a.uuid_v7_pair_shared(now);
-            assert_eq!(first, b.uuid_v7_shared(now));
-            assert_eq!(second, b.uuid_v7_shared(now));
-        }
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -293,14 +293,9 @@ impl Broker {
                 .filter(|t| !t.is_empty())
                 .map(SharedStr::from);
             let minted = sent.is_none();
-            // A minted transaction id is never a duplicate: the message id is minted with it, in one
-            // allocation (the same ids, in the same order, as minting them one at a time).
-            let (transaction_id, minted_id) = match sent {
-                Some(t) => (t, None),
-                None => {
-                    let (transaction_id, id) = self.ids.uuid_v7_pair_shared(now);
-                    (transaction_id, Some(id))
-                }
+            let transaction_id = match sent {
+                Some(t) => t,
+                None => self.ids.uuid_v7_shared(now),
             };
             let trace_id = item.trace_id.map(SharedStr::from);
             // Duplicates of this batch first, then of stored segments.
@@ -333,10 +328,7 @@ impl Broker {
             let p = self.partitions.get_mut(&pid).expect("ensured above");
             let offset = p.next_offset;
             p.next_offset += 1;
-            let id = match minted_id {
-                Some(id) => id,
-                None => self.ids.uuid_v7_shared(now),
-            };
+            let id = self.ids.uuid_v7_shared(now);
             let producer_sub = match (item.producer_sub, &last_sub) {
                 (None, _) => None,
                 (Some(sub), Some(shared)) if *shared == sub => Some(shared.clone()),
