@@ -105,19 +105,15 @@ impl Payload {
 /// A payload's text from a segment as a `RawValue` of its own. The segment reader checked that the text
 /// is one JSON value, so this parse (serde_json's, the only way to make a `RawValue`) cannot fail.
 fn own_raw(text: &str) -> Box<RawValue> {
-    borrow_raw(text)
+    first_raw_value(text.as_bytes())
+        .filter(|(_, end)| *end == text.len())
         .expect("a segment's payload was checked when the segment was read")
+        .0
         .to_owned()
 }
 
-/// `text` as a borrowed `RawValue` when it is exactly one JSON value.
-fn borrow_raw(text: &str) -> Option<&RawValue> {
-    let (raw, end) = first_raw_value(text.as_bytes())?;
-    (end == text.len()).then_some(raw)
-}
-
 /// The JSON value at the start of `bytes`, checked by serde_json, and the offset right after it (what
-/// the segment reader captures payloads with: one parser shape for both, one copy in the module).
+/// the segment reader captures payloads with).
 pub(crate) fn first_raw_value(bytes: &[u8]) -> Option<(&RawValue, usize)> {
     let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<&RawValue>();
     let raw = values.next()?.ok()?;
@@ -162,11 +158,9 @@ impl serde::Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match &self.0 {
             Text::Own(raw) => raw.serialize(serializer),
-            // serde_json writes raw text only from a `RawValue`: borrowed from the text, checked again
+            // serde_json writes raw text only from a `RawValue`: made from the text, checked again
             // (cold paths: a decoded segment written again, a view of a stored message).
-            Text::InSegment(text) => borrow_raw(text)
-                .ok_or_else(|| serde::ser::Error::custom("a payload is not one JSON value"))?
-                .serialize(serializer),
+            Text::InSegment(text) => own_raw(text).serialize(serializer),
         }
     }
 }
