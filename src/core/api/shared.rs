@@ -221,8 +221,9 @@ mod tests {
         let e = SharedStr::within(&text, 7, 9).unwrap();
         assert_eq!((ab.as_str(), e.as_str()), ("ab", "é"));
         assert!(ab.shares_with(&e) && ab.shares_with(&ab.clone()));
-        assert_eq!(ab, SharedStr::from("ab"));
-        assert!(ab < e && SharedStr::from("ab") < e);
+        let whole_ab = SharedStr::from("ab");
+        assert_eq!(ab, whole_ab);
+        assert!(ab < e && whole_ab < e);
         assert_eq!(serde_json::to_string(&e).unwrap(), "\"é\"");
         assert_eq!(
             SharedStr::within(&text, 7, 8),
