@@ -2,9 +2,11 @@
 // Copied from worker-build 0.8.7 (src/js/shim.js, MIT OR Apache-2.0), which produced it before;
 // scripts/build-worker replaces $HANDLERS with one line per exported handler and appends one
 // line per exported class (the Durable Object), as worker-build does, then bundles it with esbuild.
-// Keep it equal to the shim of the worker-build version matching the `worker` crate in Cargo.lock.
+// Keep it equal to the shim of the worker-build version matching the `worker` crate in Cargo.lock, but for the
+// fetch handler after $HANDLERS: the hot path of worker/entry.js first, the wasm handler for the rest.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import * as exports from "./index.js";
+import { fastFetch } from "./entry.js";
 
 Error.stackTraceLimit = 100;
 const initState = exports.__worker_init_state();
@@ -32,6 +34,19 @@ function handleMaybeCritical(e) {
 class Entrypoint extends WorkerEntrypoint {}
 
 $HANDLERS
+
+// queen-edge: the entry's hot path (worker/entry.js) answers or forwards what one synchronous call into the wasm
+// decides; the wasm fetch handler above serves the rest.
+const wasmFetch = Entrypoint.prototype.fetch;
+Entrypoint.prototype.fetch = function fetch(request) {
+  checkReinitialize();
+  try {
+    return fastFetch(request, this.env) ?? wasmFetch.call(this, request);
+  } catch (e) {
+    handleMaybeCritical(e);
+    throw e;
+  }
+};
 
 const instanceProxyHooks = {
   set: (target, prop, value, receiver) => Reflect.set(target.instance, prop, value, receiver),
