@@ -9,8 +9,8 @@
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
 //                            [--batches 1,10,100] [--payload 64]
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
-import { spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { ROOT, freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
@@ -132,6 +132,19 @@ const popAck = (b, queue, batch, available, seconds) => measure(b, async () => {
   return messages;
 });
 
+// Every thread of every workerd and of this client at QE_AB_NICE (default -10; needs root; 0 to skip), so that
+// other work on the machine preempts the measured processes less. Called again after the warm-up (workerd
+// starts threads as it goes).
+const NICE = Number(process.env.QE_AB_NICE ?? -10);
+function renice(pids) {
+  if (NICE === 0) return;
+  try {
+    for (const pid of pids) {
+      for (const t of readdirSync(`/proc/${pid}/task`)) execFileSync('renice', ['-n', String(NICE), '-p', t], { stdio: 'ignore' });
+    }
+  } catch { console.log('[ab] could not renice (not root?): measured processes share the CPU at normal priority'); }
+}
+
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const stateRoot = mkdtempSync(join('/dev/shm', 'queen-edge-ab-'));
 const brokers = [];
@@ -140,12 +153,14 @@ const load0 = os.loadavg()[0];
 try {
   for (const build of BUILDS) brokers.push(await startBuild(build, join(stateRoot, build.name)));
   if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive')));
+  renice([process.pid, ...brokers.map((b) => b.pid)]);
   for (const b of brokers) { // warm-up, not counted
     for (const batch of BATCHES) {
       const p = await push(b, `warm-${batch}`, batch, 1);
       await popAck(b, `warm-${batch}`, batch, p.messages, 1);
     }
   }
+  renice([process.pid, ...brokers.map((b) => b.pid)]);
   for (let round = 0; round < ROUNDS; round++) {
     for (const batch of BATCHES) {
       const order = brokers.map((_, i) => brokers[(i + round) % brokers.length]);
@@ -168,7 +183,7 @@ try {
   request.close();
   rmSync(stateRoot, { recursive: true, force: true });
 }
-console.log(`\nmedian of ${ROUNDS} rounds, ${SECONDS} s each, ${PAYLOAD} B, ${CONNECTIONS} connections, state on tmpfs; `
+console.log(`\nmedian of ${ROUNDS} rounds, ${SECONDS} s each, ${PAYLOAD} B, ${CONNECTIONS} connections, state on tmpfs, nice ${NICE}; `
   + `load average ${load0.toFixed(1)} at the start, ${os.loadavg()[0].toFixed(1)} at the end`);
 console.log('| batch | op | ' + brokers.map((b) => `${b.name} CPU us/msg | ${b.name} msg/s`).join(' | ') + ' |');
 console.log('|---:|---|' + brokers.map(() => '---:|---:').join('|') + '|');

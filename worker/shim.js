@@ -35,18 +35,25 @@ class Entrypoint extends WorkerEntrypoint {}
 
 $HANDLERS
 
-// queen-edge: the entry's hot path (worker/entry.js) answers or forwards what one synchronous call into the wasm
-// decides; the wasm fetch handler above serves the rest.
-const wasmFetch = Entrypoint.prototype.fetch;
-Entrypoint.prototype.fetch = function fetch(request) {
-  checkReinitialize();
-  try {
-    return fastFetch(request, this.env) ?? wasmFetch.call(this, request);
-  } catch (e) {
-    handleMaybeCritical(e);
-    throw e;
-  }
-};
+// queen-edge: the default export is a plain object of handlers, not the proxied Entrypoint class, so that workerd
+// constructs no entrypoint (and no proxies) for each request: each handler runs the Entrypoint method with the
+// env and ctx workerd passes it. fetch runs the entry's hot path (worker/entry.js) first: it answers or forwards
+// what one synchronous call into the wasm decides; the wasm fetch handler serves the rest.
+const handlers = {};
+for (const name of Object.getOwnPropertyNames(Entrypoint.prototype)) {
+  if (name === "constructor") continue;
+  const method = Entrypoint.prototype[name];
+  handlers[name] = function (arg, env, ctx) {
+    checkReinitialize();
+    try {
+      const fast = name === "fetch" ? fastFetch(arg, env) : undefined;
+      return fast ?? method.call({ env, ctx }, arg);
+    } catch (e) {
+      handleMaybeCritical(e);
+      throw e;
+    }
+  };
+}
 
 const instanceProxyHooks = {
   set: (target, prop, value, receiver) => Reflect.set(target.instance, prop, value, receiver),
@@ -117,4 +124,4 @@ const classProxyHooks = {
   }
 };
 
-export default new Proxy(Entrypoint, classProxyHooks);
+export default handlers;
