@@ -3,7 +3,8 @@
 // scripts/build-worker replaces $HANDLERS with one line per exported handler and appends one
 // line per exported class (the Durable Object), as worker-build does, then bundles it with esbuild.
 // Keep it equal to the shim of the worker-build version matching the `worker` crate in Cargo.lock, but for the
-// fetch handler after $HANDLERS: the hot path of worker/entry.js first, the wasm handler for the rest.
+// default export (after $HANDLERS): a plain object of handlers whose fetch runs the hot path of worker/entry.js
+// first and the wasm handler for the rest.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import * as exports from "./index.js";
 import { fastFetch } from "./entry.js";
@@ -38,10 +39,15 @@ $HANDLERS
 // queen-edge: the default export is a plain object of handlers, not the proxied Entrypoint class, so that workerd
 // constructs no entrypoint (and no proxies) for each request: each handler runs the Entrypoint method with the
 // env and ctx workerd passes it. fetch runs the entry's hot path (worker/entry.js) first: it answers or forwards
-// what one synchronous call into the wasm decides; the wasm fetch handler serves the rest.
+// what one synchronous call into the wasm decides; the wasm fetch handler serves the rest. Only event handlers
+// fit a plain object: an RPC method (any other export) would need the class back, so the module refuses to load.
+const EVENT_HANDLERS = ["fetch", "queue", "scheduled", "email", "connect"];
 const handlers = {};
 for (const name of Object.getOwnPropertyNames(Entrypoint.prototype)) {
   if (name === "constructor") continue;
+  if (!EVENT_HANDLERS.includes(name)) {
+    throw new Error(`the wasm exports ${name}, an entrypoint RPC method: worker/shim.js exports handlers as a plain object`);
+  }
   const method = Entrypoint.prototype[name];
   handlers[name] = function (arg, env, ctx) {
     checkReinitialize();
