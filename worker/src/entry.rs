@@ -222,3 +222,58 @@ pub fn entry_precheck(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queen_edge::http::jwt::JwtSettings;
+    use queen_edge::http::{AuthConfig, AuthToken, Role};
+
+    fn jwt_on() -> HttpConfig {
+        HttpConfig {
+            auth: Some(AuthConfig {
+                tokens: vec![AuthToken::new("static-token", Role::Admin)],
+            }),
+            jwt: Some(JwtConfig::from_settings(&JwtSettings {
+                algorithm: Some("HS256".into()),
+                secret: Some("s3cret".into()),
+                ..JwtSettings::default()
+            })),
+            ..HttpConfig::default()
+        }
+    }
+
+    /// A token of the right form and algorithm (its signature is never checked here).
+    const SIGNED: &str = "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+
+    #[test]
+    fn no_crypto_when_no_signature_is_checked() {
+        let off = HttpConfig::default();
+        let on = jwt_on();
+        let queues = "/api/v1/resources/queues";
+        let outcome = |config: &HttpConfig, auth: Option<&str>| {
+            outcome_without_crypto(config, "GET", queues, auth)
+        };
+        // JWT off, a public route, no token, a static token: decided here, nothing refused.
+        for decided in [
+            outcome(&off, Some(SIGNED)),
+            outcome(&on, None),
+            outcome(&on, Some("Bearer static-token")),
+            outcome_without_crypto(&on, "GET", "/health", Some(SIGNED)),
+        ] {
+            assert_eq!(
+                decided.expect("decided without crypto").refusal_status(),
+                None
+            );
+        }
+        // A malformed token is refused before any signature: decided here too.
+        assert_eq!(
+            outcome(&on, Some("Bearer not-a-jwt"))
+                .expect("decided without crypto")
+                .refusal_status(),
+            Some(401)
+        );
+        // A token whose signature must be verified goes to the async path.
+        assert_eq!(outcome(&on, Some(SIGNED)), None);
+    }
+}
