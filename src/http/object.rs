@@ -15,6 +15,14 @@ pub(crate) fn value<T: serde::Serialize + ?Sized>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or_else(|e| panic!("an answer did not serialize: {e}"))
 }
 
+/// Sets `key` of `object`, an object [`object!`] made, to `value`. Not `object[key] = value`: `Value`'s
+/// `IndexMut` can panic with the key `Debug`-formatted, which the browser module has no other use for.
+pub(crate) fn set(object: &mut Value, key: &str, value: Value) {
+    if let Value::Object(map) = object {
+        map.insert(key.into(), value);
+    }
+}
+
 /// A JSON object from `{"key": value, ...}` (see the module's doc).
 macro_rules! object {
     (@fields $map:ident) => {};

@@ -6,7 +6,7 @@
 //! is written as the JSON text it was stored as.
 
 use super::json_text::JsonText;
-use super::object::object;
+use super::object::{object, set};
 use crate::core::api::*;
 use crate::core::timefmt::{iso_micros, iso_millis};
 use serde::{Serialize, Serializer};
@@ -207,7 +207,7 @@ pub(crate) fn extend_reply(r: &ExtendReply) -> Value {
             .clone()
             .filter(|e| !e.is_empty())
             .unwrap_or_else(|| "Lease not found".to_string());
-        body["error"] = Value::String(error);
+        set(&mut body, "error", Value::String(error));
     }
     body
 }
@@ -250,12 +250,12 @@ pub(crate) fn tx_reply(r: &TxReply) -> Value {
         "results": results,
     });
     if !r.success {
-        body["error"] = Value::String(
-            r.error
-                .clone()
-                .filter(|e| !e.is_empty())
-                .unwrap_or_else(|| "Transaction failed".to_string()),
-        );
+        let error = r
+            .error
+            .clone()
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| "Transaction failed".to_string());
+        set(&mut body, "error", Value::String(error));
     }
     body
 }
