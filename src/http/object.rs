@@ -46,7 +46,6 @@ pub(crate) use object;
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use serde_json::json;
 
     #[test]
