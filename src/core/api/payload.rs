@@ -44,7 +44,8 @@ impl Payload {
     pub fn from_value(value: &Value) -> Self {
         // A `Value` always serializes (its map keys are strings).
         Payload(Text::Own(
-            serde_json::value::to_raw_value(value).expect("a JSON value serializes"),
+            serde_json::value::to_raw_value(value)
+                .unwrap_or_else(|e| panic!("a JSON value serializes: {e}")),
         ))
     }
 

@@ -44,7 +44,8 @@ impl SharedStr {
     /// The whole of `text`.
     fn whole(text: Rc<str>) -> Self {
         // Text held in memory is under 4 GiB (wasm32's whole address space).
-        let end = u32::try_from(text.len()).expect("shared text is under 4 GiB");
+        let end =
+            u32::try_from(text.len()).unwrap_or_else(|_| panic!("shared text is under 4 GiB"));
         SharedStr {
             text,
             start: 0,
