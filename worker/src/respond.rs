@@ -56,7 +56,8 @@ fn plan_headers(headers: &[(String, String)]) -> HeaderPlan<'_> {
         .iter()
         .filter(|(name, value)| !is_default_cors(name, value))
         .collect();
-    let json = matches!(extra.first(), Some((n, v)) if n.eq_ignore_ascii_case(CONTENT_TYPE) && v == JSON);
+    let json =
+        matches!(extra.first(), Some((n, v)) if n.eq_ignore_ascii_case(CONTENT_TYPE) && v == JSON);
     if json {
         extra.remove(0);
     }

@@ -29,7 +29,9 @@ struct Handoff {
 impl Handoff {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Waker>> {
         // One thread: the lock is never contended, and nothing panics while holding it.
-        self.task.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -77,8 +79,8 @@ where
     let mut future = Box::pin(future);
     match future.as_mut().poll(&mut Context::from_waker(&waker)) {
         Poll::Ready(output) => output,
-        Poll::Pending => Ok(
-            worker::wasm_bindgen_futures::future_to_promise(Resume { future, handoff }).into(),
-        ),
+        Poll::Pending => {
+            Ok(worker::wasm_bindgen_futures::future_to_promise(Resume { future, handoff }).into())
+        }
     }
 }

@@ -31,7 +31,8 @@ test('parked long-polls wake one by one on pushes while other requests are answe
     }
     const before = answered.length;
     assert.equal(before, n - 1, `${before} long-polls answered before push ${n}`);
-    const push = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'op-wake', payload: { n } }] }));
+    // A partition each: the long-poll answered before keeps its partition leased (it never acks).
+    const push = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'op-wake', partition: `w${n}`, payload: { n } }] }));
     assert.equal(push.status, 201);
     for (let i = 0; answered.length === before && i < 100; i++) await sleep(50);
     assert.equal(answered.length, n, `push ${n} woke one long-poll`);
