@@ -44,7 +44,8 @@ test('parked long-polls wake one by one on pushes while other requests are answe
 
 test('a parked long-poll with nothing to wake it answers 204 at its timeout, not before, not never', async () => {
   const t0 = Date.now();
-  const empty = fetch(`${w.url}/api/v1/pop/queue/op-empty?wait=true&timeout=1200`);
+  // Without the waker handoff of run_now.rs the timer's wake is lost and this never answers: fail instead.
+  const empty = fetch(`${w.url}/api/v1/pop/queue/op-empty?wait=true&timeout=1200`, { signal: AbortSignal.timeout(15_000) });
   // Direct-path requests meanwhile must not disturb its timer.
   for (let k = 0; k < 10; k++) await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'op-other', payload: k }] }));
   const r = await empty;
