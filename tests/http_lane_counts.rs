@@ -11,28 +11,6 @@ use http_support::*;
 use queen_edge::http::HttpConfig;
 use serde_json::{json, Value};
 
-fn pop(h: &Harness, target: &str) -> Vec<Value> {
-    let (status, body) = h.call("GET", target, None);
-    assert_eq!(status, 200, "{body}");
-    body["messages"].as_array().unwrap().clone()
-}
-
-fn ack(h: &Harness, messages: &[Value], status: &str, group: Option<&str>) {
-    let acks: Vec<Value> = messages
-        .iter()
-        .map(|m| {
-            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                   "leaseId": m["leaseId"], "status": status})
-        })
-        .collect();
-    let (code, body) = h.call(
-        "POST",
-        "/api/v1/ack/batch",
-        Some(json!({"acknowledgments": acks, "consumerGroup": group})),
-    );
-    assert_eq!(code, 200, "{body}");
-}
-
 /// `counts` of each lane of the queue's only partition, by group.
 fn lane_counts(h: &Harness, queue: &str) -> Vec<(String, Value)> {
     let (status, q) = h.call("GET", &format!("/api/v1/resources/queues/{queue}"), None);
@@ -65,15 +43,15 @@ fn each_lane_reports_its_stored_counts_and_keeps_them_across_a_restart() {
     assert_eq!(status, 201, "{body}");
 
     // Queue mode: two delivered, both completed.
-    let two = pop(&h, "/api/v1/pop/queue/lc?batch=2");
-    ack(&h, &two, "completed", None);
+    let two = h.pop_messages("/api/v1/pop/queue/lc?batch=2");
+    h.ack_batch(&two, "completed", None);
     // Group g: one delivered and failed, delivered again and completed.
     let target = "/api/v1/pop/queue/lc?batch=1&consumerGroup=g&subscriptionMode=all";
-    let first = pop(&h, target);
-    ack(&h, &first, "failed", Some("g"));
-    let again = pop(&h, target);
+    let first = h.pop_messages(target);
+    h.ack_batch(&first, "failed", Some("g"));
+    let again = h.pop_messages(target);
     assert_eq!(again[0]["transactionId"], first[0]["transactionId"]);
-    ack(&h, &again, "completed", Some("g"));
+    h.ack_batch(&again, "completed", Some("g"));
 
     let expected = vec![
         (

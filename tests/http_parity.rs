@@ -487,19 +487,7 @@ fn traces_go_with_their_message() {
 // ---------------------------------------------------------------------------------------------
 
 fn ack_all(h: &Harness, messages: &[Value], status: &str, group: Option<&str>) {
-    let acks: Vec<Value> = messages
-        .iter()
-        .map(|m| {
-            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                   "leaseId": m["leaseId"], "status": status})
-        })
-        .collect();
-    let (code, body) = h.call(
-        "POST",
-        "/api/v1/ack/batch",
-        Some(json!({"acknowledgments": acks, "consumerGroup": group})),
-    );
-    assert_eq!(code, 200, "{body}");
+    let body = h.ack_batch(messages, status, group);
     assert!(
         body.as_array()
             .unwrap()

@@ -21,28 +21,6 @@ fn push(h: &Harness, n: usize) {
     assert_eq!(status, 201, "{body}");
 }
 
-fn pop(h: &Harness, target: &str) -> Vec<Value> {
-    let (status, body) = h.call("GET", target, None);
-    assert_eq!(status, 200, "{body}");
-    body["messages"].as_array().unwrap().clone()
-}
-
-fn ack(h: &Harness, messages: &[Value], status: &str, group: Option<&str>) {
-    let acks: Vec<Value> = messages
-        .iter()
-        .map(|m| {
-            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                   "leaseId": m["leaseId"], "status": status})
-        })
-        .collect();
-    let (code, body) = h.call(
-        "POST",
-        "/api/v1/ack/batch",
-        Some(json!({"acknowledgments": acks, "consumerGroup": group})),
-    );
-    assert_eq!(code, 200, "{body}");
-}
-
 fn history(h: &Harness, query: &str) -> Value {
     let (status, body) = h.call(
         "GET",
@@ -78,15 +56,15 @@ fn traffic_lands_in_its_bucket_and_the_backlog_is_carried() {
     h.advance(1_000);
     push(&h, 3);
     h.advance(6_000);
-    let two = pop(&h, "/api/v1/pop/queue/hq?batch=2");
+    let two = h.pop_messages("/api/v1/pop/queue/hq?batch=2");
     assert_eq!(two.len(), 2);
     h.advance(1_000);
-    ack(&h, &two, "completed", None);
+    h.ack_batch(&two, "completed", None);
     h.advance(13_000);
     let g = "/api/v1/pop/queue/hq?batch=1&consumerGroup=g&subscriptionMode=all";
-    let one = pop(&h, g);
+    let one = h.pop_messages(g);
     h.advance(1_000);
-    ack(&h, &one, "failed", Some("g"));
+    h.ack_batch(&one, "failed", Some("g"));
     h.advance(1_000);
 
     let expected = json!({
@@ -172,7 +150,7 @@ fn the_backlog_of_at_most_sixteen_groups_is_recorded() {
     for i in 0..17 {
         let target =
             format!("/api/v1/pop/queue/hq?batch=1&consumerGroup=g{i:02}&subscriptionMode=all");
-        assert_eq!(pop(&h, &target).len(), 1);
+        assert_eq!(h.pop_messages(&target).len(), 1);
     }
     let body = history(&h, "?minutes=1");
     let recorded: Vec<String> = (0..16).map(|i| format!("g{i:02}")).collect();

@@ -254,6 +254,32 @@ impl Harness {
         (response.status, response_json(&response))
     }
 
+    /// Pops with `GET target` (which must answer 200) and returns its `messages`.
+    pub fn pop_messages(&self, target: &str) -> Vec<Value> {
+        let (status, body) = self.call("GET", target, None);
+        assert_eq!(status, 200, "{body}");
+        body["messages"].as_array().unwrap().clone()
+    }
+
+    /// Acks `messages` (as a pop returned them) with `status` in one `/ack/batch` for `group`, which
+    /// must answer 200; returns its body.
+    pub fn ack_batch(&self, messages: &[Value], status: &str, group: Option<&str>) -> Value {
+        let acks: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                serde_json::json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                       "leaseId": m["leaseId"], "status": status})
+            })
+            .collect();
+        let (code, body) = self.call(
+            "POST",
+            "/api/v1/ack/batch",
+            Some(serde_json::json!({"acknowledgments": acks, "consumerGroup": group})),
+        );
+        assert_eq!(code, 200, "{body}");
+        body
+    }
+
     /// Every record in the store (to check that a refused request changed nothing).
     pub fn snapshot(&self) -> Vec<Record> {
         futures::executor::block_on(self.store.scan("")).expect("MemStore scans")

@@ -4,34 +4,10 @@
 // exactly those 20 came back and that replaying the same filter again adds nothing; then delete 300
 // dead letters of another queue and watch the work go in two calls. Screenshots go to `shots`.
 
+import { api, text, until } from './helpers.mjs';
+
 const REPLAY_QUEUE = 'bulk-replay';
 const DELETE_QUEUE = 'bulk-delete';
-
-async function until(what, check, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      last = await check();
-      if (last) return last;
-    } catch (e) {
-      last = e.message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what} (last: ${JSON.stringify(last)})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** A Queen HTTP call through the page's own connection (in-browser broker or worker alike). */
-async function api(page, method, path, body = null) {
-  return page.evaluate(async ([m, p, b]) => {
-    const { store } = await import('/js/state.js');
-    const res = await store.state.conn.request(m, p, b);
-    return { status: res.status, body: res.body };
-  }, [method, path, body]);
-}
-
-const text = async (page, sel) => (await page.locator(sel).first().textContent({ timeout: 2000 }))?.trim() ?? '';
 
 /** Pushes one message to each of `count` partitions of `queue` and dead-letters every one of them
  * (retry limit 0: the first failed ack files it), with the error `errorOf(i)`. */

@@ -3,26 +3,10 @@
 // delete them as a selection; then check the phone-sized layout and the keyboard entry point.
 // Screenshots go to `shots`. Every step says what it waits for, so a failure reads as a sentence.
 
+import { text, until } from './helpers.mjs';
+
 const QUEUE = 'page-demo';
 const GROUP = 'workers';
-
-/** Polls `check` (async, returns truthy when done) until `timeoutMs`; throws "timed out: <what>". */
-async function until(what, check, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      last = await check();
-      if (last) return last;
-    } catch (e) {
-      last = e.message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what} (last: ${JSON.stringify(last)})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-const text = async (page, sel) => (await page.locator(sel).first().textContent({ timeout: 2000 }))?.trim() ?? '';
 
 async function laneValue(page, key) {
   return text(page, `.lane[data-group="${GROUP}"] [data-k="${key}"]`);

@@ -5,32 +5,10 @@
 // and the dead-lettering, and that a lease left to run out ends in an expiry. Then the same on a queue
 // with `deliveryLog: all`, where the outcomes come from the log. Screenshots go to `shots`.
 
+import { api, until } from './helpers.mjs';
+
 const QUEUE = 'pictures';
 const LOG_QUEUE = 'pictures-log';
-
-async function until(what, check, timeoutMs = 20_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      last = await check();
-      if (last) return last;
-    } catch (e) {
-      last = e.message;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what} (last: ${JSON.stringify(last)})`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-/** A Queen HTTP call through the page's own connection (in-browser broker or worker alike). */
-async function api(page, method, path, body = null) {
-  return page.evaluate(async ([m, p, b]) => {
-    const { store } = await import('/js/state.js');
-    const res = await store.state.conn.request(m, p, b);
-    return { status: res.status, body: res.body };
-  }, [method, path, body]);
-}
 
 /** Sum of `attr` over the elements matching `sel` (a data attribute, e.g. 'data-value'). */
 async function sumOf(page, sel, attr = 'data-value') {
