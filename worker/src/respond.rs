@@ -207,4 +207,70 @@ mod tests {
         ));
         assert!(!is_default_cors("Content-Type", JSON));
     }
+
+    fn answer(status: u16, headers: &[(&str, &str)], body: &[u8]) -> HttpResponse {
+        let mut headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        headers.extend(
+            CORS_HEADERS
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string())),
+        );
+        HttpResponse {
+            status,
+            headers,
+            body: body.to_vec(),
+        }
+    }
+
+    #[test]
+    fn frames_name_the_cached_header_sets() {
+        let json = frame(&answer(201, &[(CONTENT_TYPE, JSON)], b"[1]"));
+        assert_eq!(json, [&[0, 201, FRAME_CORS_JSON][..], b"[1]"].concat());
+        let empty = frame(&answer(204, &[], b""));
+        assert_eq!(empty, vec![0, 204, FRAME_CORS]);
+        let error = frame(&answer(503, &[("content-type", JSON)], b"{}"));
+        assert_eq!(error[..3], [1, 247, FRAME_CORS_JSON]);
+    }
+
+    #[test]
+    fn frames_list_other_headers_after_the_status() {
+        let text = frame(&answer(200, &[(CONTENT_TYPE, "text/plain")], b"x 1"));
+        let listed = format!("{CONTENT_TYPE}\ntext/plain\n");
+        let mut want = vec![0, 200, FRAME_LISTED];
+        want.extend_from_slice(&(listed.len() as u32).to_le_bytes());
+        want.extend_from_slice(listed.as_bytes());
+        want.extend_from_slice(b"x 1");
+        assert_eq!(text, want);
+        // A CORS header with another value is listed (the shim sets it over the default); JSON plus
+        // another header lists both.
+        let both = frame(&HttpResponse {
+            status: 200,
+            headers: vec![
+                (CONTENT_TYPE.into(), JSON.into()),
+                (
+                    "Access-Control-Allow-Origin".into(),
+                    "https://a.example".into(),
+                ),
+            ],
+            body: Vec::new(),
+        });
+        let listed =
+            format!("{CONTENT_TYPE}\n{JSON}\nAccess-Control-Allow-Origin\nhttps://a.example\n");
+        assert_eq!(both[2], FRAME_LISTED);
+        assert_eq!(&both[7..], listed.as_bytes());
+    }
+
+    #[test]
+    fn frame_headers_are_the_cors_set_with_or_without_json() {
+        let cors = frame_headers(FRAME_CORS);
+        assert_eq!(cors.lines().count(), 2 * CORS_HEADERS.len());
+        assert!(cors.starts_with("Access-Control-Allow-Origin\n*\n"));
+        assert_eq!(
+            frame_headers(FRAME_CORS_JSON),
+            format!("{CONTENT_TYPE}\n{JSON}\n{cors}")
+        );
+    }
 }
