@@ -1,11 +1,13 @@
 // The Worker's entry module around the wasm-bindgen output (worker/build/index.js after bundling).
 // Copied from worker-build 0.8.7 (src/js/shim.js, MIT OR Apache-2.0), which produced it before;
 // scripts/build-worker replaces $HANDLERS with one line per exported handler and appends one
-// line per exported class (the Durable Object), then bundles it with esbuild. Up to the default export, keep
-// it equal to the shim of the worker-build version matching the `worker` crate in Cargo.lock; the Durable
-// Object classes (`durableObjectClass`, below it) are queen-edge's own.
+// line per exported class (the Durable Object), then bundles it with esbuild. Keep it equal to the shim of the
+// worker-build version matching the `worker` crate in Cargo.lock, but for the default export (after $HANDLERS):
+// a plain object of handlers whose fetch runs the hot path of worker/entry.js first and the wasm handler for the
+// rest; and for the Durable Object classes (`durableObjectClass`, at the end), which are queen-edge's own.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import * as exports from "./index.js";
+import { fastFetch } from "./entry.js";
 
 Error.stackTraceLimit = 100;
 const initState = exports.__worker_init_state();
@@ -33,6 +35,31 @@ function handleMaybeCritical(e) {
 class Entrypoint extends WorkerEntrypoint {}
 
 $HANDLERS
+
+// queen-edge: the default export is a plain object of handlers, not the proxied Entrypoint class, so that workerd
+// constructs no entrypoint (and no proxies) for each request: each handler runs the Entrypoint method with the
+// env and ctx workerd passes it. fetch runs the entry's hot path (worker/entry.js) first: it answers or forwards
+// what one synchronous call into the wasm decides; the wasm fetch handler serves the rest. Only event handlers
+// fit a plain object: an RPC method (any other export) would need the class back, so the module refuses to load.
+const EVENT_HANDLERS = ["fetch", "queue", "scheduled", "email", "connect"];
+const handlers = {};
+for (const name of Object.getOwnPropertyNames(Entrypoint.prototype)) {
+  if (name === "constructor") continue;
+  if (!EVENT_HANDLERS.includes(name)) {
+    throw new Error(`the wasm exports ${name}, an entrypoint RPC method: worker/shim.js exports handlers as a plain object`);
+  }
+  const method = Entrypoint.prototype[name];
+  handlers[name] = function (arg, env, ctx) {
+    checkReinitialize();
+    try {
+      const fast = name === "fetch" ? fastFetch(arg, env) : undefined;
+      return fast ?? method.call({ env, ctx }, arg);
+    } catch (e) {
+      handleMaybeCritical(e);
+      throw e;
+    }
+  };
+}
 
 const instanceProxyHooks = {
   set: (target, prop, value, receiver) => Reflect.set(target.instance, prop, value, receiver),
@@ -103,7 +130,7 @@ const classProxyHooks = {
   }
 };
 
-export default new Proxy(Entrypoint, classProxyHooks);
+export default handlers;
 
 // The Durable Object classes (queen-edge's, not worker-build's: scripts/build-worker exports each class as
 // `durableObjectClass(exports.Name)`). An instance keeps the wasm object and builds it again after a trap
