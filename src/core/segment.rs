@@ -104,7 +104,8 @@ pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
             let mut out = Vec::with_capacity(estimate + 2);
             out.push(format);
             // Serializing plain data structs to JSON cannot fail.
-            serde_json::to_writer(&mut out, messages).expect("stored messages serialize");
+            serde_json::to_writer(&mut out, messages)
+                .unwrap_or_else(|e| panic!("stored messages serialize: {e}"));
             out
         }
         #[cfg(feature = "deflate")]
@@ -121,7 +122,8 @@ pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
         let mut json = cell.borrow_mut();
         json.clear();
         // Serializing plain data structs to JSON cannot fail.
-        serde_json::to_writer(&mut *json, messages).expect("stored messages serialize");
+        serde_json::to_writer(&mut *json, messages)
+            .unwrap_or_else(|e| panic!("stored messages serialize: {e}"));
         let mut out = Vec::with_capacity(json.len() / 4 + 64);
         out.push(SEGMENT_FORMAT_DEFLATE);
         deflate::deflate_into(&json, level, &mut out);

@@ -30,7 +30,10 @@ impl Payload {
     /// A payload holding `value` as compact JSON text.
     pub fn from_value(value: &Value) -> Self {
         // A `Value` always serializes (its map keys are strings).
-        Payload(serde_json::value::to_raw_value(value).expect("a JSON value serializes"))
+        Payload(
+            serde_json::value::to_raw_value(value)
+                .unwrap_or_else(|e| panic!("a JSON value serializes: {e}")),
+        )
     }
 
     /// `text` as a payload: fails unless it is exactly one JSON value (whitespace around it is dropped).
