@@ -31,6 +31,7 @@ pub mod reshard;
 pub mod reshard_object;
 pub mod respond;
 pub mod routing;
+pub mod run_now;
 pub mod selftest;
 pub mod shape;
 pub mod shard_guard;
