@@ -12,7 +12,7 @@ export default [
     ignores: [
       'js/dist/**', 'js/pkg/**', 'www/vendor/**', 'pkg/**', 'target/**', 'worker/build/**', 'worker/target/**',
       'test-artifacts/**', '.wrangler/**', '.venv/**', '.queen-edge/**', 'node_modules/**',
-      // worker-build's entry shim, kept equal to upstream; a template ($HANDLERS), not a module yet.
+      // worker-build's entry shim (upstream's but for its default export and the Durable Object classes); a template ($HANDLERS), not a module yet.
       'worker/shim.js'
     ]
   },

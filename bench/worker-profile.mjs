@@ -72,12 +72,13 @@ const PHASES = [
   ['build reply JSON (http::render, serde_json::ser)', /queen_edge::http::render::|serde_json::ser::|serde_json::value::ser::|queen_edge::http::error::json_response|queen_edge::http::handlers::ack_answer/],
   ['drop serde_json::Value trees', /drop_in_place<serde_json::value::Value>/],
   ['core apply (core::*, engine: state, segments, records)', /queen_edge::core::|queen_edge::engine::/],
-  ['entry Worker (settings, precheck, forward to the object: forward_to_object)', /queen_edge_worker::forward|queen_edge_worker::EntrySettings|_worker_fetch::fetch|fetch_fetch_glue|new_with_opt_readable_stream|^fetch$/],
-  ['object reply as a workerd Response (respond: Headers, body copy, new Response)', /worker::response::|queen_edge_worker::respond::|queen_edge_worker::broker::api_response|worker::headers::|^Response$|^Headers$|^append$|^set$|^has$/],
-  ['read request into Rust (url, headers, body)', /queen_edge_worker::broker::read_request|worker::request::|^arrayBuffer$|^bytes$/],
+  ['entry Worker (settings, precheck, forward to the object: entry_precheck, forward_to_object)', /queen_edge_worker::forward|queen_edge_worker::EntrySettings|queen_edge_worker::entry::|_worker_fetch::fetch|fetch_fetch_glue|new_with_opt_readable_stream|^fetch$/],
+  ['object reply as a workerd Response (respond: Headers, body copy, new Response)', /worker::response::|queen_edge_worker::respond::|queen_edge_worker::broker::api_response|worker::headers::|^toResponse$|^Response$|^Headers$|^append$|^set$|^has$/],
+  ['read request into Rust (url, headers, body)', /queen_edge_worker::broker::read_request|worker::request::|^arrayBuffer$|^bytes$|^get$/],
   ['HTTP layer, rest (route, auth, query)', /queen_edge::http::/],
-  ['async glue (Rust futures <-> JS promises)', /js_sys::futures|wasm_bindgen::convert::closures|queueMicrotask/],
+  ['async glue (Rust futures <-> JS promises)', /js_sys::futures|wasm_bindgen_futures::|queen_edge_worker::run_now::|wasm_bindgen::convert::closures|queueMicrotask/],
   ['allocator, rest (malloc/free)', /dlmalloc|__rdl_|__rust_alloc|__rust_dealloc|__rust_realloc|RawVec/],
+  ['object class, rest (worker/shim.js: request parts, the serve call)', /^serveObjectRequest$|BrokerObject::serve/],
 ];
 
 function analyse(profile) {

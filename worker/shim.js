@@ -1,10 +1,13 @@
 // The Worker's entry module around the wasm-bindgen output (worker/build/index.js after bundling).
 // Copied from worker-build 0.8.7 (src/js/shim.js, MIT OR Apache-2.0), which produced it before;
 // scripts/build-worker replaces $HANDLERS with one line per exported handler and appends one
-// line per exported class (the Durable Object), as worker-build does, then bundles it with esbuild.
-// Keep it equal to the shim of the worker-build version matching the `worker` crate in Cargo.lock.
+// line per exported class (the Durable Object), then bundles it with esbuild. Keep it equal to the shim of the
+// worker-build version matching the `worker` crate in Cargo.lock, but for the default export (after $HANDLERS):
+// a plain object of handlers whose fetch runs the hot path of worker/entry.js first and the wasm handler for the
+// rest; and for the Durable Object classes (`durableObjectClass`, at the end), which are queen-edge's own.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import * as exports from "./index.js";
+import { fastFetch } from "./entry.js";
 
 Error.stackTraceLimit = 100;
 const initState = exports.__worker_init_state();
@@ -32,6 +35,31 @@ function handleMaybeCritical(e) {
 class Entrypoint extends WorkerEntrypoint {}
 
 $HANDLERS
+
+// queen-edge: the default export is a plain object of handlers, not the proxied Entrypoint class, so that workerd
+// constructs no entrypoint (and no proxies) for each request: each handler runs the Entrypoint method with the
+// env and ctx workerd passes it. fetch runs the entry's hot path (worker/entry.js) first: it answers or forwards
+// what one synchronous call into the wasm decides; the wasm fetch handler serves the rest. Only event handlers
+// fit a plain object: an RPC method (any other export) would need the class back, so the module refuses to load.
+const EVENT_HANDLERS = ["fetch", "queue", "scheduled", "email", "connect"];
+const handlers = {};
+for (const name of Object.getOwnPropertyNames(Entrypoint.prototype)) {
+  if (name === "constructor") continue;
+  if (!EVENT_HANDLERS.includes(name)) {
+    throw new Error(`the wasm exports ${name}, an entrypoint RPC method: worker/shim.js exports handlers as a plain object`);
+  }
+  const method = Entrypoint.prototype[name];
+  handlers[name] = function (arg, env, ctx) {
+    checkReinitialize();
+    try {
+      const fast = name === "fetch" ? fastFetch(arg, env) : undefined;
+      return fast ?? method.call({ env, ctx }, arg);
+    } catch (e) {
+      handleMaybeCritical(e);
+      throw e;
+    }
+  };
+}
 
 const instanceProxyHooks = {
   set: (target, prop, value, receiver) => Reflect.set(target.instance, prop, value, receiver),
@@ -102,4 +130,116 @@ const classProxyHooks = {
   }
 };
 
-export default new Proxy(Entrypoint, classProxyHooks);
+export default handlers;
+
+// The Durable Object classes (queen-edge's, not worker-build's: scripts/build-worker exports each class as
+// `durableObjectClass(exports.Name)`). An instance keeps the wasm object and builds it again after a trap
+// reset the wasm instance, as the proxies above do. When the wasm class has `serve` (the Broker), `fetch`
+// reads a public request's body once and passes the request's parts to it; the answer comes back as a frame
+// (worker/src/respond.rs, `frame`): status, header set, body, built into a `Response` here, in the same call
+// unless the request had to wait (then `serve` returns a Promise of the frame). Internal and test routes
+// (`/__...`), and a body without a declared length or declared longer than the limit (read in Rust, which
+// stops at the limit and answers 413), go to the wasm object's own `fetch` with the `Request`.
+const EMPTY_BODY = new Uint8Array(0);
+const frameDecoder = new TextDecoder();
+
+/** `name\nvalue\n` pairs as [name, value] arrays. */
+function headerPairs(text) {
+  const parts = text.split('\n');
+  const pairs = [];
+  for (let i = 0; i + 1 < parts.length; i += 2) pairs.push([parts[i], parts[i + 1]]);
+  return pairs;
+}
+
+function durableObjectClass(Wasm) {
+  const fast = typeof Wasm.prototype.serve === 'function';
+  // The two header sets nearly every answer carries, built once: 0 the CORS headers, 1 with JSON.
+  const headerSets = fast ? [0, 1].map((kind) => new Headers(headerPairs(Wasm.frameHeaders(kind)))) : [];
+
+  const ObjectClass = class {
+    constructor(state, env) {
+      try {
+        checkReinitialize();
+        this.args = [state, env];
+        this.instanceId = initState.instanceId;
+        this.wasm = new Wasm(state, env);
+        this.maxBodyBytes = fast ? this.wasm.maxBodyBytes : 0;
+      } catch (e) {
+        initState.criticalError = true;
+        throw e;
+      }
+    }
+
+    current() {
+      checkReinitialize();
+      if (this.instanceId !== initState.instanceId) {
+        this.wasm = new Wasm(...this.args);
+        this.instanceId = initState.instanceId;
+      }
+      return this.wasm;
+    }
+
+    /** `fetch` (see below). */
+    async serveObjectRequest(request) {
+      try {
+        const wasm = this.current();
+        if (!fast) return await wasm.fetch(request);
+        const url = request.url;
+        if (url.startsWith('/__', url.indexOf('/', url.indexOf('://') + 3))) return await wasm.fetch(request);
+        const method = request.method;
+        const headers = request.headers;
+        let body = EMPTY_BODY;
+        if (method !== 'GET' && method !== 'HEAD') {
+          const declared = headers.get('content-length');
+          if (declared === null) {
+            if (request.body !== null) return await wasm.fetch(request);
+          } else if (Number(declared) > this.maxBodyBytes) {
+            return await wasm.fetch(request);
+          } else if (declared !== '0') {
+            body = new Uint8Array(await request.arrayBuffer());
+          }
+        }
+        let frame = wasm.serve(method, url, headers.get('authorization'), headers.get('content-type'),
+          headers.get('x-queen-shard'), body);
+        if (!(frame instanceof Uint8Array)) frame = await frame;
+        return this.toResponse(frame);
+      } catch (e) {
+        handleMaybeCritical(e);
+        throw e;
+      }
+    }
+
+    /** The `Response` of a frame (a method, so that profiles name it). */
+    toResponse(frame) {
+      const status = (frame[0] << 8) | frame[1];
+      const kind = frame[2];
+      let start = 3;
+      let headers;
+      if (kind === 2) {
+        const length = frame[3] | (frame[4] << 8) | (frame[5] << 16) | (frame[6] << 24);
+        start = 7 + length;
+        headers = new Headers(headerSets[0]);
+        for (const [name, value] of headerPairs(frameDecoder.decode(frame.subarray(7, start)))) {
+          if (headerSets[0].has(name)) headers.set(name, value);
+          else headers.append(name, value);
+        }
+      } else {
+        headers = headerSets[kind];
+      }
+      return new Response(start < frame.length ? frame.subarray(start) : null, { status, headers });
+    }
+
+    async alarm() {
+      try {
+        return await this.current().alarm();
+      } catch (e) {
+        handleMaybeCritical(e);
+        throw e;
+      }
+    }
+  };
+  // workerd calls `fetch`; the function keeps the name `serveObjectRequest`, so that a V8 profile tells the
+  // object's requests from the entry Worker's `fetch` (bench/worker-profile.mjs).
+  ObjectClass.prototype.fetch = ObjectClass.prototype.serveObjectRequest;
+  return ObjectClass;
+}

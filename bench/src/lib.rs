@@ -409,6 +409,44 @@ pub fn run_all(label: &str, quick: bool, clock_ms: &dyn Fn() -> f64) -> String {
     out
 }
 
+/// wasm entry point for node: the profiled scenario alone (64-byte payloads, batch 100), timed by the
+/// process's CPU time (`process.cpuUsage()`, user + system), so that other processes on a loaded machine
+/// count less than in wall-clock figures. Returns `messages partitions push_msg_per_cpu_s
+/// pop_ack_msg_per_cpu_s`.
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen::prelude::wasm_bindgen(js_name = runScenarioCpu)]
+pub fn run_scenario_cpu(messages: u32, partitions: u32) -> String {
+    use wasm_bindgen::JsCast;
+    let process =
+        js_sys::Reflect::get(&js_sys::global(), &"process".into()).expect("node's process");
+    let cpu_usage = js_sys::Reflect::get(&process, &"cpuUsage".into())
+        .ok()
+        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+        .expect("process.cpuUsage");
+    let clock = move || {
+        let usage = cpu_usage.call0(&process).expect("cpuUsage");
+        let field = |name: &str| {
+            js_sys::Reflect::get(&usage, &name.into())
+                .ok()
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0)
+        };
+        (field("user") + field("system")) / 1000.0
+    };
+    let row = run_scenario(
+        PayloadKind::Small,
+        100,
+        partitions,
+        messages as u64,
+        &clock,
+        &|_| {},
+    );
+    format!(
+        "{} {} {:.0} {:.0}",
+        row.messages, row.partitions, row.push_per_s, row.pop_ack_per_s
+    )
+}
+
 /// wasm entry point for node: runs the benchmark and returns the Markdown table.
 #[cfg(target_arch = "wasm32")]
 #[wasm_bindgen::prelude::wasm_bindgen(js_name = runBench)]

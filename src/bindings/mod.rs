@@ -695,7 +695,9 @@ fn check_superseded(inner: &Inner) -> Result<(), JsValue> {
 
 /// The path-and-query part of `url` (`https://h/api/v1/x?q` → `/api/v1/x?q`); a path stays as it is.
 fn strip_origin(url: &str) -> &str {
-    match url.find("://") {
+    // The scheme ends at the first `:` (a character search: a text pattern would bring the standard
+    // library's substring searcher into the browser module for this one use).
+    match url.find(':').filter(|&i| url[i..].starts_with("://")) {
         Some(scheme_end) => {
             let rest = &url[scheme_end + 3..];
             match rest.find('/') {

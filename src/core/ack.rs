@@ -41,32 +41,7 @@ impl Broker {
         // Items name a few partitions, usually in runs: each partition id's text is shared by the
         // results that name it.
         let mut last_pid: Option<SharedStr> = None;
-        let mut results: Vec<AckResult> = items
-            .iter()
-            .enumerate()
-            .map(|(index, item)| {
-                let partition_id = match &last_pid {
-                    Some(shared) if *shared == item.partition_id => shared.clone(),
-                    _ => {
-                        let shared = SharedStr::from(item.partition_id.as_str());
-                        last_pid = Some(shared.clone());
-                        shared
-                    }
-                };
-                AckResult {
-                    index,
-                    transaction_id: item.transaction_id.clone(),
-                    partition_id,
-                    success: false,
-                    error: None,
-                    queue: None,
-                    partition: None,
-                    lease_released: false,
-                    dlq: false,
-                    status: item.status.wire_name(),
-                }
-            })
-            .collect();
+        let mut results: Vec<AckResult> = Vec::with_capacity(items.len());
         // The queue and partition names of the partition found last, shared by its results.
         let mut names: Option<(u64, SharedStr, SharedStr)> = None;
 
@@ -75,9 +50,40 @@ impl Broker {
         // Where the next item probably is: right after the one before (acks come in pop order).
         let mut hint = None;
         for (index, item) in items.iter().enumerate() {
-            let found = self
-                .find_in_lease_span(&item.partition_id, &group, &item.transaction_id, &mut hint)
-                .or_else(|| self.find_retained(&item.partition_id, &item.transaction_id));
+            let partition_id = match &last_pid {
+                Some(shared) if *shared == item.partition_id => shared.clone(),
+                _ => {
+                    let shared = SharedStr::from(item.partition_id.as_str());
+                    last_pid = Some(shared.clone());
+                    shared
+                }
+            };
+            let in_span = self.find_in_lease_span(
+                &item.partition_id,
+                &group,
+                &item.transaction_id,
+                &mut hint,
+            );
+            // A message found in the cache lends its transaction id (the same text) to the result.
+            let (found, transaction_id) = match in_span {
+                Some((pid, offset, shared)) => (Some((pid, offset)), shared),
+                None => (
+                    self.find_retained(&item.partition_id, &item.transaction_id),
+                    SharedStr::from(item.transaction_id.as_str()),
+                ),
+            };
+            results.push(AckResult {
+                index,
+                transaction_id,
+                partition_id,
+                success: false,
+                error: None,
+                queue: None,
+                partition: None,
+                lease_released: false,
+                dlq: false,
+                status: item.status.wire_name(),
+            });
             let Some((pid, offset)) = found else {
                 results[index].error = Some(MESSAGE_NOT_FOUND.to_string());
                 continue;
@@ -175,14 +181,14 @@ impl Broker {
     /// `hint` is where the caller expects it (right after the message found before: acks come in the
     /// order of their pop). The message there is compared first, by its text, without the segment
     /// search and the fingerprint; then the span is scanned, that segment from the hinted place. A
-    /// message found updates the hint.
+    /// message found updates the hint, and comes with its own transaction id as shared text.
     fn find_in_lease_span(
         &self,
         partition_id: &str,
         group: &str,
         transaction_id: &str,
         hint: &mut Option<SpanHint>,
-    ) -> Option<(u64, u64)> {
+    ) -> Option<(u64, u64, SharedStr)> {
         let pid = partition_id.parse::<u64>().ok()?;
         let p = self.partitions.get(&pid)?;
         let lane = p.lanes.get(group)?;
@@ -194,17 +200,16 @@ impl Broker {
         let (start, end) = (start as u64, end as u64);
         if let Some(h) = hint.as_mut().filter(|h| h.pid == pid) {
             let next = h.next;
-            if (start..=end).contains(&next)
-                && next <= h.segment_last
-                && self.cache.peek_transaction_at(
+            if (start..=end).contains(&next) && next <= h.segment_last {
+                if let Some(shared) = self.cache.peek_transaction_at(
                     pid,
                     h.segment_first,
                     (next - h.segment_first) as usize,
                     transaction_id,
-                )
-            {
-                h.next += 1;
-                return Some((pid, next));
+                ) {
+                    h.next += 1;
+                    return Some((pid, next, shared));
+                }
             }
         }
         let fingerprint = txindex::fingerprint(transaction_id);
@@ -217,7 +222,7 @@ impl Broker {
                 }
                 _ => 0,
             };
-            if let Some(at) = self.cache.peek_position_of_transaction(
+            if let Some((at, shared)) = self.cache.peek_position_of_transaction(
                 pid,
                 seg.first,
                 transaction_id,
@@ -234,7 +239,7 @@ impl Broker {
                     segment_first: seg.first,
                     segment_last: seg.last,
                 });
-                return Some((pid, found));
+                return Some((pid, found, shared));
             }
             offset = seg.last + 1;
         }
@@ -424,7 +429,8 @@ impl Broker {
             message_id: m.id.into(),
             transaction_id: m.transaction_id.into(),
             offset,
-            payload: m.payload,
+            // Kept as long as the letter: its own copy, not a share of the segment's text.
+            payload: m.payload.detached(),
             trace_id: m.trace_id.map(String::from),
             error,
             retry_count,

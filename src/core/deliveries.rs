@@ -348,7 +348,7 @@ impl Broker {
         let queue = record.queue.clone();
         self.changes.put(
             delivery_key(seq),
-            serde_json::to_vec(&record).expect("records serialize"),
+            serde_json::to_vec(&record).unwrap_or_else(|e| panic!("records serialize: {e}")),
         );
         self.deliveries.records.insert(seq, Box::new(record));
         let seqs = self.deliveries.seqs_mut(&queue);
@@ -454,7 +454,7 @@ pub(super) fn read_delivery(
         last: f.u64("last")?,
         attempt: f.u32("attempt")?,
         outcome: Outcome::parse(&outcome)
-            .ok_or_else(|| format!("field `outcome`: unknown outcome {outcome:?}"))?,
+            .ok_or_else(|| format!("field `outcome`: unknown outcome \"{outcome}\""))?,
         offset: f.opt_i64("offset")?.map(|o| o.max(0) as u64),
         error: f.opt_string("error")?,
         hold_until_ms: f.opt_i64("hold_until_ms")?,

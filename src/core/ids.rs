@@ -97,14 +97,14 @@ impl IdGen {
     pub fn uuid_v7(&mut self, now_ms: i64) -> String {
         let text = self.uuid_v7_text(now_ms);
         // Only ASCII hex digits and hyphens were written.
-        String::from_utf8(text.to_vec()).expect("ASCII")
+        String::from_utf8(text.to_vec()).unwrap_or_else(|_| unreachable!("ASCII"))
     }
 
     /// [`Self::uuid_v7`] as shared text (one allocation: what a pushed message's ids are).
     pub fn uuid_v7_shared(&mut self, now_ms: i64) -> SharedStr {
         let text = self.uuid_v7_text(now_ms);
         // Only ASCII hex digits and hyphens were written.
-        SharedStr::from(std::str::from_utf8(&text).expect("ASCII"))
+        SharedStr::from(std::str::from_utf8(&text).unwrap_or_else(|_| unreachable!("ASCII")))
     }
 
     /// The next UUIDv7's text (see [`Self::uuid_v7`]).

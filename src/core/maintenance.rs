@@ -208,7 +208,8 @@ impl Broker {
 impl Broker {
     fn save_mode(&mut self) {
         // Plain data with string keys always serializes.
-        let bytes = serde_json::to_vec(&self.mode.state).expect("the mode record serializes");
+        let bytes = serde_json::to_vec(&self.mode.state)
+            .unwrap_or_else(|e| panic!("the mode record serializes: {e}"));
         self.changes.put(MODE_KEY, bytes);
     }
 
@@ -262,7 +263,8 @@ impl Broker {
                 task: item.task.as_deref(),
                 producer_sub: item.producer_sub.as_deref(),
             };
-            let bytes = serde_json::to_vec(&record).expect("a buffered item serializes");
+            let bytes = serde_json::to_vec(&record)
+                .unwrap_or_else(|e| panic!("a buffered item serializes: {e}"));
             self.changes.put(buffer_key(self.mode.next_seq), bytes);
             if self.mode.buffer.is_empty() {
                 self.mode.first_seq = self.mode.next_seq;

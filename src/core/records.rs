@@ -155,12 +155,8 @@ pub(super) fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<DecodedEntry
     let header = match bytes.first() {
         Some(&INDEX_ENTRY_VERSION) => INDEX_ENTRY_HEADER,
         Some(&INDEX_ENTRY_V1) => INDEX_ENTRY_V1_HEADER,
-        other => {
-            return Err(corrupt(
-                key,
-                format!("unknown index entry version {other:?}"),
-            ))
-        }
+        Some(other) => return Err(corrupt(key, format!("unknown index entry version {other}"))),
+        None => return Err(corrupt(key, "empty index entry")),
     };
     if bytes.len() < header || !(bytes.len() - header).is_multiple_of(4) {
         return Err(corrupt(
@@ -168,8 +164,20 @@ pub(super) fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<DecodedEntry
             format!("index entry of {} bytes", bytes.len()),
         ));
     }
-    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| {
+        u64::from_le_bytes(
+            bytes[at..at + 8]
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("8 bytes")),
+        )
+    };
+    let u32_at = |at: usize| {
+        u32::from_le_bytes(
+            bytes[at..at + 4]
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("4 bytes")),
+        )
+    };
     let meta = SegmentMeta {
         first,
         last: u64_at(1),
@@ -207,7 +215,7 @@ pub(super) fn dead_letter_key(id: &str) -> String {
 
 pub(super) fn json<T: Serialize>(value: &T) -> Vec<u8> {
     // Plain data structs with string keys always serialize.
-    serde_json::to_vec(value).expect("records serialize")
+    serde_json::to_vec(value).unwrap_or_else(|e| panic!("records serialize: {e}"))
 }
 
 fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
@@ -595,7 +603,7 @@ fn queue_options(f: &mut Fields) -> Result<QueueOptions, FieldError> {
         delivery_log: match f.opt_string("delivery_log")?.as_deref() {
             None => DeliveryLogMode::Off,
             Some(text) => DeliveryLogMode::parse(text)
-                .ok_or_else(|| format!("field `delivery_log`: unknown mode {text:?}"))?,
+                .ok_or_else(|| format!("field `delivery_log`: unknown mode \"{text}\""))?,
         },
     })
 }
@@ -656,8 +664,24 @@ pub(super) fn parse_pid(key: &str) -> Result<u64, StoreError> {
         .ok_or_else(|| corrupt(key, "bad partition id in key"))
 }
 
+/// The inverse of [`esc`]: `%2F` → `/`, `%25` → `%`, in one pass (a `%` in any other place is kept).
+/// By hand rather than `str::replace` with a text pattern, whose substring searcher would be in the
+/// browser module for this one use.
 pub(super) fn unesc(text: &str) -> String {
-    text.replace("%2F", "/").replace("%25", "%")
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('%') {
+        out.push_str(&rest[..i]);
+        let (escaped, len) = match rest.as_bytes().get(i + 1..i + 3) {
+            Some(b"2F") => ('/', 3),
+            Some(b"25") => ('%', 3),
+            _ => ('%', 1),
+        };
+        out.push(escaped);
+        rest = &rest[i + len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -826,6 +850,16 @@ mod tests {
                 seq: numbers.5,
             }, dead_letter);
         }
+    }
+
+    #[test]
+    fn escaped_names_read_back() {
+        for name in [
+            "", "a", "a/b", "%", "%2F", "%25", "/%/", "x%2", "%F", "é/€%",
+        ] {
+            assert_eq!(unesc(&esc(name)), name, "{name}");
+        }
+        assert_eq!(unesc("50%"), "50%", "a stray % is kept");
     }
 
     #[test]

@@ -104,7 +104,8 @@ pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
             let mut out = Vec::with_capacity(estimate + 2);
             out.push(format);
             // Serializing plain data structs to JSON cannot fail.
-            serde_json::to_writer(&mut out, messages).expect("stored messages serialize");
+            serde_json::to_writer(&mut out, messages)
+                .unwrap_or_else(|e| panic!("stored messages serialize: {e}"));
             out
         }
         #[cfg(feature = "deflate")]
@@ -121,7 +122,8 @@ pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
         let mut json = cell.borrow_mut();
         json.clear();
         // Serializing plain data structs to JSON cannot fail.
-        serde_json::to_writer(&mut *json, messages).expect("stored messages serialize");
+        serde_json::to_writer(&mut *json, messages)
+            .unwrap_or_else(|e| panic!("stored messages serialize: {e}"));
         let mut out = Vec::with_capacity(json.len() / 4 + 64);
         out.push(SEGMENT_FORMAT_DEFLATE);
         deflate::deflate_into(&json, level, &mut out);
@@ -481,13 +483,19 @@ fn stored_message(
 /// in declaration order (`o`, `i`, `t`, `r`?, `s`?, `c`, `p`), ids without escapes. It gives up
 /// (`None`) at the first byte that differs, and the general reader takes over; what it accepts, it
 /// reads to the same messages (the test `the_direct_reader_agrees_with_the_general_one`). The
-/// payload is captured by serde_json as in the general reader (it checks the payload is valid JSON).
+/// payload is checked by serde_json as in the general reader (it is one valid JSON value).
+///
+/// The segment's JSON text is kept once, shared: each message's ids and payload are places in it
+/// ([`SharedStr::within`], [`Payload::in_segment`]), so a segment costs a few allocations, not a few
+/// per message, to read and to evict.
 mod exact {
     use super::{Payload, SharedStr, StoredMessage};
-    use serde_json::value::RawValue;
+    use crate::core::api::first_raw_value;
+    use std::rc::Rc;
 
     /// A cursor over a segment's JSON text.
     struct Cursor<'a> {
+        shared: &'a Rc<str>,
         text: &'a [u8],
         at: usize,
     }
@@ -521,7 +529,7 @@ mod exact {
             }
         }
 
-        /// A string without escapes, as shared text (the opening quote already eaten).
+        /// A string without escapes, as a part of the shared text (the opening quote already eaten).
         fn text(&mut self) -> Option<SharedStr> {
             let start = self.at;
             let len = self.text[start..]
@@ -532,9 +540,7 @@ mod exact {
                 return None;
             }
             self.at = end + 1;
-            std::str::from_utf8(&self.text[start..end])
-                .ok()
-                .map(SharedStr::from)
+            SharedStr::within(self.shared, start, end)
         }
 
         /// An optional string field `"<key>":"..."` that may follow.
@@ -546,20 +552,29 @@ mod exact {
             }
         }
 
-        /// One JSON value's text, checked by serde_json.
+        /// One JSON value's text, checked by serde_json, as a part of the shared text.
         fn payload(&mut self) -> Option<Payload> {
-            let rest = self.text.get(self.at..)?;
-            let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<&RawValue>();
-            let raw = values.next()?.ok()?;
-            self.at += values.byte_offset();
-            Some(Payload::from(raw.to_owned()))
+            let (raw, after) = first_raw_value(self.text.get(self.at..)?)?;
+            let end = self.at + after;
+            let start = end.checked_sub(raw.get().len())?;
+            // The value's text ends where the parser stopped (no whitespace after it in this layout).
+            if self.text.get(start..end)? != raw.get().as_bytes() {
+                return None;
+            }
+            self.at = end;
+            SharedStr::within(self.shared, start, end).map(Payload::in_segment)
         }
     }
 
     /// The messages of a segment's JSON text, or `None` where it differs from what [`super::encode`]
-    /// writes.
+    /// writes (or is not UTF-8).
     pub(super) fn decode(json: &[u8]) -> Option<Vec<StoredMessage>> {
-        let mut c = Cursor { text: json, at: 0 };
+        let shared: Rc<str> = Rc::from(std::str::from_utf8(json).ok()?);
+        let mut c = Cursor {
+            shared: &shared,
+            text: shared.as_bytes(),
+            at: 0,
+        };
         c.eat(b"[")?;
         let mut messages = Vec::new();
         if c.eat(b"]").is_some() {
@@ -588,6 +603,10 @@ mod exact {
                 created_at_ms,
                 payload,
             });
+            if messages.len() == 1 {
+                // Sized once, from the first message's length (messages of a batch are alike).
+                messages.reserve(json.len() / c.at);
+            }
             if c.eat(b"]").is_some() {
                 return (c.at == json.len()).then_some(messages);
             }

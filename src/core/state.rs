@@ -1,6 +1,6 @@
 //! The core's in-memory state types.
 
-use super::api::{Payload, QueueOptions};
+use super::api::{Payload, QueueOptions, SharedStr};
 pub use super::lane::Lane;
 use super::segment::StoredMessage;
 pub use super::txindex::TxIndex;
@@ -472,7 +472,8 @@ impl SegmentCache {
     /// it is not loaded or holds no such message, and nothing is recorded (no miss, no use).
     ///
     /// The scan starts at index `from` and wraps around: a caller that expects the message at a place
-    /// (acks in the order of their pop) finds it in one step.
+    /// (acks in the order of their pop) finds it in one step. The message's own transaction id comes
+    /// with its index: shared text an answer can carry without a copy.
     pub fn peek_position_of_transaction(
         &self,
         pid: u64,
@@ -480,7 +481,7 @@ impl SegmentCache {
         transaction_id: &str,
         fingerprint: u32,
         from: usize,
-    ) -> Option<usize> {
+    ) -> Option<(usize, SharedStr)> {
         let inner = self.inner.borrow();
         let slot = inner.slots.get(&(pid, first))?;
         let from = from.min(slot.fingerprints.len());
@@ -488,24 +489,26 @@ impl SegmentCache {
             .chain(0..from)
             .filter(|at| slot.fingerprints[*at] == fingerprint)
             .find(|at| slot.messages[*at].transaction_id == transaction_id)
+            .map(|at| (at, slot.messages[at].transaction_id.clone()))
     }
 
-    /// True when message `at` of segment (pid, first) is loaded and carries `transaction_id` (what an
-    /// ack expects where the previous one was found). Records nothing, as
-    /// [`Self::peek_position_of_transaction`].
+    /// The transaction id of message `at` of segment (pid, first) when it is loaded and that id is
+    /// `transaction_id` (what an ack expects where the previous one was found), as shared text.
+    /// Records nothing, as [`Self::peek_position_of_transaction`].
     pub fn peek_transaction_at(
         &self,
         pid: u64,
         first: u64,
         at: usize,
         transaction_id: &str,
-    ) -> bool {
+    ) -> Option<SharedStr> {
         let inner = self.inner.borrow();
         inner
             .slots
             .get(&(pid, first))
             .and_then(|slot| slot.messages.get(at))
-            .is_some_and(|m| m.transaction_id == transaction_id)
+            .filter(|m| m.transaction_id == transaction_id)
+            .map(|m| m.transaction_id.clone())
     }
 
     /// True when segment (pid, first) is loaded.

@@ -163,7 +163,8 @@ impl Broker {
             worker_id: req.worker_id.clone(),
             created_at_ms: now,
         };
-        let bytes = serde_json::to_vec(&trace).expect("a trace serializes");
+        let bytes =
+            serde_json::to_vec(&trace).unwrap_or_else(|e| panic!("a trace serializes: {e}"));
         let seq = self.traces.next_seq;
         let entry = TraceEntry {
             pid,

@@ -553,9 +553,12 @@ impl<S: Store, H: Host> Engine<S, H> {
                 c.reruns += 1;
                 self.counters.set(c);
             }
+            // Named by their keys (no `Debug` formatting in the browser module).
+            let missed: Vec<String> = missed.iter().map(|(p, f)| segment_key(*p, *f)).collect();
             Err(EngineError::Store(StoreError::other(format!(
                 "a command kept reading segments that were not loaded ({MAX_RUNS} runs); nothing was \
-                 changed: {missed:?}"
+                 changed: {}",
+                missed.join(", ")
             ))))
         })
     }

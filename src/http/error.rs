@@ -1,10 +1,10 @@
 //! Error answers: `{"error": "<text>"}` with a 4xx for bad input and a 5xx only for storage failures.
 
+use super::object::object;
 use super::HttpResponse;
 use crate::core::api::{CoreError, ErrorKind};
 use crate::engine::EngineError;
 use crate::store::StoreErrorKind;
-use serde_json::json;
 
 /// A refused request: a status and the text that says what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl HttpError {
 
     /// The JSON answer.
     pub(crate) fn into_response(self) -> HttpResponse {
-        json_response(self.status, &json!({ "error": self.message }))
+        json_response(self.status, &object!({ "error": self.message }))
     }
 }
 

@@ -5,6 +5,7 @@ use super::crypto;
 use super::error::{json_response, json_text_response, no_content, HttpError};
 #[cfg(feature = "ops")]
 use super::modes;
+use super::object::object;
 use super::query::{clip, Query};
 use super::render;
 use super::router::{self, Route};
@@ -19,7 +20,7 @@ use crate::core::timefmt::{iso_millis, parse_iso};
 use crate::engine::PushOutcome;
 use crate::engine::{Engine, EngineError, Host};
 use crate::store::Store;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A key prefix no record uses: `/health` scans it to check that the store answers.
 pub(super) const HEALTH_PROBE_PREFIX: &str = "\u{7f}health-probe/";
@@ -178,7 +179,7 @@ impl Route {
                 let existed = engine.delete_queue(&queue).await?;
                 Ok(json_response(
                     200,
-                    &json!({"deleted": true, "queue": queue, "existed": existed}),
+                    &object!({"deleted": true, "queue": queue, "existed": existed}),
                 ))
             }
             view @ (Route::ListQueues
@@ -238,7 +239,7 @@ impl Route {
                     &render::DlqListOut {
                         total: letters.len(),
                         messages: render::SeqOf(&letters, render::dead_letter),
-                        pagination: json!({"limit": limit, "offset": offset}),
+                        pagination: object!({"limit": limit, "offset": offset}),
                     },
                 ))
             }
@@ -282,7 +283,7 @@ impl Route {
                 }
                 Ok(json_response(
                     200,
-                    &json!({
+                    &object!({
                         "success": true,
                         "partitionId": partition_id,
                         "transactionId": transaction_id,
@@ -296,7 +297,7 @@ impl Route {
                 let r = engine.delete_group(&group, None, meta).await?;
                 Ok(json_response(
                     200,
-                    &json!({
+                    &object!({
                         "success": true,
                         "consumerGroup": group,
                         "deletedPartitions": r.deleted_partitions,
@@ -311,7 +312,7 @@ impl Route {
                 let r = engine.delete_group(&group, Some(&queue), meta).await?;
                 Ok(json_response(
                     200,
-                    &json!({
+                    &object!({
                         "success": true,
                         "consumerGroup": group,
                         "queueName": queue,
@@ -326,7 +327,7 @@ impl Route {
                 let rows = engine.update_subscription(&group, start_ms).await?;
                 Ok(json_response(
                     200,
-                    &json!({
+                    &object!({
                         "success": true,
                         "consumerGroup": group,
                         "newTimestamp": iso_millis(start_ms),
@@ -345,7 +346,7 @@ impl Route {
                 };
                 Ok(json_response(
                     200,
-                    &json!({
+                    &object!({
                         "success": true,
                         "consumerGroup": group,
                         "queueName": queue,
@@ -369,7 +370,7 @@ impl Route {
                     .await?;
                 Ok(json_response(
                     200,
-                    &json!({
+                    &object!({
                         "success": true,
                         "consumerGroup": group,
                         "queueName": queue,
@@ -381,7 +382,7 @@ impl Route {
             }
             Route::StatsRefresh => Ok(json_response(
                 200,
-                &json!({"success": true, "message": "Statistics are computed live; nothing to refresh"}),
+                &object!({"success": true, "message": "Statistics are computed live; nothing to refresh"}),
             )),
             #[cfg(feature = "ops")]
             Route::PostTrace => {
@@ -393,7 +394,7 @@ impl Route {
                 if let Err(e) = engine.store().scan(HEALTH_PROBE_PREFIX).await {
                     return Ok(json_response(
                         503,
-                        &json!({
+                        &object!({
                             "status": "unhealthy",
                             "database": "disconnected",
                             "error": format!("storage failure: {}", e.message),
@@ -405,7 +406,7 @@ impl Route {
                 }
                 Ok(json_response(
                     200,
-                    &json!({
+                    &object!({
                         "status": "healthy",
                         "database": "connected",
                         "server": config.server_name,

@@ -29,7 +29,11 @@ fn has_zero_byte(word: u64) -> bool {
 fn needs_escape(s: &[u8]) -> bool {
     let mut words = s.chunks_exact(8);
     for chunk in &mut words {
-        let word = u64::from_ne_bytes(chunk.try_into().expect("chunks of 8 bytes"));
+        let word = u64::from_ne_bytes(
+            chunk
+                .try_into()
+                .unwrap_or_else(|_| unreachable!("chunks of 8 bytes")),
+        );
         // A byte below 0x20 (bytes of 0x80 and above never match: their high bit is set in `word`).
         let control = word.wrapping_sub(splat(0x20)) & !word & HIGHS != 0;
         if control || has_zero_byte(word ^ splat(b'"')) || has_zero_byte(word ^ splat(b'\\')) {

@@ -41,6 +41,7 @@ mod json_text;
 pub mod jwt;
 #[cfg(feature = "ops")]
 mod modes;
+mod object;
 mod operations;
 #[cfg(feature = "twophase")]
 pub mod prepared;

@@ -6,10 +6,11 @@
 //! is written as the JSON text it was stored as.
 
 use super::json_text::JsonText;
+use super::object::{object, set};
 use crate::core::api::*;
 use crate::core::timefmt::{iso_micros, iso_millis};
 use serde::{Serialize, Serializer};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Serializes the items of a slice as a JSON array, each through a function, without collecting them.
 pub(crate) struct SeqOf<'a, T, S>(pub(crate) &'a [T], pub(crate) fn(&'a T) -> S);
@@ -192,7 +193,7 @@ pub(crate) fn ack_results(results: &[AckResult]) -> Vec<u8> {
 pub(crate) fn extend_reply(r: &ExtendReply) -> Value {
     let success = r.renewed > 0;
     let expiry = r.expires_at_ms.filter(|_| success).map(iso_micros);
-    let mut body = json!({
+    let mut body = object!({
         "leaseId": r.lease_id,
         "success": success,
         "renewed": r.renewed,
@@ -206,7 +207,7 @@ pub(crate) fn extend_reply(r: &ExtendReply) -> Value {
             .clone()
             .filter(|e| !e.is_empty())
             .unwrap_or_else(|| "Lease not found".to_string());
-        body["error"] = Value::String(error);
+        set(&mut body, "error", Value::String(error));
     }
     body
 }
@@ -218,7 +219,7 @@ pub(crate) fn tx_reply(r: &TxReply) -> Value {
         .iter()
         .enumerate()
         .map(|(i, result)| match result {
-            TxResult::Push(p) => json!({
+            TxResult::Push(p) => object!({
                 "index": i,
                 "type": "push",
                 "success": true,
@@ -229,7 +230,7 @@ pub(crate) fn tx_reply(r: &TxReply) -> Value {
                 "queueName": p.queue,
                 "partition": p.partition,
             }),
-            TxResult::Ack(a) => json!({
+            TxResult::Ack(a) => object!({
                 "index": i,
                 "type": "ack",
                 "success": a.success,
@@ -243,25 +244,25 @@ pub(crate) fn tx_reply(r: &TxReply) -> Value {
             }),
         })
         .collect();
-    let mut body = json!({
+    let mut body = object!({
         "transactionId": r.transaction_id,
         "success": r.success,
         "results": results,
     });
     if !r.success {
-        body["error"] = Value::String(
-            r.error
-                .clone()
-                .filter(|e| !e.is_empty())
-                .unwrap_or_else(|| "Transaction failed".to_string()),
-        );
+        let error = r
+            .error
+            .clone()
+            .filter(|e| !e.is_empty())
+            .unwrap_or_else(|| "Transaction failed".to_string());
+        set(&mut body, "error", Value::String(error));
     }
     body
 }
 
 /// The 15 options with their wire names and JSON types (contract §1.7).
 pub(crate) fn options(o: &QueueOptions) -> Value {
-    let mut echo = json!({
+    let mut echo = object!({
         "priority": o.priority,
         "leaseTime": o.lease_time_s,
         "retryLimit": o.retry_limit,
@@ -284,7 +285,7 @@ pub(crate) fn options(o: &QueueOptions) -> Value {
 
 /// The `/configure` answer.
 pub(crate) fn configure_reply(r: &ConfigureReply) -> Value {
-    json!({
+    object!({
         "configured": true,
         "queueId": r.queue_id,
         "partitionId": r.partition_id,
@@ -348,7 +349,7 @@ pub(crate) struct DlqListOut<'a> {
 
 /// The replay answer (contract §1.8 DECIDE).
 pub(crate) fn replay_reply(r: &ReplayReply) -> Value {
-    json!({
+    object!({
         "success": true,
         "replayed": true,
         "dlqRowRemoved": r.rows_removed > 0,
@@ -637,7 +638,7 @@ mod tests {
         let acks: Vec<AckResult> = (0..4)
             .map(|i| AckResult {
                 index: i,
-                transaction_id: format!("t-{i}"),
+                transaction_id: format!("t-{i}").into(),
                 partition_id: format!("p\n{i}").into(),
                 success: i % 2 == 0,
                 error: match i {

@@ -204,8 +204,13 @@ const tests = [
     const queue = uniqueName('outbox')
     await openBridged(page, { name, queue, token: 'not-the-token' })
     await pushLocal(page, queue, ['p'], 2, 'token')
-    await sleep(1500)
-    const s = await page.evaluate(() => window.queen.bridge.status())
+    // The bridge alternates between `forwarding` (an attempt) and `retrying` (its backoff): wait for a backoff
+    // after a refusal rather than reading the state at a fixed moment, which may fall inside an attempt.
+    let s
+    for (const deadline = Date.now() + 15000; Date.now() < deadline; await sleep(100)) {
+      s = await page.evaluate(() => window.queen.bridge.status())
+      if (s.state === 'retrying' && s.lastError) break
+    }
     assertEq([s.state, s.pending, s.forwarded], ['retrying', 2, 0], `refused by the edge (${JSON.stringify(s)})`)
     assert(/^unauthorized: /.test(s.lastError), `the edge's 401 is the last error: ${s.lastError}`)
     assertEq((await edgeMessages(queue, 'p')).length, 0, 'the edge has nothing')

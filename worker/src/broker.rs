@@ -27,6 +27,7 @@ use crate::config::{flag, WorkerConfig};
 use crate::do_store::DoStore;
 use crate::host::WorkerHost;
 use crate::respond;
+use crate::run_now::run_now;
 use crate::shard_guard::{self, Decision, Placement, PLACEMENT_KEY};
 use crate::shards::SHARD_HEADER;
 
@@ -108,13 +109,7 @@ pub fn parse_shard_hint(value: &str) -> Option<(u16, String)> {
 /// `MAINTENANCE_INTERVAL_MS` says otherwise.
 pub const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The Durable Object class `Broker` (bound as `BROKER` in `wrangler.toml`).
-///
-/// Exported to JS by hand (what `#[durable_object]` generates, minus its conversions): `fetch` takes
-/// workerd's `Request` as it is (no `worker::Request`, whose constructor copies the `cf` object) and
-/// answers with a `Response` built once from the HTTP layer's answer ([`respond`]), not a
-/// `worker::Response` converted again.
-#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+/// One `Broker` Durable Object: its state, settings and engine. JS sees it through [`BrokerObject`].
 pub struct Broker {
     state: State,
     env: Env,
@@ -307,22 +302,26 @@ impl Broker {
         &self.config
     }
 
-    async fn unavailable(&self, path: &str, message: String) -> Result<web_sys::Response> {
-        if path == "/health" {
-            let id = self.config.http.worker_id.clone();
-            return respond::json(
-                503,
-                &json!({
-                    "status": "unhealthy",
-                    "database": "disconnected",
-                    "server": self.config.http.server_name,
-                    "worker_id": id,
-                    "version": self.config.http.version,
-                    "error": message,
-                }),
-            );
+    /// The answer of an object that cannot open its engine: `/health` says `unhealthy`, every other
+    /// route 503 `{"error": ...}`.
+    fn unavailable(&self, path: &str, message: String) -> HttpResponse {
+        let body = if path == "/health" {
+            json!({
+                "status": "unhealthy",
+                "database": "disconnected",
+                "server": self.config.http.server_name,
+                "worker_id": self.config.http.worker_id,
+                "version": self.config.http.version,
+                "error": message,
+            })
+        } else {
+            json!({ "error": format!("broker unavailable: {message}") })
+        };
+        HttpResponse {
+            status: 503,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: serde_json::to_vec(&body).unwrap_or_default(),
         }
-        respond::error(503, &format!("broker unavailable: {message}"))
     }
 
     /// True when the engine is open (and no other request is opening it right now).
@@ -349,20 +348,32 @@ impl Broker {
         if path.starts_with("/__shard/txn/") {
             return match self.engine().await {
                 Ok(engine) => crate::txn_participant::handle(self, &engine, path, req).await,
-                Err(message) => self.unavailable(path, message).await,
+                Err(message) => respond::answer(&self.unavailable(path, message)),
             };
         }
         if path == "/__shard/check" {
             return match self.engine().await {
                 Ok(_) => respond::json(200, &json!({ "ok": true })),
-                Err(message) => self.unavailable(path, message).await,
+                Err(message) => respond::answer(&self.unavailable(path, message)),
             };
         }
         respond::error(404, "Not Found")
     }
 
-    /// Answers one request.
-    async fn serve(&self, req: web_sys::Request) -> Result<web_sys::Response> {
+    /// Keeps the shard hint of a request (the `x-queen-shard` header's value) while the engine is not
+    /// open: the hint picks the shard the engine opens as, and is not used afterwards.
+    fn note_shard_hint(&self, value: Option<&str>) {
+        if let Some(hint) = value.and_then(parse_shard_hint) {
+            if !self.engine_is_open() {
+                *self.shard_hint.borrow_mut() = Some(hint);
+            }
+        }
+    }
+
+    /// Answers one request from workerd's `Request` (the object class's `fetch`, for the requests the
+    /// shim does not send to [`BrokerObject::serve`]: internal and test routes, bodies without a declared
+    /// length or longer than the limit).
+    async fn serve_request(&self, req: web_sys::Request) -> Result<web_sys::Response> {
         let url = req.url();
         let (path, _) = path_and_query(&url);
         if path.starts_with("/__test/") {
@@ -371,29 +382,25 @@ impl Broker {
             }
             return crate::selftest::handle(&self.state, req.into()).await;
         }
-        // The shard hint only matters until the engine is open (it picks the shard the engine opens as):
-        // once open, no request pays for reading the header.
+        // Once the engine is open, no request pays for reading the header.
         if !self.engine_is_open() {
-            if let Some(hint) = req
-                .headers()
-                .get(SHARD_HEADER)
-                .ok()
-                .flatten()
-                .and_then(|v| parse_shard_hint(&v))
-            {
-                *self.shard_hint.borrow_mut() = Some(hint);
-            }
+            self.note_shard_hint(req.headers().get(SHARD_HEADER).ok().flatten().as_deref());
         }
         if path.starts_with("/__shard/") {
             return self.serve_internal(path, req).await;
         }
-        let engine = match self.engine().await {
-            Ok(engine) => engine,
-            Err(message) => return self.unavailable(path, message).await,
-        };
         let request = match read_request(&req, self.config.http.limits.max_body_bytes).await? {
             Ok(request) => request,
             Err(too_large) => return respond::answer(&too_large),
+        };
+        respond::answer(&self.answer(request).await)
+    }
+
+    /// Answers one request of the public API (`/api/v1/*`, `/health`, `/metrics*`), read already.
+    async fn answer(&self, request: HttpRequest) -> HttpResponse {
+        let engine = match self.engine().await {
+            Ok(engine) => engine,
+            Err(message) => return self.unavailable(&request.path, message),
         };
         // The entry Worker checked the token already; the object checks again (it trusts no header).
         let outcome = queen_edge::http::jwt::authenticate(
@@ -408,7 +415,7 @@ impl Broker {
         let answer = handle_with_jwt(&engine, &self.config.http, request, &outcome).await;
         // A request may have created the first queue of an idle broker.
         self.arm_alarm_if_needed(&engine).await;
-        respond::answer(&answer)
+        answer
     }
 
     /// Runs retention and eviction, then schedules the next run. A failure is logged and retried at
@@ -450,39 +457,107 @@ impl Broker {
     }
 }
 
-// The JS class workerd instantiates: constructor, `fetch` and `alarm`, as `#[durable_object]` would
-// export them (the futures asserted unwind-safe as it does).
+/// The Durable Object class `Broker` (bound as `BROKER` in `wrangler.toml`), exported to JS by hand.
+///
+/// workerd instantiates the class `scripts/build-worker` makes of it with `worker/shim.js`
+/// (`durableObjectClass`). Its `fetch` reads a public API request's body once (`arrayBuffer()`) and calls
+/// [`BrokerObject::serve`] with the method, the URL, the two headers the HTTP layer reads and the body;
+/// the answer comes back as bytes ([`respond::frame`]) from which JS builds the `Response`, in the same
+/// call when the request needs no real wait ([`run_now`]). Internal and test routes, and bodies without
+/// a declared length or declared longer than the limit, go to [`BrokerObject::fetch`] with workerd's
+/// `Request` as it is (no `worker::Request`, whose constructor copies the `cf` object).
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, js_name = Broker)]
+pub struct BrokerObject {
+    broker: Rc<Broker>,
+}
+
+// What `#[durable_object]` would export (constructor, `fetch`, `alarm`; the futures asserted
+// unwind-safe as it does), plus `serve`, `maxBodyBytes` and `frameHeaders` for the shim.
 #[wasm_bindgen(
     wasm_bindgen = ::worker::wasm_bindgen,
     wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
-    js_sys = ::worker::js_sys
+    js_sys = ::worker::js_sys,
+    js_class = Broker
 )]
-impl Broker {
+impl BrokerObject {
     /// Called by workerd when the object starts.
     #[wasm_bindgen(constructor)]
-    pub fn new(state: DurableObjectState, env: Env) -> Broker {
+    pub fn new(state: DurableObjectState, env: Env) -> BrokerObject {
         let state = State::from(state);
         let worker_id = state.id().to_string();
         let config = WorkerConfig::from_env(&env, worker_id, js_sys::Date::now() as i64);
         if let Some(error) = &config.startup_error {
             console_error!("broker cannot start: {error}");
         }
-        Broker {
-            state,
-            env,
-            config,
-            engine: Mutex::new(None),
-            alarm_armed: std::cell::Cell::new(false),
-            shard_hint: std::cell::RefCell::new(None),
-            refusal: std::cell::RefCell::new(None),
+        BrokerObject {
+            broker: Rc::new(Broker {
+                state,
+                env,
+                config,
+                engine: Mutex::new(None),
+                alarm_armed: std::cell::Cell::new(false),
+                shard_hint: std::cell::RefCell::new(None),
+                refusal: std::cell::RefCell::new(None),
+            }),
         }
     }
 
-    /// Called by workerd for each request the entry Worker forwards.
+    /// Answers one request given as its parts: `method`, the `url` as workerd serialises it, the
+    /// `Authorization`, `Content-Type` and `x-queen-shard` headers, and the whole body (within
+    /// [`BrokerObject::max_body_bytes`], checked again by the HTTP layer). Returns the answer as a
+    /// [`respond::frame`] (a `Uint8Array`), or a `Promise` of one when the request must wait.
+    pub fn serve(
+        &self,
+        method: &str,
+        url: &str,
+        authorization: Option<String>,
+        content_type: Option<String>,
+        shard: Option<String>,
+        body: Vec<u8>,
+    ) -> std::result::Result<JsValue, JsValue> {
+        self.broker.note_shard_hint(shard.as_deref());
+        let (path, query) = path_and_query(url);
+        let mut headers = Vec::new();
+        if let Some(value) = authorization {
+            headers.push(("authorization".to_string(), value));
+        }
+        if let Some(value) = content_type {
+            headers.push(("content-type".to_string(), value));
+        }
+        let request = HttpRequest {
+            method: method.to_ascii_uppercase(),
+            path: path.to_string(),
+            query: query.to_string(),
+            headers,
+            body,
+        };
+        let broker = self.broker.clone();
+        run_now(async move {
+            let answer = broker.answer(request).await;
+            Ok(js_sys::Uint8Array::from(respond::frame(&answer).as_slice()).into())
+        })
+    }
+
+    /// The largest body [`BrokerObject::serve`] takes (`MAX_BODY_BYTES`); a longer one goes to `fetch`,
+    /// which answers 413 without reading it.
+    #[wasm_bindgen(getter, js_name = maxBodyBytes)]
+    pub fn max_body_bytes(&self) -> f64 {
+        self.broker.config.http.limits.max_body_bytes as f64
+    }
+
+    /// The header set `kind` of a frame as `name\nvalue\n` pairs ([`respond::frame_headers`]).
+    #[wasm_bindgen(js_name = frameHeaders)]
+    pub fn frame_headers(kind: u8) -> String {
+        respond::frame_headers(kind)
+    }
+
+    /// Called by workerd (through the shim) for the requests [`BrokerObject::serve`] does not take.
     #[wasm_bindgen(js_name = fetch)]
     pub async fn fetch(&self, req: web_sys::Request) -> std::result::Result<JsValue, JsValue> {
+        let broker = self.broker.clone();
         std::panic::AssertUnwindSafe(async move {
-            self.serve(req)
+            broker
+                .serve_request(req)
                 .await
                 .map(JsValue::from)
                 .map_err(JsValue::from)
@@ -493,8 +568,9 @@ impl Broker {
     /// Called by workerd when the maintenance alarm fires.
     #[wasm_bindgen(js_name = alarm)]
     pub async fn alarm(&self) -> std::result::Result<JsValue, JsValue> {
+        let broker = self.broker.clone();
         std::panic::AssertUnwindSafe(async move {
-            self.run_alarm().await;
+            broker.run_alarm().await;
             respond::respond(200, &[], b"maintained")
                 .map(JsValue::from)
                 .map_err(JsValue::from)

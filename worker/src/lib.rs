@@ -4,8 +4,12 @@
 //! - `/api/v1/*`, `/health`, `/metrics`, `/metrics/*`: checked first (route, bearer token or JWT (its
 //!   signature through Web Crypto, [`jwt`]), declared `Content-Length` against `MAX_BODY_BYTES`:
 //!   `queen_edge::http::precheck_with_jwt`), then forwarded unchanged to the
-//!   Durable Object named by [`broker_name`] ([`forward_to_object`]: the object's response goes back as it
-//!   is), which checks again and answers through `src/http`.
+//!   Durable Object named by [`entry::broker_name`] (the object's response goes back as it is), which
+//!   checks again and answers through `src/http`. [`entry::decide`] takes that decision for both fetch
+//!   handlers: the JS one (`worker/entry.js`), which asks it synchronously ([`entry::entry_precheck`])
+//!   and forwards the request itself, and the wasm one below ([`forward_to_object`]), which serves what
+//!   the JS handler hands over: JWTs to verify through Web Crypto, `SHARDS` > 1, the shard migration,
+//!   test routes and assets.
 //!   With `SHARDS` > 1 ([`shards`]) the broker is spread over several objects: [`sharded`] decides which
 //!   ([`routing`]) and merges fan-out answers ([`fanout`]).
 //! - `/api/v1/system/reshard`: the shard migration, answered here ([`reshard`]).
@@ -19,6 +23,7 @@ pub mod broker;
 pub mod catalog;
 pub mod config;
 pub mod do_store;
+pub mod entry;
 pub mod fanout;
 pub mod host;
 pub mod jwt;
@@ -26,6 +31,7 @@ pub mod reshard;
 pub mod reshard_object;
 pub mod respond;
 pub mod routing;
+pub mod run_now;
 pub mod selftest;
 pub mod shape;
 pub mod shard_guard;
@@ -43,6 +49,7 @@ use worker::{event, Context, Env, Result};
 
 use crate::broker::path_and_query;
 use crate::config::{flag, var, WorkerConfig};
+use crate::entry::Decision;
 
 /// Name of the Durable Object namespace binding.
 pub const BROKER_BINDING: &str = "BROKER";
@@ -78,6 +85,9 @@ pub struct EntrySettings {
     pub config: WorkerConfig,
     /// `BROKER_NAME` (default `default`).
     pub broker_name: String,
+    /// `broker_name` as a JS string, handed to the JS fetch handler without converting it again
+    /// ([`entry::entry_precheck`]).
+    pub broker_name_js: wasm_bindgen::JsValue,
     /// `BROKER_SELECTABLE`.
     pub selectable: bool,
     /// `QUEEN_TEST_ROUTES`.
@@ -88,9 +98,11 @@ pub struct EntrySettings {
 
 impl EntrySettings {
     fn read(env: &Env) -> Self {
+        let broker_name = var(env, "BROKER_NAME").unwrap_or_else(|| "default".to_string());
         EntrySettings {
             config: WorkerConfig::from_env(env, String::new(), 0),
-            broker_name: var(env, "BROKER_NAME").unwrap_or_else(|| "default".to_string()),
+            broker_name_js: wasm_bindgen::JsValue::from_str(&broker_name),
+            broker_name,
             selectable: flag(env, "BROKER_SELECTABLE"),
             test_routes: flag(env, "QUEEN_TEST_ROUTES"),
             shards: shards::shard_count(env),
@@ -111,25 +123,6 @@ fn query_param(query: &str, name: &str) -> Option<String> {
     worker::url::form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.into_owned())
-}
-
-/// The name of the Durable Object that serves a request with `headers` and `query`: `BROKER_NAME`
-/// (default `default`), or, when `BROKER_SELECTABLE` is `true`, the `x-queen-broker` header or `broker`
-/// query parameter if present. `Err` carries the 400 message for an invalid name.
-pub fn broker_name(
-    settings: &EntrySettings,
-    headers: &web_sys::Headers,
-    query: &str,
-) -> std::result::Result<String, String> {
-    if !settings.selectable {
-        return Ok(settings.broker_name.clone());
-    }
-    let from_header = headers.get(BROKER_HEADER).ok().flatten();
-    match from_header.or_else(|| query_param(query, BROKER_QUERY)) {
-        None => Ok(settings.broker_name.clone()),
-        Some(name) if valid_broker_name(&name) => Ok(name),
-        Some(_) => Err("broker name must be 1-64 characters of A-Z a-z 0-9 _ . -".to_string()),
-    }
 }
 
 /// Sends `req` to the Durable Object named `name` and answers with the object's `Response` as it is (its
@@ -172,71 +165,36 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys
         return Ok(asset.into());
     }
 
-    // A CORS preflight is answered here, as the broker would (204 and the CORS headers for any path):
-    // it carries neither a token nor the X-Queen-Broker value, so forwarding it would only wake a
-    // Durable Object, perhaps the wrong one.
     let method = req.method().to_ascii_uppercase();
-    if method == "OPTIONS" {
-        return respond::respond(204, &[], &[]);
-    }
-
-    // Route, token and declared body size are checked here, before a Durable Object is woken (or
-    // created, with BROKER_SELECTABLE) and before any body is buffered.
     let headers = req.headers();
     let authorization = headers.get("authorization").ok().flatten();
-    let content_length = headers
-        .get("content-length")
-        .ok()
-        .flatten()
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let http = &settings.config.http;
-    let outcome = queen_edge::http::jwt::authenticate(
-        http,
-        &jwt::WebCryptoVerifier,
-        &method,
-        path,
-        authorization.as_deref(),
-        js_sys::Date::now() as i64,
-    )
-    .await;
-    // The shard migration is the entry Worker's own route (it drives every object): admin only.
-    if path == reshard::ROUTE {
-        if let Err(refusal) =
-            queen_edge::http::check_admin(http, path, authorization.as_deref(), &outcome)
-        {
-            return respond::answer(&refusal);
-        }
-        return match broker_name(&settings, &headers, query) {
-            Ok(name) => reshard::handle(req, &env, &settings, name).await,
-            Err(message) => respond::error(400, &message),
-        };
-    }
-    if let Err(refusal) = queen_edge::http::precheck_with_jwt(
-        http,
-        &method,
-        path,
-        authorization.as_deref(),
-        content_length,
-        &outcome,
-    ) {
-        return respond::answer(&refusal);
-    }
-
-    let name = match broker_name(&settings, &headers, query) {
-        Ok(name) => name,
-        Err(message) => return respond::error(400, &message),
+    let content_length = headers.get("content-length").ok().flatten();
+    let outcome = if method == "OPTIONS" {
+        queen_edge::http::jwt::JwtOutcome::default()
+    } else {
+        queen_edge::http::jwt::authenticate(
+            &settings.config.http,
+            &jwt::WebCryptoVerifier,
+            &method,
+            path,
+            authorization.as_deref(),
+            js_sys::Date::now() as i64,
+        )
+        .await
     };
-    match &settings.shards {
-        // One shard: the broker's own object, as before shards existed.
-        Ok(1) => forward_to_object(&req, &env, &name).await,
-        Ok(count) => {
-            let map = shards::ShardMap {
-                broker: name,
-                count: *count,
-            };
-            sharded::handle(req, &env, map, &settings.config).await
-        }
-        Err(message) => respond::error(503, &format!("broker unavailable: {message}")),
+    let target = entry::Target {
+        method: &method,
+        path,
+        query,
+        authorization: authorization.as_deref(),
+        content_length: content_length.as_deref(),
+        broker_header: headers.get(BROKER_HEADER).ok().flatten(),
+    };
+    match entry::decide(&settings, target, &outcome) {
+        Decision::Answer(answer) => answer,
+        Decision::Forward(name) => forward_to_object(&req, &env, &name).await,
+        Decision::Sharded(map) => sharded::handle(req, &env, map, &settings.config).await,
+        Decision::Reshard(name) => reshard::handle(req, &env, &settings, name).await,
     }
 }
 

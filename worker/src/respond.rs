@@ -42,18 +42,34 @@ fn is_default_cors(name: &str, value: &str) -> bool {
         .any(|(n, v)| n.eq_ignore_ascii_case(name) && *v == value)
 }
 
+/// An answer's headers split into one of the two cached sets and what it adds to that set.
+struct HeaderPlan<'a> {
+    /// The set to start from: the CORS headers, with `Content-Type: application/json` when true.
+    json: bool,
+    /// The answer's other headers, in order (neither a default CORS pair nor the JSON content type
+    /// when `json`).
+    extra: Vec<&'a (String, String)>,
+}
+
+fn plan_headers(headers: &[(String, String)]) -> HeaderPlan<'_> {
+    let mut extra: Vec<&(String, String)> = headers
+        .iter()
+        .filter(|(name, value)| !is_default_cors(name, value))
+        .collect();
+    let json =
+        matches!(extra.first(), Some((n, v)) if n.eq_ignore_ascii_case(CONTENT_TYPE) && v == JSON);
+    if json {
+        extra.remove(0);
+    }
+    HeaderPlan { json, extra }
+}
+
 /// The headers of an answer: `headers`, plus each CORS header `headers` does not set itself.
 fn headers_for(headers: &[(String, String)]) -> Result<web_sys::Headers, JsValue> {
-    let mut rest = headers
-        .iter()
-        .filter(|(name, value)| !is_default_cors(name, value));
-    let first = rest.next();
-    let json_only =
-        matches!(first, Some((n, v)) if n.eq_ignore_ascii_case(CONTENT_TYPE) && v == JSON);
-    let cached = if json_only { &CORS_JSON } else { &CORS_ONLY };
+    let plan = plan_headers(headers);
+    let cached = if plan.json { &CORS_JSON } else { &CORS_ONLY };
     let out = cached.with(web_sys::Headers::new_with_headers)?;
-    let extra = if json_only { None } else { first };
-    for (name, value) in extra.into_iter().chain(rest) {
+    for (name, value) in plan.extra {
         // An answer that sets a CORS header itself replaces the default; any other header is added.
         if CORS_HEADERS
             .iter()
@@ -84,6 +100,79 @@ pub fn respond(
         web_sys::Response::new_with_opt_buffer_source_and_init(Some(&bytes), &init)?
     };
     Ok(response)
+}
+
+/// The first bytes of a [`frame`]: the status (2 bytes, big-endian), then the header set (1 byte).
+pub const FRAME_HEAD: usize = 3;
+
+/// Header set byte of a [`frame`]: the CORS headers.
+pub const FRAME_CORS: u8 = 0;
+/// Header set byte of a [`frame`]: the CORS headers and `Content-Type: application/json`.
+pub const FRAME_CORS_JSON: u8 = 1;
+/// Header set byte of a [`frame`]: the CORS headers plus the listed ones.
+pub const FRAME_LISTED: u8 = 2;
+
+/// The HTTP layer's answer as bytes, for the object's class in `worker/shim.js`, which builds the
+/// `Response` from them in JS (one copy out of wasm, no call back into workerd from Rust):
+///
+/// - status, 2 bytes big-endian;
+/// - header set, 1 byte: [`FRAME_CORS`], [`FRAME_CORS_JSON`], or [`FRAME_LISTED`], which is followed by
+///   a 4-byte little-endian length and that many bytes of `name\nvalue\n` pairs (UTF-8) that go on top
+///   of the CORS headers (a CORS header named there replaces the default, any other is added), as
+///   [`respond`] does;
+/// - the body, to the end.
+pub fn frame(answer: &HttpResponse) -> Vec<u8> {
+    let plan = plan_headers(&answer.headers);
+    let listed: Option<String> = (!plan.extra.is_empty()).then(|| {
+        let mut text = String::new();
+        if plan.json {
+            text.push_str(CONTENT_TYPE);
+            text.push('\n');
+            text.push_str(JSON);
+            text.push('\n');
+        }
+        for (name, value) in &plan.extra {
+            text.push_str(name);
+            text.push('\n');
+            text.push_str(value);
+            text.push('\n');
+        }
+        text
+    });
+    let mut out = Vec::with_capacity(
+        FRAME_HEAD + listed.as_ref().map_or(0, |t| 4 + t.len()) + answer.body.len(),
+    );
+    out.extend_from_slice(&answer.status.to_be_bytes());
+    match &listed {
+        Some(text) => {
+            out.push(FRAME_LISTED);
+            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
+        }
+        None if plan.json => out.push(FRAME_CORS_JSON),
+        None => out.push(FRAME_CORS),
+    }
+    out.extend_from_slice(&answer.body);
+    out
+}
+
+/// The header set `kind` of a [`frame`] ([`FRAME_CORS`] or [`FRAME_CORS_JSON`]) as `name\nvalue\n`
+/// pairs: the JS side builds each set once from this.
+pub fn frame_headers(kind: u8) -> String {
+    let mut text = String::new();
+    if kind == FRAME_CORS_JSON {
+        text.push_str(CONTENT_TYPE);
+        text.push('\n');
+        text.push_str(JSON);
+        text.push('\n');
+    }
+    for (name, value) in CORS_HEADERS {
+        text.push_str(name);
+        text.push('\n');
+        text.push_str(value);
+        text.push('\n');
+    }
+    text
 }
 
 /// The HTTP layer's answer as a workerd response.
@@ -117,5 +206,71 @@ mod tests {
             "https://a.example"
         ));
         assert!(!is_default_cors("Content-Type", JSON));
+    }
+
+    fn answer(status: u16, headers: &[(&str, &str)], body: &[u8]) -> HttpResponse {
+        let mut headers: Vec<(String, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        headers.extend(
+            CORS_HEADERS
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string())),
+        );
+        HttpResponse {
+            status,
+            headers,
+            body: body.to_vec(),
+        }
+    }
+
+    #[test]
+    fn frames_name_the_cached_header_sets() {
+        let json = frame(&answer(201, &[(CONTENT_TYPE, JSON)], b"[1]"));
+        assert_eq!(json, [&[0, 201, FRAME_CORS_JSON][..], b"[1]"].concat());
+        let empty = frame(&answer(204, &[], b""));
+        assert_eq!(empty, vec![0, 204, FRAME_CORS]);
+        let error = frame(&answer(503, &[("content-type", JSON)], b"{}"));
+        assert_eq!(error[..3], [1, 247, FRAME_CORS_JSON]);
+    }
+
+    #[test]
+    fn frames_list_other_headers_after_the_status() {
+        let text = frame(&answer(200, &[(CONTENT_TYPE, "text/plain")], b"x 1"));
+        let listed = format!("{CONTENT_TYPE}\ntext/plain\n");
+        let mut want = vec![0, 200, FRAME_LISTED];
+        want.extend_from_slice(&(listed.len() as u32).to_le_bytes());
+        want.extend_from_slice(listed.as_bytes());
+        want.extend_from_slice(b"x 1");
+        assert_eq!(text, want);
+        // A CORS header with another value is listed (the shim sets it over the default); JSON plus
+        // another header lists both.
+        let both = frame(&HttpResponse {
+            status: 200,
+            headers: vec![
+                (CONTENT_TYPE.into(), JSON.into()),
+                (
+                    "Access-Control-Allow-Origin".into(),
+                    "https://a.example".into(),
+                ),
+            ],
+            body: Vec::new(),
+        });
+        let listed =
+            format!("{CONTENT_TYPE}\n{JSON}\nAccess-Control-Allow-Origin\nhttps://a.example\n");
+        assert_eq!(both[2], FRAME_LISTED);
+        assert_eq!(&both[7..], listed.as_bytes());
+    }
+
+    #[test]
+    fn frame_headers_are_the_cors_set_with_or_without_json() {
+        let cors = frame_headers(FRAME_CORS);
+        assert_eq!(cors.lines().count(), 2 * CORS_HEADERS.len());
+        assert!(cors.starts_with("Access-Control-Allow-Origin\n*\n"));
+        assert_eq!(
+            frame_headers(FRAME_CORS_JSON),
+            format!("{CONTENT_TYPE}\n{JSON}\n{cors}")
+        );
     }
 }

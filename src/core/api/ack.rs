@@ -101,8 +101,8 @@ impl AckItem {
 pub struct AckResult {
     /// Position in the request.
     pub index: usize,
-    /// The item's transaction id.
-    pub transaction_id: String,
+    /// The item's transaction id (shared with the stored message when the ack found it loaded).
+    pub transaction_id: SharedStr,
     /// The item's partition id.
     pub partition_id: SharedStr,
     /// Whether the item was accepted.

@@ -12,13 +12,26 @@ use super::*;
 /// Equality is equality of that text: `{"a":1}` and `{"a": 1}` are different payloads here, although
 /// they are the same JSON value. This is the one type to wrap or change if payloads are ever
 /// transformed on their way in or out (encryption, for one).
+///
+/// A payload read back from a segment is a part of the segment's JSON text ([`Payload::in_segment`]),
+/// shared with the cached segment and every reply that delivers it: no allocation per message on the
+/// way from the store to the reply. [`Payload::detached`] copies it out for what is kept long.
 #[derive(Clone)]
-pub struct Payload(Box<RawValue>);
+pub struct Payload(Text);
+
+/// Where a payload's text is.
+#[derive(Clone)]
+enum Text {
+    /// Its own allocation, checked by serde_json when it was captured.
+    Own(Box<RawValue>),
+    /// A part of a segment's JSON text, checked to be one JSON value when the segment was read.
+    InSegment(SharedStr),
+}
 
 impl Payload {
     /// The JSON `null` payload (a push item without one).
     pub fn null() -> Self {
-        Payload(RawValue::NULL.to_owned())
+        Payload(Text::Own(RawValue::NULL.to_owned()))
     }
 
     /// The empty object `{}` (a transaction's push item without a payload).
@@ -30,22 +43,43 @@ impl Payload {
     /// A payload holding `value` as compact JSON text.
     pub fn from_value(value: &Value) -> Self {
         // A `Value` always serializes (its map keys are strings).
-        Payload(serde_json::value::to_raw_value(value).expect("a JSON value serializes"))
+        Payload(Text::Own(
+            serde_json::value::to_raw_value(value)
+                .unwrap_or_else(|e| panic!("a JSON value serializes: {e}")),
+        ))
     }
 
     /// `text` as a payload: fails unless it is exactly one JSON value (whitespace around it is dropped).
     pub fn from_json(text: String) -> Result<Self, serde_json::Error> {
-        RawValue::from_string(text).map(Payload)
+        RawValue::from_string(text).map(|raw| Payload(Text::Own(raw)))
+    }
+
+    /// A payload that is a part of a segment's text: `text` must be exactly one JSON value, which the
+    /// segment reader checked with serde_json (module `segment`).
+    pub(crate) fn in_segment(text: SharedStr) -> Self {
+        Payload(Text::InSegment(text))
+    }
+
+    /// The same payload in its own allocation, not holding the segment it was read from (for what
+    /// memory keeps longer than a reply: a dead letter).
+    pub fn detached(self) -> Self {
+        match self.0 {
+            Text::Own(_) => self,
+            Text::InSegment(text) => Payload(Text::Own(own_raw(&text))),
+        }
     }
 
     /// The payload's JSON text.
     pub fn get(&self) -> &str {
-        self.0.get()
+        match &self.0 {
+            Text::Own(raw) => raw.get(),
+            Text::InSegment(text) => text,
+        }
     }
 
     /// Length of the JSON text in bytes (what the payload adds to a segment before compression).
     pub fn len(&self) -> usize {
-        self.0.get().len()
+        self.get().len()
     }
 
     /// Always false: a JSON value's text is never empty (`null` is four bytes).
@@ -57,18 +91,39 @@ impl Payload {
     /// valid JSON text does not fit a `Value`: a number beyond `f64`'s range, a lone surrogate escape.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
         // From bytes: the parser over slices is the one the module already has.
-        serde_json::from_slice(self.0.get().as_bytes())
+        serde_json::from_slice(self.get().as_bytes())
     }
 
     /// The raw JSON value.
     pub fn into_raw(self) -> Box<RawValue> {
-        self.0
+        match self.0 {
+            Text::Own(raw) => raw,
+            Text::InSegment(text) => own_raw(&text),
+        }
     }
+}
+
+/// A payload's text from a segment as a `RawValue` of its own. The segment reader checked that the text
+/// is one JSON value, so this parse (serde_json's, the only way to make a `RawValue`) cannot fail.
+fn own_raw(text: &str) -> Box<RawValue> {
+    first_raw_value(text.as_bytes())
+        .filter(|(_, end)| *end == text.len())
+        .expect("a segment's payload was checked when the segment was read")
+        .0
+        .to_owned()
+}
+
+/// The JSON value at the start of `bytes`, checked by serde_json, and the offset right after it (what
+/// the segment reader captures payloads with).
+pub(crate) fn first_raw_value(bytes: &[u8]) -> Option<(&RawValue, usize)> {
+    let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<&RawValue>();
+    let raw = values.next()?.ok()?;
+    Some((raw, values.byte_offset()))
 }
 
 impl From<Box<RawValue>> for Payload {
     fn from(raw: Box<RawValue>) -> Self {
-        Payload(raw)
+        Payload(Text::Own(raw))
     }
 }
 
@@ -102,13 +157,18 @@ impl std::fmt::Display for Payload {
 /// Writes the text as it is (it is one valid JSON value).
 impl serde::Serialize for Payload {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
+        match &self.0 {
+            Text::Own(raw) => raw.serialize(serializer),
+            // serde_json writes raw text only from a `RawValue`: made from the text, checked again
+            // (cold paths: a decoded segment written again, a view of a stored message).
+            Text::InSegment(text) => own_raw(text).serialize(serializer),
+        }
     }
 }
 
 /// Captures one JSON value's text (serde_json deserializers only, which check it is valid JSON).
 impl<'de> serde::Deserialize<'de> for Payload {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Box::<RawValue>::deserialize(deserializer).map(Payload)
+        Box::<RawValue>::deserialize(deserializer).map(|raw| Payload(Text::Own(raw)))
     }
 }

@@ -9,116 +9,189 @@ use std::rc::Rc;
 /// that delivers it. Made once and shared, they cost one allocation per partition or per message
 /// instead of one per copy (docs/decisions.md, "Core speed, second pass"). It reads like a `&str`
 /// (`Deref`), compares with `str`, `&str` and `String`, and serializes as a JSON string.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct SharedStr(Rc<str>);
+///
+/// It may also be a part of a larger shared text ([`SharedStr::within`]): a segment read back from the
+/// store keeps its JSON text once, and its messages' ids are places in it, so reading a segment and
+/// evicting it cost no allocation per message (docs/decisions.md, "Core pop+ack, third pass").
+#[derive(Clone)]
+pub struct SharedStr {
+    text: Rc<str>,
+    start: u32,
+    end: u32,
+}
 
 impl SharedStr {
     /// The text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        // Always `Some`: the bounds were checked when it was made (`within`, `whole`). `get` rather
+        // than indexing: no panic path at every place that reads the text.
+        self.text
+            .get(self.start as usize..self.end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The part `start..end` of `text`, sharing its allocation; `None` when that is not a part of it on
+    /// character boundaries.
+    pub fn within(text: &Rc<str>, start: usize, end: usize) -> Option<Self> {
+        text.get(start..end)?;
+        Some(SharedStr {
+            text: text.clone(),
+            start: u32::try_from(start).ok()?,
+            end: u32::try_from(end).ok()?,
+        })
+    }
+
+    /// The whole of `text`.
+    fn whole(text: Rc<str>) -> Self {
+        // Text held in memory is under 4 GiB (wasm32's whole address space).
+        let end =
+            u32::try_from(text.len()).unwrap_or_else(|_| panic!("shared text is under 4 GiB"));
+        SharedStr {
+            text,
+            start: 0,
+            end,
+        }
+    }
+
+    /// True when both share one allocation (tests).
+    #[cfg(test)]
+    fn shares_with(&self, other: &SharedStr) -> bool {
+        Rc::ptr_eq(&self.text, &other.text)
+    }
+}
+
+impl Default for SharedStr {
+    fn default() -> Self {
+        SharedStr::whole(Rc::from(""))
+    }
+}
+
+impl PartialEq for SharedStr {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SharedStr {}
+
+impl PartialOrd for SharedStr {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SharedStr {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for SharedStr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
     }
 }
 
 impl std::ops::Deref for SharedStr {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl AsRef<str> for SharedStr {
     fn as_ref(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl std::borrow::Borrow<str> for SharedStr {
     fn borrow(&self) -> &str {
-        &self.0
+        self.as_str()
     }
 }
 
 impl From<&str> for SharedStr {
     fn from(text: &str) -> Self {
-        SharedStr(Rc::from(text))
+        SharedStr::whole(Rc::from(text))
     }
 }
 
 impl From<String> for SharedStr {
     fn from(text: String) -> Self {
-        SharedStr(Rc::from(text))
+        SharedStr::whole(Rc::from(text))
     }
 }
 
 impl From<&String> for SharedStr {
     fn from(text: &String) -> Self {
-        SharedStr(Rc::from(text.as_str()))
+        SharedStr::whole(Rc::from(text.as_str()))
     }
 }
 
 impl From<&SharedStr> for String {
     fn from(text: &SharedStr) -> Self {
-        text.0.to_string()
+        text.as_str().to_string()
     }
 }
 
 impl From<SharedStr> for String {
     fn from(text: SharedStr) -> Self {
-        text.0.to_string()
+        text.as_str().to_string()
     }
 }
 
 impl PartialEq<str> for SharedStr {
     fn eq(&self, other: &str) -> bool {
-        &*self.0 == other
+        self.as_str() == other
     }
 }
 
 impl PartialEq<&str> for SharedStr {
     fn eq(&self, other: &&str) -> bool {
-        &*self.0 == *other
+        self.as_str() == *other
     }
 }
 
 impl PartialEq<String> for SharedStr {
     fn eq(&self, other: &String) -> bool {
-        *self.0 == **other
+        self.as_str() == other.as_str()
     }
 }
 
 impl PartialEq<SharedStr> for String {
     fn eq(&self, other: &SharedStr) -> bool {
-        **self == *other.0
+        self.as_str() == other.as_str()
     }
 }
 
 impl PartialEq<SharedStr> for &str {
     fn eq(&self, other: &SharedStr) -> bool {
-        **self == *other.0
+        *self == other.as_str()
     }
 }
 
 impl PartialEq<SharedStr> for str {
     fn eq(&self, other: &SharedStr) -> bool {
-        *self == *other.0
+        self == other.as_str()
     }
 }
 
 impl std::fmt::Debug for SharedStr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&*self.0, f)
+        std::fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
 impl std::fmt::Display for SharedStr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
 impl serde::Serialize for SharedStr {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&self.0)
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -131,7 +204,7 @@ mod tests {
     fn clones_share_and_compare_as_text() {
         let a = SharedStr::from("queue-1");
         let b = a.clone();
-        assert!(Rc::ptr_eq(&a.0, &b.0), "a clone shares the allocation");
+        assert!(a.shares_with(&b), "a clone shares the allocation");
         assert_eq!(a, "queue-1");
         assert_eq!("queue-1", a);
         assert_eq!(a, "queue-1".to_string());
@@ -139,5 +212,26 @@ mod tests {
         assert_eq!(format!("{a}/{a:?}"), "queue-1/\"queue-1\"");
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"queue-1\"");
         assert_eq!(String::from(b), "queue-1");
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn parts_of_a_text_share_it_and_compare_by_their_own_text() {
+        let text: Rc<str> = Rc::from("[\"ab\",\"é\"]");
+        let ab = SharedStr::within(&text, 2, 4).unwrap();
+        let e = SharedStr::within(&text, 7, 9).unwrap();
+        assert_eq!((ab.as_str(), e.as_str()), ("ab", "é"));
+        assert!(ab.shares_with(&e) && ab.shares_with(&ab.clone()));
+        let whole_ab = SharedStr::from("ab");
+        assert_eq!(ab, whole_ab);
+        assert!(ab < e && whole_ab < e);
+        assert_eq!(serde_json::to_string(&e).unwrap(), "\"é\"");
+        assert_eq!(
+            SharedStr::within(&text, 7, 8),
+            None,
+            "not on a character boundary"
+        );
+        assert_eq!(SharedStr::within(&text, 2, 40), None, "beyond the text");
+        assert_eq!(SharedStr::default(), "");
     }
 }

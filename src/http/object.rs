@@ -1,0 +1,67 @@
+//! `object!`: a JSON object answer built as `serde_json::json!` builds one, without its `unwrap`.
+//!
+//! `json!` turns each value into a `Value` with `serde_json::to_value(..).unwrap()`; that `unwrap`
+//! formats `serde_json::Error` with `Debug`, which brings string escaping and the Unicode tables behind
+//! it into the browser module (docs/decisions.md, "Browser size, session 7"). `object!` expands to the
+//! same map inserts and formats the error with `Display` instead (the module has that anyway); answers
+//! are plain data with string keys, which always serialize. Objects only: `{"key": value, ...}`, where a
+//! value is an expression or a nested `{...}`. The view routes, which the default build leaves out, keep
+//! `json!`.
+
+use serde_json::Value;
+
+/// `value` as a `Value`.
+pub(crate) fn value<T: serde::Serialize + ?Sized>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or_else(|e| panic!("an answer did not serialize: {e}"))
+}
+
+/// Sets `key` of `object`, an object [`object!`] made, to `value`. Not `object[key] = value`: `Value`'s
+/// `IndexMut` can panic with the key `Debug`-formatted, which the browser module has no other use for.
+pub(crate) fn set(object: &mut Value, key: &str, value: Value) {
+    if let Value::Object(map) = object {
+        map.insert(key.into(), value);
+    }
+}
+
+/// A JSON object from `{"key": value, ...}` (see the module's doc).
+macro_rules! object {
+    (@fields $map:ident) => {};
+    (@fields $map:ident $key:literal : { $($inner:tt)* } $(, $($rest:tt)*)?) => {
+        $map.insert($key.into(), $crate::http::object::object!({ $($inner)* }));
+        $crate::http::object::object!(@fields $map $($($rest)*)?);
+    };
+    (@fields $map:ident $key:literal : $value:expr $(, $($rest:tt)*)?) => {
+        $map.insert($key.into(), $crate::http::object::value(&$value));
+        $crate::http::object::object!(@fields $map $($($rest)*)?);
+    };
+    ({ $($fields:tt)* }) => {{
+        #[allow(unused_mut)]
+        let mut map = serde_json::Map::new();
+        $crate::http::object::object!(@fields map $($fields)*);
+        serde_json::Value::Object(map)
+    }};
+}
+
+pub(crate) use object;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn builds_what_json_builds() {
+        let name = "q".to_string();
+        let none: Option<u64> = None;
+        assert_eq!(
+            object!({
+                "a": 1,
+                "name": name,
+                "none": none,
+                "nested": {"enabled": false, "n": 2 + 3},
+                "list": vec![1, 2],
+            }),
+            json!({"a": 1, "name": "q", "none": null, "nested": {"enabled": false, "n": 5}, "list": [1, 2]})
+        );
+        assert_eq!(object!({}), json!({}));
+    }
+}

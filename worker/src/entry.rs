@@ -1,0 +1,279 @@
+//! What the entry Worker does with a request to a broker path, decided without I/O ([`decide`]), and the
+//! synchronous export the JS fetch handler calls for it ([`entry_precheck`]).
+//!
+//! Two handlers share [`decide`]:
+//! - the JS fetch handler (`worker/entry.js`, installed by `worker/shim.js`) calls [`entry_precheck`] once per
+//!   request. When the decision needs no await (no JWT signature to verify) it comes back as a ready
+//!   answer (a preflight, a refusal) or as the name of the object to forward to, and the JS handler forwards
+//!   the request itself (`env.BROKER.get(env.BROKER.idFromName(name)).fetch(request)`): no Rust future,
+//!   no promise glue, no copy of the request. Anything else comes back `undefined`;
+//! - the wasm fetch handler (`lib.rs`) serves the rest: assets, test routes, requests whose JWT must be
+//!   verified through Web Crypto, `SHARDS` > 1 and the shard migration.
+//!
+//! Either way the route, the caller's access and the declared body size are checked before any Durable
+//! Object is woken (docs/decisions.md, "Abuse: objects are not woken for nothing").
+
+use std::borrow::Cow;
+use std::cell::Cell;
+
+use futures::FutureExt;
+use queen_edge::http::jwt::{
+    authenticate, JwtAlgorithm, JwtConfig, JwtOutcome, SignatureVerifier, VerifyError,
+};
+use queen_edge::http::HttpConfig;
+use wasm_bindgen::prelude::wasm_bindgen;
+use wasm_bindgen::JsValue;
+use worker::worker_sys::web_sys;
+use worker::Env;
+
+use crate::broker::path_and_query;
+use crate::shards::ShardMap;
+use crate::{
+    is_broker_path, query_param, reshard, respond, valid_broker_name, EntrySettings, BROKER_QUERY,
+};
+
+/// What the entry Worker does with a request to a broker path.
+pub enum Decision<'a> {
+    /// Answer with this, without waking any object (a preflight, a refusal). `Err`: the answer could not
+    /// be built.
+    Answer(worker::Result<web_sys::Response>),
+    /// Forward the request unchanged to the object of this name (one shard). Borrowed: the settings'
+    /// `BROKER_NAME`.
+    Forward(Cow<'a, str>),
+    /// Route it over the shards of this broker (`SHARDS` > 1).
+    Sharded(ShardMap),
+    /// The shard migration (`reshard::ROUTE`) of this broker; the caller is an admin.
+    Reshard(String),
+}
+
+/// The parts of a request [`decide`] reads.
+pub struct Target<'r> {
+    /// The method, upper case.
+    pub method: &'r str,
+    /// The path (still percent-encoded).
+    pub path: &'r str,
+    /// The raw query string, without `?`.
+    pub query: &'r str,
+    /// The `Authorization` header.
+    pub authorization: Option<&'r str>,
+    /// The `Content-Length` header.
+    pub content_length: Option<&'r str>,
+    /// The `X-Queen-Broker` header.
+    pub broker_header: Option<String>,
+}
+
+/// Decides what to do with a request to a broker path ([`is_broker_path`]) whose JWT, if any, gave
+/// `outcome` (`queen_edge::http::jwt::authenticate`); a preflight needs none. In order: a preflight is
+/// answered here (204 with the CORS headers: it carries neither a token nor the broker's name, so
+/// forwarding it would only wake an object, perhaps the wrong one); the shard migration is admin only;
+/// the precheck (`queen_edge::http::precheck_with_jwt`: route, access, declared `Content-Length`) refuses
+/// before any object is woken; then the broker is chosen ([`broker_name`], 400 for a bad name) and
+/// `SHARDS` says whether one object serves it.
+pub fn decide<'a>(
+    settings: &'a EntrySettings,
+    target: Target<'_>,
+    outcome: &JwtOutcome,
+) -> Decision<'a> {
+    if target.method == "OPTIONS" {
+        return Decision::Answer(respond::respond(204, &[], &[]));
+    }
+    let http = &settings.config.http;
+    if target.path == reshard::ROUTE {
+        if let Err(refusal) =
+            queen_edge::http::check_admin(http, target.path, target.authorization, outcome)
+        {
+            return Decision::Answer(respond::answer(&refusal));
+        }
+        return match broker_name(settings, target.broker_header, target.query) {
+            Ok(name) => Decision::Reshard(name.into_owned()),
+            Err(message) => Decision::Answer(respond::error(400, &message)),
+        };
+    }
+    let content_length = target
+        .content_length
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Err(refusal) = queen_edge::http::precheck_with_jwt(
+        http,
+        target.method,
+        target.path,
+        target.authorization,
+        content_length,
+        outcome,
+    ) {
+        return Decision::Answer(respond::answer(&refusal));
+    }
+    let name = match broker_name(settings, target.broker_header, target.query) {
+        Ok(name) => name,
+        Err(message) => return Decision::Answer(respond::error(400, &message)),
+    };
+    match &settings.shards {
+        // One shard: the broker's own object, as before shards existed.
+        Ok(1) => Decision::Forward(name),
+        Ok(count) => Decision::Sharded(ShardMap {
+            broker: name.into_owned(),
+            count: *count,
+        }),
+        Err(message) => Decision::Answer(respond::error(
+            503,
+            &format!("broker unavailable: {message}"),
+        )),
+    }
+}
+
+/// The name of the Durable Object that serves a request with the `X-Queen-Broker` header `header` and
+/// `query`: `BROKER_NAME` (default `default`), or, when `BROKER_SELECTABLE` is `true`, the header or
+/// the `broker` query parameter if present. `Err` carries the 400 message for an invalid name.
+pub fn broker_name<'a>(
+    settings: &'a EntrySettings,
+    header: Option<String>,
+    query: &str,
+) -> Result<Cow<'a, str>, String> {
+    if !settings.selectable {
+        return Ok(Cow::Borrowed(&settings.broker_name));
+    }
+    match header.or_else(|| query_param(query, BROKER_QUERY)) {
+        None => Ok(Cow::Borrowed(&settings.broker_name)),
+        Some(name) if valid_broker_name(&name) => Ok(Cow::Owned(name)),
+        Some(_) => Err("broker name must be 1-64 characters of A-Z a-z 0-9 _ . -".to_string()),
+    }
+}
+
+/// A [`SignatureVerifier`] that checks nothing: it notes that a signature had to be checked.
+struct NoCrypto {
+    asked: Cell<bool>,
+}
+
+impl SignatureVerifier for NoCrypto {
+    async fn verify(
+        &self,
+        _config: &JwtConfig,
+        _alg: JwtAlgorithm,
+        _kid: Option<&str>,
+        _signing_input: &[u8],
+        _signature: &[u8],
+    ) -> Result<bool, VerifyError> {
+        self.asked.set(true);
+        Ok(false)
+    }
+}
+
+/// The outcome `authenticate` gives a request when it needs no signature checked (JWT off, a public or
+/// skipped route, no token, a static token, a token refused before its signature: malformed, `alg`
+/// refused): the same value, computed without awaiting. `None` when a signature must be verified (the
+/// caller then takes the async path with Web Crypto).
+pub fn outcome_without_crypto(
+    http: &HttpConfig,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> Option<JwtOutcome> {
+    let verifier = NoCrypto {
+        asked: Cell::new(false),
+    };
+    // The clock is read only after a signature is verified (the claims), which this verifier never
+    // lets happen: the outcome of such a token is thrown away below.
+    let outcome = authenticate(http, &verifier, method, path, authorization, 0).now_or_never()?;
+    (!verifier.asked.get()).then_some(outcome)
+}
+
+/// The entry Worker's synchronous decision for the JS fetch handler (`worker/entry.js`), from the request's
+/// method, URL and three headers: a `Response` to answer with (a preflight, a refusal: no object is
+/// woken), a string (forward the request unchanged to the `BROKER` object of that name), or `undefined`
+/// (not decided here: hand the request to the wasm fetch handler). Never awaits; the same [`decide`] as
+/// the wasm handler.
+#[wasm_bindgen(js_name = entryPrecheck)]
+pub fn entry_precheck(
+    env: &Env,
+    method: &str,
+    url: &str,
+    content_length: Option<String>,
+    authorization: Option<String>,
+    broker_header: Option<String>,
+) -> JsValue {
+    let (path, query) = path_and_query(url);
+    if !is_broker_path(path) {
+        return JsValue::UNDEFINED;
+    }
+    let settings = EntrySettings::get(env);
+    let method = method.to_ascii_uppercase();
+    let authorization = authorization.as_deref();
+    let outcome = if method == "OPTIONS" {
+        JwtOutcome::default()
+    } else {
+        match outcome_without_crypto(&settings.config.http, &method, path, authorization) {
+            Some(outcome) => outcome,
+            None => return JsValue::UNDEFINED,
+        }
+    };
+    let target = Target {
+        method: &method,
+        path,
+        query,
+        authorization,
+        content_length: content_length.as_deref(),
+        broker_header,
+    };
+    match decide(&settings, target, &outcome) {
+        Decision::Answer(Ok(response)) => response.into(),
+        Decision::Forward(Cow::Borrowed(_)) => settings.broker_name_js.clone(),
+        Decision::Forward(Cow::Owned(name)) => JsValue::from_str(&name),
+        Decision::Answer(Err(_)) | Decision::Sharded(_) | Decision::Reshard(_) => {
+            JsValue::UNDEFINED
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queen_edge::http::jwt::JwtSettings;
+    use queen_edge::http::{AuthConfig, AuthToken, Role};
+
+    fn jwt_on() -> HttpConfig {
+        HttpConfig {
+            auth: Some(AuthConfig {
+                tokens: vec![AuthToken::new("static-token", Role::Admin)],
+            }),
+            jwt: Some(JwtConfig::from_settings(&JwtSettings {
+                algorithm: Some("HS256".into()),
+                secret: Some("s3cret".into()),
+                ..JwtSettings::default()
+            })),
+            ..HttpConfig::default()
+        }
+    }
+
+    /// A token of the right form and algorithm (its signature is never checked here).
+    const SIGNED: &str = "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
+
+    #[test]
+    fn no_crypto_when_no_signature_is_checked() {
+        let off = HttpConfig::default();
+        let on = jwt_on();
+        let queues = "/api/v1/resources/queues";
+        let outcome = |config: &HttpConfig, auth: Option<&str>| {
+            outcome_without_crypto(config, "GET", queues, auth)
+        };
+        // JWT off, a public route, no token, a static token: decided here, nothing refused.
+        for decided in [
+            outcome(&off, Some(SIGNED)),
+            outcome(&on, None),
+            outcome(&on, Some("Bearer static-token")),
+            outcome_without_crypto(&on, "GET", "/health", Some(SIGNED)),
+        ] {
+            assert_eq!(
+                decided.expect("decided without crypto").refusal_status(),
+                None
+            );
+        }
+        // A malformed token is refused before any signature: decided here too.
+        assert_eq!(
+            outcome(&on, Some("Bearer not-a-jwt"))
+                .expect("decided without crypto")
+                .refusal_status(),
+            Some(401)
+        );
+        // A token whose signature must be verified goes to the async path.
+        assert_eq!(outcome(&on, Some(SIGNED)), None);
+    }
+}
