@@ -9,12 +9,13 @@
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
 //                            [--batches 1,10,100] [--payload 64]
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
-import { execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
-import { ROOT, freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
+import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
 import { cpuNs, requester } from './load.mjs';
+import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
@@ -31,48 +32,11 @@ const BATCHES = opt('--batches', '1,10,100').split(',').map(Number);
 const PAYLOAD = Number(opt('--payload', 64));
 const CONNECTIONS = 8;
 const PARTITIONS = 10;
-const WORKERD = join(ROOT, 'node_modules', '@cloudflare', 'workerd-linux-64', 'bin', 'workerd');
 const request = requester(CONNECTIONS);
 
 async function startBuild(build, stateDir) {
   const w = await startWorker({ persistTo: stateDir, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
   return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
-}
-
-async function startNaive(stateDir) {
-  const dir = mkdtempSync(join(os.tmpdir(), 'queen-edge-ab-naive-'));
-  copyFileSync(join(ROOT, 'bench', 'naive-do', 'naive.js'), join(dir, 'naive.js'));
-  mkdirSync(stateDir, { recursive: true });
-  const port = await freePort();
-  writeFileSync(join(dir, 'naive.capnp'), `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = (
-      compatibilityDate = "2026-11-01",
-      modules = [(name = "naive.js", esModule = embed "naive.js")],
-      bindings = [(name = "NAIVE", durableObjectNamespace = "NaiveQueue")],
-      durableObjectNamespaces = [(className = "NaiveQueue", uniqueKey = "naive-NaiveQueue", enableSql = true)],
-      durableObjectStorage = (localDisk = "disk"),
-    )),
-    (name = "disk", disk = (path = ${JSON.stringify(stateDir)}, writable = true)),
-  ],
-  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
-);
-`);
-  const child = spawn(WORKERD, ['serve', join(dir, 'naive.capnp'), '--experimental'], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const exited = new Promise((r) => child.on('exit', r));
-  for (let i = 0; ; i++) {
-    try { if ((await request(port, 'GET', '/health')).status === 200) break; } catch { /* not yet */ }
-    if (i > 300) {
-      child.kill('SIGKILL');
-      throw new Error('naive queue not healthy');
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    name: 'naive', port, pid: child.pid,
-    stop: async () => { child.kill('SIGTERM'); await exited; rmSync(dir, { recursive: true, force: true }); },
-  };
 }
 
 function payload(size, n) {
@@ -152,7 +116,7 @@ const results = new Map(); // `${broker}|${batch}|${op}` -> [{cpuUsPerMsg, msgsP
 const load0 = os.loadavg()[0];
 try {
   for (const build of BUILDS) brokers.push(await startBuild(build, join(stateRoot, build.name)));
-  if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive')));
+  if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive'), request, 'naive'));
   renice([process.pid, ...brokers.map((b) => b.pid)]);
   for (const b of brokers) { // warm-up, not counted
     for (const batch of BATCHES) {

@@ -4,12 +4,13 @@
 // time, then pop+ack the messages that push stored. Writes a markdown section to --out and prints progress.
 //
 //   node bench/worker-bench.mjs [--quick] [--out FILE]
-import { spawn, execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
+import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
 import { cpuNs, requester } from './load.mjs';
+import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
@@ -23,7 +24,6 @@ const PAYLOADS = [64, 1024];
 // which takes the disk's fsync out and leaves the brokers' own cost. QE_BENCH_STORAGE=disk or tmpfs for one.
 const STORAGE = (process.env.QE_BENCH_STORAGE || 'disk,tmpfs').split(',')
   .filter((s) => s === 'disk' || (s === 'tmpfs' && existsSync('/dev/shm')));
-const WORKERD = join(ROOT, 'node_modules', '@cloudflare', 'workerd-linux-64', 'bin', 'workerd');
 
 // ---------------------------------------------------------------- HTTP client (keep-alive, one socket per worker)
 const request = requester(CONNECTIONS);
@@ -33,42 +33,6 @@ const request = requester(CONNECTIONS);
 async function startQueenEdge(stateDir) {
   const w = await startWorker({ persistTo: stateDir, runtime: 'workerd' });
   return { name: 'queen-edge', port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
-}
-
-async function startNaive(stateDir) {
-  const dir = mkdtempSync(join(os.tmpdir(), 'queen-edge-naive-'));
-  copyFileSync(join(ROOT, 'bench', 'naive-do', 'naive.js'), join(dir, 'naive.js'));
-  mkdirSync(stateDir, { recursive: true });
-  const port = await freePort();
-  writeFileSync(join(dir, 'naive.capnp'), `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = (
-      compatibilityDate = "2026-11-01",
-      modules = [(name = "naive.js", esModule = embed "naive.js")],
-      bindings = [(name = "NAIVE", durableObjectNamespace = "NaiveQueue")],
-      durableObjectNamespaces = [(className = "NaiveQueue", uniqueKey = "naive-NaiveQueue", enableSql = true)],
-      durableObjectStorage = (localDisk = "disk"),
-    )),
-    (name = "disk", disk = (path = ${JSON.stringify(stateDir)}, writable = true)),
-  ],
-  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
-);
-`);
-  const child = spawn(WORKERD, ['serve', join(dir, 'naive.capnp'), '--experimental'], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const exited = new Promise((r) => child.on('exit', r));
-  for (let i = 0; ; i++) {
-    try { if ((await request(port, 'GET', '/health')).status === 200) break; } catch { /* not yet */ }
-    if (i > 300) {
-      child.kill('SIGKILL');
-      throw new Error('naive queue not healthy');
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    name: 'naive DO queue', port, pid: child.pid,
-    stop: async () => { child.kill('SIGTERM'); await exited; rmSync(dir, { recursive: true, force: true }); },
-  };
 }
 
 async function rowsWritten(b) {
@@ -197,7 +161,7 @@ for (const storage of STORAGE) {
   const brokers = [];
   try {
     brokers.push(await startQueenEdge(join(stateRoot, 'queen-edge')));
-    brokers.push(await startNaive(join(stateRoot, 'naive')));
+    brokers.push(await startNaive(join(stateRoot, 'naive'), request));
     for (const b of brokers) await warmUp(b);
     for (const size of PAYLOADS) {
       for (const batch of BATCHES) {
