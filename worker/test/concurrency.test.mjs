@@ -12,7 +12,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, sleep } from './harness.mjs';
 
 const QUEUE = 'conc';
 const PARTITIONS = 4;
@@ -24,7 +24,6 @@ const GROUPS = { A: 8, B: 3 };
 const state = tempPersistDir();
 after(() => state.cleanup());
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const now = () => performance.now();
 
 test('8+3 consumers of two groups over 4 partitions: no double lease, all seen by both groups, order per partition', { timeout: 170_000 }, async () => {

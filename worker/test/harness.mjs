@@ -158,3 +158,9 @@ export async function getJson(url, init = {}) {
   try { body = JSON.parse(text); } catch { body = { nonJson: text }; }
   return { status: res.status, headers: res.headers, body };
 }
+
+/** The fetch init of a JSON POST of `body` (for `getJson(url, post(body))`). */
+export const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+
+/** Resolves after `ms` milliseconds. */
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

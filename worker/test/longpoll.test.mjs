@@ -3,15 +3,12 @@
 // empty long-poll waits its timeout and answers 204.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, post, sleep } from './harness.mjs';
 
 const state = tempPersistDir();
 let w;
 before(async () => { w = await startWorker({ persistTo: state.dir }); });
 after(async () => { await w?.stop(); state.cleanup(); });
-
-const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 test('a parked long-poll wakes on a push', async () => {
   const started = Date.now();

@@ -4,12 +4,10 @@
 // included). Pop maintenance answers every pop empty until it is turned off.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, post } from './harness.mjs';
 
 const state = tempPersistDir();
 after(() => state.cleanup());
-
-const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 
 test('buffered pushes survive a restart and drain in order, each once', async () => {
   let w = await startWorker({ persistTo: state.dir });

@@ -6,15 +6,12 @@
 // and bodies as the Rust-built responses had them.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, post, sleep } from './harness.mjs';
 
 const state = tempPersistDir();
 let w;
 before(async () => { w = await startWorker({ persistTo: state.dir }); });
 after(async () => { await w?.stop(); state.cleanup(); });
-
-const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 test('parked long-polls wake one by one on pushes while other requests are answered directly', async () => {
   const parked = [1, 2, 3].map(() => getJson(`${w.url}/api/v1/pop/queue/op-wake?wait=true&timeout=20000`));

@@ -4,7 +4,7 @@
 // same state in between (options, quarantine and delivery records are stored).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, sleep } from './harness.mjs';
 
 const state = tempPersistDir();
 after(() => state.cleanup());
@@ -14,7 +14,6 @@ const post = (body) => ({
   headers: { 'Content-Type': 'application/json' },
   body: JSON.stringify(body),
 });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function push(url, queue, items) {
   const r = await getJson(`${url}/api/v1/push`, post({

@@ -6,11 +6,9 @@
 // back; and a changed SHARDS without the migration is still refused.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson, workerdUnder } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, workerdUnder, post, sleep } from './harness.mjs';
 import { placementFor } from './placement.mjs';
 
-const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const QUEUES = Array.from({ length: 8 }, (_, i) => `rs-${i}`);
 const PER_QUEUE = 12;
 

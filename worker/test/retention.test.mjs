@@ -2,12 +2,10 @@
 // unconsumed messages once they are old enough, without any request asking for it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, post } from './harness.mjs';
 
 const state = tempPersistDir();
 after(() => state.cleanup());
-
-const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
 
 test('the alarm evicts expired messages', async () => {
   const w = await startWorker({ persistTo: state.dir, vars: { MAINTENANCE_INTERVAL_MS: '500' } });

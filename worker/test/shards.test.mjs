@@ -7,15 +7,12 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, post, sleep } from './harness.mjs';
 import { placementFor } from './placement.mjs';
 
 const SHARDS = 4;
 const state = tempPersistDir();
 after(() => state.cleanup());
-
-const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const { shardOf, onDistinctShards } = placementFor(SHARDS);
 

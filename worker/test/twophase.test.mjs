@@ -7,15 +7,12 @@
 // - killed after the decision, it ends committed on every shard.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, post, sleep } from './harness.mjs';
 import { placementFor } from './placement.mjs';
 
 const SHARDS = 4;
 const TIMEOUT_MS = 800;
 const LEASE_S = 2;
-
-const post = (body) => ({ method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const { onDistinctShards } = placementFor(SHARDS);
 
