@@ -32,6 +32,8 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const HEX = Array.from({ length: 256 }, (_, b) => (b < 16 ? '0' : '') + b.toString(16))
 const pool = new Uint8Array(4096)
 let used = pool.length
+let lastMs = -1
+let msHex = ''
 
 /** A UUIDv7 (time-ordered) from `Date.now()` and `crypto.getRandomValues`. */
 export function uuidv7() {
@@ -41,11 +43,16 @@ export function uuidv7() {
   }
   const o = used
   used += 16
-  const ms = Date.now().toString(16).padStart(12, '0')
+  const now = Date.now()
+  if (now !== lastMs) {
+    lastMs = now
+    const hex = now.toString(16).padStart(12, '0')
+    msHex = hex.slice(0, 8) + '-' + hex.slice(8) + '-'
+  }
   let tail = ''
   for (let i = o + 10; i < used; i++) tail += HEX[pool[i]]
-  return ms.slice(0, 8) + '-' + ms.slice(8) + '-' + HEX[0x70 | (pool[o + 6] & 0x0f)] + HEX[pool[o + 7]] + '-' +
-    HEX[0x80 | (pool[o + 8] & 0x3f)] + HEX[pool[o + 9]] + '-' + tail
+  return msHex + HEX[0x70 | (pool[o + 6] & 0x0f)] + HEX[pool[o + 7]] + '-' + HEX[0x80 | (pool[o + 8] & 0x3f)] +
+    HEX[pool[o + 9]] + '-' + tail
 }
 
 function ackStatus(status) {

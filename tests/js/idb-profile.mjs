@@ -5,13 +5,16 @@
 //   node tests/js/idb-profile.mjs --no-cpu      without the CDP CPU profile (--no-raw: without raw IndexedDB)
 //   node tests/js/idb-profile.mjs --raw-only    only the raw IndexedDB commits
 //   node tests/js/idb-profile.mjs --vendor DIR[,DIR2]   modules to measure (alternating rounds, one page each)
+//   node tests/js/idb-profile.mjs --busy        only CPU time (/proc) and wall time per call, alternating rounds
+//                                               over the --vendor modules
 //   node tests/js/idb-profile.mjs --views       open with `views: true` (a views build with names, for the profile)
 //
-// Phases of a sequential call through the fluent API (batch-1 push, batch-100 push, batch-100 pop, batch-100
-// ack): `IDBDatabase.transaction` and the transaction's `complete` are wrapped in the page, so each call is
-// split into: before (from the call to its readwrite transaction's creation: JS, glue, wasm, core),
-// issue (creating the transaction and issuing its requests, until the task yields), IndexedDB (from then to
-// `complete`) and after (from `complete` to the answer). Means of the middle 80 % of the calls, microseconds.
+// Phases of a sequential call through the fluent API (batch-1 push, pop and ack; batch-100 push, pop and
+// ack): `IDBDatabase.transaction`, the transaction's `complete` and the broker's `handle` are wrapped in the
+// page (cross-origin isolated, so timers have 5 us steps), and each call is split into: JS (the wrapper
+// before `handle` and after its answer), wasm (from `handle` until its readwrite transaction exists,
+// `IDBDatabase.transaction` included), issue (issuing the requests, until the task yields), IndexedDB (from
+// then to `complete`) and after (from `complete` to `handle`'s answer). Medians over the calls.
 //
 // Raw IndexedDB: plain transactions shaped like a commit (puts of given sizes over one or two object
 // stores), one at a time, alternating rounds, median commits/s; the cost of a request more or less.
@@ -19,7 +22,7 @@
 // Printed only: a measurement tool, never a pass/fail criterion.
 
 import { loadavg } from 'node:os'
-import { cp, mkdtemp, rm } from 'node:fs/promises'
+import { cp, mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { launch, openPage, uniqueName, ROOT } from './harness.mjs'
@@ -49,7 +52,9 @@ async function stage(dir) {
 const env = await launch()
 console.log(`load average at start: ${load()}`)
 try {
-  if (!has('--raw-only')) {
+  if (has('--busy')) {
+    await busyRounds()
+  } else if (!has('--raw-only')) {
     for (let round = 0; round < (vendors.length > 1 ? 3 : 1); round++) {
       for (const dir of vendors) {
         await stage(dir)
@@ -57,8 +62,8 @@ try {
       }
     }
   }
-  if (!has('--no-raw')) await rawIdb()
-  if (!has('--no-cpu') && !has('--raw-only')) {
+  if (!has('--no-raw') && !has('--busy')) await rawIdb()
+  if (!has('--no-cpu') && !has('--raw-only') && !has('--busy')) {
     for (const dir of vendors) {
       await stage(dir)
       await cpuProfile(dir || 'www/vendor/queen-edge')
@@ -108,30 +113,53 @@ function instrument() {
 
 async function phases(label) {
   const context = await env.browser.newContext()
+  // Cross-origin isolation: performance.now() in steps of 5 us instead of 100.
+  await context.route('**/*', async (route) => {
+    const response = await route.fetch()
+    await route.fulfill({
+      response,
+      headers: { ...response.headers(), 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp', 'cross-origin-resource-policy': 'cross-origin' }
+    })
+  })
   const page = await openPage(context, env.url, 'profile')
   await page.evaluate(instrument)
   const result = await page.evaluate(async ({ prefix, openOptions }) => {
     const text = 'x'.repeat(100)
     const name = `${prefix}-phases`
     const queen = await window.QE.Queen.open({ name, ...openOptions })
+    // The broker's own entry point, timed: where the JS wrapper ends and the wasm begins.
+    const broker = queen.transport.broker
+    const handle = broker.handle.bind(broker)
+    let current = null
+    broker.handle = (...a) => {
+      const call = current
+      if (call) call.handle = performance.now()
+      return handle(...a).then((answer) => {
+        if (call) call.handled = performance.now()
+        return answer
+      })
+    }
     const q = queen.queue('bench')
     const out = {}
-    // performance.now() is coarse (100 us without cross-origin isolation): a mean of the middle 80 %.
-    const med = (xs) => {
-      const s = xs.slice().sort((a, b) => a - b).slice(Math.floor(xs.length / 10), Math.ceil(xs.length * 9 / 10))
-      return s.reduce((a, x) => a + x, 0) / s.length
-    }
-    // One call: its phases from the trace entries it created (the last readwrite transaction).
-    async function measured(key, call) {
+    // One call: its phases from its last readwrite transaction.
+    async function measured(key, run) {
       const before = window.idbTrace.length
-      const t0 = performance.now()
-      const answer = await call()
-      const t3 = performance.now()
-      const mine = window.idbTrace.slice(before)
-      const last = mine[mine.length - 1]
-      ;(out[key] ||= []).push(last
-        ? { before: last.created - t0, issue: last.issued - last.created, idb: last.complete - last.issued, after: t3 - last.complete, total: t3 - t0, commits: mine.length, requests: last.requests }
-        : { before: 0, issue: 0, idb: 0, after: 0, total: t3 - t0, commits: 0, requests: [] })
+      current = { t0: performance.now() }
+      const answer = await run()
+      const c = current
+      current = null
+      const t = window.idbTrace.slice(before)
+      const last = t[t.length - 1]
+      ;(out[key] ||= []).push({
+        js: c.handle - c.t0 + performance.now() - c.handled,
+        wasm: last.created - c.handle,
+        issue: last.issued - last.created,
+        idb: last.complete - last.issued,
+        after: c.handled - last.complete,
+        total: performance.now() - c.t0,
+        commits: t.length,
+        requests: last.requests
+      })
       return answer
     }
     const items = (n, i) => Array.from({ length: n }, (_, k) => ({ data: { i: i + k, text } }))
@@ -150,25 +178,113 @@ async function phases(label) {
     }
     await queen.close()
     await window.QE.Queen.deleteDatabase(name, openOptions)
+    const med = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)]
     const summary = {}
     for (const [key, calls] of Object.entries(out)) {
       const pick = (f) => med(calls.map((c) => c[f]))
       summary[key] = {
-        before: pick('before'), issue: pick('issue'), idb: pick('idb'), after: pick('after'), total: pick('total'),
+        js: pick('js'), wasm: pick('wasm'), issue: pick('issue'), idb: pick('idb'), after: pick('after'), total: pick('total'),
         commits: calls.reduce((a, c) => a + c.commits, 0) / calls.length,
         requests: calls[calls.length - 1].requests
       }
     }
-    return summary
+    return { crossOriginIsolated, summary }
   }, { prefix: uniqueName('profile'), openOptions })
   await context.close()
-  console.log(`\n${label}: phases of a sequential call, microseconds (trimmed mean) (load ${load()})`)
-  console.log('    call        before   issue   IndexedDB   after    total   commits   requests of its commit')
-  for (const [key, s] of Object.entries(result)) {
-    const us = (x) => String(Math.round(x * 1000)).padStart(7)
+  console.log(`\n${label}: phases of a sequential call, median microseconds (load ${load()}${result.crossOriginIsolated ? '' : '; timers coarse, not isolated'})`)
+  console.log('    call           JS   wasm  issue  IndexedDB  after  total  commits   requests of its commit')
+  for (const [key, s] of Object.entries(result.summary)) {
+    const us = (x, w = 6) => String(Math.round(x * 1000)).padStart(w)
     const reqs = s.requests.map(([op, store, k, bytes]) => `${op} ${store}:${k} ${bytes}B`).join(', ')
-    console.log(`    ${key.padEnd(10)} ${us(s.before)} ${us(s.issue)} ${us(s.idb).padStart(11)} ${us(s.after)} ${us(s.total)}   ${s.commits.toFixed(2).padStart(7)}   ${reqs}`)
+    console.log(`    ${key.padEnd(10)} ${us(s.js)} ${us(s.wasm)} ${us(s.issue)} ${us(s.idb, 10)} ${us(s.after)} ${us(s.total)}  ${s.commits.toFixed(2).padStart(7)}   ${reqs}`)
   }
+}
+
+/** CPU seconds (user + system) of this script's Chromium: every process descending from this one, and the
+ * main threads of its renderers (/proc, clock ticks of 10 ms). */
+async function chromiumCpu() {
+  const stats = new Map()
+  for (const pid of await readdir('/proc')) {
+    if (!/^\d+$/.test(pid)) continue
+    try {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      stats.set(Number(pid), { ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) })
+    } catch {}
+  }
+  const mine = new Set([process.pid])
+  for (let grew = true; grew;) {
+    grew = false
+    for (const [pid, s] of stats) if (!mine.has(pid) && mine.has(s.ppid)) { mine.add(pid); grew = true }
+  }
+  mine.delete(process.pid)
+  let all = 0
+  let renderers = 0
+  for (const pid of mine) {
+    all += stats.get(pid).ticks
+    try {
+      if ((await readFile(`/proc/${pid}/cmdline`, 'utf8')).includes('--type=renderer')) {
+        const stat = await readFile(`/proc/${pid}/task/${pid}/stat`, 'utf8')
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+        renderers += Number(f[11]) + Number(f[12])
+      }
+    } catch {}
+  }
+  return { all: all / 100, main: renderers / 100 }
+}
+
+/** CPU time per call (this script's Chromium, all processes; and its renderers' main threads) and wall time,
+ * for each module in --vendor, 6 rounds in rotating order; medians. */
+async function busyRounds() {
+  const scenarios = [['push 1', 1, 500], ['pop+ack 1', 1, 500], ['push 100', 100, 100], ['pop+ack 100', 100, 100]]
+  const runs = new Map()
+  for (let round = 0; round < 6; round++) {
+    // Each round starts with the next module: no module always runs first or last.
+    for (const dir of [...vendors.slice(round % vendors.length), ...vendors.slice(0, round % vendors.length)]) {
+      await stage(dir)
+      const context = await env.browser.newContext()
+      const page = await openPage(context, env.url, 'busy')
+      const name = uniqueName('busy')
+      await page.evaluate(async ({ name, openOptions }) => {
+        window.busy = await window.QE.Queen.open({ name, ...openOptions })
+        const q = window.busy.queue('bench')
+        for (let i = 0; i < 20; i++) await q.push(Array.from({ length: 10 }, (_, k) => ({ data: { i: k } })))
+        for (;;) { const m = await q.batch(100).wait(false).pop(); if (!m.length) break; await window.busy.ack(m, true) }
+      }, { name, openOptions })
+      for (const [what, batch, count] of scenarios) {
+        const c0 = await chromiumCpu()
+        const wall = await page.evaluate(async ({ what, batch, count }) => {
+          const queen = window.busy
+          const q = queen.queue('bench')
+          const text = 'x'.repeat(100)
+          const t0 = performance.now()
+          for (let i = 0; i < count; i++) {
+            if (what.startsWith('push')) await q.push(Array.from({ length: batch }, (_, k) => ({ data: { i: k, text } })))
+            else { const m = await q.batch(batch).wait(false).pop(); await queen.ack(m, true) }
+          }
+          return performance.now() - t0
+        }, { what, batch, count })
+        const c1 = await chromiumCpu()
+        const key = `${dir}\t${what}`
+        if (!runs.has(key)) runs.set(key, [])
+        runs.get(key).push({ all: (c1.all - c0.all) * 1e6 / count, main: (c1.main - c0.main) * 1e6 / count, wall: wall * 1000 / count })
+      }
+      await page.evaluate(async ({ name, openOptions }) => {
+        await window.busy.close()
+        await window.QE.Queen.deleteDatabase(name, openOptions)
+      }, { name, openOptions })
+      await context.close()
+    }
+  }
+  console.log(`\nper call, median of 6 alternating rounds: CPU us of all Chromium processes / of the renderer's main thread / wall us (load ${load()})`)
+  for (const [what] of scenarios) {
+    const cells = vendors.map((dir) => {
+      const r = runs.get(`${dir}\t${what}`)
+      return `${median(r.map((x) => x.all)).toFixed(0).padStart(5)} / ${median(r.map((x) => x.main)).toFixed(0).padStart(5)} / ${median(r.map((x) => x.wall)).toFixed(0).padStart(5)}`
+    })
+    console.log(`    ${what.padEnd(12)} ${cells.join('   ')}`)
+  }
+  console.log(`    (columns: ${vendors.map((d) => d || 'www/vendor/queen-edge').join(', ')})`)
 }
 
 async function rawIdb() {
@@ -260,7 +376,10 @@ async function cpuProfile(label) {
     const { profile } = await cdp.send('Profiler.stop')
     summarize(`${label}: ${what}, ${count} calls, ${(wall * 1000 / count).toFixed(0)} us a call`, profile, count)
   }
-  await page.evaluate(async ({ name, openOptions }) => { await window.prof.queen.close(); await window.QE.Queen.deleteDatabase(name, openOptions) }, { name, openOptions })
+  await page.evaluate(async ({ name, openOptions }) => {
+    await window.prof.queen.close()
+    await window.QE.Queen.deleteDatabase(name, openOptions)
+  }, { name, openOptions })
   await context.close()
 }
 
@@ -292,6 +411,23 @@ function summarize(title, profile, calls) {
   }
   console.log(`\n${title} (CPU profile, self time, microseconds a call; load ${load()})`)
   for (const [c, us] of [...categories].sort((a, b) => b[1] - a[1])) console.log(`    ${c.padEnd(42)} ${(us / calls).toFixed(0).padStart(7)}`)
+  // Inclusive time of wasm functions (a function's subtree, each sample counted once per function).
+  const parent = new Map()
+  for (const n of profile.nodes) for (const c of n.children || []) parent.set(c, n.id)
+  const inclusive = new Map()
+  for (const [node, us] of self) {
+    const seen = new Set()
+    for (let id = node.id; id !== undefined; id = parent.get(id)) {
+      const f = byId.get(id).callFrame
+      if (!(f.url.endsWith('.wasm') || f.url.includes('wasm://'))) continue
+      const key = f.functionName.replace(/::h[0-9a-f]{16}$/, '')
+      if (seen.has(key)) continue
+      seen.add(key)
+      inclusive.set(key, (inclusive.get(key) || 0) + us)
+    }
+  }
+  console.log('  wasm functions by inclusive time:')
+  for (const [f, us] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`    ${f.slice(0, 100).padEnd(100)} ${(us / calls).toFixed(0).padStart(7)}`)
   console.log('  top functions:')
   for (const [f, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, 22)) console.log(`    ${f.slice(0, 60).padEnd(60)} ${(us / calls).toFixed(0).padStart(7)}`)
 }
