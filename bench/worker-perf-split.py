@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Splits workerd's CPU per request by component, for queen-edge's Worker and the naive queue side by side.
+
+Input: the text of `perf script -F tid,period,ip,sym` (demangled) for each workerd process, recorded with
+`perf record -g -p PID` while a client drives one kind of request, workerd started with V8's perf map
+(`v8Flags = ["--perf-basic-prof"]` in its config, so JS and wasm frames are named), and that process's
+workerd CPU per message over the same load (e.g. bench/load.mjs's `cpuNs` before and after). Each sample is
+put in exactly one component (the first rule below that matches its stack), and a component's CPU per
+message is its share of the samples times the CPU per message: the rows of a column add up to its total.
+
+    python3 bench/worker-perf-split.py ours.txt=US_PER_MSG naive.txt=US_PER_MSG [--dump COMPONENT]
+
+The last column is the first file's figure minus the last file's. `--dump` prints the most frequent leaf
+frames of one component in the first file, to see what a row holds. How the rules read the frames: a wasm
+function is a `JS:` frame whose name ends in `-turbofan` or `-liftoff` (V8's perf map names wasm functions
+by their Rust symbols); the JS of the bundle (worker/build/index.js, one file of three minified lines) is
+told apart by line and function name, so the patterns for the entry handler and the wasm-bindgen glue
+follow scripts/build-worker's output and need checking when that changes (`--dump`).
+"""
+import collections
+import re
+import sys
+
+WASM_PARTS = [
+    ('wasm: core (queen_edge::core)', r'queen_edge::core::|queen_edge::segment|miniz|deflate|crc32|adler'),
+    ('wasm: JSON + http layer (serde_json, queen_edge::http, fmt)',
+     r'serde|queen_edge::http|itoa|ryu|fmt::|::fmt|Formatter'),
+    ('wasm: engine (commands, group commit)', r'queen_edge::engine'),
+    ('wasm: worker crate (serve, do_store, run_now, respond)',
+     r'queen_edge_worker|worker::|worker_sys|wasm_bindgen|js_sys|broker_serve|entryPrecheck'),
+    ('wasm: alloc (dlmalloc, Vec, memcpy)',
+     r'dlmalloc|alloc::|alloc\[|RawVec|memcpy|memset|memmove|compiler_builtins|hashbrown|core::'),
+]
+
+
+def stacks(path):
+    """Yields each sample's frames, leaf first, as symbol names."""
+    frames = None
+    with open(path, errors='replace') as f:
+        for line in f:
+            if not line.strip():
+                if frames:
+                    yield frames
+                frames = None
+            elif frames is None:
+                frames = []  # the sample's header line (tid, period)
+            else:
+                parts = line.strip().split(None, 1)
+                frames.append(parts[1] if len(parts) > 1 else parts[0])
+    if frames:
+        yield frames
+
+
+def is_js(frame):
+    return frame.startswith('JS:')
+
+
+def is_wasm(frame):
+    return (is_js(frame) and not re.search(r'wasm-to-js|js-to-wasm', frame)
+            and bool(re.search(r'-(turbofan|liftoff)\s*$', frame)
+                     or re.match(r'JS:(broker_serve|entryPrecheck|wasm-function)', frame)))
+
+
+def component(st):
+    """The one component a sample's stack (leaf first) belongs to."""
+    s = ' | '.join(st)
+    if re.search(r'v8::internal::(Heap::|Scavenger|MarkCompact|MinorMarkSweep|Sweeper|ArrayBufferSweeper|'
+                 r'ConcurrentMarking|MarkingVisitor|GCTracer|IncrementalMarking|GlobalHandles|MinorMS|'
+                 r'ParallelWeakHandles)|cppgc::internal', s):
+        return 'GC (V8 and cppgc, wherever it is triggered)'
+    if re.search(r'sqlite3|vdbeCommit|ActorSqlite::commitImpl', s):
+        return 'SQLite engine (statement, implicit transaction begin and commit)'
+    if re.search(r'SqlStorage::|ActorSqlite', s):
+        return 'SQL binding C++ (exec, Cursor objects, bindings)'
+    if re.search(r'Fetcher::fetch|fetchImpl|DurableObjectNamespace::|ActorChannel|ActorIdFactory|DurableObjectId', s):
+        return 'hop: stub.fetch, idFromName, get (entry side)'
+    if re.search(r'Body::(arrayBuffer|json|text)|readAllBytes|readAllText', s):
+        return 'request body read (arrayBuffer, json)'
+    if re.search(r'JSON::Parse|JsonParse|JsonStringify|JSON::Stringify|JsonParser|JsonStringifier', s):
+        return 'JS JSON (parse, stringify)'
+    if (re.search(r'Response::constructor|Headers::constructor|api::Response::Response|Response::json', s)
+            and not re.search('ServiceWorkerGlobalScope::request|makeHttpResponse', s)):
+        return 'Response and Headers built in JS'
+    if re.search(r'Response::send', s):
+        return 'Response::send (headers copied out)'
+    if re.search(r'makeHttpResponse|handleHttpResponse', s):
+        return "subrequest's Response object (entry side)"
+    if re.search(r'ServiceWorkerGlobalScope::request', s) and not any(is_js(f) for f in st):
+        return 'incoming Request and Headers objects'
+    if is_wasm(st[0]):
+        for name, pattern in WASM_PARTS:
+            if re.search(pattern, st[0]):
+                return name
+        return 'wasm: other'
+    for frame in st:  # the nearest JS frame above a native leaf
+        if is_js(frame):
+            if is_wasm(frame):
+                return 'wasm: host calls (other)'
+            if re.search(r"__wbg_|__wbindgen|'?serve index\.js:1:|wasm-to-js|js-to-wasm|index\.js:1:", frame):
+                return 'wasm-bindgen JS glue (strings in and out, imports)'
+            if re.search(r'index\.js:2:', frame):
+                return 'entry JS (handler, header getters)'
+            if re.search(r'serveObjectRequest|toResponse|index\.js:3:', frame):
+                return 'object JS (serveObjectRequest, toResponse)'
+            if re.search(r'naive\.js', frame):
+                return 'naive JS (its fetch handlers)'
+            return 'microtasks, promise reactions, other JS'
+    if re.search(r'RunMicrotasks|Microtask|PromiseReaction', s):
+        return 'microtasks, promise reactions, other JS'
+    if re.match(r'^[a-z_0-9.]+$', st[0]):
+        return 'kernel (network, epoll, futex, faults)'
+    if re.search(r'hyper|kj::HttpServer|kj::.*Http|HttpHeaders|http::header|HeaderMap', s):
+        return 'HTTP parse and serialise (hyper, kj-http)'
+    if re.search(r'IoContext|IncomingRequest|WorkerEntrypoint|worker_start_request|InputGate|OutputGate|'
+                 r'Worker::Lock|AsyncLock|Worker::Actor|ActorContainer|TraceScope|AsyncContextFrame', s):
+        return 'request and turn machinery (IoContext, entrypoints, locks, gates)'
+    if re.search(r'kj::|kj_rs|tokio|futures|mio', s):
+        return 'event loops (kj, tokio)'
+    return 'other workerd C++'
+
+
+def main(argv):
+    dump = None
+    if '--dump' in argv:
+        i = argv.index('--dump')
+        dump = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    if not argv:
+        sys.exit(__doc__)
+    runs = []
+    for arg in argv:
+        path, _, us = arg.rpartition('=')
+        if not path:
+            sys.exit(f'want FILE=US_PER_MSG, got {arg}')
+        counts = collections.Counter(component(st) for st in stacks(path))
+        runs.append((path, sum(counts.values()), counts, float(us)))
+    if dump:
+        leaves = collections.Counter(' <- '.join(f.strip()[:70] for f in st[:4])
+                                     for st in stacks(runs[0][0]) if component(st) == dump)
+        for frames, n in leaves.most_common(30):
+            print(n, frames)
+        return
+
+    def per_msg(run, name):
+        _, samples, counts, us = run
+        return counts[name] / samples * us
+
+    names = sorted(set().union(*(r[2] for r in runs)),
+                   key=lambda n: -(per_msg(runs[0], n) - per_msg(runs[-1], n)))
+    print('| component | ' + ' | '.join(f'{r[0]} us/msg' for r in runs) + ' | difference |')
+    print('|---|' + '---:|' * (len(runs) + 1))
+    for name in names:
+        v = [per_msg(r, name) for r in runs]
+        print(f'| {name} | ' + ' | '.join(f'{x:.1f}' for x in v) + f' | {v[0] - v[-1]:+.1f} |')
+    print('| total | ' + ' | '.join(f'{r[3]:.1f}' for r in runs) + f' | {runs[0][3] - runs[-1][3]:+.1f} |')
+    print('samples: ' + ', '.join(f'{r[0]} {r[1]}' for r in runs))
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
