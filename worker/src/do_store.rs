@@ -20,24 +20,35 @@
 //!
 //! # Commit
 //!
-//! A commit is a list of rows inserted into the view `queen_apply_v1 (op, key, chunk, value, chunks)`, whose
-//! `INSTEAD OF INSERT` trigger ([`APPLY_TRIGGER`]) applies each row to `queen_kv`:
-//! - `op = 0`: delete every chunk of `key`;
-//! - `op = 1`: upsert chunk `chunk` of `key` (`INSERT ... ON CONFLICT (key, chunk) DO UPDATE`: an upsert
-//!   writes one row, where `INSERT OR REPLACE` would delete and insert), and on chunk 0 delete the chunks
-//!   at or past `chunks` (left over from a longer old value);
-//! - `op = 9`: fail (`RAISE(ABORT)`), for the atomicity test ([`DoStore::commit_then_fail`]).
+//! A commit is at most two kinds of statement, deletes first:
+//! - `DELETE FROM queen_kv WHERE key IN (?, ...)` for the keys it deletes (every chunk of each);
+//! - `INSERT INTO queen_kv (key, chunk, value) VALUES (?, 0, ?), ... ON CONFLICT (key, chunk) DO UPDATE SET
+//!   value = excluded.value` for every chunk of every value it puts, chunk 0 of a key first (an upsert
+//!   writes one row, where `INSERT OR REPLACE` would delete and insert).
 //!
-//! Rows are batched into `INSERT INTO queen_apply_v1 ... VALUES (...), (...)` statements of up to
-//! [`MAX_BINDINGS`] bound parameters (numbers are written into the statement, keys and values are bound).
-//! A commit that fits one statement (every commit of a push, pop or ack of up to 49 keys) runs it as it is:
-//! one SQLite statement applies all or nothing (the trigger's work is part of it), and it joins the
-//! object's implicit transaction, which workerd commits before any answer leaves the object (its output
-//! gate), together with the other writes of the same turn. A commit of several statements runs them inside
-//! one `ctx.storage.transactionSync(...)` call, so it still applies all or nothing (the workers-rs binding,
-//! worker 0.8.7, has no `transactionSync`: it is called on the raw storage object through
-//! `js_sys::Reflect`). `cursor.rowsWritten` counts the trigger's writes (checked on workerd), so rows
-//! written is still the billed figure.
+//! A put over a longer old value must not leave the old value's later chunks behind: the trigger
+//! [`SHRINK_TRIGGER`] on `queen_kv` deletes a key's chunks after 0 whenever its chunk 0 is updated, inside the
+//! same statement; the new value's own later chunks come after its chunk 0 and are inserted afresh. A put of a
+//! new key (every segment of a push) is an insert and fires nothing; the update of a one-chunk value (a lane
+//! record at every pop and ack) runs one range delete that finds nothing.
+//!
+//! Rows are batched into statements of up to [`MAX_BINDINGS`] bound parameters and [`MAX_BATCH_BYTES`] of
+//! values (chunk numbers are written into the statement, keys and values are bound). A commit of one
+//! statement (every push, pop and ack of up to 49 keys: they put and do not delete) runs it as it is: one
+//! SQLite statement applies all or nothing (the trigger's deletes are part of it), and it joins the object's
+//! implicit transaction, which workerd commits before any answer leaves the object (its output gate),
+//! together with the other writes of the same turn. A commit of several statements (deletes and puts
+//! together, or more rows than one statement holds) runs them inside one `ctx.storage.transactionSync(...)`
+//! call, so it still applies all or nothing (the workers-rs binding, worker 0.8.7, has no
+//! `transactionSync`: it is called on the raw storage object through `js_sys::Reflect`).
+//! `cursor.rowsWritten` counts the trigger's deletes too, so rows written is still the billed figure.
+//!
+//! The previous layout's commits (session 6 to 7) went through a view, `queen_apply_v1`, whose `INSTEAD OF`
+//! trigger ran four statements per row; the table and its rows are the same, so [`FORMAT_VERSION`] is
+//! unchanged. Storage that build wrote keeps its view (unused here); that build, opening storage this one
+//! wrote, creates its view again and commits through it correctly with [`SHRINK_TRIGGER`] present (its own
+//! stale-chunk delete runs first and puts chunk 0 first too). `/__test/store/previous-build`
+//! ([`crate::selftest`]) checks both directions with the previous build's SQL.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -60,24 +71,25 @@ pub const MAX_BINDINGS: usize = 99;
 /// Largest total of bound value bytes batched into one `INSERT` (bigger chunks go alone).
 const MAX_BATCH_BYTES: usize = 256 * 1024;
 
-/// The view commits insert into (no rows of its own: see the module documentation).
-const APPLY_VIEW: &str =
-    "CREATE VIEW IF NOT EXISTS queen_apply_v1 (op, key, chunk, value, chunks) AS \
-     SELECT NULL, NULL, NULL, NULL, NULL WHERE 0";
-
-/// The trigger that applies each row inserted into `queen_apply_v1` to `queen_kv`. Its name carries a
-/// version: a changed body gets a new name (and view), never an old trigger kept by `IF NOT EXISTS`.
-const APPLY_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_apply_v1_row \
-     INSTEAD OF INSERT ON queen_apply_v1 BEGIN \
-       DELETE FROM queen_kv WHERE NEW.op = 0 AND key = NEW.key; \
-       DELETE FROM queen_kv WHERE NEW.op = 1 AND NEW.chunk = 0 AND key = NEW.key AND chunk >= NEW.chunks; \
-       INSERT INTO queen_kv (key, chunk, value) SELECT NEW.key, NEW.chunk, NEW.value WHERE NEW.op = 1 \
-         ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value; \
-       SELECT RAISE(ABORT, 'queen_apply_v1: refused (test hook)') WHERE NEW.op = 9; \
+/// Deletes the chunks after chunk 0 of a key whose chunk 0 is updated (a put over an existing value: see the
+/// module documentation). Its name carries a version: a changed body gets a new name, never an old trigger
+/// kept by `IF NOT EXISTS`.
+const SHRINK_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_kv_shrink_v1 \
+     AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0 BEGIN \
+       DELETE FROM queen_kv WHERE key = NEW.key AND chunk > 0; \
      END";
 
-/// The start of every commit statement.
-const APPLY_INSERT: &str = "INSERT INTO queen_apply_v1 (op, key, chunk, value, chunks) VALUES ";
+/// The start and end of a statement that puts chunks.
+const UPSERT_HEAD: &str = "INSERT INTO queen_kv (key, chunk, value) VALUES ";
+const UPSERT_TAIL: &str = " ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value";
+
+/// The start and end of a statement that deletes keys.
+const DELETE_HEAD: &str = "DELETE FROM queen_kv WHERE key IN (";
+const DELETE_TAIL: &str = ")";
+
+/// The key of the row [`DoStore::commit_then_fail`] adds: its `NULL` value breaks `queen_kv`'s `NOT NULL`,
+/// so the statement fails at its last row.
+const FAIL_KEY: &str = "queen_kv/commit_then_fail";
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -230,8 +242,7 @@ impl DoStore {
             "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
             Vec::new(),
         )?;
-        store.exec(APPLY_VIEW, Vec::new())?;
-        store.exec(APPLY_TRIGGER, Vec::new())?;
+        store.exec(SHRINK_TRIGGER, Vec::new())?;
         let rows: Vec<Vec<SqlStorageValue>> = store
             .sql
             .exec(
@@ -399,34 +410,36 @@ fn placeholders(n: usize) -> String {
     s
 }
 
-/// The statements of a commit of `changes` (module documentation, "Commit"): rows of `queen_apply_v1`,
-/// deletes first, then every chunk of every put, batched by bound parameters and bytes; with `fail`, one
-/// more row at the end that aborts its statement.
+/// The statements of a commit of `changes` (module documentation, "Commit"): the deletes, then every chunk
+/// of every put (chunk 0 of a key first), batched by bound parameters and bytes; with `fail`, one more put
+/// row at the end whose `NULL` value fails its statement.
 fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
-    let mut batch = Batch::default();
+    let mut deletes = Batch::new(DELETE_HEAD, DELETE_TAIL);
     for key in changes.deletes() {
-        batch.row("(0, ?, NULL, NULL, NULL)", &[Binding::Text(key)], 0);
+        deletes.row("?", &[Binding::Text(key)], 0);
     }
+    let mut puts = Batch::new(UPSERT_HEAD, UPSERT_TAIL);
     for (key, value) in changes.puts() {
-        let parts = chunks(value);
-        let count = parts.len();
-        for (i, chunk) in parts.into_iter().enumerate() {
-            batch.row(
-                &format!("(1, ?, {i}, ?, {count})"),
+        for (i, chunk) in chunks(value).into_iter().enumerate() {
+            puts.row(
+                &format!("(?, {i}, ?)"),
                 &[Binding::Text(key), Binding::Blob(chunk)],
                 chunk.len(),
             );
         }
     }
     if fail {
-        batch.row("(9, NULL, NULL, NULL, NULL)", &[], 0);
+        puts.row("(?, 0, NULL)", &[Binding::Text(FAIL_KEY)], 0);
     }
-    batch.finish()
+    let mut statements = deletes.finish();
+    statements.extend(puts.finish());
+    statements
 }
 
-/// Rows of `queen_apply_v1` gathered into statements.
-#[derive(Default)]
+/// Rows of one kind (the `tuple`s of [`Batch::row`] between `head` and `tail`) gathered into statements.
 struct Batch<'a> {
+    head: &'static str,
+    tail: &'static str,
     done: Vec<Statement<'a>>,
     sql: String,
     bindings: Vec<Binding<'a>>,
@@ -435,6 +448,18 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
+    fn new(head: &'static str, tail: &'static str) -> Self {
+        Batch {
+            head,
+            tail,
+            done: Vec::new(),
+            sql: String::new(),
+            bindings: Vec::new(),
+            rows: 0,
+            bytes: 0,
+        }
+    }
+
     /// Adds one row (`tuple`, with `bindings` for its `?`s and `len` bytes of value), starting a new
     /// statement when this one would pass [`MAX_BINDINGS`] or [`MAX_BATCH_BYTES`].
     fn row(&mut self, tuple: &str, bindings: &[Binding<'a>], len: usize) {
@@ -445,7 +470,7 @@ impl<'a> Batch<'a> {
             self.flush();
         }
         if self.rows == 0 {
-            self.sql.push_str(APPLY_INSERT);
+            self.sql.push_str(self.head);
         } else {
             self.sql.push_str(", ");
         }
@@ -459,6 +484,7 @@ impl<'a> Batch<'a> {
         if self.rows == 0 {
             return;
         }
+        self.sql.push_str(self.tail);
         self.done.push(Statement {
             sql: std::mem::take(&mut self.sql),
             bindings: std::mem::take(&mut self.bindings),
@@ -598,17 +624,26 @@ mod tests {
         changes.put("big", vec![7; 3 * CHUNK_BYTES + 1]);
         let statements = plan(&changes, false);
         assert!(statements.iter().all(|s| s.bindings.len() <= MAX_BINDINGS));
-        assert!(statements.iter().all(|s| s.sql.starts_with(APPLY_INSERT)));
-        let rows =
-            |op: &str| -> usize { statements.iter().map(|s| s.sql.matches(op).count()).sum() };
-        assert_eq!(rows("(0, ?"), 500, "every delete");
+        let (deletes, puts): (Vec<&Statement>, Vec<&Statement>) = statements
+            .iter()
+            .partition(|s| s.sql.starts_with(DELETE_HEAD));
+        assert!(deletes.iter().all(|s| s.sql.ends_with(DELETE_TAIL)));
+        assert!(puts
+            .iter()
+            .all(|s| s.sql.starts_with(UPSERT_HEAD) && s.sql.ends_with(UPSERT_TAIL)));
+        // Deletes first, then puts.
+        assert!(statements[..deletes.len()]
+            .iter()
+            .all(|s| s.sql.starts_with(DELETE_HEAD)));
+        let bound = |list: &[&Statement]| -> usize { list.iter().map(|s| s.bindings.len()).sum() };
+        assert_eq!(bound(&deletes), 500, "every delete");
         assert_eq!(
-            rows("(1, ?"),
-            500 + 4,
+            bound(&puts),
+            2 * (500 + 4),
             "every put, the big one in four chunks"
         );
-        // A chunk over the byte budget goes alone.
-        let big: Vec<&Statement> = statements
+        // A chunk over the byte budget goes alone, and the chunks of a value stay in order.
+        let big: Vec<&&Statement> = puts
             .iter()
             .filter(|s| {
                 s.bindings
@@ -618,22 +653,48 @@ mod tests {
             .collect();
         assert_eq!(big.len(), 3);
         assert!(big.iter().all(|s| s.bindings.len() == 2));
+        for (i, s) in big.iter().enumerate() {
+            assert!(s.sql.starts_with(&format!("{UPSERT_HEAD}(?, {i}, ?)")));
+        }
     }
 
     #[test]
-    fn a_small_commit_is_one_statement_and_the_fail_row_joins_it() {
+    fn a_put_only_commit_is_one_upsert_and_the_fail_row_joins_it() {
         let mut changes = ChangeSet::default();
         changes.put("s/1", vec![1; 100]);
         changes.put("x/1", vec![2; 10]);
-        changes.delete("l/1");
         let statements = plan(&changes, false);
         assert_eq!(statements.len(), 1);
         assert_eq!(
             statements[0].sql,
-            format!("{APPLY_INSERT}(0, ?, NULL, NULL, NULL), (1, ?, 0, ?, 1), (1, ?, 0, ?, 1)")
+            format!("{UPSERT_HEAD}(?, 0, ?), (?, 0, ?){UPSERT_TAIL}")
         );
         let failing = plan(&changes, true);
         assert_eq!(failing.len(), 1);
-        assert!(failing[0].sql.ends_with(", (9, NULL, NULL, NULL, NULL)"));
+        assert_eq!(
+            failing[0].sql,
+            format!("{UPSERT_HEAD}(?, 0, ?), (?, 0, ?), (?, 0, NULL){UPSERT_TAIL}")
+        );
+    }
+
+    #[test]
+    fn deletes_and_puts_are_two_statements_deletes_first() {
+        let mut changes = ChangeSet::default();
+        changes.put("s/1", vec![1; 100]);
+        changes.delete("l/1");
+        changes.delete("l/2");
+        let statements = plan(&changes, false);
+        assert_eq!(statements.len(), 2);
+        assert_eq!(statements[0].sql, format!("{DELETE_HEAD}?, ?{DELETE_TAIL}"));
+        assert_eq!(
+            statements[1].sql,
+            format!("{UPSERT_HEAD}(?, 0, ?){UPSERT_TAIL}")
+        );
+        // A delete-only commit that fails: the failing row is a statement of its own after the deletes, so the
+        // commit runs in a transaction.
+        let mut only_deletes = ChangeSet::default();
+        only_deletes.delete("l/1");
+        assert_eq!(plan(&only_deletes, false).len(), 1);
+        assert_eq!(plan(&only_deletes, true).len(), 2);
     }
 }
