@@ -43,6 +43,8 @@ const SCHEMA = {
   'upsert+delete-txn': [],
   'insert-or-replace': [],
   'upsert-text': [],
+  rowid: [],
+  insert: [],
   'upsert-1key': [],
   naive: [`CREATE TABLE IF NOT EXISTS msg (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, partition TEXT NOT NULL,
     txid TEXT NOT NULL, payload TEXT NOT NULL, lease_until INTEGER NOT NULL DEFAULT 0, lease TEXT)`,
@@ -101,6 +103,7 @@ export class Shapes extends DurableObject {
         this.exec(`INSERT INTO queen_apply_v1 (op, key, chunk, value, chunks) VALUES ${tuples(rows.length, '(1, ?, 0, ?, 1)')}`, ...flat);
         return;
       case 'upsert':
+      case 'rowid':
       case 'upsert+trigger':
         for (const [k, v] of rows) flat.push(k, v);
         this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tuples(rows.length, '(?, 0, ?)')}
@@ -115,6 +118,11 @@ export class Shapes extends DurableObject {
         // Only the first row (one key, one b-tree leaf).
         this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES (?, 0, ?)
           ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, rows[0][0], rows[0][1]);
+        return;
+      case 'insert':
+        // A plain insert: only right for keys that do not exist yet (a push's segment and index entry).
+        for (const [k, v] of rows) flat.push(k, v);
+        this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tuples(rows.length, '(?, 0, ?)')}`, ...flat);
         return;
       case 'insert-or-replace':
         for (const [k, v] of rows) flat.push(k, v);
@@ -159,7 +167,8 @@ export class Shapes extends DurableObject {
     if (this.drain) shape = shape.slice(0, -'/drain'.length);
     if (!(shape in SCHEMA)) return new Response(`unknown shape ${shape}`, { status: 400 });
     if (!this.ready) {
-      this.exec(TABLE);
+      // `rowid`: the same columns in a rowid table (the primary key becomes an index of its own).
+      this.exec(shape === 'rowid' ? TABLE.replace(') WITHOUT ROWID', ')') : TABLE);
       for (const s of SCHEMA[shape]) this.exec(s);
       // Other records of a broker beside the ones the operation writes (a b-tree of a few levels).
       if (this.sql.exec('SELECT count(*) AS n FROM queen_kv').one().n === 0) {
