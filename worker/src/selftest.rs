@@ -13,6 +13,7 @@
 //!   `queen_apply_v1` view of sessions 6 and 7, kept here) reads and shrinks right with this build, and that
 //!   SQL still commits right on storage this build has opened (with this build's shrink trigger in place).
 //! - `GET /__test/alarm?object=NAME`: whether the object has a maintenance alarm scheduled.
+//! - `/__test/commit/...`: the commit SQL's review checks ([`crate::selftest_commit`]).
 
 use queen_edge::store::{conformance, ChangeSet, Store};
 use serde_json::json;
@@ -39,6 +40,9 @@ fn durability_records() -> Vec<(String, Vec<u8>)> {
 /// Serves one `/__test/...` request inside the Durable Object.
 pub async fn handle(state: &State, req: Request) -> Result<Response> {
     let path = req.path();
+    if let Some(answer) = crate::selftest_commit::handle(state, &req.method(), &path).await {
+        return answer;
+    }
     if req.method() == Method::Get && path == "/__test/store/previous-build" {
         // Before `DoStore::open`: the storage must first be written as the previous build left it.
         return match previous_build(state).await {
