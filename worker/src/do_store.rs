@@ -242,7 +242,6 @@ impl DoStore {
             "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
             Vec::new(),
         )?;
-        store.exec(SHRINK_TRIGGER, Vec::new())?;
         let rows: Vec<Vec<SqlStorageValue>> = store
             .sql
             .exec(
@@ -270,6 +269,8 @@ impl DoStore {
                 ))
             }
         }
+        // Only once the format is known to be this build's: storage of a newer layout is left as it was found.
+        store.exec(SHRINK_TRIGGER, Vec::new())?;
         Ok(store)
     }
 
