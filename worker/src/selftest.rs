@@ -164,7 +164,7 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
 /// The commit SQL of the previous build (sessions 6 and 7, `worker/src/do_store.rs`), word for word: a view
 /// whose `INSTEAD OF` trigger applies each row (op 0 deletes a key, op 1 upserts a chunk and on chunk 0
 /// deletes the chunks at or past `chunks`).
-const PREVIOUS_SCHEMA: [&str; 4] = [
+pub(crate) const PREVIOUS_SCHEMA: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS queen_kv (key TEXT NOT NULL, chunk INTEGER NOT NULL, \
      value BLOB NOT NULL, PRIMARY KEY (key, chunk)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
@@ -188,7 +188,10 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 /// Commits `puts` as the previous build did: one `queen_apply_v1` row per chunk, chunk 0 of a key first.
-fn previous_commit(sql: &SqlStorage, puts: &[(&str, &[u8])]) -> std::result::Result<(), String> {
+pub(crate) fn previous_commit(
+    sql: &SqlStorage,
+    puts: &[(&str, &[u8])],
+) -> std::result::Result<(), String> {
     let mut tuples = Vec::new();
     let mut bindings: Vec<JsValue> = Vec::new();
     for (key, value) in puts {

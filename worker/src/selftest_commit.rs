@@ -10,6 +10,9 @@
 //! - `GET /__test/commit/rows-written?object=NAME`: for commits of each shape, the rows written the store
 //!   counts (`cursor.rowsWritten`, summed) against SQLite's own count of changed rows (`total_changes()`,
 //!   which includes a trigger's changes).
+//! - `GET /__test/commit/rows-written-previous?object=NAME`: the rows the previous build's commit SQL
+//!   ([`crate::selftest::PREVIOUS_SCHEMA`], in an object this build never opened) changes for the same puts,
+//!   to compare (figures only, no check).
 //! - `POST /__test/commit/turn?object=NAME`: in one request (one turn of the object's implicit transaction),
 //!   a commit that succeeds, a one-statement commit that fails, another that succeeds, and a two-statement
 //!   commit (in `transactionSync`) that fails. `GET` checks that exactly the two successful commits are there
@@ -30,6 +33,7 @@ pub async fn handle(state: &State, method: &Method, path: &str) -> Option<Result
     let outcome = match (method, path) {
         (Method::Get, "/__test/commit/shrink") => shrink(state).await,
         (Method::Get, "/__test/commit/rows-written") => rows_written(state).await,
+        (Method::Get, "/__test/commit/rows-written-previous") => rows_written_previous(state),
         (Method::Post, "/__test/commit/turn") => turn_write(state).await,
         (Method::Get, "/__test/commit/turn") => turn_check(state).await,
         (Method::Get, "/__test/commit/newer-format") => newer_format(state).await,
@@ -247,6 +251,32 @@ async fn rows_written(state: &State) -> Checked {
         }
     }
     Ok(json!({ "ok": failures.is_empty(), "failures": failures, "cases": seen }))
+}
+
+/// `/__test/commit/rows-written-previous`: see the module documentation.
+fn rows_written_previous(state: &State) -> Checked {
+    let sql = state.storage().sql();
+    for statement in crate::selftest::PREVIOUS_SCHEMA {
+        sql.exec(statement, None::<Vec<SqlStorageValue>>)
+            .map_err(|e| e.to_string())?;
+    }
+    let three = |seed| pattern(2 * CHUNK_BYTES + 1, seed);
+    let cases: [(&str, &str, Vec<u8>); 6] = [
+        ("put a new one-chunk value", "rw/a", vec![1; 10]),
+        ("update a one-chunk value", "rw/a", vec![2; 10]),
+        ("put a new three-chunk value", "rw/b", three(3)),
+        ("shrink three chunks to one", "rw/b", vec![4; 10]),
+        ("grow one chunk to three", "rw/b", three(5)),
+        ("three chunks over three chunks", "rw/b", three(6)),
+    ];
+    let mut seen = Vec::new();
+    for (name, key, value) in cases {
+        let before = integer(&sql, "SELECT total_changes()", Vec::new())?;
+        crate::selftest::previous_commit(&sql, &[(key, &value)])?;
+        let changed = integer(&sql, "SELECT total_changes()", Vec::new())? - before;
+        seen.push(json!({ "case": name, "total_changes": changed }));
+    }
+    Ok(json!({ "ok": true, "cases": seen }))
 }
 
 /// `POST /__test/commit/turn`: see the module documentation.
