@@ -26,11 +26,16 @@
 //!   value = excluded.value` for every chunk of every value it puts, chunk 0 of a key first (an upsert
 //!   writes one row, where `INSERT OR REPLACE` would delete and insert).
 //!
-//! A put over a longer old value must not leave the old value's later chunks behind: the trigger
-//! [`SHRINK_TRIGGER`] on `queen_kv` deletes a key's chunks after 0 whenever its chunk 0 is updated, inside the
-//! same statement; the new value's own later chunks come after its chunk 0 and are inserted afresh. A put of a
-//! new key (every segment of a push) is an insert and fires nothing; the update of a one-chunk value (a lane
-//! record at every pop and ack) runs one range delete that finds nothing.
+//! A put must not leave an old, longer value's later chunks behind:
+//! - a value shorter than [`CHUNK_BYTES`] is one chunk, whose chunk 0 is shorter than a full chunk; when such
+//!   a chunk 0 updates an existing one, the trigger [`SHRINK_TRIGGER`] on `queen_kv` deletes the key's chunks
+//!   after 0, inside the same statement (it finds none unless the old value had several). A put of a new key
+//!   (every segment of a push) is an insert and fires nothing; the update of a lane record at every pop and
+//!   ack runs one range delete that finds nothing;
+//! - a value of [`CHUNK_BYTES`] or more gets, before its upserts, `DELETE FROM queen_kv WHERE key = ? AND
+//!   chunk >= n` (`n` its chunk count), so its own chunks are updated in place (one row each) and only the
+//!   old ones past `n` are deleted. Such a value's chunks are statements of their own anyway
+//!   ([`MAX_BATCH_BYTES`]), so the commit is already several statements.
 //!
 //! Rows are batched into statements of up to [`MAX_BINDINGS`] bound parameters and [`MAX_BATCH_BYTES`] of
 //! values (chunk numbers are written into the statement, keys and values are bound). A commit of one
@@ -71,13 +76,17 @@ pub const MAX_BINDINGS: usize = 99;
 /// Largest total of bound value bytes batched into one `INSERT` (bigger chunks go alone).
 const MAX_BATCH_BYTES: usize = 256 * 1024;
 
-/// Deletes the chunks after chunk 0 of a key whose chunk 0 is updated (a put over an existing value: see the
-/// module documentation). Its name carries a version: a changed body gets a new name, never an old trigger
-/// kept by `IF NOT EXISTS`.
+/// Deletes the chunks after chunk 0 of a key whose chunk 0 is updated with a one-chunk value (shorter than
+/// [`CHUNK_BYTES`], the number in its `WHEN`: see the module documentation). Its name carries a version: a
+/// changed body gets a new name, never an old trigger kept by `IF NOT EXISTS`.
 const SHRINK_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_kv_shrink_v1 \
-     AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0 BEGIN \
+     AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0 AND length(NEW.value) < 1048576 BEGIN \
        DELETE FROM queen_kv WHERE key = NEW.key AND chunk > 0; \
      END";
+
+/// The start of the statement that deletes the old chunks past a multi-chunk value's own (its key and
+/// chunk count follow).
+const TRIM_HEAD: &str = "DELETE FROM queen_kv WHERE key = ? AND chunk >= ";
 
 /// The start and end of a statement that puts chunks.
 const UPSERT_HEAD: &str = "INSERT INTO queen_kv (key, chunk, value) VALUES ";
@@ -411,17 +420,25 @@ fn placeholders(n: usize) -> String {
     s
 }
 
-/// The statements of a commit of `changes` (module documentation, "Commit"): the deletes, then every chunk
-/// of every put (chunk 0 of a key first), batched by bound parameters and bytes; with `fail`, one more put
+/// The statements of a commit of `changes` (module documentation, "Commit"): the deletes, the trims of
+/// multi-chunk values, then every chunk of every put (chunk 0 of a key first), batched by bound parameters and bytes; with `fail`, one more put
 /// row at the end whose `NULL` value fails its statement.
 fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
     let mut deletes = Batch::new(DELETE_HEAD, DELETE_TAIL);
     for key in changes.deletes() {
         deletes.row("?", &[Binding::Text(key)], 0);
     }
+    let mut trims = Vec::new();
     let mut puts = Batch::new(UPSERT_HEAD, UPSERT_TAIL);
     for (key, value) in changes.puts() {
-        for (i, chunk) in chunks(value).into_iter().enumerate() {
+        let parts = chunks(value);
+        if value.len() >= CHUNK_BYTES {
+            trims.push(Statement {
+                sql: format!("{TRIM_HEAD}{}", parts.len()),
+                bindings: vec![Binding::Text(key)],
+            });
+        }
+        for (i, chunk) in parts.into_iter().enumerate() {
             puts.row(
                 &format!("(?, {i}, ?)"),
                 &[Binding::Text(key), Binding::Blob(chunk)],
@@ -433,6 +450,7 @@ fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
         puts.row("(?, 0, NULL)", &[Binding::Text(FAIL_KEY)], 0);
     }
     let mut statements = deletes.finish();
+    statements.extend(trims);
     statements.extend(puts.finish());
     statements
 }
@@ -609,6 +627,11 @@ mod tests {
     }
 
     #[test]
+    fn the_shrink_trigger_skips_values_of_a_full_chunk_or_more() {
+        assert!(SHRINK_TRIGGER.contains(&format!("length(NEW.value) < {CHUNK_BYTES} ")));
+    }
+
+    #[test]
     fn chunks_of_empty_value_is_one_empty_chunk() {
         assert_eq!(chunks(&[]).len(), 1);
         assert_eq!(chunks(&vec![0; CHUNK_BYTES]).len(), 1);
@@ -625,9 +648,15 @@ mod tests {
         changes.put("big", vec![7; 3 * CHUNK_BYTES + 1]);
         let statements = plan(&changes, false);
         assert!(statements.iter().all(|s| s.bindings.len() <= MAX_BINDINGS));
-        let (deletes, puts): (Vec<&Statement>, Vec<&Statement>) = statements
+        let deletes: Vec<&Statement> = statements
             .iter()
-            .partition(|s| s.sql.starts_with(DELETE_HEAD));
+            .filter(|s| s.sql.starts_with(DELETE_HEAD))
+            .collect();
+        let puts: Vec<&Statement> = statements
+            .iter()
+            .filter(|s| s.sql.starts_with(UPSERT_HEAD))
+            .collect();
+        assert_eq!(deletes.len() + 1 + puts.len(), statements.len());
         assert!(deletes.iter().all(|s| s.sql.ends_with(DELETE_TAIL)));
         assert!(puts
             .iter()
@@ -654,6 +683,13 @@ mod tests {
             .collect();
         assert_eq!(big.len(), 3);
         assert!(big.iter().all(|s| s.bindings.len() == 2));
+        // The big value's old chunks past its four are trimmed, before any upsert.
+        let trims: Vec<usize> = (0..statements.len())
+            .filter(|&i| statements[i].sql.starts_with(TRIM_HEAD))
+            .collect();
+        assert_eq!(trims.len(), 1);
+        assert_eq!(statements[trims[0]].sql, format!("{TRIM_HEAD}4"));
+        assert_eq!(trims[0], deletes.len());
         for (i, s) in big.iter().enumerate() {
             assert!(s.sql.starts_with(&format!("{UPSERT_HEAD}(?, {i}, ?)")));
         }

@@ -252,7 +252,13 @@ async fn previous_build(state: &State) -> std::result::Result<Vec<&'static str>,
     let two = pattern(CHUNK_BYTES + 7, 2);
     let mut changes = ChangeSet::default();
     changes.put("prev/big", two.clone());
+    let written = store.stats().rows_written;
     store.commit(&changes).await.map_err(|e| e.message)?;
+    // Chunk 2 deleted by the trim, chunks 0 and 1 updated in place (cursor.rowsWritten counts deletes too).
+    let written = store.stats().rows_written - written;
+    if written != 3 {
+        return Err(format!("the shrink wrote {written} rows, not 3"));
+    }
     if chunk_rows(&sql, "prev/big")? != 2
         || store.scan("prev/big").await.map_err(|e| e.message)?
             != vec![("prev/big".to_string(), two)]
@@ -287,5 +293,19 @@ async fn previous_build(state: &State) -> std::result::Result<Vec<&'static str>,
         return Err("values the previous build wrote over this build's are misread".into());
     }
     checked.push("the previous build commits right on storage this build opened");
+
+    // This build shrinks the two-chunk value the previous build grew to one chunk: the shrink trigger deletes
+    // chunk 1, and its delete is counted (1 row updated, 1 deleted).
+    let mut changes = ChangeSet::default();
+    changes.put("prev/small", b"tiny".to_vec());
+    let written = store.stats().rows_written;
+    store.commit(&changes).await.map_err(|e| e.message)?;
+    let written = store.stats().rows_written - written;
+    if written != 2 || chunk_rows(&sql, "prev/small")? != 1 {
+        return Err(format!(
+            "the trigger's shrink wrote {written} rows (not 2) or left stale chunks"
+        ));
+    }
+    checked.push("the shrink trigger's deletes count as rows written");
     Ok(checked)
 }

@@ -35,7 +35,7 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
     const previous = await getJson(`${w.url}/__test/store/previous-build?object=previous-build`);
     t.diagnostic(`previous build: ${JSON.stringify(previous.body)}`);
     assert.equal(previous.status, 200, JSON.stringify(previous.body));
-    assert.equal(previous.body.checked.length, 3);
+    assert.equal(previous.body.checked.length, 4);
 
     const write = await getJson(`${w.url}/__test/store/durability?object=durability`, { method: 'POST' });
     assert.equal(write.status, 200, JSON.stringify(write.body));
