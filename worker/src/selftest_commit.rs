@@ -17,6 +17,13 @@
 //!   a commit that succeeds, a one-statement commit that fails, another that succeeds, and a two-statement
 //!   commit (in `transactionSync`) that fails. `GET` checks that exactly the two successful commits are there
 //!   (after a SIGKILL of workerd this proves the failed statements did not take the turn's writes with them).
+//! - `GET /__test/commit/stale-trigger?object=NAME`: storage that an earlier build of this commit SQL opened
+//!   (commit ea7b0ea: a shrink trigger firing on every update of a chunk 0, under the name this build's
+//!   trigger had there) is opened by this build, whose trigger must then be the one in force: a three-chunk
+//!   value written over a three-chunk value writes three rows.
+//! - `GET /__test/commit/earlier-build?object=NAME`: the other way round: storage this build opened and wrote
+//!   a three-chunk value to is opened by ea7b0ea (its trigger statement) and written with its commit SQL (a
+//!   two-chunk value, chunk 0 first, no trim): the value must read back whole, with no stale third chunk.
 //! - `GET /__test/commit/newer-format?object=NAME`: storage whose `queen_meta` names a newer format is refused
 //!   by [`DoStore::open`], which must leave that storage's schema as it found it.
 
@@ -37,6 +44,8 @@ pub async fn handle(state: &State, method: &Method, path: &str) -> Option<Result
         (Method::Post, "/__test/commit/turn") => turn_write(state).await,
         (Method::Get, "/__test/commit/turn") => turn_check(state).await,
         (Method::Get, "/__test/commit/newer-format") => newer_format(state).await,
+        (Method::Get, "/__test/commit/stale-trigger") => stale_trigger(state).await,
+        (Method::Get, "/__test/commit/earlier-build") => earlier_build(state).await,
         _ => return None,
     };
     Some(match outcome {
@@ -368,4 +377,96 @@ async fn newer_format(state: &State) -> Checked {
         json!({ "ok": refused && before == after, "refused": refused,
                "schema_before": before, "schema_after": after }),
     )
+}
+
+/// The shrink trigger of commit ea7b0ea (an earlier build of this commit SQL), word for word.
+const EARLIER_SHRINK_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_kv_shrink_v1 \
+     AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0 BEGIN \
+       DELETE FROM queen_kv WHERE key = NEW.key AND chunk > 0; \
+     END";
+
+/// `/__test/commit/stale-trigger`: see the module documentation.
+async fn stale_trigger(state: &State) -> Checked {
+    let sql = state.storage().sql();
+    // The storage as ea7b0ea's DoStore::open left it.
+    for statement in [
+        "CREATE TABLE IF NOT EXISTS queen_kv (key TEXT NOT NULL, chunk INTEGER NOT NULL, \
+         value BLOB NOT NULL, PRIMARY KEY (key, chunk)) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+        "INSERT OR IGNORE INTO queen_meta (name, value) VALUES ('format', 1)",
+        EARLIER_SHRINK_TRIGGER,
+    ] {
+        sql.exec(statement, None::<Vec<SqlStorageValue>>)
+            .map_err(|e| e.to_string())?;
+    }
+    let store = open(state)?;
+    let three = |seed| pattern(2 * CHUNK_BYTES + 1, seed);
+    let mut first = ChangeSet::default();
+    first.put("st/k", three(1));
+    store.commit(&first).await.map_err(|e| e.message)?;
+    let before = store.stats().rows_written;
+    let mut again = ChangeSet::default();
+    again.put("st/k", three(2));
+    store.commit(&again).await.map_err(|e| e.message)?;
+    let written = store.stats().rows_written - before;
+    let got = store
+        .get(&["st/k".to_string()])
+        .await
+        .map_err(|e| e.message)?;
+    let rows: Vec<Vec<SqlStorageValue>> = sql
+        .exec(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name",
+            None::<Vec<SqlStorageValue>>,
+        )
+        .and_then(|c| c.raw().collect::<Result<_>>())
+        .map_err(|e| e.to_string())?;
+    let triggers: Vec<String> = rows
+        .into_iter()
+        .filter_map(|r| match r.into_iter().next() {
+            Some(SqlStorageValue::String(s)) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let value_ok = got[0].as_deref() == Some(&three(2)[..]);
+
+    Ok(json!({
+        "ok": value_ok && written == 3,
+        "value_ok": value_ok,
+        "rows_written_three_over_three": written,
+        "triggers": triggers,
+    }))
+}
+
+/// `/__test/commit/earlier-build`: see the module documentation.
+async fn earlier_build(state: &State) -> Checked {
+    let sql = state.storage().sql();
+    let store = open(state)?;
+    let mut first = ChangeSet::default();
+    first.put("st/k", pattern(2 * CHUNK_BYTES + 1, 1));
+    store.commit(&first).await.map_err(|e| e.message)?;
+    // The other way round:  (its trigger statement) and writes a two-chunk
+    // value over the three-chunk one with its commit SQL (chunk 0 first, no trim: it counts on its trigger).
+    sql.exec(EARLIER_SHRINK_TRIGGER, None::<Vec<SqlStorageValue>>)
+        .map_err(|e| e.to_string())?;
+    let two = pattern(CHUNK_BYTES + 5, 3);
+    for (i, part) in two.chunks(CHUNK_BYTES).enumerate() {
+        sql.exec(
+            &format!(
+                "INSERT INTO queen_kv (key, chunk, value) VALUES (?, {i}, ?) \
+                 ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value"
+            ),
+            vec![
+                SqlStorageValue::from("st/k"),
+                SqlStorageValue::Blob(part.to_vec()),
+            ],
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let back = store
+        .get(&["st/k".to_string()])
+        .await
+        .map_err(|e| e.message)?;
+    let earlier_ok = back[0].as_deref() == Some(&two[..]);
+    let rows = chunk_rows(&sql, "st/k")?;
+    Ok(json!({ "ok": earlier_ok && rows == 2, "value_ok": earlier_ok, "chunk_rows": rows }))
 }
