@@ -79,10 +79,16 @@ const MAX_BATCH_BYTES: usize = 256 * 1024;
 /// Deletes the chunks after chunk 0 of a key whose chunk 0 is updated with a one-chunk value (shorter than
 /// [`CHUNK_BYTES`], the number in its `WHEN`: see the module documentation). Its name carries a version: a
 /// changed body gets a new name, never an old trigger kept by `IF NOT EXISTS`.
-const SHRINK_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_kv_shrink_v1 \
+const SHRINK_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_kv_shrink_v2 \
      AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0 AND length(NEW.value) < 1048576 BEGIN \
        DELETE FROM queen_kv WHERE key = NEW.key AND chunk > 0; \
      END";
+
+/// Drops the trigger of an earlier build of this commit SQL (`queen_kv_shrink_v1`, commit ea7b0ea on branch
+/// worker-sql): it deleted a key's chunks after 0 on every update of chunk 0, which that build's commits
+/// counted on and this build's do not (kept, it would delete and insert again what a multi-chunk put updates in
+/// place). That build, opening storage again, creates it again and commits right with both in place.
+const DROP_EARLIER_TRIGGER: &str = "DROP TRIGGER IF EXISTS queen_kv_shrink_v1";
 
 /// The start of the statement that deletes the old chunks past a multi-chunk value's own (its key and
 /// chunk count follow).
@@ -279,6 +285,7 @@ impl DoStore {
             }
         }
         // Only once the format is known to be this build's: storage of a newer layout is left as it was found.
+        store.exec(DROP_EARLIER_TRIGGER, Vec::new())?;
         store.exec(SHRINK_TRIGGER, Vec::new())?;
         Ok(store)
     }
