@@ -1,8 +1,9 @@
-// The Durable Object of bench/do-sql-shapes.mjs: one object per statement shape, each with its own `queen_kv`
-// table (the layout of worker/src/do_store.rs) and the view or triggers its shape needs. A request
-// `/run?shape=SHAPE&op=OP&n=N` (one object per shape and OP, holding 3000 other records) runs N commits of the rows a queen-edge operation writes (OP below), each followed by
-// `await ctx.storage.sync()`, so that every commit is its own implicit transaction as it is when each comes from
-// a request of its own. `op=none` runs the N syncs with no statement (the fixed cost to subtract).
+// The Durable Object of bench/do-sql-shapes.mjs: one object per statement shape and operation, each with its
+// own `queen_kv` table (the layout of worker/src/do_store.rs, or a rowid table for `rowid`), the view or
+// triggers its shape needs and 3000 other records. A request `/run?shape=SHAPE&op=OP&n=N` runs N commits of
+// the rows a queen-edge operation writes (OPS below), each followed by `await ctx.storage.sync()`, so that every
+// commit is its own implicit transaction as it is when each comes from a request of its own. `op=none` runs
+// the N syncs with no statement (the fixed cost to subtract). SHAPE/drain ends each cursor with `next()`.
 import { DurableObject } from 'cloudflare:workers';
 
 const TABLE = `CREATE TABLE IF NOT EXISTS queen_kv (key TEXT NOT NULL, chunk INTEGER NOT NULL, value BLOB NOT NULL,

@@ -20,8 +20,9 @@
 //!
 //! # Commit
 //!
-//! A commit is at most two kinds of statement, deletes first:
+//! A commit is at most three kinds of statement, in this order:
 //! - `DELETE FROM queen_kv WHERE key IN (?, ...)` for the keys it deletes (every chunk of each);
+//! - a trim of each value of [`CHUNK_BYTES`] or more (below);
 //! - `INSERT INTO queen_kv (key, chunk, value) VALUES (?, 0, ?), ... ON CONFLICT (key, chunk) DO UPDATE SET
 //!   value = excluded.value` for every chunk of every value it puts, chunk 0 of a key first (an upsert
 //!   writes one row, where `INSERT OR REPLACE` would delete and insert).
@@ -48,11 +49,11 @@
 //! `transactionSync`: it is called on the raw storage object through `js_sys::Reflect`).
 //! `cursor.rowsWritten` counts the trigger's deletes too, so rows written is still the billed figure.
 //!
-//! The previous layout's commits (session 6 to 7) went through a view, `queen_apply_v1`, whose `INSTEAD OF`
+//! The previous build's commits (sessions 6 and 7) went through a view, `queen_apply_v1`, whose `INSTEAD OF`
 //! trigger ran four statements per row; the table and its rows are the same, so [`FORMAT_VERSION`] is
 //! unchanged. Storage that build wrote keeps its view (unused here); that build, opening storage this one
 //! wrote, creates its view again and commits through it correctly with [`SHRINK_TRIGGER`] present (its own
-//! stale-chunk delete runs first and puts chunk 0 first too). `/__test/store/previous-build`
+//! stale-chunk delete runs first, it puts chunk 0 first too, and the trigger leaves a full chunk 0 alone). `/__test/store/previous-build`
 //! ([`crate::selftest`]) checks both directions with the previous build's SQL.
 
 use std::cell::{Cell, RefCell};
