@@ -20,24 +20,41 @@
 //!
 //! # Commit
 //!
-//! A commit is a list of rows inserted into the view `queen_apply_v1 (op, key, chunk, value, chunks)`, whose
-//! `INSTEAD OF INSERT` trigger ([`APPLY_TRIGGER`]) applies each row to `queen_kv`:
-//! - `op = 0`: delete every chunk of `key`;
-//! - `op = 1`: upsert chunk `chunk` of `key` (`INSERT ... ON CONFLICT (key, chunk) DO UPDATE`: an upsert
-//!   writes one row, where `INSERT OR REPLACE` would delete and insert), and on chunk 0 delete the chunks
-//!   at or past `chunks` (left over from a longer old value);
-//! - `op = 9`: fail (`RAISE(ABORT)`), for the atomicity test ([`DoStore::commit_then_fail`]).
+//! A commit is at most three kinds of statement, in this order:
+//! - `DELETE FROM queen_kv WHERE key IN (?, ...)` for the keys it deletes (every chunk of each);
+//! - a trim of each value of [`CHUNK_BYTES`] or more (below);
+//! - `INSERT INTO queen_kv (key, chunk, value) VALUES (?, 0, ?), ... ON CONFLICT (key, chunk) DO UPDATE SET
+//!   value = excluded.value` for every chunk of every value it puts, chunk 0 of a key first (an upsert
+//!   writes one row, where `INSERT OR REPLACE` would delete and insert).
 //!
-//! Rows are batched into `INSERT INTO queen_apply_v1 ... VALUES (...), (...)` statements of up to
-//! [`MAX_BINDINGS`] bound parameters (numbers are written into the statement, keys and values are bound).
-//! A commit that fits one statement (every commit of a push, pop or ack of up to 49 keys) runs it as it is:
-//! one SQLite statement applies all or nothing (the trigger's work is part of it), and it joins the
-//! object's implicit transaction, which workerd commits before any answer leaves the object (its output
-//! gate), together with the other writes of the same turn. A commit of several statements runs them inside
-//! one `ctx.storage.transactionSync(...)` call, so it still applies all or nothing (the workers-rs binding,
-//! worker 0.8.7, has no `transactionSync`: it is called on the raw storage object through
-//! `js_sys::Reflect`). `cursor.rowsWritten` counts the trigger's writes (checked on workerd), so rows
-//! written is still the billed figure.
+//! A put must not leave an old, longer value's later chunks behind:
+//! - a value shorter than [`CHUNK_BYTES`] is one chunk, whose chunk 0 is shorter than a full chunk; when such
+//!   a chunk 0 updates an existing one, the trigger [`SHRINK_TRIGGER`] on `queen_kv` deletes the key's chunks
+//!   after 0, inside the same statement (it finds none unless the old value had several). A put of a new key
+//!   (every segment of a push) is an insert and fires nothing; the update of a lane record at every pop and
+//!   ack runs one range delete that finds nothing;
+//! - a value of [`CHUNK_BYTES`] or more gets, before its upserts, `DELETE FROM queen_kv WHERE key = ? AND
+//!   chunk >= n` (`n` its chunk count), so its own chunks are updated in place (one row each) and only the
+//!   old ones past `n` are deleted. Such a value's chunks are statements of their own anyway
+//!   ([`MAX_BATCH_BYTES`]), so the commit is already several statements.
+//!
+//! Rows are batched into statements of up to [`MAX_BINDINGS`] bound parameters and [`MAX_BATCH_BYTES`] of
+//! values (chunk numbers are written into the statement, keys and values are bound). A commit of one
+//! statement (every push, pop and ack of up to 49 keys: they put and do not delete) runs it as it is: one
+//! SQLite statement applies all or nothing (the trigger's deletes are part of it), and it joins the object's
+//! implicit transaction, which workerd commits before any answer leaves the object (its output gate),
+//! together with the other writes of the same turn. A commit of several statements (deletes and puts
+//! together, or more rows than one statement holds) runs them inside one `ctx.storage.transactionSync(...)`
+//! call, so it still applies all or nothing (the workers-rs binding, worker 0.8.7, has no
+//! `transactionSync`: it is called on the raw storage object through `js_sys::Reflect`).
+//! `cursor.rowsWritten` counts the trigger's deletes too, so rows written is still the billed figure.
+//!
+//! The previous build's commits (sessions 6 and 7) went through a view, `queen_apply_v1`, whose `INSTEAD OF`
+//! trigger ran four statements per row; the table and its rows are the same, so [`FORMAT_VERSION`] is
+//! unchanged. Storage that build wrote keeps its view (unused here); that build, opening storage this one
+//! wrote, creates its view again and commits through it correctly with [`SHRINK_TRIGGER`] present (its own
+//! stale-chunk delete runs first, it puts chunk 0 first too, and the trigger leaves a full chunk 0 alone). `/__test/store/previous-build`
+//! ([`crate::selftest`]) checks both directions with the previous build's SQL.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -60,24 +77,35 @@ pub const MAX_BINDINGS: usize = 99;
 /// Largest total of bound value bytes batched into one `INSERT` (bigger chunks go alone).
 const MAX_BATCH_BYTES: usize = 256 * 1024;
 
-/// The view commits insert into (no rows of its own: see the module documentation).
-const APPLY_VIEW: &str =
-    "CREATE VIEW IF NOT EXISTS queen_apply_v1 (op, key, chunk, value, chunks) AS \
-     SELECT NULL, NULL, NULL, NULL, NULL WHERE 0";
-
-/// The trigger that applies each row inserted into `queen_apply_v1` to `queen_kv`. Its name carries a
-/// version: a changed body gets a new name (and view), never an old trigger kept by `IF NOT EXISTS`.
-const APPLY_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_apply_v1_row \
-     INSTEAD OF INSERT ON queen_apply_v1 BEGIN \
-       DELETE FROM queen_kv WHERE NEW.op = 0 AND key = NEW.key; \
-       DELETE FROM queen_kv WHERE NEW.op = 1 AND NEW.chunk = 0 AND key = NEW.key AND chunk >= NEW.chunks; \
-       INSERT INTO queen_kv (key, chunk, value) SELECT NEW.key, NEW.chunk, NEW.value WHERE NEW.op = 1 \
-         ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value; \
-       SELECT RAISE(ABORT, 'queen_apply_v1: refused (test hook)') WHERE NEW.op = 9; \
+/// Deletes the chunks after chunk 0 of a key whose chunk 0 is updated with a one-chunk value (shorter than
+/// [`CHUNK_BYTES`], the number in its `WHEN`: see the module documentation). Its name carries a version: a
+/// changed body gets a new name, never an old trigger kept by `IF NOT EXISTS`.
+const SHRINK_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_kv_shrink_v2 \
+     AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0 AND length(NEW.value) < 1048576 BEGIN \
+       DELETE FROM queen_kv WHERE key = NEW.key AND chunk > 0; \
      END";
 
-/// The start of every commit statement.
-const APPLY_INSERT: &str = "INSERT INTO queen_apply_v1 (op, key, chunk, value, chunks) VALUES ";
+/// Drops the trigger of an earlier build of this commit SQL (`queen_kv_shrink_v1`, commit ea7b0ea on branch
+/// worker-sql): it deleted a key's chunks after 0 on every update of chunk 0, which that build's commits
+/// counted on and this build's do not (kept, it would delete and insert again what a multi-chunk put updates in
+/// place). That build, opening storage again, creates it again and commits right with both in place.
+const DROP_EARLIER_TRIGGER: &str = "DROP TRIGGER IF EXISTS queen_kv_shrink_v1";
+
+/// The start of the statement that deletes the old chunks past a multi-chunk value's own (its key and
+/// chunk count follow).
+const TRIM_HEAD: &str = "DELETE FROM queen_kv WHERE key = ? AND chunk >= ";
+
+/// The start and end of a statement that puts chunks.
+const UPSERT_HEAD: &str = "INSERT INTO queen_kv (key, chunk, value) VALUES ";
+const UPSERT_TAIL: &str = " ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value";
+
+/// The start and end of a statement that deletes keys.
+const DELETE_HEAD: &str = "DELETE FROM queen_kv WHERE key IN (";
+const DELETE_TAIL: &str = ")";
+
+/// The key of the row [`DoStore::commit_then_fail`] adds: its `NULL` value breaks `queen_kv`'s `NOT NULL`,
+/// so the statement fails at its last row.
+const FAIL_KEY: &str = "queen_kv/commit_then_fail";
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -230,8 +258,6 @@ impl DoStore {
             "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
             Vec::new(),
         )?;
-        store.exec(APPLY_VIEW, Vec::new())?;
-        store.exec(APPLY_TRIGGER, Vec::new())?;
         let rows: Vec<Vec<SqlStorageValue>> = store
             .sql
             .exec(
@@ -259,6 +285,9 @@ impl DoStore {
                 ))
             }
         }
+        // Only once the format is known to be this build's: storage of a newer layout is left as it was found.
+        store.exec(DROP_EARLIER_TRIGGER, Vec::new())?;
+        store.exec(SHRINK_TRIGGER, Vec::new())?;
         Ok(store)
     }
 
@@ -399,34 +428,45 @@ fn placeholders(n: usize) -> String {
     s
 }
 
-/// The statements of a commit of `changes` (module documentation, "Commit"): rows of `queen_apply_v1`,
-/// deletes first, then every chunk of every put, batched by bound parameters and bytes; with `fail`, one
-/// more row at the end that aborts its statement.
+/// The statements of a commit of `changes` (module documentation, "Commit"): the deletes, the trims of
+/// multi-chunk values, then every chunk of every put (chunk 0 of a key first), batched by bound parameters and bytes; with `fail`, one more put
+/// row at the end whose `NULL` value fails its statement.
 fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
-    let mut batch = Batch::default();
+    let mut deletes = Batch::new(DELETE_HEAD, DELETE_TAIL);
     for key in changes.deletes() {
-        batch.row("(0, ?, NULL, NULL, NULL)", &[Binding::Text(key)], 0);
+        deletes.row("?", &[Binding::Text(key)], 0);
     }
+    let mut trims = Vec::new();
+    let mut puts = Batch::new(UPSERT_HEAD, UPSERT_TAIL);
     for (key, value) in changes.puts() {
         let parts = chunks(value);
-        let count = parts.len();
+        if value.len() >= CHUNK_BYTES {
+            trims.push(Statement {
+                sql: format!("{TRIM_HEAD}{}", parts.len()),
+                bindings: vec![Binding::Text(key)],
+            });
+        }
         for (i, chunk) in parts.into_iter().enumerate() {
-            batch.row(
-                &format!("(1, ?, {i}, ?, {count})"),
+            puts.row(
+                &format!("(?, {i}, ?)"),
                 &[Binding::Text(key), Binding::Blob(chunk)],
                 chunk.len(),
             );
         }
     }
     if fail {
-        batch.row("(9, NULL, NULL, NULL, NULL)", &[], 0);
+        puts.row("(?, 0, NULL)", &[Binding::Text(FAIL_KEY)], 0);
     }
-    batch.finish()
+    let mut statements = deletes.finish();
+    statements.extend(trims);
+    statements.extend(puts.finish());
+    statements
 }
 
-/// Rows of `queen_apply_v1` gathered into statements.
-#[derive(Default)]
+/// Rows of one kind (the `tuple`s of [`Batch::row`] between `head` and `tail`) gathered into statements.
 struct Batch<'a> {
+    head: &'static str,
+    tail: &'static str,
     done: Vec<Statement<'a>>,
     sql: String,
     bindings: Vec<Binding<'a>>,
@@ -435,6 +475,18 @@ struct Batch<'a> {
 }
 
 impl<'a> Batch<'a> {
+    fn new(head: &'static str, tail: &'static str) -> Self {
+        Batch {
+            head,
+            tail,
+            done: Vec::new(),
+            sql: String::new(),
+            bindings: Vec::new(),
+            rows: 0,
+            bytes: 0,
+        }
+    }
+
     /// Adds one row (`tuple`, with `bindings` for its `?`s and `len` bytes of value), starting a new
     /// statement when this one would pass [`MAX_BINDINGS`] or [`MAX_BATCH_BYTES`].
     fn row(&mut self, tuple: &str, bindings: &[Binding<'a>], len: usize) {
@@ -445,7 +497,7 @@ impl<'a> Batch<'a> {
             self.flush();
         }
         if self.rows == 0 {
-            self.sql.push_str(APPLY_INSERT);
+            self.sql.push_str(self.head);
         } else {
             self.sql.push_str(", ");
         }
@@ -459,6 +511,7 @@ impl<'a> Batch<'a> {
         if self.rows == 0 {
             return;
         }
+        self.sql.push_str(self.tail);
         self.done.push(Statement {
             sql: std::mem::take(&mut self.sql),
             bindings: std::mem::take(&mut self.bindings),
@@ -582,6 +635,11 @@ mod tests {
     }
 
     #[test]
+    fn the_shrink_trigger_skips_values_of_a_full_chunk_or_more() {
+        assert!(SHRINK_TRIGGER.contains(&format!("length(NEW.value) < {CHUNK_BYTES} ")));
+    }
+
+    #[test]
     fn chunks_of_empty_value_is_one_empty_chunk() {
         assert_eq!(chunks(&[]).len(), 1);
         assert_eq!(chunks(&vec![0; CHUNK_BYTES]).len(), 1);
@@ -598,17 +656,32 @@ mod tests {
         changes.put("big", vec![7; 3 * CHUNK_BYTES + 1]);
         let statements = plan(&changes, false);
         assert!(statements.iter().all(|s| s.bindings.len() <= MAX_BINDINGS));
-        assert!(statements.iter().all(|s| s.sql.starts_with(APPLY_INSERT)));
-        let rows =
-            |op: &str| -> usize { statements.iter().map(|s| s.sql.matches(op).count()).sum() };
-        assert_eq!(rows("(0, ?"), 500, "every delete");
+        let deletes: Vec<&Statement> = statements
+            .iter()
+            .filter(|s| s.sql.starts_with(DELETE_HEAD))
+            .collect();
+        let puts: Vec<&Statement> = statements
+            .iter()
+            .filter(|s| s.sql.starts_with(UPSERT_HEAD))
+            .collect();
+        assert_eq!(deletes.len() + 1 + puts.len(), statements.len());
+        assert!(deletes.iter().all(|s| s.sql.ends_with(DELETE_TAIL)));
+        assert!(puts
+            .iter()
+            .all(|s| s.sql.starts_with(UPSERT_HEAD) && s.sql.ends_with(UPSERT_TAIL)));
+        // Deletes first, then puts.
+        assert!(statements[..deletes.len()]
+            .iter()
+            .all(|s| s.sql.starts_with(DELETE_HEAD)));
+        let bound = |list: &[&Statement]| -> usize { list.iter().map(|s| s.bindings.len()).sum() };
+        assert_eq!(bound(&deletes), 500, "every delete");
         assert_eq!(
-            rows("(1, ?"),
-            500 + 4,
+            bound(&puts),
+            2 * (500 + 4),
             "every put, the big one in four chunks"
         );
-        // A chunk over the byte budget goes alone.
-        let big: Vec<&Statement> = statements
+        // A chunk over the byte budget goes alone, and the chunks of a value stay in order.
+        let big: Vec<&&Statement> = puts
             .iter()
             .filter(|s| {
                 s.bindings
@@ -618,22 +691,55 @@ mod tests {
             .collect();
         assert_eq!(big.len(), 3);
         assert!(big.iter().all(|s| s.bindings.len() == 2));
+        // The big value's old chunks past its four are trimmed, before any upsert.
+        let trims: Vec<usize> = (0..statements.len())
+            .filter(|&i| statements[i].sql.starts_with(TRIM_HEAD))
+            .collect();
+        assert_eq!(trims.len(), 1);
+        assert_eq!(statements[trims[0]].sql, format!("{TRIM_HEAD}4"));
+        assert_eq!(trims[0], deletes.len());
+        for (i, s) in big.iter().enumerate() {
+            assert!(s.sql.starts_with(&format!("{UPSERT_HEAD}(?, {i}, ?)")));
+        }
     }
 
     #[test]
-    fn a_small_commit_is_one_statement_and_the_fail_row_joins_it() {
+    fn a_put_only_commit_is_one_upsert_and_the_fail_row_joins_it() {
         let mut changes = ChangeSet::default();
         changes.put("s/1", vec![1; 100]);
         changes.put("x/1", vec![2; 10]);
-        changes.delete("l/1");
         let statements = plan(&changes, false);
         assert_eq!(statements.len(), 1);
         assert_eq!(
             statements[0].sql,
-            format!("{APPLY_INSERT}(0, ?, NULL, NULL, NULL), (1, ?, 0, ?, 1), (1, ?, 0, ?, 1)")
+            format!("{UPSERT_HEAD}(?, 0, ?), (?, 0, ?){UPSERT_TAIL}")
         );
         let failing = plan(&changes, true);
         assert_eq!(failing.len(), 1);
-        assert!(failing[0].sql.ends_with(", (9, NULL, NULL, NULL, NULL)"));
+        assert_eq!(
+            failing[0].sql,
+            format!("{UPSERT_HEAD}(?, 0, ?), (?, 0, ?), (?, 0, NULL){UPSERT_TAIL}")
+        );
+    }
+
+    #[test]
+    fn deletes_and_puts_are_two_statements_deletes_first() {
+        let mut changes = ChangeSet::default();
+        changes.put("s/1", vec![1; 100]);
+        changes.delete("l/1");
+        changes.delete("l/2");
+        let statements = plan(&changes, false);
+        assert_eq!(statements.len(), 2);
+        assert_eq!(statements[0].sql, format!("{DELETE_HEAD}?, ?{DELETE_TAIL}"));
+        assert_eq!(
+            statements[1].sql,
+            format!("{UPSERT_HEAD}(?, 0, ?){UPSERT_TAIL}")
+        );
+        // A delete-only commit that fails: the failing row is a statement of its own after the deletes, so the
+        // commit runs in a transaction.
+        let mut only_deletes = ChangeSet::default();
+        only_deletes.delete("l/1");
+        assert_eq!(plan(&only_deletes, false).len(), 1);
+        assert_eq!(plan(&only_deletes, true).len(), 2);
     }
 }

@@ -33,6 +33,7 @@ pub mod respond;
 pub mod routing;
 pub mod run_now;
 pub mod selftest;
+pub mod selftest_commit;
 pub mod shape;
 pub mod shard_guard;
 pub mod sharded;

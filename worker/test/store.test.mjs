@@ -26,8 +26,16 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
     const atomic = await getJson(`${w.url}/__test/store/atomicity?object=atomicity`);
     t.diagnostic(`atomicity: ${JSON.stringify(atomic.body)}`);
     assert.equal(atomic.status, 200, `a failed commit left a trace: ${JSON.stringify(atomic.body)}`);
-    // The failing row is the last of the same statement as the commit's rows (a one-statement commit).
-    assert.match(atomic.body.commit_error, /queen_apply_v1: refused/);
+    // Both failed at their last row (a NULL value breaks queen_kv's NOT NULL): the put-only commit's one
+    // upsert statement, and the upsert that follows the delete of the other commit in one transaction.
+    assert.equal(atomic.body.commit_errors.length, 2);
+    for (const e of atomic.body.commit_errors) assert.match(e ?? '', /NOT NULL constraint failed: queen_kv\.value/);
+
+    // Storage written by the previous build's commit SQL reads and shrinks right, and the other way round.
+    const previous = await getJson(`${w.url}/__test/store/previous-build?object=previous-build`);
+    t.diagnostic(`previous build: ${JSON.stringify(previous.body)}`);
+    assert.equal(previous.status, 200, JSON.stringify(previous.body));
+    assert.equal(previous.body.checked.length, 4);
 
     const write = await getJson(`${w.url}/__test/store/durability?object=durability`, { method: 'POST' });
     assert.equal(write.status, 200, JSON.stringify(write.body));
