@@ -256,6 +256,83 @@ impl<'de, T: FromCompound> Visitor<'de> for ShapedVisitor<T> {
     }
 }
 
+/// A value read where a string is expected, accepting every JSON type (`deserialize_any`): the string,
+/// `null`, or which other type was there (skipped, and named in [`json_type`]'s words for an error).
+pub(crate) enum StrField {
+    /// JSON `null`.
+    Null,
+    /// A string.
+    Str(String),
+    /// Another JSON type: `"a boolean"`, `"a number"`, `"an array"` or `"an object"`.
+    Not(&'static str),
+}
+
+impl StrField {
+    /// An absent field or `null` as `Ok(None)`, a string as `Ok(Some(..))`, another type as
+    /// `Err(its name)`.
+    pub(crate) fn text(field: Option<StrField>) -> Result<Option<String>, &'static str> {
+        match field {
+            None | Some(StrField::Null) => Ok(None),
+            Some(StrField::Str(s)) => Ok(Some(s)),
+            Some(StrField::Not(kind)) => Err(kind),
+        }
+    }
+
+    /// The same field of a parsed `Value` (the readers that still parse a whole object first).
+    pub(crate) fn of_value(value: Option<&Value>) -> Option<StrField> {
+        value.map(|v| match v {
+            Value::Null => StrField::Null,
+            Value::String(s) => StrField::Str(s.clone()),
+            other => StrField::Not(json_type(other)),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for StrField {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrFieldVisitor)
+    }
+}
+
+struct StrFieldVisitor;
+
+impl<'de> Visitor<'de> for StrFieldVisitor {
+    type Value = StrField;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<StrField, E> {
+        Ok(StrField::Not("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<StrField, E> {
+        Ok(StrField::Not("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<StrField, E> {
+        Ok(StrField::Not("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<StrField, E> {
+        Ok(StrField::Not("a number"))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<StrField, E> {
+        Ok(StrField::Str(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<StrField, E> {
+        Ok(StrField::Str(s))
+    }
+    fn visit_unit<E>(self) -> Result<StrField, E> {
+        Ok(StrField::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StrField, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(StrField::Not("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrField, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(StrField::Not("an object"))
+    }
+}
+
 /// A required field's value (`None`: absent or `null`) through `convert`, which answers `None` for a
 /// wrong type or range: the rules of [`Fields`], for readers that collect their fields themselves.
 pub(crate) fn required<T>(
