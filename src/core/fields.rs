@@ -256,78 +256,100 @@ impl<'de, T: FromCompound> Visitor<'de> for ShapedVisitor<T> {
     }
 }
 
-/// A value read where a string is expected, accepting every JSON type (`deserialize_any`): the string,
-/// `null`, or which other type was there (skipped, and named in [`json_type`]'s words for an error).
-pub(crate) enum StrField {
+/// A value read where a string is expected, accepting every JSON type (`deserialize_any`): the string
+/// (as `T`, [`FromJsonStr`]), `null`, or which other type was there (skipped, and named in
+/// [`json_type`]'s words for an error).
+pub(crate) enum StrField<T = String> {
     /// JSON `null`.
     Null,
     /// A string.
-    Str(String),
+    Str(T),
     /// Another JSON type: `"a boolean"`, `"a number"`, `"an array"` or `"an object"`.
     Not(&'static str),
 }
 
-impl StrField {
+/// What a string read by [`StrField`] becomes.
+pub(crate) trait FromJsonStr: Sized {
+    /// From a string the parser lends.
+    fn from_str(s: &str) -> Self;
+    /// From a string the parser built (an escaped one).
+    fn from_string(s: String) -> Self {
+        Self::from_str(&s)
+    }
+}
+
+impl FromJsonStr for String {
+    fn from_str(s: &str) -> Self {
+        s.to_owned()
+    }
+    fn from_string(s: String) -> Self {
+        s
+    }
+}
+
+impl<T> StrField<T> {
     /// An absent field or `null` as `Ok(None)`, a string as `Ok(Some(..))`, another type as
     /// `Err(its name)`.
-    pub(crate) fn text(field: Option<StrField>) -> Result<Option<String>, &'static str> {
+    pub(crate) fn text(field: Option<StrField<T>>) -> Result<Option<T>, &'static str> {
         match field {
             None | Some(StrField::Null) => Ok(None),
             Some(StrField::Str(s)) => Ok(Some(s)),
             Some(StrField::Not(kind)) => Err(kind),
         }
     }
+}
 
+impl<T: FromJsonStr> StrField<T> {
     /// The same field of a parsed `Value` (the readers that still parse a whole object first).
-    pub(crate) fn of_value(value: Option<&Value>) -> Option<StrField> {
+    pub(crate) fn of_value(value: Option<&Value>) -> Option<StrField<T>> {
         value.map(|v| match v {
             Value::Null => StrField::Null,
-            Value::String(s) => StrField::Str(s.clone()),
+            Value::String(s) => StrField::Str(T::from_str(s)),
             other => StrField::Not(json_type(other)),
         })
     }
 }
 
-impl<'de> Deserialize<'de> for StrField {
+impl<'de, T: FromJsonStr> Deserialize<'de> for StrField<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrFieldVisitor)
+        deserializer.deserialize_any(StrFieldVisitor(PhantomData))
     }
 }
 
-struct StrFieldVisitor;
+struct StrFieldVisitor<T>(PhantomData<T>);
 
-impl<'de> Visitor<'de> for StrFieldVisitor {
-    type Value = StrField;
+impl<'de, T: FromJsonStr> Visitor<'de> for StrFieldVisitor<T> {
+    type Value = StrField<T>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<StrField, E> {
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
         Ok(StrField::Not("a boolean"))
     }
-    fn visit_i64<E>(self, _: i64) -> Result<StrField, E> {
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
         Ok(StrField::Not("a number"))
     }
-    fn visit_u64<E>(self, _: u64) -> Result<StrField, E> {
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
         Ok(StrField::Not("a number"))
     }
-    fn visit_f64<E>(self, _: f64) -> Result<StrField, E> {
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
         Ok(StrField::Not("a number"))
     }
-    fn visit_str<E>(self, s: &str) -> Result<StrField, E> {
-        Ok(StrField::Str(s.to_owned()))
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(StrField::Str(T::from_str(s)))
     }
-    fn visit_string<E>(self, s: String) -> Result<StrField, E> {
-        Ok(StrField::Str(s))
+    fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+        Ok(StrField::Str(T::from_string(s)))
     }
-    fn visit_unit<E>(self) -> Result<StrField, E> {
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(StrField::Null)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StrField, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(StrField::Not("an array"))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StrField, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(StrField::Not("an object"))
     }

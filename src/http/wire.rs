@@ -18,7 +18,7 @@ use super::error::HttpError;
 use super::query::clip;
 use super::Limits;
 use crate::core::api::*;
-use crate::core::fields::{json_type, FromCompound, List, Shaped, StrField};
+use crate::core::fields::{json_type, FromCompound, FromJsonStr, List, Shaped, StrField};
 use crate::core::timefmt::parse_iso;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
 use serde_json::{Map, Value};
@@ -535,7 +535,7 @@ pub(crate) fn push_item(
 pub(crate) struct AckIn {
     transaction_id: Option<StrField>,
     partition_id: Option<StrField>,
-    status: Option<StrField>,
+    status: Option<StrField<AckStatus>>,
     error: Option<StrField>,
     lease_id: Option<StrField>,
 }
@@ -547,10 +547,18 @@ impl AckIn {
         AckIn {
             transaction_id: field("transactionId"),
             partition_id: field("partitionId"),
-            status: field("status"),
+            status: StrField::of_value(map.get("status")),
             error: field("error"),
             lease_id: field("leaseId"),
         }
+    }
+}
+
+/// An ack's `status` is read straight into its [`AckStatus`]: no copy of the string unless it is not
+/// one of the statuses.
+impl FromJsonStr for AckStatus {
+    fn from_str(s: &str) -> Self {
+        AckStatus::parse(Some(s))
     }
 }
 
@@ -596,9 +604,12 @@ impl FromCompound for AckIn {
         let mut item = AckIn::default();
         while let Some(key) = map.next_key()? {
             let field = match key {
+                AckKey::Status => {
+                    item.status = Some(map.next_value()?);
+                    continue;
+                }
                 AckKey::TransactionId => &mut item.transaction_id,
                 AckKey::PartitionId => &mut item.partition_id,
-                AckKey::Status => &mut item.status,
                 AckKey::Error => &mut item.error,
                 AckKey::LeaseId => &mut item.lease_id,
                 _ => {
@@ -661,7 +672,7 @@ fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpErro
     check_id("partitionId", &partition_id, limits)?;
     let status = match a.status {
         None | Some(StrField::Null) => AckStatus::Completed,
-        Some(StrField::Str(s)) => match AckStatus::parse(Some(&s)) {
+        Some(StrField::Str(status)) => match status {
             AckStatus::Invalid(s) => {
                 return Err(HttpError::bad_request(format!(
                     "Invalid status '{}': expected completed, success, failed, retry or dlq{}",
