@@ -55,12 +55,15 @@ fn main() {
         let arg = |i: usize, name: &str, default: u64| -> u64 {
             args.get(at + i)
                 .map_or(Some(default), |v| v.parse().ok())
-                .unwrap_or_else(|| panic!("--http-run MESSAGES [PAYLOAD_BYTES] [BATCH]: bad {name}"))
+                .unwrap_or_else(|| {
+                    panic!("--http-run MESSAGES [PAYLOAD_BYTES] [BATCH]: bad {name}")
+                })
         };
         let messages = arg(1, "MESSAGES", 100_000);
         let payload = arg(2, "PAYLOAD_BYTES", 64) as usize;
         let batch = arg(3, "BATCH", 100) as u32;
-        let row = queen_edge_bench::run_http_scenario(payload, batch, 10, messages, &clock, &name_thread);
+        let row =
+            queen_edge_bench::run_http_scenario(payload, batch, 10, messages, &clock, &name_thread);
         println!(
             "http run: {} messages, {payload} B, batch {batch}: push {:.2} us/msg, pop+ack {:.2} us/msg",
             row.messages, row.push_us, row.pop_ack_us
