@@ -253,7 +253,7 @@ impl Route {
             }
             Route::ReplayDlq { id } => {
                 check_id("id", &id, limits)?;
-                wire::check_json(body)?;
+                wire::parse_json(body, false)?;
                 let reply = engine.replay_dead_letter(&id).await?;
                 Ok(json_response(200, &render::replay_reply(&reply)))
             }
@@ -263,7 +263,7 @@ impl Route {
             } => {
                 check_id("partitionId", &partition_id, limits)?;
                 check_id("transactionId", &transaction_id, limits)?;
-                wire::check_json(body)?;
+                wire::parse_json(body, false)?;
                 let reply = engine
                     .replay_address(&partition_id, &transaction_id)
                     .await?;
@@ -364,7 +364,7 @@ impl Route {
                 check_name("consumerGroup", &group, false, limits)?;
                 check_name("Queue name", &queue, true, limits)?;
                 check_name("Partition name", &partition, false, limits)?;
-                wire::check_json(body)?;
+                wire::parse_json(body, false)?;
                 let cursor = engine
                     .seek_partition_to_end(&group, &queue, &partition)
                     .await?;

@@ -20,7 +20,7 @@ use super::Limits;
 use crate::core::api::*;
 use crate::core::fields::{json_type, FromCompound, FromJsonStr, List, Shaped, StrField};
 use crate::core::timefmt::parse_iso;
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
 use serde_json::{Map, Value};
 
 /// The body as JSON. `required`: an empty body is a 400; otherwise it is `None`.
@@ -34,17 +34,6 @@ pub(crate) fn parse_json(body: &[u8], required: bool) -> Result<Option<Value>, H
     }
     serde_json::from_slice(body)
         .map(Some)
-        .map_err(|e| HttpError::bad_request(format!("Invalid JSON: {e}")))
-}
-
-/// Checks that a body, if there is one, is JSON (the routes that read nothing from it). Read with
-/// [`IgnoredAny`]: no tree is built.
-pub(crate) fn check_json(body: &[u8]) -> Result<(), HttpError> {
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(());
-    }
-    serde_json::from_slice::<IgnoredAny>(body)
-        .map(|_| ())
         .map_err(|e| HttpError::bad_request(format!("Invalid JSON: {e}")))
 }
 
@@ -544,12 +533,25 @@ pub(crate) fn push_item(
 /// into it, other keys skipped (a repeated key: the last one counts).
 #[derive(Default)]
 pub(crate) struct AckIn {
-    consumer_group: Option<StrField>,
     transaction_id: Option<StrField>,
     partition_id: Option<StrField>,
     status: Option<StrField<AckStatus>>,
     error: Option<StrField>,
     lease_id: Option<StrField>,
+}
+
+impl AckIn {
+    /// The ack fields of an object already parsed (the single-ack body, a transaction's ack).
+    fn of(map: &Map<String, Value>) -> AckIn {
+        let field = |key: &str| StrField::of_value(map.get(key));
+        AckIn {
+            transaction_id: field("transactionId"),
+            partition_id: field("partitionId"),
+            status: StrField::of_value(map.get("status")),
+            error: field("error"),
+            lease_id: field("leaseId"),
+        }
+    }
 }
 
 /// An ack's `status` is read straight into its [`AckStatus`]: no copy of the string unless it is not
@@ -563,8 +565,6 @@ impl FromJsonStr for AckStatus {
 /// The keys the `/ack/batch` body reads, matched without allocating.
 enum AckKey {
     Acknowledgments,
-    Type,
-    Items,
     ConsumerGroup,
     TransactionId,
     PartitionId,
@@ -585,8 +585,6 @@ impl<'de> Deserialize<'de> for AckKey {
             fn visit_str<E>(self, key: &str) -> Result<AckKey, E> {
                 Ok(match key {
                     "acknowledgments" => AckKey::Acknowledgments,
-                    "type" => AckKey::Type,
-                    "items" => AckKey::Items,
                     "consumerGroup" => AckKey::ConsumerGroup,
                     "transactionId" => AckKey::TransactionId,
                     "partitionId" => AckKey::PartitionId,
@@ -601,34 +599,25 @@ impl<'de> Deserialize<'de> for AckKey {
     }
 }
 
-impl AckIn {
-    /// Reads the value of `key` into its field, or skips it when an ack does not read it.
-    fn read<'de, A: MapAccess<'de>>(&mut self, key: AckKey, map: &mut A) -> Result<(), A::Error> {
-        let field = match key {
-            AckKey::Status => {
-                self.status = Some(map.next_value()?);
-                return Ok(());
-            }
-            AckKey::ConsumerGroup => &mut self.consumer_group,
-            AckKey::TransactionId => &mut self.transaction_id,
-            AckKey::PartitionId => &mut self.partition_id,
-            AckKey::Error => &mut self.error,
-            AckKey::LeaseId => &mut self.lease_id,
-            _ => {
-                map.next_value::<IgnoredAny>()?;
-                return Ok(());
-            }
-        };
-        *field = Some(map.next_value()?);
-        Ok(())
-    }
-}
-
 impl FromCompound for AckIn {
     fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut item = AckIn::default();
         while let Some(key) = map.next_key()? {
-            item.read(key, &mut map)?;
+            let field = match key {
+                AckKey::Status => {
+                    item.status = Some(map.next_value()?);
+                    continue;
+                }
+                AckKey::TransactionId => &mut item.transaction_id,
+                AckKey::PartitionId => &mut item.partition_id,
+                AckKey::Error => &mut item.error,
+                AckKey::LeaseId => &mut item.lease_id,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *field = Some(map.next_value()?);
         }
         Ok(Shaped::Is(item))
     }
@@ -726,14 +715,9 @@ pub(crate) fn single_ack(
     body: &[u8],
     limits: &Limits,
 ) -> Result<(Option<String>, AckItem), HttpError> {
-    let mut ack: AckIn = parse_shaped(body)?;
-    let group = group_of(
-        ack.consumer_group.take(),
-        "consumerGroup",
-        Path::TOP,
-        limits,
-    )?;
-    let item = ack_fields(ack, Path::TOP, limits)?;
+    let map = parse_object(body)?;
+    let group = opt_group(&map, "consumerGroup", "", limits)?;
+    let item = ack_fields(AckIn::of(&map), Path::TOP, limits)?;
     Ok((group, item))
 }
 
@@ -797,21 +781,8 @@ pub(crate) fn extend_seconds(body: &[u8], limits: &Limits) -> Result<u64, HttpEr
 /// A transaction body: `operations`, and `kv` and `timers` (refused unless empty); other keys skipped.
 pub(crate) struct TxBody {
     operations: Option<Shaped<List<Shaped<OpIn>>>>,
-    kv: Option<Shaped<Length>>,
-    timers: Option<Shaped<Length>>,
-}
-
-/// How many elements an array has (its elements skipped).
-pub(crate) struct Length(usize);
-
-impl FromCompound for Length {
-    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
-        let mut n = 0;
-        while seq.next_element::<IgnoredAny>()?.is_some() {
-            n += 1;
-        }
-        Ok(Shaped::Is(Length(n)))
-    }
+    kv: Option<Value>,
+    timers: Option<Value>,
 }
 
 impl FromCompound for TxBody {
@@ -835,23 +806,23 @@ impl FromCompound for TxBody {
     }
 }
 
-/// One operation as sent: its `type`, its `items` (a push's, payloads as text) and the fields an ack
-/// reads; other keys skipped.
-#[derive(Default)]
+/// One operation as sent: its `items` (a push's, payloads as text) and every other field as a value.
 pub(crate) struct OpIn {
-    kind: Option<StrField>,
+    fields: Map<String, Value>,
     items: Option<ItemList>,
-    ack: AckIn,
 }
 
 impl FromCompound for OpIn {
     fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        let mut op = OpIn::default();
-        while let Some(key) = map.next_key()? {
-            match key {
-                AckKey::Type => op.kind = Some(map.next_value()?),
-                AckKey::Items => op.items = Some(map.next_value()?),
-                key => op.ack.read(key, &mut map)?,
+        let mut op = OpIn {
+            fields: Map::new(),
+            items: None,
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                op.items = Some(map.next_value()?);
+            } else {
+                op.fields.insert(key, map.next_value()?);
             }
         }
         Ok(Shaped::Is(op))
@@ -881,7 +852,8 @@ pub(crate) fn transaction(
     }
     for (key, value) in [("kv", &parsed.kv), ("timers", &parsed.timers)] {
         match value {
-            None | Some(Shaped::Not("null")) | Some(Shaped::Is(Length(0))) => {}
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.is_empty() => {}
             Some(_) => {
                 return Err(HttpError::bad_request(format!(
                     "{key} operations are not supported by this broker"
@@ -894,7 +866,7 @@ pub(crate) fn transaction(
     let mut out = Vec::with_capacity(ops.len());
     for (i, op) in ops.into_iter().enumerate() {
         let path = format!("operations[{i}]");
-        let mut op = match op {
+        let op = match op {
             Shaped::Is(op) => op,
             Shaped::Not(kind) => {
                 return Err(HttpError::bad_request(format!(
@@ -902,8 +874,8 @@ pub(crate) fn transaction(
                 )))
             }
         };
-        let kind = match &op.kind {
-            Some(StrField::Str(t)) => t.as_str(),
+        let kind = match op.fields.get("type") {
+            Some(Value::String(t)) => t.as_str(),
             _ => {
                 return Err(HttpError::bad_request(format!(
                     "{path}.type must be a string"
@@ -941,13 +913,8 @@ pub(crate) fn transaction(
                 out.push(TxOperation::Push(items));
             }
             "ack" => {
-                let group = group_of(
-                    op.ack.consumer_group.take(),
-                    "consumerGroup",
-                    Path::named(&path),
-                    limits,
-                )?;
-                let item = ack_fields(op.ack, Path::named(&path), limits)?;
+                let group = opt_group(&op.fields, "consumerGroup", &path, limits)?;
+                let item = ack_fields(AckIn::of(&op.fields), Path::named(&path), limits)?;
                 out.push(TxOperation::Ack { item, group });
             }
             other => {
