@@ -465,6 +465,49 @@ mod tests {
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn string_fields_name_what_else_was_sent() {
+        let read = |json: &str| -> Vec<String> {
+            let fields: Vec<StrField> = serde_json::from_slice(json.as_bytes()).unwrap();
+            fields
+                .into_iter()
+                .map(|f| match f {
+                    StrField::Null => "null".to_string(),
+                    StrField::Str(s) => format!("str {s}"),
+                    StrField::Not(kind) => kind.to_string(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            read(
+                r#"["a", "esc\"aped\u00e9", null, true, 1, -1, 1.5, [1, [2], {"k": [3]}], {"k": {"n": null}}, "last"]"#
+            ),
+            [
+                "str a",
+                "str esc\"apedé",
+                "null",
+                "a boolean",
+                "a number",
+                "a number",
+                "a number",
+                "an array",
+                "an object",
+                "str last",
+            ]
+        );
+        assert_eq!(
+            StrField::text(Some(StrField::Str("x".to_string()))),
+            Ok(Some("x".to_string()))
+        );
+        assert_eq!(StrField::<String>::text(None), Ok(None));
+        assert_eq!(StrField::<String>::text(Some(StrField::Null)), Ok(None));
+        assert_eq!(
+            StrField::<String>::text(Some(StrField::Not("a number"))),
+            Err("a number")
+        );
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn not_an_object() {
         assert_eq!(
             Fields::parse(b"[1]").unwrap_err(),
