@@ -75,18 +75,6 @@ impl JsonText {
         self
     }
 
-    /// The same JSON string under two keys, `first` and `second` (literal text such as
-    /// `,"transaction_id":`): checked for escapes once, its written text copied for the second key.
-    pub(crate) fn str_twice(&mut self, first: &str, second: &str, s: &str) -> &mut Self {
-        self.raw(first);
-        let start = self.out.len();
-        self.str(s);
-        let end = self.out.len();
-        self.raw(second);
-        self.out.extend_from_within(start..end);
-        self
-    }
-
     /// A JSON string, or `null`.
     pub(crate) fn opt_str(&mut self, s: Option<&str>) -> &mut Self {
         match s {
@@ -179,18 +167,6 @@ mod tests {
                 }),
                 serde_json::to_string(&s).unwrap(),
                 "{b}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_string_under_two_keys() {
-        for s in ["plain", "quote\" and \\ and \n"] {
-            assert_eq!(
-                text(|t| {
-                    t.raw("{").str_twice("\"a\":", ",\"b\":", s).raw("}");
-                }),
-                serde_json::json!({"a": s, "b": s}).to_string()
             );
         }
     }

@@ -43,13 +43,18 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
         .uint(r.index as u64)
         .raw(",\"status\":")
         .str(push_status(&r.status))
-        .str_twice(
-            ",\"transaction_id\":",
-            ",\"transactionId\":",
-            &r.transaction_id,
-        )
-        .str_twice(",\"message_id\":", ",\"messageId\":", &r.message_id)
-        .str_twice(",\"partition_id\":", ",\"partitionId\":", &r.partition_id);
+        .raw(",\"transaction_id\":")
+        .str(&r.transaction_id)
+        .raw(",\"transactionId\":")
+        .str(&r.transaction_id)
+        .raw(",\"message_id\":")
+        .str(&r.message_id)
+        .raw(",\"messageId\":")
+        .str(&r.message_id)
+        .raw(",\"partition_id\":")
+        .str(&r.partition_id)
+        .raw(",\"partitionId\":")
+        .str(&r.partition_id);
         if queued {
             t.raw(",\"trace_id\":").opt_str(r.trace_id.as_deref());
         }
