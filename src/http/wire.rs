@@ -11,8 +11,11 @@
 //! Push and transaction bodies, which carry payloads, are parsed in one pass into typed shapes
 //! ([`PushBody`], [`TxBody`]) rather than a `Value` tree: each payload is captured as its JSON text
 //! ([`Payload`]), still checked to be valid JSON by the parser, and travels as that text to the segment
-//! and back out in pop replies. The few other fields of an item are small `Value`s, checked by the same
-//! rules as before.
+//! and back out in pop replies. The other fields of a push item, and the `/ack/batch` body
+//! ([`AckBatchBody`]), are read as [`StrField`]s: the string moved into the command, or only the name of
+//! the JSON type sent instead, for the error. The other routes' bodies (single ack, extend, configure,
+//! seek, subscription, a transaction's operations) are still read into a `Value` map (docs/decisions.md,
+//! "Readers and writers on serde's visitor API").
 
 use super::error::HttpError;
 use super::query::clip;
