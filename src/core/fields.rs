@@ -16,7 +16,8 @@
 //!
 //! [`Shaped`] is the small piece of serde this module and the HTTP layer share: read a position that
 //! should hold an object (or an array) in one pass, and when it holds another JSON type, record only
-//! which one, for an error that names it.
+//! which one, for an error that names it. [`StrField`] does the same for a position that should hold a
+//! string (the HTTP layer's push and ack items).
 
 use super::api::Payload;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
