@@ -21,7 +21,7 @@
 // Channel messages (structured clone):
 //   {t:'hello', from}                                   who is the writer?
 //   {t:'writer', writer, epoch}                          "I am the writer" (on takeover and on hello)
-//   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: Uint8Array | undefined)
+//   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: string | Uint8Array | undefined)
 //   {t:'ack', id, to, writer}                            the writer has it and is working on it
 //   {t:'res', id, to, writer, status, headers, body}     the answer
 //   {t:'gone', from}                                     a context closed (or its page is going away)
@@ -84,7 +84,9 @@ const decoder = new TextDecoder()
 /** How long a long-poll pop at `path` may wait at the writer, ms (0 for anything else). */
 function longPollMillis(path) {
   const query = String(path).split('?')[1]
-  if (!query) return 0
+  // A query with no `wait=true` or `wait=1` parameter and nothing URLSearchParams would decode (`%`,
+  // `+`) does not wait: most calls, which then skip parsing it.
+  if (!query || !(/(^|&)wait=(true|1)(&|$)/.test(query) || /[%+]/.test(query))) return 0
   const params = new URLSearchParams(query)
   const wait = params.get('wait')
   return wait === 'true' || wait === '1' ? Number(params.get('timeout')) || 30000 : 0
@@ -465,18 +467,21 @@ export class LocalTransport {
     }
   }
 
-  /** Sends a request through the broker; `body` is JSON-encoded unless a string. */
+  /**
+   * Sends a request through the broker; `body` is JSON-encoded unless a string. The text goes to the
+   * broker as it is (the wasm glue writes it straight into wasm memory): no encoded copy in between.
+   */
   async request(method, path, body, _options) {
     const encoded = encodeBody(body)
     const headers = encoded === undefined ? {} : { 'Content-Type': 'application/json' }
-    const response = await this.raw(method, path, headers, encoded === undefined ? undefined : encoder.encode(encoded))
+    const response = await this.raw(method, path, headers, encoded)
     const text = response.body && response.body.length ? decoder.decode(response.body) : ''
     return { status: response.status, headers: response.headers, body: parseBody(text) }
   }
 
   /**
-   * One request in HTTP shape: `headers` a plain object, `body` a Uint8Array or undefined. Resolves to
-   * `{status, headers, body: Uint8Array}`.
+   * One request in HTTP shape: `headers` a plain object, `body` a string (sent as UTF-8), a Uint8Array or
+   * undefined. Resolves to `{status, headers, body: Uint8Array}`.
    */
   raw(method, path, headers, body) {
     if (this.#closed) return Promise.reject(new QueenError('closed', 'this Queen was closed'))

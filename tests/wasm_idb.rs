@@ -3,54 +3,19 @@
 //! 40-browser.sh).
 #![cfg(target_arch = "wasm32")]
 
-use js_sys::{Promise, Uint8Array};
+mod idb_common;
+
+use idb_common::{raw, unique_name};
+use js_sys::Uint8Array;
 use queen_edge::store::idb::{self, FORMAT_KEY, FORMAT_VERSION, META_STORE, SCHEMA_VERSION};
 use queen_edge::store::{
     conformance, ChangeSet, Durability, IdbOptions, IdbStore, Store, StoreErrorKind,
 };
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
-use web_sys::{IdbDatabase, IdbFactory, IdbRequest, IdbTransaction, IdbTransactionMode};
+use web_sys::{IdbDatabase, IdbTransactionMode};
 
 wasm_bindgen_test_configure!(run_in_browser);
-
-/// A database name no earlier run used.
-fn unique_name(what: &str) -> String {
-    format!(
-        "queen-edge-test-{what}-{}-{}",
-        js_sys::Date::now() as u64,
-        (js_sys::Math::random() * 1e9) as u64
-    )
-}
-
-fn factory() -> IdbFactory {
-    js_sys::Reflect::get(&js_sys::global(), &"indexedDB".into())
-        .expect("indexedDB global")
-        .dyn_into()
-        .expect("an IDBFactory")
-}
-
-/// Waits for a raw request's success and returns its result.
-async fn raw_wait(request: &IdbRequest) -> JsValue {
-    let promise = Promise::new(&mut |resolve, reject| {
-        request.set_onsuccess(Some(&resolve));
-        request.set_onerror(Some(&reject));
-    });
-    JsFuture::from(promise).await.expect("raw request succeeds");
-    request.result().expect("a result")
-}
-
-/// Waits for a raw transaction to complete.
-async fn raw_complete(tx: &IdbTransaction) {
-    let promise = Promise::new(&mut |resolve, reject| {
-        tx.set_oncomplete(Some(&resolve));
-        tx.set_onabort(Some(&reject));
-    });
-    JsFuture::from(promise)
-        .await
-        .expect("raw transaction completes");
-}
 
 async fn open(name: &str, durability: Durability) -> IdbStore {
     IdbStore::open(name, IdbOptions { durability })
@@ -100,10 +65,10 @@ async fn newer_format_version_is_refused() {
     drop(open(&name, Durability::Strict).await);
 
     // Play a newer build: bump meta/format behind the store's back.
-    let request = factory()
+    let request = raw::factory()
         .open_with_u32(&name, SCHEMA_VERSION)
         .expect("raw open");
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    let db: IdbDatabase = raw::wait(&request).await.dyn_into().expect("a database");
     let tx = db
         .transaction_with_str_and_mode(META_STORE, IdbTransactionMode::Readwrite)
         .expect("raw transaction");
@@ -114,7 +79,7 @@ async fn newer_format_version_is_refused() {
             &JsValue::from_str(FORMAT_KEY),
         )
         .expect("raw put");
-    raw_complete(&tx).await;
+    raw::outcome(&tx).await.expect("raw transaction completes");
     db.close();
 
     let err = IdbStore::open(&name, IdbOptions::default())
@@ -131,10 +96,10 @@ async fn newer_schema_version_is_refused() {
     drop(open(&name, Durability::Strict).await);
 
     // A newer build upgraded the IndexedDB schema version.
-    let request = factory()
+    let request = raw::factory()
         .open_with_u32(&name, SCHEMA_VERSION + 1)
         .expect("raw open");
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    let db: IdbDatabase = raw::wait(&request).await.dyn_into().expect("a database");
     db.close();
 
     let err = IdbStore::open(&name, IdbOptions::default())
@@ -149,10 +114,10 @@ async fn newer_schema_version_is_refused() {
 async fn foreign_database_is_rejected() {
     let name = unique_name("foreign");
     // Someone else's database at our schema version, without our object stores.
-    let request = factory()
+    let request = raw::factory()
         .open_with_u32(&name, SCHEMA_VERSION)
         .expect("raw open");
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    let db: IdbDatabase = raw::wait(&request).await.dyn_into().expect("a database");
     db.close();
     let err = IdbStore::open(&name, IdbOptions::default())
         .await
@@ -345,33 +310,7 @@ async fn stale_writer_commit_fails_and_writes_nothing() {
 #[wasm_bindgen_test]
 async fn schema_version_1_database_is_upgraded_and_fenced() {
     let name = unique_name("schema-1");
-    let request = factory().open_with_u32(&name, 1).expect("raw open");
-    let upgrade_request = request.clone();
-    let on_upgrade = wasm_bindgen::closure::Closure::<dyn FnMut()>::new(move || {
-        let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();
-        db.create_object_store("records").unwrap();
-        let meta = db.create_object_store(META_STORE).unwrap();
-        meta.put_with_key(&JsValue::from(FORMAT_VERSION), &FORMAT_KEY.into())
-            .unwrap();
-        meta.put_with_key(&JsValue::from(3), &"epoch".into())
-            .unwrap();
-        for epoch in 1..=3 {
-            meta.put_with_key(&JsValue::TRUE, &idb::claim_key(epoch).into())
-                .unwrap();
-        }
-    });
-    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
-    let tx = db
-        .transaction_with_str_and_mode("records", IdbTransactionMode::Readwrite)
-        .expect("raw transaction");
-    tx.object_store("records")
-        .expect("records store")
-        .put_with_key(&Uint8Array::from(&b"one"[..]), &"m/1".into())
-        .expect("raw put");
-    raw_complete(&tx).await;
-    db.close();
-    drop(on_upgrade);
+    raw::write_schema_1(&name, 3).await;
 
     let old = open(&name, Durability::Strict).await;
     assert_eq!(old.epoch(), 3, "the epoch written before the upgrade");

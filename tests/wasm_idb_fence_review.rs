@@ -6,50 +6,20 @@
 //! the two foreign databases); their doc comments say what `src/store/idb.rs` does about it now.
 #![cfg(target_arch = "wasm32")]
 
+mod idb_common;
+
 use futures::future::{select, Either};
+use idb_common::{raw, unique_name};
 use js_sys::{Array, Function, Promise, Reflect, Uint8Array};
-use queen_edge::store::idb::{self, FORMAT_KEY, FORMAT_VERSION, META_STORE};
+use queen_edge::store::idb::{self, FORMAT_KEY, META_STORE};
 use queen_edge::store::{ChangeSet, Durability, IdbOptions, IdbStore, Store, StoreErrorKind};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
-use web_sys::{Event, IdbDatabase, IdbFactory, IdbRequest, IdbTransaction, IdbTransactionMode};
+use web_sys::{Event, IdbDatabase, IdbRequest, IdbTransaction, IdbTransactionMode};
 
 wasm_bindgen_test_configure!(run_in_browser);
-
-fn unique_name(what: &str) -> String {
-    format!(
-        "queen-edge-review-{what}-{}-{}",
-        js_sys::Date::now() as u64,
-        (js_sys::Math::random() * 1e9) as u64
-    )
-}
-
-fn factory() -> IdbFactory {
-    Reflect::get(&js_sys::global(), &"indexedDB".into())
-        .expect("indexedDB global")
-        .dyn_into()
-        .expect("an IDBFactory")
-}
-
-async fn raw_wait(request: &IdbRequest) -> JsValue {
-    let promise = Promise::new(&mut |resolve, reject| {
-        request.set_onsuccess(Some(&resolve));
-        request.set_onerror(Some(&reject));
-    });
-    JsFuture::from(promise).await.expect("raw request succeeds");
-    request.result().expect("a result")
-}
-
-/// Resolves `Ok` on the transaction's `complete`, `Err` on its `abort`.
-async fn raw_outcome(tx: &IdbTransaction) -> Result<(), JsValue> {
-    let promise = Promise::new(&mut |resolve, reject| {
-        tx.set_oncomplete(Some(&resolve));
-        tx.set_onabort(Some(&reject));
-    });
-    JsFuture::from(promise).await.map(|_| ())
-}
 
 async fn sleep_ms(ms: i32) {
     let promise = Promise::new(&mut |resolve, _| {
@@ -80,49 +50,10 @@ fn put(key: &str, value: &[u8]) -> ChangeSet {
     changes
 }
 
-/// Writes the database `name` as a schema-version-1 build (current `main`) leaves it: both stores, the
-/// format, epoch `epoch` with its claim markers `true`, one record `m/1`. Returns nothing open.
-async fn write_schema_1(name: &str, epoch: u32) {
-    let request = factory().open_with_u32(name, 1).expect("raw open");
-    let upgrade_request = request.clone();
-    let on_upgrade = Closure::<dyn FnMut()>::new(move || {
-        let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();
-        db.create_object_store("records").unwrap();
-        let meta = db.create_object_store(META_STORE).unwrap();
-        meta.put_with_key(&JsValue::from(FORMAT_VERSION), &FORMAT_KEY.into())
-            .unwrap();
-        if epoch > 0 {
-            meta.put_with_key(&JsValue::from(epoch), &"epoch".into())
-                .unwrap();
-        }
-        for e in 1..=epoch {
-            meta.put_with_key(&JsValue::TRUE, &idb::claim_key(e).into())
-                .unwrap();
-        }
-        // A recorded answer, as src/bindings writes them (a Uint8Array).
-        meta.put_with_key(
-            &Uint8Array::from(&b"\xc8\x00\x00\x00{}"[..]),
-            &"req/000000000000005:t:1".into(),
-        )
-        .unwrap();
-    });
-    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
-    let tx = db
-        .transaction_with_str_and_mode("records", IdbTransactionMode::Readwrite)
-        .expect("raw transaction");
-    tx.object_store("records")
-        .expect("records store")
-        .put_with_key(&Uint8Array::from(&b"one"[..]), &"m/1".into())
-        .expect("raw put");
-    raw_outcome(&tx).await.expect("raw commit");
-    db.close();
-}
-
 /// A raw connection at schema version 1, as an older build holds it.
 async fn open_schema_1(name: &str) -> IdbDatabase {
-    let request = factory().open_with_u32(name, 1).expect("raw open");
-    raw_wait(&request).await.dyn_into().expect("a database")
+    let request = raw::factory().open_with_u32(name, 1).expect("raw open");
+    raw::wait(&request).await.dyn_into().expect("a database")
 }
 
 /// A commit as a schema-version-1 writer at `epoch` issues it: `add` and delete `claim/<epoch + 1>`,
@@ -145,8 +76,8 @@ fn issue_schema_1_commit(db: &IdbDatabase, epoch: u32, key: &str) -> IdbTransact
 
 /// The database's version as a plain open (no version, so no upgrade) sees it.
 async fn raw_version(name: &str) -> f64 {
-    let request = factory().open(name).expect("raw open");
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    let request = raw::factory().open(name).expect("raw open");
+    let db: IdbDatabase = raw::wait(&request).await.dyn_into().expect("a database");
     let version = db.version();
     db.close();
     version
@@ -165,8 +96,8 @@ fn call(target: &JsValue, method: &str, args: &[JsValue]) -> JsValue {
 
 /// The `writer` index of `meta`: (unique, its primary keys in index order, their `writer` values).
 async fn writer_index(name: &str) -> (bool, Vec<String>, Vec<JsValue>) {
-    let request = factory().open(name).expect("raw open");
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
+    let request = raw::factory().open(name).expect("raw open");
+    let db: IdbDatabase = raw::wait(&request).await.dyn_into().expect("a database");
     let tx = db
         .transaction_with_str(META_STORE)
         .expect("a readonly transaction");
@@ -178,8 +109,8 @@ async fn writer_index(name: &str) -> (bool, Vec<String>, Vec<JsValue>) {
         .unwrap();
     let keys: IdbRequest = call(&index, "getAllKeys", &[]).unchecked_into();
     let values: IdbRequest = call(&index, "getAll", &[]).unchecked_into();
-    let keys: Array = raw_wait(&keys).await.unchecked_into();
-    let values: Array = raw_wait(&values).await.unchecked_into();
+    let keys: Array = raw::wait(&keys).await.unchecked_into();
+    let values: Array = raw::wait(&values).await.unchecked_into();
     db.close();
     let keys = keys.iter().map(|k| k.as_string().unwrap()).collect();
     let values = values
@@ -195,7 +126,7 @@ async fn writer_index(name: &str) -> (bool, Vec<String>, Vec<JsValue>) {
 #[wasm_bindgen_test]
 async fn upgrade_with_an_older_writer_connection_open_keeps_its_commit() {
     let name = unique_name("v1-open");
-    write_schema_1(&name, 3).await;
+    raw::write_schema_1(&name, 3).await;
     let v1 = open_schema_1(&name).await;
     // schema version 1's handler: close on versionchange.
     let on_versionchange = Closure::<dyn FnMut(Event)>::new(move |event: Event| {
@@ -204,7 +135,7 @@ async fn upgrade_with_an_older_writer_connection_open_keeps_its_commit() {
     });
     v1.set_onversionchange(Some(on_versionchange.as_ref().unchecked_ref()));
     let v1_commit = issue_schema_1_commit(&v1, 3, "m/v1");
-    let (v1_outcome, opened) = futures::join!(raw_outcome(&v1_commit), open_result(&name));
+    let (v1_outcome, opened) = futures::join!(raw::outcome(&v1_commit), open_result(&name));
     v1_outcome.expect("the older build's commit issued before the upgrade lands");
     let store = opened.expect("this build opens (upgrades) once the older connection closed");
     assert_eq!(store.epoch(), 3);
@@ -244,7 +175,7 @@ async fn open_result(name: &str) -> Result<IdbStore, queen_edge::store::StoreErr
 #[wasm_bindgen_test]
 async fn a_blocked_upgrade_is_reported_not_waited_on_forever() {
     let name = unique_name("blocked");
-    write_schema_1(&name, 2).await;
+    raw::write_schema_1(&name, 2).await;
     let blocker = open_schema_1(&name).await;
     let opening = Box::pin(open_result(&name));
     let outcome = select(opening, Box::pin(sleep_ms(3000))).await;
@@ -368,7 +299,7 @@ async fn a_writer_that_claims_twice() {
 #[wasm_bindgen_test]
 async fn two_claims_at_once_after_an_upgrade() {
     let name = unique_name("v1-race");
-    write_schema_1(&name, 3).await;
+    raw::write_schema_1(&name, 3).await;
     let (a, b) = futures::join!(open(&name), open(&name));
     let (ea, eb) = futures::join!(a.take_over(), b.take_over());
     let (ea, eb) = (ea.expect("a claims"), eb.expect("b claims"));
@@ -396,7 +327,7 @@ async fn two_claims_at_once_after_an_upgrade() {
 #[wasm_bindgen_test]
 async fn the_writer_index_holds_only_fence_values_as_numbers() {
     let name = unique_name("index");
-    write_schema_1(&name, 3).await;
+    raw::write_schema_1(&name, 3).await;
     let store = open(&name).await;
     assert_eq!(store.take_over().await.expect("claim"), 4);
     store.commit(&put("m/2", b"2")).await.expect("commit");
@@ -425,19 +356,14 @@ async fn the_writer_index_holds_only_fence_values_as_numbers() {
 #[wasm_bindgen_test]
 async fn a_foreign_version_1_database_with_a_meta_store_is_left_untouched() {
     let name = unique_name("foreign-meta");
-    let request = factory().open_with_u32(&name, 1).expect("raw open");
-    let upgrade_request = request.clone();
-    let on_upgrade = Closure::<dyn FnMut()>::new(move || {
-        let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();
+    raw::create_version_1(&name, |db| {
         db.create_object_store(META_STORE)
             .unwrap()
             .put_with_key(&"theirs".into(), &"owner".into())
             .unwrap();
-    });
-    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
-    db.close();
-    drop(on_upgrade);
+    })
+    .await
+    .close();
     let err = open_result(&name)
         .await
         .expect_err("not a queen-edge database");
@@ -456,9 +382,7 @@ async fn a_foreign_version_1_database_with_a_meta_store_is_left_untouched() {
 #[wasm_bindgen_test]
 async fn a_foreign_version_1_database_is_rejected_as_foreign() {
     let name = unique_name("foreign-1");
-    let request = factory().open_with_u32(&name, 1).expect("raw open");
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
-    db.close();
+    raw::create_version_1(&name, |_| {}).await.close();
     let err = open_result(&name)
         .await
         .expect_err("not a queen-edge database");
@@ -472,20 +396,15 @@ async fn a_foreign_version_1_database_is_rejected_as_foreign() {
 #[wasm_bindgen_test]
 async fn a_foreign_version_1_database_with_our_store_names_is_left_untouched() {
     let name = unique_name("foreign-names");
-    let request = factory().open_with_u32(&name, 1).expect("raw open");
-    let upgrade_request = request.clone();
-    let on_upgrade = Closure::<dyn FnMut()>::new(move || {
-        let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();
+    raw::create_version_1(&name, |db| {
         db.create_object_store("records").unwrap();
         db.create_object_store(META_STORE)
             .unwrap()
             .put_with_key(&"theirs".into(), &FORMAT_KEY.into())
             .unwrap();
-    });
-    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
-    let db: IdbDatabase = raw_wait(&request).await.dyn_into().expect("a database");
-    db.close();
-    drop(on_upgrade);
+    })
+    .await
+    .close();
     let err = open_result(&name)
         .await
         .expect_err("not a queen-edge database");

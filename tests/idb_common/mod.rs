@@ -1,6 +1,11 @@
 //! Checks shared by the IndexedDB test binaries, one per JavaScript global (window, dedicated, shared and
 //! service worker): each binary picks its global with `wasm_bindgen_test_configure!`.
 
+// Each binary uses part of this module.
+#![allow(dead_code)]
+
+pub mod raw;
+
 use queen_edge::store::idb::{self, IdbOptions, IdbStore};
 use queen_edge::store::{conformance, StoreErrorKind};
 

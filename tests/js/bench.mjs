@@ -289,11 +289,22 @@ if (!args.has('--size-only')) {
   for (const r of results.rows) {
     console.log(`    ${String(r.batch).padStart(5)}   ${r.queenEdge.pushMps.toFixed(0).padStart(15)}   ${r.naive.pushMps.toFixed(0).padStart(10)}   ${r.queenEdge.popAckMps.toFixed(0).padStart(18)}   ${r.naive.popAckMps.toFixed(0).padStart(13)}`)
   }
+  if (results.rows.length) console.log(`  against the naive queue (issue 11: batch 100 combined >= 5x, batch 1 >= 1x): ${ratios(results.rows)}`)
   console.log('  concurrent callers in one tab (W producers, then W consumers; messages/s; commits per request):')
   console.log('    batch   W   queen-edge push   naive push   queen-edge pop+ack   naive pop+ack   commits/request push, pop+ack')
   for (const r of results.concurrent) {
     console.log(`    ${String(r.batch).padStart(5)}  ${String(r.workers).padStart(2)}   ${r.queenEdge.pushMps.toFixed(0).padStart(15)}   ${r.naive.pushMps.toFixed(0).padStart(10)}   ${r.queenEdge.popAckMps.toFixed(0).padStart(18)}   ${r.naive.popAckMps.toFixed(0).padStart(13)}   ${r.queenEdge.pushCommitsPerRequest.toFixed(2)}, ${r.queenEdge.popAckCommitsPerRequest.toFixed(2)}`)
   }
+}
+
+/** queen-edge over the naive queue per batch: push, pop+ack, and combined (time to push and pop+ack the same
+ * messages, naive over queen-edge). */
+function ratios(rows) {
+  return rows.map((r) => {
+    const x = (a, b) => (a / b).toFixed(2) + 'x'
+    const time = (side) => 1 / side.pushMps + 1 / side.popAckMps
+    return `batch ${r.batch}: push ${x(r.queenEdge.pushMps, r.naive.pushMps)}, pop+ack ${x(r.queenEdge.popAckMps, r.naive.popAckMps)}, combined ${x(time(r.naive), time(r.queenEdge))}`
+  }).join('; ')
 }
 
 await mkdir(ARTIFACTS, { recursive: true })
@@ -330,6 +341,7 @@ if (args.has('--write')) {
     for (const r of results.rows) {
       lines.push(`| ${r.batch} | ${r.n} | ${r.queenEdge.pushMps.toFixed(0)} | ${r.naive.pushMps.toFixed(0)} | ${r.queenEdge.popAckMps.toFixed(0)} | ${r.naive.popAckMps.toFixed(0)} |`)
     }
+    lines.push('', `Against the naive queue (issue 11's browser targets: batch 100 push+pop+ack combined at least 5x, batch 1 at least 1x): ${ratios(results.rows)}.`)
     lines.push('', '#### Concurrent callers (group commit)', '',
       'W producers push at once (one partition each), then W consumers pop+ack at once (queue mode, one group, any',
       'partition), in the writer tab. Requests',

@@ -25,6 +25,33 @@ const tests = [
     await context.close()
   }],
 
+  ['uuidv7: distinct version-7 ids carrying the current millisecond, across refills of the random pool', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'uuidv7')
+    // 3000 ids draw the 4 KB pool (256 ids) about twelve times; the client mints these for pushed items.
+    const r = await page.evaluate(() => {
+      const { uuidv7 } = window.QE
+      const before = Date.now()
+      const ids = Array.from({ length: 3000 }, () => uuidv7())
+      const after = Date.now()
+      const shape = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+      const ms = ids.map((id) => parseInt(id.slice(0, 8) + id.slice(9, 13), 16))
+      return {
+        badShape: ids.filter((id) => !shape.test(id)),
+        distinct: new Set(ids).size,
+        distinctTails: new Set(ids.map((id) => id.slice(24))).size,
+        outOfTime: ms.filter((m) => m < before || m > after).length,
+        ordered: ms.every((m, i) => i === 0 || m >= ms[i - 1])
+      }
+    })
+    assertEq(r.badShape, [], 'every id has the UUIDv7 shape (version 7, variant 10)')
+    assertEq(r.distinct, 3000, 'no id repeats')
+    assertEq(r.distinctTails, 3000, 'the random 48 bits of the tail differ between ids')
+    assertEq(r.outOfTime, 0, 'each id carries the millisecond it was minted in')
+    assert(r.ordered, 'ids minted one after another are ordered by their millisecond')
+    await context.close()
+  }],
+
   ['push, pop, ack, nack to the dead-letter queue, replay', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'basic')
