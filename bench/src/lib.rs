@@ -12,6 +12,9 @@ use queen_edge::engine::{Engine, Host};
 use queen_edge::store::MemStore;
 use serde_json::{json, Value};
 
+mod http_run;
+pub use http_run::{run_http_scenario, HttpRow};
+
 use std::cell::Cell;
 use std::rc::Rc;
 

@@ -16,7 +16,8 @@
 //!
 //! [`Shaped`] is the small piece of serde this module and the HTTP layer share: read a position that
 //! should hold an object (or an array) in one pass, and when it holds another JSON type, record only
-//! which one, for an error that names it.
+//! which one, for an error that names it. [`StrField`] does the same for a position that should hold a
+//! string (the HTTP layer's push and ack items).
 
 use super::api::Payload;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -256,6 +257,105 @@ impl<'de, T: FromCompound> Visitor<'de> for ShapedVisitor<T> {
     }
 }
 
+/// A value read where a string is expected, accepting every JSON type (`deserialize_any`): the string
+/// (as `T`, [`FromJsonStr`]), `null`, or which other type was there (skipped, and named in
+/// [`json_type`]'s words for an error).
+pub(crate) enum StrField<T = String> {
+    /// JSON `null`.
+    Null,
+    /// A string.
+    Str(T),
+    /// Another JSON type: `"a boolean"`, `"a number"`, `"an array"` or `"an object"`.
+    Not(&'static str),
+}
+
+/// What a string read by [`StrField`] becomes.
+pub(crate) trait FromJsonStr: Sized {
+    /// From a string the parser lends.
+    fn from_str(s: &str) -> Self;
+    /// From a string the parser built (an escaped one).
+    fn from_string(s: String) -> Self {
+        Self::from_str(&s)
+    }
+}
+
+impl FromJsonStr for String {
+    fn from_str(s: &str) -> Self {
+        s.to_owned()
+    }
+    fn from_string(s: String) -> Self {
+        s
+    }
+}
+
+impl<T> StrField<T> {
+    /// An absent field or `null` as `Ok(None)`, a string as `Ok(Some(..))`, another type as
+    /// `Err(its name)`.
+    pub(crate) fn text(field: Option<StrField<T>>) -> Result<Option<T>, &'static str> {
+        match field {
+            None | Some(StrField::Null) => Ok(None),
+            Some(StrField::Str(s)) => Ok(Some(s)),
+            Some(StrField::Not(kind)) => Err(kind),
+        }
+    }
+}
+
+impl<T: FromJsonStr> StrField<T> {
+    /// The same field of a parsed `Value` (the readers that still parse a whole object first).
+    pub(crate) fn of_value(value: Option<&Value>) -> Option<StrField<T>> {
+        value.map(|v| match v {
+            Value::Null => StrField::Null,
+            Value::String(s) => StrField::Str(T::from_str(s)),
+            other => StrField::Not(json_type(other)),
+        })
+    }
+}
+
+impl<'de, T: FromJsonStr> Deserialize<'de> for StrField<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrFieldVisitor(PhantomData))
+    }
+}
+
+struct StrFieldVisitor<T>(PhantomData<T>);
+
+impl<'de, T: FromJsonStr> Visitor<'de> for StrFieldVisitor<T> {
+    type Value = StrField<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(StrField::Not("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(StrField::Not("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(StrField::Not("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(StrField::Not("a number"))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(StrField::Str(T::from_str(s)))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+        Ok(StrField::Str(T::from_string(s)))
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(StrField::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(StrField::Not("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(StrField::Not("an object"))
+    }
+}
+
 /// A required field's value (`None`: absent or `null`) through `convert`, which answers `None` for a
 /// wrong type or range: the rules of [`Fields`], for readers that collect their fields themselves.
 pub(crate) fn required<T>(
@@ -362,6 +462,49 @@ mod tests {
         assert_eq!(f.string("gone").unwrap_err(), "missing field `gone`");
         // A field is taken by its read: reading it again finds it missing.
         assert_eq!(f.string("s").unwrap_err(), "missing field `s`");
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn string_fields_name_what_else_was_sent() {
+        let read = |json: &str| -> Vec<String> {
+            let fields: Vec<StrField> = serde_json::from_slice(json.as_bytes()).unwrap();
+            fields
+                .into_iter()
+                .map(|f| match f {
+                    StrField::Null => "null".to_string(),
+                    StrField::Str(s) => format!("str {s}"),
+                    StrField::Not(kind) => kind.to_string(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            read(
+                r#"["a", "esc\"aped\u00e9", null, true, 1, -1, 1.5, [1, [2], {"k": [3]}], {"k": {"n": null}}, "last"]"#
+            ),
+            [
+                "str a",
+                "str esc\"apedé",
+                "null",
+                "a boolean",
+                "a number",
+                "a number",
+                "a number",
+                "an array",
+                "an object",
+                "str last",
+            ]
+        );
+        assert_eq!(
+            StrField::text(Some(StrField::Str("x".to_string()))),
+            Ok(Some("x".to_string()))
+        );
+        assert_eq!(StrField::<String>::text(None), Ok(None));
+        assert_eq!(StrField::<String>::text(Some(StrField::Null)), Ok(None));
+        assert_eq!(
+            StrField::<String>::text(Some(StrField::Not("a number"))),
+            Err("a number")
+        );
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -50,25 +50,40 @@ fn days_in_month(year: i64, month: u32) -> u32 {
 
 const MS_PER_DAY: i64 = 86_400_000;
 
-fn format(ms: i64, micros: bool) -> String {
+/// `YYYY-MM-DDTHH:MM:SS.mmm` followed by `000Z` (`micros`) or `Z`, written digit by digit into a
+/// fixed buffer (no formatting machinery: a pop answer writes one per message); the length used.
+pub(crate) fn iso_bytes(ms: i64, micros: bool) -> ([u8; 27], usize) {
     let (year, month, day) = civil_from_days(ms.div_euclid(MS_PER_DAY));
     if !(0..=9999).contains(&year) {
         // Four-digit years only: only a corrupt value gets here; show the epoch.
-        return format(0, micros);
+        return iso_bytes(0, micros);
     }
     let in_day = ms.rem_euclid(MS_PER_DAY);
-    let base = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}",
-        in_day / 3_600_000,
-        in_day / 60_000 % 60,
-        in_day / 1000 % 60,
-        in_day % 1000
-    );
+    let mut out = *b"0000-00-00T00:00:00.000000Z";
+    let mut put = |at: usize, width: usize, mut value: u64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    };
+    put(0, 4, year as u64);
+    put(5, 2, month.into());
+    put(8, 2, day.into());
+    put(11, 2, (in_day / 3_600_000) as u64);
+    put(14, 2, (in_day / 60_000 % 60) as u64);
+    put(17, 2, (in_day / 1000 % 60) as u64);
+    put(20, 3, (in_day % 1000) as u64);
     if micros {
-        format!("{base}000Z")
+        (out, 27)
     } else {
-        format!("{base}Z")
+        out[23] = b'Z';
+        (out, 24)
     }
+}
+
+fn format(ms: i64, micros: bool) -> String {
+    let (bytes, len) = iso_bytes(ms, micros);
+    String::from_utf8(bytes[..len].to_vec()).unwrap_or_else(|_| unreachable!("ASCII"))
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` (pop `createdAt`, lease expiries).

@@ -5,6 +5,7 @@
 //! order: a string that needs escaping is handed to `serde_json` itself.
 
 use crate::core::api::Payload;
+use crate::core::timefmt::iso_bytes;
 
 /// A JSON text being written.
 pub(crate) struct JsonText {
@@ -98,6 +99,16 @@ impl JsonText {
         self
     }
 
+    /// A time as a JSON string, `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` (what `timefmt::iso_micros` writes),
+    /// without a `String` in between.
+    pub(crate) fn iso_micros(&mut self, ms: i64) -> &mut Self {
+        let (digits, len) = iso_bytes(ms, true);
+        self.out.push(b'"');
+        self.out.extend_from_slice(&digits[..len]);
+        self.out.push(b'"');
+        self
+    }
+
     /// `true` or `false`.
     pub(crate) fn bool(&mut self, b: bool) -> &mut Self {
         self.raw(if b { "true" } else { "false" })
@@ -176,5 +187,25 @@ mod tests {
             }),
             "true,false,null"
         );
+    }
+
+    #[test]
+    fn times_are_written_as_iso_micros_writes_them() {
+        for ms in [
+            0i64,
+            1,
+            999,
+            1_767_225_600_123,
+            253_402_300_799_999,
+            -1,
+            i64::MAX,
+        ] {
+            assert_eq!(
+                text(|t| {
+                    t.iso_micros(ms);
+                }),
+                format!("\"{}\"", crate::core::timefmt::iso_micros(ms))
+            );
+        }
     }
 }

@@ -84,7 +84,7 @@ fn delivered(t: &mut JsonText, m: &DeliveredMessage) {
         .raw(",\"producerSub\":")
         .opt_str(m.producer_sub.as_deref())
         .raw(",\"createdAt\":")
-        .str(&iso_micros(m.created_at_ms))
+        .iso_micros(m.created_at_ms)
         .raw(",\"queue\":")
         .str(&m.queue)
         .raw(",\"partition\":")

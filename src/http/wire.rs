@@ -11,14 +11,17 @@
 //! Push and transaction bodies, which carry payloads, are parsed in one pass into typed shapes
 //! ([`PushBody`], [`TxBody`]) rather than a `Value` tree: each payload is captured as its JSON text
 //! ([`Payload`]), still checked to be valid JSON by the parser, and travels as that text to the segment
-//! and back out in pop replies. The few other fields of an item are small `Value`s, checked by the same
-//! rules as before.
+//! and back out in pop replies. The other fields of a push item, and the `/ack/batch` body
+//! ([`AckBatchBody`]), are read as [`StrField`]s: the string moved into the command, or only the name of
+//! the JSON type sent instead, for the error. The other routes' bodies (single ack, extend, configure,
+//! seek, subscription, a transaction's operations) are still read into a `Value` map (docs/decisions.md,
+//! "Readers and writers on serde's visitor API").
 
 use super::error::HttpError;
 use super::query::clip;
 use super::Limits;
 use crate::core::api::*;
-use crate::core::fields::{json_type, FromCompound, List, Shaped};
+use crate::core::fields::{json_type, FromCompound, FromJsonStr, List, Shaped, StrField};
 use crate::core::timefmt::parse_iso;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
 use serde_json::{Map, Value};
@@ -54,31 +57,69 @@ pub(crate) fn parse_optional_object(body: &[u8]) -> Result<Map<String, Value>, H
     }
 }
 
+/// Where a part of the body is, for error texts: `items[3]`, `operations[1].items[0]`, `options`, or
+/// the top level (empty). Written out only when an error names it.
+#[derive(Clone, Copy)]
+pub(crate) struct Path<'a> {
+    list: &'a str,
+    index: Option<usize>,
+}
+
+impl<'a> Path<'a> {
+    /// The top level of the body.
+    const TOP: Path<'static> = Path {
+        list: "",
+        index: None,
+    };
+
+    /// A named part (`options`, `operations[1]`); `""` is the top level.
+    fn named(list: &'a str) -> Self {
+        Path { list, index: None }
+    }
+
+    /// Item `index` of the array `list`.
+    fn item(list: &'a str, index: usize) -> Self {
+        Path {
+            list,
+            index: Some(index),
+        }
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.list)?;
+        match self.index {
+            Some(i) => write!(f, "[{i}]"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// `where` for messages: ` (items[3].queue)` or `` at the top level.
-fn at(path: &str, key: &str) -> String {
-    if path.is_empty() {
+fn at_path(path: Path, key: &str) -> String {
+    if path.list.is_empty() && path.index.is_none() {
         String::new()
     } else {
         format!(" ({path}.{key})")
     }
 }
 
-/// A string field already taken out of its object; absent or `null` is `None`; other types are a 400
-/// with `wrong_type`.
-fn opt_str<'a>(
-    field: Option<&'a Value>,
+/// [`at_path`] of a named part (`""`: the top level).
+fn at(path: &str, key: &str) -> String {
+    at_path(Path::named(path), key)
+}
+
+/// A string field read as sent ([`StrField`]); absent or `null` is `None`; other types are a 400 with
+/// `wrong_type`.
+fn str_field(
+    field: Option<StrField>,
     key: &str,
-    path: &str,
+    path: Path,
     wrong_type: &str,
-) -> Result<Option<&'a str>, HttpError> {
-    match field {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(HttpError::bad_request(format!(
-            "{wrong_type}{}",
-            at(path, key)
-        ))),
-    }
+) -> Result<Option<String>, HttpError> {
+    StrField::text(field)
+        .map_err(|_| HttpError::bad_request(format!("{wrong_type}{}", at_path(path, key))))
 }
 
 /// Checks a name's length (names may be empty only where the caller allows it).
@@ -128,22 +169,27 @@ pub(crate) fn opt_group(
     path: &str,
     limits: &Limits,
 ) -> Result<Option<String>, HttpError> {
-    group_of(map.get(key), key, path, limits)
+    group_of(
+        StrField::of_value(map.get(key)),
+        key,
+        Path::named(path),
+        limits,
+    )
 }
 
-/// [`opt_group`] of a field already taken out of its object.
+/// [`opt_group`] of a field read as sent.
 fn group_of(
-    field: Option<&Value>,
+    field: Option<StrField>,
     key: &str,
-    path: &str,
+    path: Path,
     limits: &Limits,
 ) -> Result<Option<String>, HttpError> {
-    let group = opt_str(field, key, path, "consumerGroup must be a string or null")?;
-    match group {
+    let group = str_field(field, key, path, "consumerGroup must be a string or null")?;
+    match group.as_deref() {
         None | Some("") | Some(QUEUE_MODE_GROUP) => Ok(None),
         Some(g) => {
             check_name("consumerGroup", g, false, limits)?;
-            Ok(Some(g.to_string()))
+            Ok(group)
         }
     }
 }
@@ -301,17 +347,17 @@ impl FromCompound for PushBody {
     }
 }
 
-/// One push item as sent: the payload as JSON text, the fields the broker reads as small values (checked
-/// by [`push_item`]), nothing else kept.
+/// One push item as sent: the payload as JSON text, the fields the broker reads as strings or the name
+/// of the JSON type sent instead (checked by [`push_item`]), nothing else kept.
 #[derive(Default)]
 pub(crate) struct ItemIn {
-    queue: Option<Value>,
-    partition: Option<Value>,
+    queue: Option<StrField>,
+    partition: Option<StrField>,
     payload: Option<Payload>,
-    transaction_id: Option<Value>,
-    trace_id: Option<Value>,
-    namespace: Option<Value>,
-    task: Option<Value>,
+    transaction_id: Option<StrField>,
+    trace_id: Option<StrField>,
+    namespace: Option<StrField>,
+    task: Option<StrField>,
 }
 
 impl FromCompound for ItemIn {
@@ -373,7 +419,7 @@ pub(crate) fn push_items(
         .map(|(i, v)| {
             push_item(
                 v,
-                &format!("items[{i}]"),
+                Path::item("items", i),
                 limits,
                 producer_sub,
                 measure,
@@ -396,7 +442,7 @@ fn compact_size(payload: &Payload) -> usize {
 /// One push item at `path` (`items[3]`, `operations[1].items[0]`); `missing_payload` when it has none.
 pub(crate) fn push_item(
     v: Shaped<ItemIn>,
-    path: &str,
+    path: Path,
     limits: &Limits,
     producer_sub: Option<&str>,
     measure_payload: bool,
@@ -411,23 +457,22 @@ pub(crate) fn push_item(
         }
     };
     let queue = match item.queue {
-        Some(Value::String(q)) => q,
+        Some(StrField::Str(q)) => q,
         _ => {
             return Err(HttpError::bad_request(format!(
                 "Queue must be a string{}",
-                at(path, "queue")
+                at_path(path, "queue")
             )))
         }
     };
     check_name("Queue name", &queue, true, limits)?;
-    let partition = opt_str(
-        item.partition.as_ref(),
+    let partition = str_field(
+        item.partition,
         "partition",
         path,
         "Partition must be a string",
     )?
-    .unwrap_or(DEFAULT_PARTITION)
-    .to_string();
+    .unwrap_or_else(|| DEFAULT_PARTITION.to_string());
     check_name("Partition name", &partition, false, limits)?;
     let payload = item.payload.unwrap_or_else(missing_payload);
     if measure_payload && payload.len() > limits.max_payload_bytes {
@@ -436,40 +481,35 @@ pub(crate) fn push_item(
             return Err(HttpError::too_large(format!(
                 "Payload too large: {size} bytes (the limit is {}){}",
                 limits.max_payload_bytes,
-                at(path, "payload")
+                at_path(path, "payload")
             )));
         }
     }
-    let transaction_id = opt_str(
-        item.transaction_id.as_ref(),
+    let transaction_id = str_field(
+        item.transaction_id,
         "transactionId",
         path,
         "TransactionId must be a string",
     )?
     .filter(|t| !t.is_empty());
-    if let Some(t) = transaction_id {
+    if let Some(t) = &transaction_id {
         check_id("transactionId", t, limits)?;
     }
-    let trace_id = opt_str(
-        item.trace_id.as_ref(),
-        "traceId",
-        path,
-        "TraceId must be a string",
-    )?
-    .filter(|t| !t.is_empty());
-    if let Some(t) = trace_id {
+    let trace_id = str_field(item.trace_id, "traceId", path, "TraceId must be a string")?
+        .filter(|t| !t.is_empty());
+    if let Some(t) = &trace_id {
         if t.len() != 36 || uuid::Uuid::parse_str(t).is_err() {
             return Err(HttpError::bad_request(format!(
                 "TraceId must be a UUID, got '{}'{}",
                 clip(t),
-                at(path, "traceId")
+                at_path(path, "traceId")
             )));
         }
     }
     // Labels: non-strings are treated as absent (contract §1.7's rule, applied here too).
-    let label = |key: &str, v: Option<Value>| -> Result<Option<String>, HttpError> {
+    let label = |key: &str, v: Option<StrField>| -> Result<Option<String>, HttpError> {
         match v {
-            Some(Value::String(s)) if !s.is_empty() => {
+            Some(StrField::Str(s)) if !s.is_empty() => {
                 check_name(key, &s, false, limits)?;
                 Ok(Some(s))
             }
@@ -479,8 +519,8 @@ pub(crate) fn push_item(
     Ok(PushItem {
         partition,
         payload,
-        transaction_id: transaction_id.map(str::to_string),
-        trace_id: trace_id.map(str::to_string),
+        transaction_id,
+        trace_id,
         namespace: label("namespace", item.namespace)?,
         task: label("task", item.task)?,
         producer_sub: producer_sub.map(str::to_string),
@@ -496,24 +536,32 @@ pub(crate) fn push_item(
 /// into it, other keys skipped (a repeated key: the last one counts).
 #[derive(Default)]
 pub(crate) struct AckIn {
-    transaction_id: Option<Value>,
-    partition_id: Option<Value>,
-    status: Option<Value>,
-    error: Option<Value>,
-    lease_id: Option<Value>,
+    transaction_id: Option<StrField>,
+    partition_id: Option<StrField>,
+    status: Option<StrField<AckStatus>>,
+    error: Option<StrField>,
+    lease_id: Option<StrField>,
 }
 
 impl AckIn {
     /// The ack fields of an object already parsed (the single-ack body, a transaction's ack).
     fn of(map: &Map<String, Value>) -> AckIn {
-        let field = |key: &str| map.get(key).cloned();
+        let field = |key: &str| StrField::of_value(map.get(key));
         AckIn {
             transaction_id: field("transactionId"),
             partition_id: field("partitionId"),
-            status: field("status"),
+            status: StrField::of_value(map.get("status")),
             error: field("error"),
             lease_id: field("leaseId"),
         }
+    }
+}
+
+/// An ack's `status` is read straight into its [`AckStatus`]: no copy of the string unless it is not
+/// one of the statuses.
+impl FromJsonStr for AckStatus {
+    fn from_str(s: &str) -> Self {
+        AckStatus::parse(Some(s))
     }
 }
 
@@ -559,9 +607,12 @@ impl FromCompound for AckIn {
         let mut item = AckIn::default();
         while let Some(key) = map.next_key()? {
             let field = match key {
+                AckKey::Status => {
+                    item.status = Some(map.next_value()?);
+                    continue;
+                }
                 AckKey::TransactionId => &mut item.transaction_id,
                 AckKey::PartitionId => &mut item.partition_id,
-                AckKey::Status => &mut item.status,
                 AckKey::Error => &mut item.error,
                 AckKey::LeaseId => &mut item.lease_id,
                 _ => {
@@ -578,7 +629,7 @@ impl FromCompound for AckIn {
 /// An `/ack/batch` body: `acknowledgments` and `consumerGroup`; other keys are skipped.
 pub(crate) struct AckBatchBody {
     acknowledgments: Option<Shaped<List<Shaped<AckIn>>>>,
-    consumer_group: Option<Value>,
+    consumer_group: Option<StrField>,
 }
 
 impl FromCompound for AckBatchBody {
@@ -600,64 +651,57 @@ impl FromCompound for AckBatchBody {
     }
 }
 
-/// One ack at `path` (empty for the single-ack body).
-fn ack_fields(a: AckIn, path: &str, limits: &Limits) -> Result<AckItem, HttpError> {
+/// One ack at `path` (the top level for the single-ack body).
+fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpError> {
     let transaction_id = match a.transaction_id {
-        Some(Value::String(t)) if !t.is_empty() => t,
+        Some(StrField::Str(t)) if !t.is_empty() => t,
         _ => {
             return Err(HttpError::bad_request(format!(
                 "transactionId is required{}",
-                at(path, "transactionId")
+                at_path(path, "transactionId")
             )))
         }
     };
     check_id("transactionId", &transaction_id, limits)?;
     let partition_id = match a.partition_id {
-        Some(Value::String(p)) if !p.is_empty() => p,
+        Some(StrField::Str(p)) if !p.is_empty() => p,
         _ => {
             return Err(HttpError::bad_request(format!(
                 "partitionId is required to ensure message uniqueness{}",
-                at(path, "partitionId")
+                at_path(path, "partitionId")
             )))
         }
     };
     check_id("partitionId", &partition_id, limits)?;
     let status = match a.status {
-        None | Some(Value::Null) => AckStatus::Completed,
-        Some(Value::String(s)) => match AckStatus::parse(Some(&s)) {
+        None | Some(StrField::Null) => AckStatus::Completed,
+        Some(StrField::Str(status)) => match status {
             AckStatus::Invalid(s) => {
                 return Err(HttpError::bad_request(format!(
                     "Invalid status '{}': expected completed, success, failed, retry or dlq{}",
                     clip(&s),
-                    at(path, "status")
+                    at_path(path, "status")
                 )))
             }
             status => status,
         },
-        Some(v) => {
+        Some(StrField::Not(kind)) => {
             return Err(HttpError::bad_request(format!(
-                "status must be a string, got {}{}",
-                json_type(&v),
-                at(path, "status")
+                "status must be a string, got {kind}{}",
+                at_path(path, "status")
             )))
         }
     };
-    let error = opt_str(
-        a.error.as_ref(),
-        "error",
-        path,
-        "error must be a string or null",
-    )?
-    .filter(|e| !e.is_empty())
-    .map(str::to_string);
-    let lease_id = opt_str(
-        a.lease_id.as_ref(),
+    let error = str_field(a.error, "error", path, "error must be a string or null")?
+        .filter(|e| !e.is_empty());
+    let lease_id = str_field(
+        a.lease_id,
         "leaseId",
         path,
         "leaseId must be a string or null",
     )?
     .filter(|l| !l.is_empty());
-    if let Some(l) = lease_id {
+    if let Some(l) = &lease_id {
         check_id("leaseId", l, limits)?;
     }
     Ok(AckItem {
@@ -665,7 +709,7 @@ fn ack_fields(a: AckIn, path: &str, limits: &Limits) -> Result<AckItem, HttpErro
         partition_id,
         status,
         error,
-        lease_id: lease_id.map(str::to_string),
+        lease_id,
     })
 }
 
@@ -676,7 +720,7 @@ pub(crate) fn single_ack(
 ) -> Result<(Option<String>, AckItem), HttpError> {
     let map = parse_object(body)?;
     let group = opt_group(&map, "consumerGroup", "", limits)?;
-    let item = ack_fields(AckIn::of(&map), "", limits)?;
+    let item = ack_fields(AckIn::of(&map), Path::TOP, limits)?;
     Ok((group, item))
 }
 
@@ -703,14 +747,14 @@ pub(crate) fn batch_ack(
             limits.max_ack_items
         )));
     }
-    let group = group_of(parsed.consumer_group.as_ref(), "consumerGroup", "", limits)?;
+    let group = group_of(parsed.consumer_group, "consumerGroup", Path::TOP, limits)?;
     let items = items
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
-            let path = format!("acknowledgments[{i}]");
+            let path = Path::item("acknowledgments", i);
             match v {
-                Shaped::Is(item) => ack_fields(item, &path, limits),
+                Shaped::Is(item) => ack_fields(item, path, limits),
                 Shaped::Not(kind) => Err(HttpError::bad_request(format!(
                     "{path} must be an object, got {kind}"
                 ))),
@@ -847,6 +891,7 @@ pub(crate) fn transaction(
                     format!("items array is required ({path}.items)")
                 })?;
                 pushed += items.len();
+                let list = format!("{path}.items");
                 if pushed > limits.max_items_per_push {
                     return Err(HttpError::too_large(format!(
                         "Too many pushed items in the transaction (the limit is {})",
@@ -860,7 +905,7 @@ pub(crate) fn transaction(
                         // Transaction pushes default a missing payload to `{}` (contract §1.2).
                         push_item(
                             v,
-                            &format!("{path}.items[{j}]"),
+                            Path::item(&list, j),
                             limits,
                             producer_sub,
                             measure,
@@ -872,7 +917,7 @@ pub(crate) fn transaction(
             }
             "ack" => {
                 let group = opt_group(&op.fields, "consumerGroup", &path, limits)?;
-                let item = ack_fields(AckIn::of(&op.fields), &path, limits)?;
+                let item = ack_fields(AckIn::of(&op.fields), Path::named(&path), limits)?;
                 out.push(TxOperation::Ack { item, group });
             }
             other => {
