@@ -13,11 +13,11 @@
 //                                [--shapes view,view-when,upsert,upsert+trigger,upsert+delete,upsert+delete-txn,...] [--no-naive]
 //   shapes (bench/do-sql/shapes.js): view, view-when, upsert, upsert+trigger, upsert+delete, upsert+delete-txn,
 //   insert, insert-or-replace, upsert-text, upsert-1key, rowid, none; SHAPE/drain ends each cursor with next().
-import { spawn } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort } from '../worker/test/harness.mjs';
+import { ROOT } from '../worker/test/harness.mjs';
+import { startJsDurableObject } from './js-do.mjs';
 import { cpuNs, requester } from './load.mjs';
 
 const argv = process.argv.slice(2);
@@ -27,31 +27,17 @@ const COMMITS = Number(opt('--commits', 200));
 const OPS = opt('--ops', 'push1,pop1,ack1,push100k').split(',');
 const SHAPES = opt('--shapes', 'view,view-when,upsert,upsert+trigger,upsert+delete,upsert+delete-txn').split(',');
 const NAIVE = !argv.includes('--no-naive');
-const WORKERD = join(ROOT, 'node_modules', '@cloudflare', 'workerd-linux-64', 'bin', 'workerd');
 const request = requester(1);
 
-const dir = mkdtempSync(join(os.tmpdir(), 'queen-edge-shapes-'));
 const state = mkdtempSync(join('/dev/shm', 'queen-edge-shapes-'));
-copyFileSync(join(ROOT, 'bench', 'do-sql', 'shapes.js'), join(dir, 'shapes.js'));
-mkdirSync(state, { recursive: true });
-const port = await freePort();
-writeFileSync(join(dir, 'shapes.capnp'), `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = (
-      compatibilityDate = "2026-11-01",
-      modules = [(name = "shapes.js", esModule = embed "shapes.js")],
-      bindings = [(name = "SHAPES", durableObjectNamespace = "Shapes")],
-      durableObjectNamespaces = [(className = "Shapes", uniqueKey = "shapes-Shapes", enableSql = true)],
-      durableObjectStorage = (localDisk = "disk"),
-    )),
-    (name = "disk", disk = (path = ${JSON.stringify(state)}, writable = true)),
-  ],
-  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
-);
-`);
-const child = spawn(WORKERD, ['serve', join(dir, 'shapes.capnp'), '--experimental'], { stdio: ['ignore', 'inherit', 'inherit'] });
-const exited = new Promise((r) => child.on('exit', r));
+const shapesDo = await startJsDurableObject({
+  file: join(ROOT, 'bench', 'do-sql', 'shapes.js'),
+  className: 'Shapes',
+  binding: 'SHAPES',
+  stateDir: state,
+  ready: async (port) => (await request(port, 'GET', '/run?shape=none&op=none&n=1')).status === 200,
+});
+const { port } = shapesDo;
 
 async function run(shape, op, n) {
   const res = await request(port, 'GET', `/run?shape=${encodeURIComponent(shape)}&op=${op}&n=${n}`);
@@ -60,9 +46,9 @@ async function run(shape, op, n) {
 }
 
 async function cpuOf(shape, op) {
-  const c0 = cpuNs(child.pid);
+  const c0 = cpuNs(shapesDo.pid);
   const r = await run(shape, op, COMMITS);
-  return { us: (cpuNs(child.pid) - c0) / 1000, rows: r.rowsWritten };
+  return { us: (cpuNs(shapesDo.pid) - c0) / 1000, rows: r.rowsWritten };
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -70,12 +56,8 @@ const load0 = os.loadavg()[0];
 const results = new Map(); // `${shape}|${op}` -> [us per commit]
 const rows = new Map();
 try {
-  for (let i = 0; ; i++) {
-    try { await run('none', 'none', 1); break; } catch (e) { if (i > 300) throw e; }
-    await new Promise((r) => setTimeout(r, 100));
-  }
   try {
-    for (const t of (await import('node:fs')).readdirSync(`/proc/${child.pid}/task`)) {
+    for (const t of (await import('node:fs')).readdirSync(`/proc/${shapesDo.pid}/task`)) {
       (await import('node:child_process')).execFileSync('renice', ['-n', '-10', '-p', t], { stdio: 'ignore' });
     }
   } catch { console.log('[shapes] could not renice workerd'); }
@@ -109,9 +91,7 @@ try {
     console.log(`| ${s} | ${cells.join(' | ')} |`);
   }
 } finally {
-  child.kill('SIGTERM');
-  await exited;
+  await shapesDo.stop();
   request.close();
-  rmSync(dir, { recursive: true, force: true });
   rmSync(state, { recursive: true, force: true });
 }
