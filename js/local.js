@@ -84,9 +84,7 @@ const decoder = new TextDecoder()
 /** How long a long-poll pop at `path` may wait at the writer, ms (0 for anything else). */
 function longPollMillis(path) {
   const query = String(path).split('?')[1]
-  // A query with no `wait=true` or `wait=1` parameter and nothing URLSearchParams would decode (`%`,
-  // `+`) does not wait: most calls, which then skip parsing it.
-  if (!query || !(/(^|&)wait=(true|1)(&|$)/.test(query) || /[%+]/.test(query))) return 0
+  if (!query) return 0
   const params = new URLSearchParams(query)
   const wait = params.get('wait')
   return wait === 'true' || wait === '1' ? Number(params.get('timeout')) || 30000 : 0
