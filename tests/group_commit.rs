@@ -46,6 +46,8 @@ struct SlowStore {
     commits: Rc<Cell<u32>>,
     fail_commit: Rc<Cell<Option<u32>>>,
     fail_noted: Rc<Cell<bool>>,
+    /// Commits ahead (`Store::commit_ahead`), as the browser's store does; counts the commits issued.
+    ahead: Rc<Cell<Option<u32>>>,
 }
 
 impl Store for SlowStore {
@@ -69,6 +71,15 @@ impl Store for SlowStore {
         }
         self.inner.commit_noted(changes, notes).await
     }
+    fn commit_ahead(
+        &self,
+        changes: &ChangeSet,
+    ) -> Option<futures::future::LocalBoxFuture<'static, Result<(), StoreError>>> {
+        let issued = self.ahead.get()?;
+        self.ahead.set(Some(issued + 1));
+        let (store, changes) = (self.clone(), changes.clone());
+        Some(Box::pin(async move { store.commit(&changes).await }))
+    }
 }
 
 fn config() -> BrokerConfig {
@@ -84,6 +95,7 @@ fn open() -> (SlowStore, Engine<SlowStore, TestHost>) {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
+        ahead: Rc::new(Cell::new(None)),
     };
     let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     (store, engine)
@@ -191,6 +203,7 @@ fn with_group_commit_off_each_command_commits_in_its_own_call() {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
+        ahead: Rc::new(Cell::new(None)),
     };
     let off = BrokerConfig {
         group_commit: false,
@@ -444,6 +457,7 @@ fn a_recorded_long_poll_does_not_hold_its_group_while_parked() {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
+        ahead: Rc::new(Cell::new(None)),
     };
     let engine = block_on(Engine::open(
         store.clone(),
@@ -747,4 +761,127 @@ fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothin
         vec![100, 1],
         "push 0 was dropped with its request"
     );
+}
+
+/// Runs `request` with an early recording (`Recording::early`, the browser's unrecorded requests): its
+/// command returns once its commit is issued; the outcome (the "answer", built at once) is handed out
+/// only if `finish_recording` then succeeds. Returns the answer and what `finish_recording` said.
+async fn early<'a, S: Store, H: Host, T>(
+    engine: &'a Engine<S, H>,
+    request: impl Future<Output = EngineResult<T>> + 'a,
+    on_answer_built: impl FnOnce(),
+) -> (EngineResult<T>, EngineResult<bool>) {
+    let recording = Rc::new(Recording::early());
+    let answer = WithRecording {
+        engine,
+        recording: recording.clone(),
+        future: Box::pin(request),
+    }
+    .await;
+    on_answer_built();
+    let finished = engine
+        .finish_recording(&recording, || unreachable!("an early recording records nothing"))
+        .await;
+    (answer, finished)
+}
+
+fn open_ahead() -> (SlowStore, Engine<SlowStore, TestHost>) {
+    let (store, engine) = open();
+    store.ahead.set(Some(0));
+    (store, engine)
+}
+
+#[test]
+fn an_early_request_builds_its_answer_while_its_commit_runs_and_is_answered_after_it() {
+    let (store, engine) = open_ahead();
+    let (answer, finished) = run_bounded(early(&engine, push_one(&engine, 1), || {
+        assert_eq!(store.ahead.get(), Some(1), "its commit was issued before");
+        assert_eq!(
+            store.commits.get(),
+            0,
+            "and has not finished when the answer is built"
+        );
+    }))
+    .expect("no deadlock");
+    assert_eq!(answer.unwrap()[0].status, PushStatus::Queued);
+    assert_eq!(finished, Ok(false), "nothing recorded, the commit succeeded");
+    assert_eq!(store.commits.get(), 1);
+    assert_eq!(engine.counters().commits, 1);
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    assert_eq!(drain(&reopened), vec![1]);
+}
+
+#[test]
+fn an_early_requests_failed_commit_fails_it_after_its_answer_was_built_and_keeps_nothing() {
+    let (store, engine) = open_ahead();
+    block_on(push_one(&engine, 100)).unwrap();
+    store.fail_commit.set(Some(2));
+    let (answer, finished) =
+        run_bounded(early(&engine, push_one(&engine, 1), || {})).expect("no deadlock");
+    assert!(answer.is_ok(), "the answer was built before the commit settled");
+    assert!(
+        matches!(finished, Err(EngineError::Store(_))),
+        "a failed commit must fail the request whose answer was built early: {finished:?}"
+    );
+    // The engine reloads before the next command: push 1 is gone from memory too.
+    let (answer, finished) =
+        run_bounded(early(&engine, push_one(&engine, 2), || {})).expect("no deadlock");
+    answer.unwrap();
+    finished.unwrap();
+    assert_eq!(engine.counters().reloads, 1);
+    assert_eq!(drain(&engine), vec![100, 2]);
+}
+
+#[test]
+fn concurrent_early_requests_share_commits_and_a_failed_one_fails_its_group_and_the_next() {
+    let (store, engine) = open_ahead();
+    // Commit 1 (issued ahead) holds push 0 alone; commit 2 the 9 applied while it was in flight.
+    let ok = run_bounded(join_all(
+        (0..10).map(|i| early(&engine, push_one(&engine, i), || {})),
+    ))
+    .expect("no deadlock");
+    assert!(ok.iter().all(|(a, f)| a.is_ok() && f.is_ok()));
+    assert_eq!(store.commits.get(), 2, "10 early pushes, 2 commits");
+    assert_eq!(
+        store.ahead.get(),
+        Some(1),
+        "only the first found no commit in flight"
+    );
+    // Commit 3 (push 10, issued ahead) fails: push 10 fails, and so does the group applied on it.
+    store.fail_commit.set(Some(3));
+    let failed = run_bounded(join_all(
+        (10..15).map(|i| early(&engine, push_one(&engine, i), || {})),
+    ))
+    .expect("no deadlock");
+    for (i, (answer, finished)) in failed.iter().enumerate() {
+        assert!(
+            answer.is_err() || matches!(finished, Err(EngineError::Store(_))),
+            "push {} was answered although its commit or the one under it failed",
+            i + 10
+        );
+    }
+    assert_eq!(drain(&engine), (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn an_abandoned_early_request_leaves_its_commit_to_the_next_leader() {
+    let (store, engine) = open_ahead();
+    let recording = Rc::new(Recording::early());
+    // The early request's command returns with its commit issued; the request is then dropped
+    // without finishing, as `RecordingGuard::drop` does it.
+    let answer = run_bounded(WithRecording {
+        engine: &engine,
+        recording: recording.clone(),
+        future: Box::pin(push_one(&engine, 1)),
+    })
+    .expect("no deadlock");
+    answer.unwrap();
+    engine.abandon_recording(&recording);
+    assert_eq!(store.commits.get(), 0, "set-up: issued, nobody awaited it");
+    // The next command's leader awaits it first, then commits its own group.
+    run_bounded(push_one(&engine, 2))
+        .expect("the in-flight commit was never awaited")
+        .unwrap();
+    assert_eq!(store.commits.get(), 2);
+    assert_eq!(drain(&engine), vec![1, 2]);
 }

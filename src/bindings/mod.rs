@@ -110,15 +110,16 @@ pub const ANSWER_PREFIX: &str = "req/";
 /// so older answers are one key range, deleted with every recorded write.
 pub const ANSWER_RETENTION_MS: i64 = 10 * 60 * 1000;
 
-/// A request's future, polled with its [`Recording`] set on the engine (none for a request that is not
-/// recorded), so the engine knows which commands are the recorded request's: they hold their group
-/// commit open (and the command gate) until [`WasmBroker::handle`] hands the answer over
-/// ([`Engine::finish_recording`]).
+/// A request's future, polled with its [`Recording`] set on the engine, so the engine knows which
+/// commands are the request's: a recorded request's hold their group commit open (and the command gate)
+/// until [`WasmBroker::handle`] hands the answer over ([`Engine::finish_recording`]); any other request's
+/// ([`Recording::early`]) return once their commit is issued, and the answer waits for that commit in
+/// [`Engine::finish_recording`].
 ///
 /// Every request goes through it: one call site of the HTTP layer, whose future would otherwise be
 /// compiled twice into the module.
 struct Recorded<'a, F> {
-    recording: Option<Rc<Recording>>,
+    recording: Rc<Recording>,
     engine: &'a BrowserEngine,
     future: std::pin::Pin<Box<F>>,
 }
@@ -131,10 +132,7 @@ impl<F: std::future::Future> std::future::Future for Recorded<'_, F> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
         let this = &mut *self;
-        if this.recording.is_none() {
-            return this.future.as_mut().poll(cx);
-        }
-        let previous = this.engine.set_recording(this.recording.clone());
+        let previous = this.engine.set_recording(Some(this.recording.clone()));
         let polled = this.future.as_mut().poll(cx);
         this.engine.set_recording(previous);
         polled
@@ -233,7 +231,9 @@ impl Store for FencedStore {
     /// Writes each note's bytes at its key in `meta` (the recorded answers, `req/<id>`) in the same
     /// transaction as `changes`, and prunes answers older than [`ANSWER_RETENTION_MS`] in it.
     async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
-        let store = self.current()?;
+        if changes.is_empty() && notes.is_empty() {
+            return Ok(());
+        }
         let records: Vec<(String, JsValue)> = notes
             .iter()
             .map(|(key, bytes)| (key.clone(), Uint8Array::from(bytes.as_slice()).into()))
@@ -244,13 +244,40 @@ impl Store for FencedStore {
             .to_string();
         let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
         let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
-        let outcome = store
-            .commit_recording(changes, &records, &prune_below)
-            .await;
-        if store.is_superseded() {
-            self.flags.superseded.set(true);
-        }
-        outcome
+        self.issue(changes, &records, &prune_below).await
+    }
+
+    /// Issues the IndexedDB transaction now: an early request ([`Recording::early`]) renders its answer
+    /// while it runs.
+    fn commit_ahead(
+        &self,
+        changes: &ChangeSet,
+    ) -> Option<LocalBoxFuture<'static, Result<(), StoreError>>> {
+        Some(self.issue(changes, &[], ""))
+    }
+}
+
+impl FencedStore {
+    /// Issues a commit of `changes` and `records` ([`IdbStore::commit_owned`]) and returns its outcome;
+    /// a commit the fence refused marks this store superseded.
+    fn issue(
+        &self,
+        changes: &ChangeSet,
+        records: &[(String, JsValue)],
+        prune_below: &str,
+    ) -> LocalBoxFuture<'static, Result<(), StoreError>> {
+        let flags = self.flags.clone();
+        let issued = self
+            .current()
+            .map(|store| (store.commit_owned(changes, records, prune_below), store));
+        Box::pin(async move {
+            let (outcome, store) = issued?;
+            let outcome = outcome.await;
+            if store.is_superseded() {
+                flags.superseded.set(true);
+            }
+            outcome
+        })
     }
 }
 
@@ -572,32 +599,43 @@ impl WasmBroker {
                 }
                 key = Some(id);
             }
-            let recording = key.as_ref().map(|_| Rc::new(Recording::default()));
-            let guard = recording
-                .clone()
-                .map(|recording| RecordingGuard { recording, engine });
+            let recorded = key.is_some();
+            // A forwarded request is recorded; any other answers early: its commands return once their
+            // commit is issued, so the answer is rendered while IndexedDB writes (`Recording::early`).
+            let recording = Rc::new(match key {
+                Some(_) => Recording::default(),
+                None => Recording::early(),
+            });
+            let guard = RecordingGuard {
+                recording: recording.clone(),
+                engine,
+            };
             let response = Recorded {
                 recording,
                 engine,
                 future: Box::pin(http::handle(engine, &inner.config, request)),
             }
             .await;
-            if let (Some(guard), Some(key)) = (guard, key) {
-                // Not answered before the commit that holds the request's changes and this answer
-                // succeeded; if it failed, neither was written.
-                let finished = engine
-                    .finish_recording(&guard.recording, || (key, answer::encode(&response)))
-                    .await;
-                if let Err(e) = finished {
+            // Built while the commit runs; handed out only once `finish_recording` saw it succeed.
+            let answer = response_object(&response);
+            // Not answered before every commit that holds the request's changes (and, when recorded,
+            // this answer) succeeded; if one failed, the answer built above is dropped: recorded, the
+            // request rejects (neither its changes nor its answer were written); not recorded, it gets
+            // the store failure's answer, as when its command fails on its own commit.
+            let finished = engine
+                .finish_recording(&guard.recording, || {
+                    (key.unwrap_or_default(), answer::encode(&response))
+                })
+                .await;
+            let response = match finished {
+                Ok(_) => return answer_checked(&inner, &response, answer),
+                Err(e) if recorded => {
                     check_superseded(&inner)?;
                     return Err(engine_js_error(e));
                 }
-            }
-            if response.status >= 500 {
-                // A store failure after the take-over: the fence refused this request's commit.
-                check_superseded(&inner)?;
-            }
-            response_object(&response)
+                Err(e) => http::engine_error_response(e),
+            };
+            answer_checked(&inner, &response, response_object(&response))
         })
     }
 
@@ -680,6 +718,19 @@ fn response_object(response: &http::HttpResponse) -> Result<JsValue, JsValue> {
     let body = Uint8Array::from(response.body.as_slice());
     Reflect::set(&out, &"body".into(), &body)?;
     Ok(out.into())
+}
+
+/// `answer` (the JS shape of `response`), unless `response` is a failure (5xx) and another broker took
+/// over the database: then the fence refused the request's commit, and it rejects as `"superseded"`.
+fn answer_checked(
+    inner: &Inner,
+    response: &http::HttpResponse,
+    answer: Result<JsValue, JsValue>,
+) -> Result<JsValue, JsValue> {
+    if response.status >= 500 {
+        check_superseded(inner)?;
+    }
+    answer
 }
 
 /// Rejects with code `"superseded"` once another broker took over the database.

@@ -129,8 +129,18 @@ const MAX_RUNS: usize = 3;
 /// - [`Engine::finish_recording`] puts the answer into the held group as a note, releases it and the
 ///   gate, leads or waits for its commit, and fails if it failed. If a failure took the held group
 ///   meanwhile, the note is dropped with it and the request's later commands are refused.
+///
+/// An *early* recording ([`Recording::early`]) records nothing: it lets a request render its answer while
+/// the commit holding its changes runs. Each of its commands joins the open group, starts that group's
+/// commit at once if no commit is in flight (the store's [`Store::commit_ahead`]), and returns without
+/// waiting; [`Engine::finish_recording`] then waits for every commit holding the request's commands, and
+/// only an `Ok` there lets the answer leave (the browser's bindings). The request does not hold its group
+/// or keep the gate, and before any further wait inside the engine (its next command, a long-poll's park)
+/// its commits are awaited, as for a recorded request.
 #[derive(Default)]
 pub struct Recording {
+    /// Early: nothing is recorded; commands return once their commit is issued (see above).
+    early: bool,
     /// The number of the group holding the request's commands, while held.
     held: Cell<Option<u64>>,
     /// The request keeps the command gate (from its first command until it releases its group).
@@ -139,6 +149,17 @@ pub struct Recording {
     changed: Cell<bool>,
     /// Outcomes of the commits holding the request's commands, not yet awaited.
     settled: RefCell<Vec<oneshot::Receiver<Settled>>>,
+}
+
+impl Recording {
+    /// A recording for a request that is not recorded but renders its answer while its commit runs
+    /// (see [`Recording`]).
+    pub fn early() -> Self {
+        Recording {
+            early: true,
+            ..Recording::default()
+        }
+    }
 }
 
 /// The command gate as one command holds it: taken for it, or kept by its recorded request across its
@@ -230,7 +251,10 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// request that ends without answering (its future was dropped). The other members of the group
     /// waiting for its commit are woken, so one of them leads it.
     pub fn abandon_recording(&self, recording: &Recording) {
-        if self.release_recording(recording, None) {
+        let released = self.release_recording(recording, None);
+        // An early request's commit may be in flight with nobody to await it.
+        let unawaited = recording.early && !recording.settled.borrow().is_empty();
+        if released || unawaited {
             self.group.call_a_leader();
         }
     }
@@ -504,6 +528,16 @@ impl<S: Store, H: Host> Engine<S, H> {
                         )));
                     };
                     let recording = self.recording.borrow().clone();
+                    if let Some(recording) = recording.filter(|r| r.early && self.config.group_commit)
+                    {
+                        // Returns before the commit: the request renders its answer while the commit
+                        // runs, and `finish_recording` waits for it before the answer leaves.
+                        drop(gate);
+                        recording.settled.borrow_mut().push(settled);
+                        self.commit_ahead();
+                        return Ok(());
+                    }
+                    let recording = self.recording.borrow().clone().filter(|r| !r.early);
                     if let Some(recording) = recording {
                         // A recorded request's command: its group waits for the answer, and the
                         // request keeps the gate until then (`Recording`). A later command joined
@@ -613,12 +647,17 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Commits open groups until none is left, unless another command is already doing so (module
-    /// `group`). Each group's members are answered when its commit settles.
+    /// `group`). Each group's members are answered when its commit settles. A commit issued ahead of
+    /// its leader ([`Self::commit_ahead`]) is awaited and settled first.
     fn lead_commits(&self) -> LocalBoxFuture<'_, ()> {
         Box::pin(async move {
             let Some(leading) = self.group.lead() else {
                 return;
             };
+            if let Some(in_flight) = leading.take_in_flight() {
+                let outcome = in_flight.outcome.await;
+                self.settle_group(&leading, in_flight.group, outcome, true);
+            }
             while let Some(group) = leading.next_group() {
                 let writes = !group.changes.is_empty() || !group.notes.is_empty();
                 let outcome = if !writes {
@@ -629,26 +668,57 @@ impl<S: Store, H: Host> Engine<S, H> {
                     // Recorded answers go in the same transaction as the changes they report.
                     self.store.commit_noted(&group.changes, &group.notes).await
                 };
-                match &outcome {
-                    Ok(()) => {
-                        let mut c = self.counters.get();
-                        if writes {
-                            c.commits += 1;
-                        }
-                        c.rows_written += group.changes.rows() as u64;
-                        c.bytes_written += group.changes.bytes() as u64;
-                        self.counters.set(c);
-                        self.waiters.wake(&group.woken);
-                    }
-                    Err(_) => {
-                        // Memory holds what the store refused: reload before the next command.
-                        self.needs_reload.set(true);
-                        leading.failed(&outcome);
-                    }
-                }
-                group.settle(&outcome);
+                self.settle_group(&leading, group, outcome, writes);
             }
         })
+    }
+
+    /// Answers the members of a group whose commit (if it `writes`) settled with `outcome`; on a
+    /// failure, also fails the open group and marks the engine for a reload.
+    fn settle_group(
+        &self,
+        leading: &group::Leading<'_>,
+        group: group::Group,
+        outcome: Result<(), StoreError>,
+        writes: bool,
+    ) {
+        match &outcome {
+            Ok(()) => {
+                let mut c = self.counters.get();
+                if writes {
+                    c.commits += 1;
+                }
+                c.rows_written += group.changes.rows() as u64;
+                c.bytes_written += group.changes.bytes() as u64;
+                self.counters.set(c);
+                self.waiters.wake(&group.woken);
+            }
+            Err(_) => {
+                // Memory holds what the store refused: reload before the next command.
+                self.needs_reload.set(true);
+                leading.failed(&outcome);
+            }
+        }
+        group.settle(&outcome);
+    }
+
+    /// Starts the commit of the open group now, without awaiting it, when no commit is in flight and the
+    /// store commits ahead ([`Store::commit_ahead`]); the next leader awaits it (module `group`, *Commits
+    /// issued ahead of their leader*). Otherwise nothing happens and the group is committed as usual.
+    fn commit_ahead(&self) {
+        if !self.group.ready_ahead() {
+            return;
+        }
+        let Some(leading) = self.group.lead() else {
+            return;
+        };
+        let Some(group) = leading.next_group() else {
+            return;
+        };
+        match self.store.commit_ahead(&group.changes) {
+            Some(outcome) => leading.hand_over(group::InFlight { outcome, group }),
+            None => leading.put_back(group),
+        }
     }
 
     /// Waits until no commit is in flight and no group is open (leading the open one if nobody does).

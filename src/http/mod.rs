@@ -251,6 +251,15 @@ pub async fn handle<S: Store, H: Host>(
     response
 }
 
+/// The answer [`handle`] gives when a command of the request fails with `error`: for an embedder that
+/// learns a commit's failure after the request's answer was rendered (the browser's early answers,
+/// `Recording::early`), so the caller sees what it would have seen had the command waited for it.
+pub fn engine_error_response(error: crate::engine::EngineError) -> HttpResponse {
+    let mut response = error::HttpError::from(error).into_response();
+    add_cors(&mut response);
+    response
+}
+
 /// [`handle`] for a request whose JWT (if any) the embedder has checked with [`jwt::authenticate`].
 /// Plain [`handle`] refuses (503) a token that would need JWT verification.
 #[cfg(feature = "jwt")]
