@@ -231,8 +231,11 @@ impl Store for FencedStore {
     /// Writes each note's bytes at its key in `meta` (the recorded answers, `req/<id>`) in the same
     /// transaction as `changes`, and prunes answers older than [`ANSWER_RETENTION_MS`] in it.
     async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
-        if changes.is_empty() && notes.is_empty() {
-            return Ok(());
+        if notes.is_empty() {
+            if changes.is_empty() {
+                return Ok(());
+            }
+            return self.issue(changes, &[], "").await;
         }
         let records: Vec<(String, JsValue)> = notes
             .iter()
