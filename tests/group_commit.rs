@@ -46,8 +46,9 @@ struct SlowStore {
     commits: Rc<Cell<u32>>,
     fail_commit: Rc<Cell<Option<u32>>>,
     fail_noted: Rc<Cell<bool>>,
-    /// Commits ahead (`Store::commit_ahead`), as the browser's store does; counts the commits issued.
-    ahead: Rc<Cell<Option<u32>>>,
+    /// Commits started (before their pause): a commit in flight is started and not yet counted in
+    /// `commits`.
+    started: Rc<Cell<u32>>,
 }
 
 impl Store for SlowStore {
@@ -61,6 +62,7 @@ impl Store for SlowStore {
         self.commit_noted(changes, &[]).await
     }
     async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
+        self.started.set(self.started.get() + 1);
         YieldOnce(false).await;
         let n = self.commits.get() + 1;
         self.commits.set(n);
@@ -70,15 +72,6 @@ impl Store for SlowStore {
             return Err(StoreError::other("injected failure of a group commit"));
         }
         self.inner.commit_noted(changes, notes).await
-    }
-    fn commit_ahead(
-        &self,
-        changes: &ChangeSet,
-    ) -> Option<futures::future::LocalBoxFuture<'static, Result<(), StoreError>>> {
-        let issued = self.ahead.get()?;
-        self.ahead.set(Some(issued + 1));
-        let (store, changes) = (self.clone(), changes.clone());
-        Some(Box::pin(async move { store.commit(&changes).await }))
     }
 }
 
@@ -95,7 +88,7 @@ fn open() -> (SlowStore, Engine<SlowStore, TestHost>) {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
-        ahead: Rc::new(Cell::new(None)),
+        started: Rc::new(Cell::new(0)),
     };
     let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     (store, engine)
@@ -203,7 +196,7 @@ fn with_group_commit_off_each_command_commits_in_its_own_call() {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
-        ahead: Rc::new(Cell::new(None)),
+        started: Rc::new(Cell::new(0)),
     };
     let off = BrokerConfig {
         group_commit: false,
@@ -457,7 +450,7 @@ fn a_recorded_long_poll_does_not_hold_its_group_while_parked() {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
-        ahead: Rc::new(Cell::new(None)),
+        started: Rc::new(Cell::new(0)),
     };
     let engine = block_on(Engine::open(
         store.clone(),
@@ -763,125 +756,140 @@ fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothin
     );
 }
 
-/// Runs `request` with an early recording (`Recording::early`, the browser's unrecorded requests): its
-/// command returns once its commit is issued; the outcome (the "answer", built at once) is handed out
-/// only if `finish_recording` then succeeds. Returns the answer and what `finish_recording` said.
-async fn early<'a, S: Store, H: Host, T>(
+/// A request's future with an early recording (`Recording::early`), driven as `src/bindings` drives
+/// it: when a command asks for a leader, the group's commit is started and polled beside the request,
+/// and the output is held until that commit settled.
+struct EarlyDriven<'a, S: Store, H: Host, F: Future> {
     engine: &'a Engine<S, H>,
-    request: impl Future<Output = EngineResult<T>> + 'a,
-    on_answer_built: impl FnOnce(),
-) -> (EngineResult<T>, EngineResult<bool>) {
-    let recording = Rc::new(Recording::early());
-    let answer = WithRecording {
-        engine,
-        recording: recording.clone(),
-        future: Box::pin(request),
-    }
-    .await;
-    on_answer_built();
-    let finished = engine
-        .finish_recording(&recording, || unreachable!("an early recording records nothing"))
-        .await;
-    (answer, finished)
+    recording: Rc<Recording>,
+    future: Pin<Box<F>>,
+    lead: Option<futures::future::LocalBoxFuture<'a, ()>>,
+    output: Option<F::Output>,
 }
 
-fn open_ahead() -> (SlowStore, Engine<SlowStore, TestHost>) {
-    let (store, engine) = open();
-    store.ahead.set(Some(0));
-    (store, engine)
+impl<S: Store, H: Host, F: Future<Output: Unpin>> Future for EarlyDriven<'_, S, H, F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        if this.output.is_none() {
+            let previous = this.engine.set_recording(Some(this.recording.clone()));
+            if let Poll::Ready(output) = this.future.as_mut().poll(cx) {
+                this.output = Some(output);
+            }
+            this.engine.set_recording(previous);
+            if this.lead.is_none() && this.recording.take_lead_wanted() {
+                this.lead = Some(this.engine.lead_commits());
+            }
+        }
+        if let Some(lead) = this.lead.as_mut() {
+            if lead.as_mut().poll(cx).is_ready() {
+                this.lead = None;
+            }
+        }
+        match this.lead {
+            None => this.output.take().map_or(Poll::Pending, Poll::Ready),
+            Some(_) => Poll::Pending,
+        }
+    }
+}
+
+/// Runs `request` as an early request: `build_answer` runs when its output is ready (the answer is
+/// rendered), which may be before its commit settled; the answer counts only if `finish_recording`
+/// then succeeds. Returns the answer and what `finish_recording` said.
+async fn early<'a, S: Store, H: Host, T: Unpin, A>(
+    engine: &'a Engine<S, H>,
+    request: impl Future<Output = EngineResult<T>> + 'a,
+    build_answer: impl FnOnce(&EngineResult<T>) -> A,
+) -> (A, EngineResult<bool>) {
+    let recording = Rc::new(Recording::early());
+    let mut built = None;
+    let mut build_answer = Some(build_answer);
+    let inner = Box::pin(async {
+        let outcome = request.await;
+        built = Some((build_answer.take().unwrap())(&outcome));
+        outcome
+    });
+    let _outcome = EarlyDriven {
+        engine,
+        recording: recording.clone(),
+        future: inner,
+        lead: None,
+        output: None,
+    }
+    .await;
+    let finished = engine
+        .finish_recording(&recording, || {
+            unreachable!("an early recording records nothing")
+        })
+        .await;
+    (built.unwrap(), finished)
 }
 
 #[test]
-fn an_early_request_builds_its_answer_while_its_commit_runs_and_is_answered_after_it() {
-    let (store, engine) = open_ahead();
-    let (answer, finished) = run_bounded(early(&engine, push_one(&engine, 1), || {
-        assert_eq!(store.ahead.get(), Some(1), "its commit was issued before");
-        assert_eq!(
-            store.commits.get(),
-            0,
-            "and has not finished when the answer is built"
-        );
+fn an_early_requests_answer_is_built_while_its_commit_runs_and_released_after_it() {
+    let (store, engine) = open();
+    let (seen, finished) = run_bounded(early(&engine, push_one(&engine, 1), |outcome| {
+        assert_eq!(outcome.as_ref().unwrap()[0].status, PushStatus::Queued);
+        (store.started.get(), store.commits.get())
     }))
     .expect("no deadlock");
-    assert_eq!(answer.unwrap()[0].status, PushStatus::Queued);
-    assert_eq!(finished, Ok(false), "nothing recorded, the commit succeeded");
+    assert_eq!(
+        seen,
+        (1, 0),
+        "the answer is built after its commit started and before it finished"
+    );
+    assert_eq!(
+        finished,
+        Ok(false),
+        "nothing recorded; the commit succeeded"
+    );
     assert_eq!(store.commits.get(), 1);
-    assert_eq!(engine.counters().commits, 1);
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     assert_eq!(drain(&reopened), vec![1]);
 }
 
 #[test]
 fn an_early_requests_failed_commit_fails_it_after_its_answer_was_built_and_keeps_nothing() {
-    let (store, engine) = open_ahead();
+    let (store, engine) = open();
     block_on(push_one(&engine, 100)).unwrap();
     store.fail_commit.set(Some(2));
-    let (answer, finished) =
-        run_bounded(early(&engine, push_one(&engine, 1), || {})).expect("no deadlock");
-    assert!(answer.is_ok(), "the answer was built before the commit settled");
+    let (built, finished) =
+        run_bounded(early(&engine, push_one(&engine, 1), |o| o.is_ok())).expect("no deadlock");
+    assert!(built, "the answer was built before the commit settled");
     assert!(
         matches!(finished, Err(EngineError::Store(_))),
         "a failed commit must fail the request whose answer was built early: {finished:?}"
     );
     // The engine reloads before the next command: push 1 is gone from memory too.
-    let (answer, finished) =
-        run_bounded(early(&engine, push_one(&engine, 2), || {})).expect("no deadlock");
-    answer.unwrap();
+    let (_, finished) =
+        run_bounded(early(&engine, push_one(&engine, 2), |_| ())).expect("no deadlock");
     finished.unwrap();
     assert_eq!(engine.counters().reloads, 1);
     assert_eq!(drain(&engine), vec![100, 2]);
 }
 
 #[test]
-fn concurrent_early_requests_share_commits_and_a_failed_one_fails_its_group_and_the_next() {
-    let (store, engine) = open_ahead();
-    // Commit 1 (issued ahead) holds push 0 alone; commit 2 the 9 applied while it was in flight.
+fn concurrent_early_requests_share_commits_and_a_failed_commit_fails_its_group_and_the_next() {
+    let (store, engine) = open();
+    // The first commit holds push 0 alone; the second the 9 applied while it was in flight.
     let ok = run_bounded(join_all(
-        (0..10).map(|i| early(&engine, push_one(&engine, i), || {})),
+        (0..10).map(|i| early(&engine, push_one(&engine, i), |o| o.is_ok())),
     ))
     .expect("no deadlock");
-    assert!(ok.iter().all(|(a, f)| a.is_ok() && f.is_ok()));
+    assert!(ok.iter().all(|(built, f)| *built && f.is_ok()));
     assert_eq!(store.commits.get(), 2, "10 early pushes, 2 commits");
-    assert_eq!(
-        store.ahead.get(),
-        Some(1),
-        "only the first found no commit in flight"
-    );
-    // Commit 3 (push 10, issued ahead) fails: push 10 fails, and so does the group applied on it.
+    // Commit 3 (push 10 alone) fails, and so does commit 4's group, applied on top of it.
     store.fail_commit.set(Some(3));
     let failed = run_bounded(join_all(
-        (10..15).map(|i| early(&engine, push_one(&engine, i), || {})),
+        (10..15).map(|i| early(&engine, push_one(&engine, i), |o| o.is_ok())),
     ))
     .expect("no deadlock");
-    for (i, (answer, finished)) in failed.iter().enumerate() {
+    for (i, (built, finished)) in failed.iter().enumerate() {
         assert!(
-            answer.is_err() || matches!(finished, Err(EngineError::Store(_))),
+            !built || matches!(finished, Err(EngineError::Store(_))),
             "push {} was answered although its commit or the one under it failed",
             i + 10
         );
     }
     assert_eq!(drain(&engine), (0..10).collect::<Vec<_>>());
-}
-
-#[test]
-fn an_abandoned_early_request_leaves_its_commit_to_the_next_leader() {
-    let (store, engine) = open_ahead();
-    let recording = Rc::new(Recording::early());
-    // The early request's command returns with its commit issued; the request is then dropped
-    // without finishing, as `RecordingGuard::drop` does it.
-    let answer = run_bounded(WithRecording {
-        engine: &engine,
-        recording: recording.clone(),
-        future: Box::pin(push_one(&engine, 1)),
-    })
-    .expect("no deadlock");
-    answer.unwrap();
-    engine.abandon_recording(&recording);
-    assert_eq!(store.commits.get(), 0, "set-up: issued, nobody awaited it");
-    // The next command's leader awaits it first, then commits its own group.
-    run_bounded(push_one(&engine, 2))
-        .expect("the in-flight commit was never awaited")
-        .unwrap();
-    assert_eq!(store.commits.get(), 2);
-    assert_eq!(drain(&engine), vec![1, 2]);
 }

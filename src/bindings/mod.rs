@@ -113,29 +113,54 @@ pub const ANSWER_RETENTION_MS: i64 = 10 * 60 * 1000;
 /// A request's future, polled with its [`Recording`] set on the engine, so the engine knows which
 /// commands are the request's: a recorded request's hold their group commit open (and the command gate)
 /// until [`WasmBroker::handle`] hands the answer over ([`Engine::finish_recording`]); any other request's
-/// ([`Recording::early`]) return once their commit is issued, and the answer waits for that commit in
-/// [`Engine::finish_recording`].
+/// ([`Recording::early`]) pause once after joining their group, and this starts that group's commit
+/// ([`Engine::lead_commits`]) and polls it beside the request, so IndexedDB writes while the answer is
+/// rendered. The output is held until that commit is settled; [`Engine::finish_recording`] then says
+/// whether it succeeded.
 ///
 /// Every request goes through it: one call site of the HTTP layer, whose future would otherwise be
 /// compiled twice into the module.
-struct Recorded<'a, F> {
+struct Recorded<'a, F: std::future::Future> {
     recording: Rc<Recording>,
     engine: &'a BrowserEngine,
     future: std::pin::Pin<Box<F>>,
+    /// The commits started for this request's early commands, while they run.
+    lead: Option<LocalBoxFuture<'a, ()>>,
+    /// The request's output, once ready, until `lead` is done.
+    output: Option<F::Output>,
 }
 
-impl<F: std::future::Future> std::future::Future for Recorded<'_, F> {
+impl<F: std::future::Future<Output: Unpin>> std::future::Future for Recorded<'_, F> {
     type Output = F::Output;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
+        // Only `Pin<Box<_>>` and plain values inside: the struct is `Unpin`.
         let this = &mut *self;
-        let previous = this.engine.set_recording(Some(this.recording.clone()));
-        let polled = this.future.as_mut().poll(cx);
-        this.engine.set_recording(previous);
-        polled
+        if this.output.is_none() {
+            let previous = this.engine.set_recording(Some(this.recording.clone()));
+            if let std::task::Poll::Ready(output) = this.future.as_mut().poll(cx) {
+                this.output = Some(output);
+            }
+            this.engine.set_recording(previous);
+            if this.lead.is_none() && this.recording.take_lead_wanted() {
+                this.lead = Some(this.engine.lead_commits());
+            }
+        }
+        if let Some(lead) = this.lead.as_mut() {
+            if lead.as_mut().poll(cx).is_ready() {
+                this.lead = None;
+            }
+        }
+        match this.lead {
+            None => this
+                .output
+                .take()
+                .map_or(std::task::Poll::Pending, std::task::Poll::Ready),
+            Some(_) => std::task::Poll::Pending,
+        }
     }
 }
 
@@ -231,12 +256,7 @@ impl Store for FencedStore {
     /// Writes each note's bytes at its key in `meta` (the recorded answers, `req/<id>`) in the same
     /// transaction as `changes`, and prunes answers older than [`ANSWER_RETENTION_MS`] in it.
     async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
-        if notes.is_empty() {
-            if changes.is_empty() {
-                return Ok(());
-            }
-            return self.issue(changes, &[], "").await;
-        }
+        let store = self.current()?;
         let records: Vec<(String, JsValue)> = notes
             .iter()
             .map(|(key, bytes)| (key.clone(), Uint8Array::from(bytes.as_slice()).into()))
@@ -247,40 +267,13 @@ impl Store for FencedStore {
             .to_string();
         let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
         let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
-        self.issue(changes, &records, &prune_below).await
-    }
-
-    /// Issues the IndexedDB transaction now: an early request ([`Recording::early`]) renders its answer
-    /// while it runs.
-    fn commit_ahead(
-        &self,
-        changes: &ChangeSet,
-    ) -> Option<LocalBoxFuture<'static, Result<(), StoreError>>> {
-        Some(self.issue(changes, &[], ""))
-    }
-}
-
-impl FencedStore {
-    /// Issues a commit of `changes` and `records` ([`IdbStore::commit_owned`]) and returns its outcome;
-    /// a commit the fence refused marks this store superseded.
-    fn issue(
-        &self,
-        changes: &ChangeSet,
-        records: &[(String, JsValue)],
-        prune_below: &str,
-    ) -> LocalBoxFuture<'static, Result<(), StoreError>> {
-        let flags = self.flags.clone();
-        let issued = self
-            .current()
-            .map(|store| (store.commit_owned(changes, records, prune_below), store));
-        Box::pin(async move {
-            let (outcome, store) = issued?;
-            let outcome = outcome.await;
-            if store.is_superseded() {
-                flags.superseded.set(true);
-            }
-            outcome
-        })
+        let outcome = store
+            .commit_recording(changes, &records, &prune_below)
+            .await;
+        if store.is_superseded() {
+            self.flags.superseded.set(true);
+        }
+        outcome
     }
 }
 
@@ -603,8 +596,8 @@ impl WasmBroker {
                 key = Some(id);
             }
             let recorded = key.is_some();
-            // A forwarded request is recorded; any other answers early: its commands return once their
-            // commit is issued, so the answer is rendered while IndexedDB writes (`Recording::early`).
+            // A forwarded request is recorded; any other answers early: its answer is rendered while
+            // IndexedDB writes its changes (`Recorded`, `Recording::early`).
             let recording = Rc::new(match key {
                 Some(_) => Recording::default(),
                 None => Recording::early(),
@@ -617,28 +610,32 @@ impl WasmBroker {
                 recording,
                 engine,
                 future: Box::pin(http::handle(engine, &inner.config, request)),
+                lead: None,
+                output: None,
             }
             .await;
-            // Built while the commit runs; handed out only once `finish_recording` saw it succeed.
-            let answer = response_object(&response);
             // Not answered before every commit that holds the request's changes (and, when recorded,
-            // this answer) succeeded; if one failed, the answer built above is dropped: recorded, the
-            // request rejects (neither its changes nor its answer were written); not recorded, it gets
-            // the store failure's answer, as when its command fails on its own commit.
+            // this answer) succeeded. If one failed: recorded, the request rejects (neither its changes
+            // nor its answer were written); not recorded, its rendered answer is dropped for the store
+            // failure's, the answer it gets when its command waits for its own commit.
             let finished = engine
                 .finish_recording(&guard.recording, || {
                     (key.unwrap_or_default(), answer::encode(&response))
                 })
                 .await;
             let response = match finished {
-                Ok(_) => return answer_checked(&inner, &response, answer),
+                Ok(_) => response,
                 Err(e) if recorded => {
                     check_superseded(&inner)?;
                     return Err(engine_js_error(e));
                 }
                 Err(e) => http::engine_error_response(e),
             };
-            answer_checked(&inner, &response, response_object(&response))
+            if response.status >= 500 {
+                // A store failure after the take-over: the fence refused this request's commit.
+                check_superseded(&inner)?;
+            }
+            response_object(&response)
         })
     }
 
@@ -721,19 +718,6 @@ fn response_object(response: &http::HttpResponse) -> Result<JsValue, JsValue> {
     let body = Uint8Array::from(response.body.as_slice());
     Reflect::set(&out, &"body".into(), &body)?;
     Ok(out.into())
-}
-
-/// `answer` (the JS shape of `response`), unless `response` is a failure (5xx) and another broker took
-/// over the database: then the fence refused the request's commit, and it rejects as `"superseded"`.
-fn answer_checked(
-    inner: &Inner,
-    response: &http::HttpResponse,
-    answer: Result<JsValue, JsValue>,
-) -> Result<JsValue, JsValue> {
-    if response.status >= 500 {
-        check_superseded(inner)?;
-    }
-    answer
 }
 
 /// Rejects with code `"superseded"` once another broker took over the database.

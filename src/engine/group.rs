@@ -24,20 +24,9 @@
 //! A holder keeps the command gate while it holds (the engine's `Recording`), so nobody holding the gate
 //! waits for a held group; a holder that ends without leading the commit calls a leader
 //! ([`GroupCommit::call_a_leader`]), so the group's other members are not left waiting.
-//!
-//! # Commits issued ahead of their leader
-//!
-//! A request that answers early (the engine's `Recording::early`) starts the commit of its group as soon
-//! as its command joined it ([`Leading::hand_over`]: the store's `commit_ahead` issues it), and renders
-//! its answer while the commit runs. The commit is then *in flight without a leader*: `committing` stays
-//! set, so nobody starts another commit beside it, and whoever leads next ([`GroupCommit::lead`] allows
-//! it) first awaits that commit's outcome and settles its group ([`Leading::take_in_flight`]), exactly as
-//! if it had committed it. Nothing else changes: members learn their outcome when the group settles, and
-//! a failure fails the open group too.
 
 use crate::store::{ChangeSet, Note, StoreError};
 use futures::channel::oneshot;
-use futures::future::LocalBoxFuture;
 use std::cell::{Cell, RefCell};
 
 /// What a group member learns when its group's commit settles.
@@ -66,20 +55,11 @@ impl Group {
     }
 }
 
-/// A commit issued ahead of its leader (module documentation): its outcome, not awaited yet, and its
-/// group.
-pub(crate) struct InFlight {
-    pub(crate) outcome: LocalBoxFuture<'static, Settled>,
-    pub(crate) group: Group,
-}
-
 /// The group-commit state of one engine. See the module documentation.
 #[derive(Default)]
 pub(crate) struct GroupCommit {
     open: RefCell<Option<Group>>,
     committing: Cell<bool>,
-    /// A commit issued ahead of its leader, whose outcome nobody awaits yet (`committing` is set).
-    in_flight: RefCell<Option<InFlight>>,
     epoch: Cell<u64>,
     /// The number the next group opened gets.
     next_number: Cell<u64>,
@@ -188,11 +168,9 @@ impl GroupCommit {
         }
     }
 
-    /// Takes the lead if no commit is in flight, or if the one in flight was issued ahead and nobody
-    /// awaits it yet (the new leader then awaits it first, [`Leading::take_in_flight`]): `Some` guard
-    /// while leading.
+    /// Takes the lead if no commit is in flight: `Some` guard while leading.
     pub(crate) fn lead(&self) -> Option<Leading<'_>> {
-        if self.committing.get() && self.in_flight.borrow().is_none() {
+        if self.committing.get() {
             return None;
         }
         self.committing.set(true);
@@ -202,15 +180,6 @@ impl GroupCommit {
     /// True when no commit is in flight and no group is open.
     pub(crate) fn is_idle(&self) -> bool {
         !self.committing.get() && self.open.borrow().is_none()
-    }
-
-    /// True when no commit is in flight and the open group can be committed now with no notes (not
-    /// held, with something to write): what a commit issued ahead takes.
-    pub(crate) fn ready_ahead(&self) -> bool {
-        !self.committing.get()
-            && self.open.borrow().as_ref().is_some_and(|group| {
-                group.holds == 0 && group.notes.is_empty() && !group.changes.is_empty()
-            })
     }
 }
 
@@ -234,27 +203,6 @@ impl Leading<'_> {
     /// and commands applied before now may no longer join.
     pub(crate) fn failed(&self, outcome: &Settled) {
         self.group.fail_open(outcome);
-    }
-
-    /// The commit issued ahead of its leader, if one waits for a leader: await it and settle its group
-    /// before any other.
-    pub(crate) fn take_in_flight(&self) -> Option<InFlight> {
-        self.group.in_flight.borrow_mut().take()
-    }
-
-    /// Leaves `in_flight` (just issued) without a leader: the pipeline stays busy with it until the next
-    /// leader takes it ([`GroupCommit::lead`]).
-    pub(crate) fn hand_over(self, in_flight: InFlight) {
-        *self.group.in_flight.borrow_mut() = Some(in_flight);
-        // `committing` stays set: the commit is in flight.
-        std::mem::forget(self);
-    }
-
-    /// Puts back a group taken by [`Self::next_group`] that was not committed after all.
-    pub(crate) fn put_back(&self, group: Group) {
-        let mut open = self.group.open.borrow_mut();
-        debug_assert!(open.is_none(), "put back right after it was taken");
-        *open = Some(group);
     }
 }
 

@@ -131,16 +131,19 @@ const MAX_RUNS: usize = 3;
 ///   meanwhile, the note is dropped with it and the request's later commands are refused.
 ///
 /// An *early* recording ([`Recording::early`]) records nothing: it lets a request render its answer while
-/// the commit holding its changes runs. Each of its commands joins the open group, starts that group's
-/// commit at once if no commit is in flight (the store's [`Store::commit_ahead`]), and returns without
-/// waiting; [`Engine::finish_recording`] then waits for every commit holding the request's commands, and
-/// only an `Ok` there lets the answer leave (the browser's bindings). The request does not hold its group
-/// or keep the gate, and before any further wait inside the engine (its next command, a long-poll's park)
-/// its commits are awaited, as for a recorded request.
+/// the commit holding its changes runs. Each of its commands joins the open group, releases the gate,
+/// asks for a leader ([`Recording::take_lead_wanted`]) and yields once, so whoever polls the request's
+/// future can start that commit ([`Engine::lead_commits`], polled beside the request: the browser's
+/// bindings) before the command returns and the answer is rendered. [`Engine::finish_recording`] then
+/// waits for every commit holding the request's commands, and only an `Ok` there lets the answer leave.
+/// The request holds no group and keeps no gate; before any further wait inside the engine (its next
+/// command, a long-poll's park) its commits are awaited, as for a recorded request.
 #[derive(Default)]
 pub struct Recording {
-    /// Early: nothing is recorded; commands return once their commit is issued (see above).
+    /// Early: nothing is recorded; commands return before their commit settles (see above).
     early: bool,
+    /// An early command joined a group and yielded: its commit should be started now.
+    lead_wanted: Cell<bool>,
     /// The number of the group holding the request's commands, while held.
     held: Cell<Option<u64>>,
     /// The request keeps the command gate (from its first command until it releases its group).
@@ -159,6 +162,31 @@ impl Recording {
             early: true,
             ..Recording::default()
         }
+    }
+
+    /// True (once) when an early command just joined a group and yielded: the caller polling the
+    /// request should start [`Engine::lead_commits`] now and poll it beside the request.
+    pub fn take_lead_wanted(&self) -> bool {
+        self.lead_wanted.replace(false)
+    }
+}
+
+/// Pending once (waking itself at once), then ready: an early command's pause between joining its group
+/// and returning, in which the commit is started (see [`Recording`]).
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
     }
 }
 
@@ -251,10 +279,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// request that ends without answering (its future was dropped). The other members of the group
     /// waiting for its commit are woken, so one of them leads it.
     pub fn abandon_recording(&self, recording: &Recording) {
-        let released = self.release_recording(recording, None);
-        // An early request's commit may be in flight with nobody to await it.
-        let unawaited = recording.early && !recording.settled.borrow().is_empty();
-        if released || unawaited {
+        if self.release_recording(recording, None) {
             self.group.call_a_leader();
         }
     }
@@ -528,13 +553,15 @@ impl<S: Store, H: Host> Engine<S, H> {
                         )));
                     };
                     let recording = self.recording.borrow().clone();
-                    if let Some(recording) = recording.filter(|r| r.early && self.config.group_commit)
+                    if let Some(recording) =
+                        recording.filter(|r| r.early && self.config.group_commit)
                     {
-                        // Returns before the commit: the request renders its answer while the commit
-                        // runs, and `finish_recording` waits for it before the answer leaves.
+                        // Returns before the commit settles: the commit is started in the pause, the
+                        // answer rendered while it runs, and `finish_recording` waits for it.
                         drop(gate);
                         recording.settled.borrow_mut().push(settled);
-                        self.commit_ahead();
+                        recording.lead_wanted.set(true);
+                        YieldOnce(false).await;
                         return Ok(());
                     }
                     let recording = self.recording.borrow().clone().filter(|r| !r.early);
@@ -647,17 +674,13 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Commits open groups until none is left, unless another command is already doing so (module
-    /// `group`). Each group's members are answered when its commit settles. A commit issued ahead of
-    /// its leader ([`Self::commit_ahead`]) is awaited and settled first.
-    fn lead_commits(&self) -> LocalBoxFuture<'_, ()> {
+    /// `group`). Each group's members are answered when its commit settles. Public for the caller of an
+    /// early request ([`Recording::early`]), which polls it beside the request.
+    pub fn lead_commits(&self) -> LocalBoxFuture<'_, ()> {
         Box::pin(async move {
             let Some(leading) = self.group.lead() else {
                 return;
             };
-            if let Some(in_flight) = leading.take_in_flight() {
-                let outcome = in_flight.outcome.await;
-                self.settle_group(&leading, in_flight.group, outcome, true);
-            }
             while let Some(group) = leading.next_group() {
                 let writes = !group.changes.is_empty() || !group.notes.is_empty();
                 let outcome = if !writes {
@@ -668,57 +691,26 @@ impl<S: Store, H: Host> Engine<S, H> {
                     // Recorded answers go in the same transaction as the changes they report.
                     self.store.commit_noted(&group.changes, &group.notes).await
                 };
-                self.settle_group(&leading, group, outcome, writes);
+                match &outcome {
+                    Ok(()) => {
+                        let mut c = self.counters.get();
+                        if writes {
+                            c.commits += 1;
+                        }
+                        c.rows_written += group.changes.rows() as u64;
+                        c.bytes_written += group.changes.bytes() as u64;
+                        self.counters.set(c);
+                        self.waiters.wake(&group.woken);
+                    }
+                    Err(_) => {
+                        // Memory holds what the store refused: reload before the next command.
+                        self.needs_reload.set(true);
+                        leading.failed(&outcome);
+                    }
+                }
+                group.settle(&outcome);
             }
         })
-    }
-
-    /// Answers the members of a group whose commit (if it `writes`) settled with `outcome`; on a
-    /// failure, also fails the open group and marks the engine for a reload.
-    fn settle_group(
-        &self,
-        leading: &group::Leading<'_>,
-        group: group::Group,
-        outcome: Result<(), StoreError>,
-        writes: bool,
-    ) {
-        match &outcome {
-            Ok(()) => {
-                let mut c = self.counters.get();
-                if writes {
-                    c.commits += 1;
-                }
-                c.rows_written += group.changes.rows() as u64;
-                c.bytes_written += group.changes.bytes() as u64;
-                self.counters.set(c);
-                self.waiters.wake(&group.woken);
-            }
-            Err(_) => {
-                // Memory holds what the store refused: reload before the next command.
-                self.needs_reload.set(true);
-                leading.failed(&outcome);
-            }
-        }
-        group.settle(&outcome);
-    }
-
-    /// Starts the commit of the open group now, without awaiting it, when no commit is in flight and the
-    /// store commits ahead ([`Store::commit_ahead`]); the next leader awaits it (module `group`, *Commits
-    /// issued ahead of their leader*). Otherwise nothing happens and the group is committed as usual.
-    fn commit_ahead(&self) {
-        if !self.group.ready_ahead() {
-            return;
-        }
-        let Some(leading) = self.group.lead() else {
-            return;
-        };
-        let Some(group) = leading.next_group() else {
-            return;
-        };
-        match self.store.commit_ahead(&group.changes) {
-            Some(outcome) => leading.hand_over(group::InFlight { outcome, group }),
-            None => leading.put_back(group),
-        }
     }
 
     /// Waits until no commit is in flight and no group is open (leading the open one if nobody does).

@@ -670,20 +670,6 @@ impl IdbStore {
         Ok(IssuedCommit(done))
     }
 
-    /// [`IdbStore::commit_recording`] in two halves (without its shortcut for nothing to write): the
-    /// transaction and every request are issued now, synchronously, and the returned future, which
-    /// owns what it needs, resolves to the commit's outcome. What [`Store::commit_ahead`] needs.
-    pub fn commit_owned(
-        self: &Rc<Self>,
-        changes: &ChangeSet,
-        records: &[(String, JsValue)],
-        prune_below: &str,
-    ) -> impl std::future::Future<Output = Result<(), StoreError>> + 'static {
-        let issued = self.issue_commit(changes, records, prune_below);
-        let store = self.clone();
-        async move { store.finish_commit(issued?).await }
-    }
-
     /// Waits for the end of a commit issued by [`IdbStore::issue_commit`] on this store.
     async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
         issued.0.finish().await.map_err(|e| {

@@ -20,7 +20,6 @@ mod mem;
 pub use idb::{Durability, IdbOptions, IdbStore};
 pub use mem::{MemStore, ReadCounts};
 
-use futures::future::LocalBoxFuture;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -172,19 +171,5 @@ pub trait Store {
             ));
         }
         self.commit(changes).await
-    }
-
-    /// Starts committing `changes` now and returns the commit's outcome as a future that borrows
-    /// nothing, so the caller can do other work while the commit runs: the same contract as
-    /// [`Store::commit`], whose work this call has begun (once the future is returned, the commit may
-    /// land even if the future is dropped). `None` (the default): this store does not commit ahead, and
-    /// nothing was started; the engine then commits through [`Store::commit`]. The browser's store
-    /// issues its IndexedDB transaction here, so an answer can be rendered while the transaction runs
-    /// (docs/decisions.md, "Browser batch 100 (session 9)").
-    fn commit_ahead(
-        &self,
-        _changes: &ChangeSet,
-    ) -> Option<LocalBoxFuture<'static, Result<(), StoreError>>> {
-        None
     }
 }
