@@ -1,0 +1,76 @@
+//! Defects found by the session-9 audit (docs/decisions.md, "Audit (session 9) — audit"), each pinned
+//! by the test that showed it: an acknowledged write lost, a message delivered to no one, or an answer
+//! that misstates what happened to data.
+
+mod support;
+
+use futures::executor::block_on;
+use queen_edge::core::api::*;
+use queen_edge::core::BrokerConfig;
+use queen_edge::engine::Engine;
+use queen_edge::store::MemStore;
+use serde_json::json;
+use support::TestHost;
+
+fn open(store: &MemStore, host: &TestHost, config: BrokerConfig) -> Engine<MemStore, TestHost> {
+    block_on(Engine::open(store.clone(), host.clone(), config)).unwrap()
+}
+
+fn pop_group(engine: &Engine<MemStore, TestHost>, queue: &str, group: &str) -> Vec<serde_json::Value> {
+    block_on(engine.pop(
+        PopRequest {
+            group: Some(group.into()),
+            batch: Some(100),
+            auto_ack: true,
+            ..PopRequest::queue(queue)
+        },
+        None,
+    ))
+    .unwrap()
+    .messages
+    .into_iter()
+    .map(|m| m.payload.to_value().unwrap())
+    .collect()
+}
+
+/// A `new` group's first pop fixes its start at that pop's `now`, and a partition's cursor is the last
+/// offset created at or before it. A message pushed after that pop, within the same millisecond, was
+/// created "at" the start: every partition the group had not touched yet skipped it, so the group never
+/// got it, although it was pushed after the group subscribed.
+#[test]
+fn a_push_in_the_same_millisecond_after_a_new_groups_first_pop_reaches_the_group() {
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, BrokerConfig::default());
+    block_on(engine.push(vec![PushItem::new("q", json!("history"))])).unwrap();
+    host.now.set(host.now.get() + 10);
+    // The group's first pop: nothing new yet, the subscription starts now.
+    assert!(pop_group(&engine, "q", "g").is_empty());
+    // A producer pushes in the same millisecond, after the pop.
+    block_on(engine.push(vec![PushItem::new("q", json!("after the first pop"))])).unwrap();
+    host.now.set(host.now.get() + 1);
+    assert_eq!(
+        pop_group(&engine, "q", "g"),
+        vec![json!("after the first pop")],
+        "a message pushed after the group subscribed is the group's"
+    );
+    // The history pushed before the first pop stays skipped, after a restart too.
+    let reopened = open(&store, &host, BrokerConfig::default());
+    assert!(pop_group(&reopened, "q", "g").is_empty());
+}
+
+/// The same after a reload in that millisecond (what a failed commit or a restart does): the clock the
+/// load rebuilds must be past every `new` subscription's start, not only past the newest message.
+#[test]
+fn a_push_in_the_same_millisecond_after_a_reload_reaches_a_new_group() {
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, BrokerConfig::default());
+    block_on(engine.push(vec![PushItem::new("q", json!("history"))])).unwrap();
+    host.now.set(host.now.get() + 10);
+    assert!(pop_group(&engine, "q", "g").is_empty());
+    block_on(engine.reload()).unwrap();
+    block_on(engine.push(vec![PushItem::new("q", json!("after the reload"))])).unwrap();
+    host.now.set(host.now.get() + 1);
+    assert_eq!(pop_group(&engine, "q", "g"), vec![json!("after the reload")]);
+}
