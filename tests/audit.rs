@@ -74,3 +74,72 @@ fn a_push_in_the_same_millisecond_after_a_reload_reaches_a_new_group() {
     host.now.set(host.now.get() + 1);
     assert_eq!(pop_group(&engine, "q", "g"), vec![json!("after the reload")]);
 }
+
+/// An ack call that leaves a gap below its `dlq` item files the head after the committed prefix (the
+/// gap), not the item's message (docs/protocol.md §4.3). The answer marked the `dlq` item `dlq: true`
+/// anyway, so the caller was told its message was filed while it stays pending (it comes again) and
+/// another was filed. `dlq: true` marks the item whose message was filed (§3.4), and only that one.
+#[test]
+fn dlq_true_marks_only_the_item_whose_message_was_filed() {
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let config = BrokerConfig {
+        default_subscription_new: false,
+        ..BrokerConfig::default()
+    };
+    let engine = open(&store, &host, config);
+    let items = (0..4)
+        .map(|n| PushItem::new("q", json!(n)))
+        .collect::<Vec<_>>();
+    block_on(engine.push(items)).unwrap();
+    let popped = block_on(engine.pop(
+        PopRequest {
+            batch: Some(4),
+            ..PopRequest::queue("q")
+        },
+        None,
+    ))
+    .unwrap();
+    let m = &popped.messages;
+    assert_eq!(m.len(), 4);
+    // Acks message 0, leaves 1 un-acked, and sends `dlq` for 3.
+    let results = block_on(engine.ack(
+        None,
+        vec![
+            AckItem::new(&m[0].transaction_id, &m[0].partition_id, AckStatus::Completed),
+            AckItem::new(&m[3].transaction_id, &m[3].partition_id, AckStatus::Dlq),
+        ],
+    ))
+    .unwrap();
+    let filed: Vec<u64> = engine.read(|b, _| {
+        b.dead_letters(&DlqQuery {
+            queue: Some("q".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .iter()
+        .map(|d| d.offset)
+        .collect()
+    });
+    assert_eq!(filed, vec![1], "the gap is filed (protocol §4.3)");
+    assert!(results.iter().all(|r| r.success));
+    assert!(
+        !results[1].dlq,
+        "message 3 was not filed: its item must not say dlq: true"
+    );
+    // Message 3 indeed comes again.
+    let again = block_on(engine.pop(
+        PopRequest {
+            batch: Some(4),
+            ..PopRequest::queue("q")
+        },
+        None,
+    ))
+    .unwrap();
+    let offsets: Vec<serde_json::Value> = again
+        .messages
+        .iter()
+        .map(|m| m.payload.to_value().unwrap())
+        .collect();
+    assert_eq!(offsets, vec![json!(2), json!(3)]);
+}
