@@ -16,7 +16,11 @@ fn open(store: &MemStore, host: &TestHost, config: BrokerConfig) -> Engine<MemSt
     block_on(Engine::open(store.clone(), host.clone(), config)).unwrap()
 }
 
-fn pop_group(engine: &Engine<MemStore, TestHost>, queue: &str, group: &str) -> Vec<serde_json::Value> {
+fn pop_group(
+    engine: &Engine<MemStore, TestHost>,
+    queue: &str,
+    group: &str,
+) -> Vec<serde_json::Value> {
     block_on(engine.pop(
         PopRequest {
             group: Some(group.into()),
@@ -72,7 +76,10 @@ fn a_push_in_the_same_millisecond_after_a_reload_reaches_a_new_group() {
     block_on(engine.reload()).unwrap();
     block_on(engine.push(vec![PushItem::new("q", json!("after the reload"))])).unwrap();
     host.now.set(host.now.get() + 1);
-    assert_eq!(pop_group(&engine, "q", "g"), vec![json!("after the reload")]);
+    assert_eq!(
+        pop_group(&engine, "q", "g"),
+        vec![json!("after the reload")]
+    );
 }
 
 /// An ack call that leaves a gap below its `dlq` item files the head after the committed prefix (the
@@ -106,7 +113,11 @@ fn dlq_true_marks_only_the_item_whose_message_was_filed() {
     let results = block_on(engine.ack(
         None,
         vec![
-            AckItem::new(&m[0].transaction_id, &m[0].partition_id, AckStatus::Completed),
+            AckItem::new(
+                &m[0].transaction_id,
+                &m[0].partition_id,
+                AckStatus::Completed,
+            ),
             AckItem::new(&m[3].transaction_id, &m[3].partition_id, AckStatus::Dlq),
         ],
     ))

@@ -139,6 +139,16 @@ pub struct Recording {
     changed: Cell<bool>,
     /// Outcomes of the commits holding the request's commands, not yet awaited.
     settled: RefCell<Vec<oneshot::Receiver<Settled>>>,
+    /// Its answer holds payloads opened from `encryptionEnabled` queues ([`Engine::note_opened_payloads`]).
+    opened: Cell<bool>,
+}
+
+impl Recording {
+    /// True when the request's answer holds payloads opened from `encryptionEnabled` queues: its record
+    /// must not keep that answer, which would store them in plain text.
+    pub fn holds_opened_payloads(&self) -> bool {
+        self.opened.get()
+    }
 }
 
 /// The command gate as one command holds it: taken for it, or kept by its recorded request across its
@@ -224,6 +234,14 @@ impl<S: Store, H: Host> Engine<S, H> {
         self.release_recording(recording, note);
         self.settle_recording(recording).await?;
         Ok(recorded)
+    }
+
+    /// Tells the current request's recording, if it has one, that its answer holds payloads opened from
+    /// `encryptionEnabled` queues (see [`Recording::holds_opened_payloads`]).
+    pub fn note_opened_payloads(&self) {
+        if let Some(recording) = self.recording.borrow().as_ref() {
+            recording.opened.set(true);
+        }
     }
 
     /// Releases the group and the gate a recording holds, without a note, and does not wait: for a
