@@ -2,6 +2,7 @@
 //! by the test that showed it: an acknowledged write lost, a message delivered to no one, or an answer
 //! that misstates what happened to data.
 
+mod http_support;
 mod support;
 
 use futures::executor::block_on;
@@ -153,4 +154,46 @@ fn dlq_true_marks_only_the_item_whose_message_was_filed() {
         .map(|m| m.payload.to_value().unwrap())
         .collect();
     assert_eq!(offsets, vec![json!(2), json!(3)]);
+}
+
+/// A bulk dead-letter replay goes in chunks, each its own commit. When a later chunk's commit failed, the
+/// call answered only the storage failure, as if nothing had happened, while the rows of the earlier
+/// chunks were replayed (pushed back and removed from the dead-letter queue) for good. The error must
+/// say what was done before it.
+#[test]
+fn a_bulk_replay_failing_after_a_chunk_says_what_it_replayed() {
+    let h = http_support::Harness::new();
+    let items: Vec<serde_json::Value> = (0..150)
+        .map(|i| json!({"queue": "d", "payload": {"n": i}}))
+        .collect();
+    let (status, body) = h.call("POST", "/api/v1/push", Some(json!({ "items": items })));
+    assert_eq!(status, 201, "{body}");
+    for _ in 0..150 {
+        let (_, popped) = h.call("GET", "/api/v1/pop/queue/d?batch=1", None);
+        let m = &popped["messages"][0];
+        let (code, acked) = h.call(
+            "POST",
+            "/api/v1/ack",
+            Some(
+                json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                        "status": "dlq", "error": "boom", "leaseId": popped["leaseId"]}),
+            ),
+        );
+        assert_eq!((code, &acked[0]["dlq"]), (200, &json!(true)), "{acked}");
+    }
+    // The first chunk (100 rows) commits, the second fails.
+    h.store.fail_commit_after(1);
+    let (status, body) = h.call("POST", "/api/v1/dlq/replay", Some(json!({"queue": "d"})));
+    let (_, dlq) = h.call("GET", "/api/v1/dlq?queue=d&limit=1000", None);
+    assert_eq!(
+        dlq["total"], 50,
+        "the first chunk was replayed and stays so"
+    );
+    assert_eq!(status, 500, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("injected commit failure")
+            && error.contains("100 dead letters were replayed and stay so"),
+        "the error says what was replayed before it: {error}"
+    );
 }
