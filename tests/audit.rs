@@ -270,3 +270,53 @@ fn new_groups_get_exactly_what_is_pushed_after_their_first_pop() {
         }
     }
 }
+
+/// A consumer of a `new` group that starts before its queue exists long-polls it; the first push creates
+/// the queue and wakes the pop, which only then makes the group's subscription, starting "now": after the
+/// message that woke it. So the group never got the first messages of its queue, though they were all
+/// pushed while it waited. A subscription made by a later attempt of a waiting pop starts when the pop
+/// began (everything in a queue that did not exist then was pushed after it).
+#[test]
+fn a_new_group_waiting_before_its_queue_exists_gets_the_push_that_wakes_it() {
+    use queen_edge::http::HttpRequest;
+    let h = http_support::Harness::new();
+    let waiting = h.spawn(HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/fresh?consumerGroup=g&autoAck=true&wait=true&timeout=30000",
+    ));
+    h.advance(1_000);
+    assert!(waiting.get().is_none(), "the pop parks");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "fresh", "payload": "first"}]})),
+    );
+    assert_eq!(status, 201, "{body}");
+    h.run_until_stalled();
+    let answer = waiting
+        .get()
+        .expect("the push woke the pop and it answered");
+    assert_eq!(
+        answer.status, 200,
+        "the message that woke the pop is the group's"
+    );
+    assert_eq!(
+        http_support::response_json(&answer)["messages"][0]["data"],
+        "first"
+    );
+    // A later message reaches the group too (the subscription is in place).
+    h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "fresh", "payload": "second"}]})),
+    );
+    let (status, later) = h.call(
+        "GET",
+        "/api/v1/pop/queue/fresh?consumerGroup=g&autoAck=true",
+        None,
+    );
+    assert_eq!(
+        (status, &later["messages"][0]["data"]),
+        (200, &json!("second"))
+    );
+}

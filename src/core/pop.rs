@@ -298,6 +298,7 @@ impl Broker {
             });
         let (start_ms, mode) = match start {
             SubscriptionStart::New => (Some(now), SubscriptionMode::New),
+            SubscriptionStart::NewSince(t) => (Some(t.min(now)), SubscriptionMode::New),
             SubscriptionStart::All => (None, SubscriptionMode::All),
             SubscriptionStart::At(t) => (Some(t), SubscriptionMode::Timestamp),
         };

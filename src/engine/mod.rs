@@ -701,8 +701,13 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Pops (claims) messages; with `wait_ms`, parks until something is claimable or the time passes.
-    pub async fn pop(&self, request: PopRequest, wait_ms: Option<u64>) -> EngineResult<PopReply> {
-        let deadline = wait_ms.map(|w| self.host.now_ms().saturating_add(w as i64));
+    pub async fn pop(
+        &self,
+        mut request: PopRequest,
+        wait_ms: Option<u64>,
+    ) -> EngineResult<PopReply> {
+        let began = self.host.now_ms();
+        let deadline = wait_ms.map(|w| began.saturating_add(w as i64));
         let parked_queue = match &request.target {
             PopTarget::Queue { queue } | PopTarget::Partition { queue, .. } => Some(queue.clone()),
             PopTarget::Discovery { .. } => None,
@@ -736,6 +741,16 @@ impl<S: Store, H: Host> Engine<S, H> {
             let now = self.host.now_ms();
             if now >= deadline {
                 return Ok(reply);
+            }
+            // If a later attempt makes a `new` group's subscription (its queue appeared meanwhile), it
+            // starts when this pop began: everything in that queue was pushed while it waited.
+            let new = request
+                .subscription
+                .map_or(self.config.default_subscription_new, |s| {
+                    s == SubscriptionStart::New
+                });
+            if new {
+                request.subscription = Some(SubscriptionStart::NewSince(began - 1));
             }
             // A recorded request's empty attempt is committed (and its failure reported) before it
             // parks: a long-poll must not hold a group (see `Recording`).
