@@ -320,3 +320,56 @@ fn a_new_group_waiting_before_its_queue_exists_gets_the_push_that_wakes_it() {
         (200, &json!("second"))
     );
 }
+
+/// Turning push maintenance off commits the switch, then drains the buffer chunk by chunk. When the
+/// drain's commit failed, the call answered only the failure, while maintenance mode was already off for
+/// good (pushes applied at once again). The error must say what holds.
+#[test]
+fn turning_maintenance_off_says_it_is_off_when_the_drain_fails() {
+    let h = http_support::Harness::new();
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": true})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "m", "payload": "waits"}]})),
+    );
+    assert_eq!(
+        (status, &body[0]["status"]),
+        (201, &json!("buffered")),
+        "{body}"
+    );
+    // The switch commits, the drain's commit fails.
+    h.store.fail_commit_after(1);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": false})),
+    );
+    let (_, now) = h.call("GET", "/api/v1/system/maintenance", None);
+    assert_eq!(now["maintenanceMode"], false, "the switch was committed");
+    assert_eq!(status, 500, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("injected commit failure") && error.contains("maintenance mode is now off"),
+        "the error says the mode is off: {error}"
+    );
+    // The buffered message is not lost: the next push drains it first.
+    h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "m", "payload": "after"}]})),
+    );
+    let (_, popped) = h.call("GET", "/api/v1/pop/queue/m?batch=10", None);
+    let data: Vec<&serde_json::Value> = popped["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["data"])
+        .collect();
+    assert_eq!(data, vec![&json!("waits"), &json!("after")]);
+}
