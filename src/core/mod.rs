@@ -27,6 +27,7 @@ pub(crate) mod fields;
 #[cfg(feature = "views")]
 pub mod history;
 pub mod ids;
+pub(crate) mod json_text;
 mod invariants;
 pub mod lane;
 pub mod maintenance;
