@@ -27,8 +27,8 @@ pub(crate) mod fields;
 #[cfg(feature = "views")]
 pub mod history;
 pub mod ids;
-pub(crate) mod json_text;
 mod invariants;
+pub(crate) mod json_text;
 pub mod lane;
 pub mod maintenance;
 pub mod meters;

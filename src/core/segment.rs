@@ -712,7 +712,12 @@ mod tests {
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_segment_writer_writes_what_serde_json_writes() {
         let mut batch: Vec<_> = (0..12)
-            .map(|i| msg(i, json!({"i": i, "s": "q\"uote\\ \u{e9}\n", "n": [1.5, null]})))
+            .map(|i| {
+                msg(
+                    i,
+                    json!({"i": i, "s": "q\"uote\\ \u{e9}\n", "n": [1.5, null]}),
+                )
+            })
             .collect();
         batch[1].trace_id = Some("0192f3c4-5e6f-7a8b-9c0d-e1f2a3b4c5d6".into());
         batch[2].producer_sub = Some("sub \"é\"\t".into());
