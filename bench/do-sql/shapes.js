@@ -1,5 +1,6 @@
 // The Durable Object of bench/do-sql-shapes.mjs: one object per statement shape and operation, each with its
-// own `queen_kv` table (the layout of worker/src/do_store.rs, or a rowid table for `rowid`), the view or
+// own `queen_kv` table (the layout of worker/src/do_store.rs, or a rowid table for `rowid`; `seg-rowid` adds
+// `queen_seg`, segments keyed by an integer), the view or
 // triggers its shape needs and 3000 other records. A request `/run?shape=SHAPE&op=OP&n=N` runs N commits of
 // the rows a queen-edge operation writes (OPS below), each followed by `await ctx.storage.sync()`, so that every
 // commit is its own implicit transaction as it is when each comes from a request of its own. `op=none` runs
@@ -155,8 +156,9 @@ export class Shapes extends DurableObject {
           if (k.startsWith('s/')) {
             const id = parseInt(k.slice(2, 18), 16) * 2 ** 40 + parseInt(k.slice(19), 16);
             this.exec('INSERT INTO queen_seg (id, value) VALUES (?, ?)', id, v);
+          } else {
+            rest.push(k, v);
           }
-          else rest.push(k, v);
         }
         this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tuples(rest.length / 2, '(?, 0, ?)')}
           ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, ...rest);
