@@ -570,18 +570,17 @@ impl<S: Store, H: Host> Engine<S, H> {
                     };
                     let recording = self.recording.borrow().clone();
                     if let Some(recording) =
-                        recording.filter(|r| r.early && self.config.group_commit)
+                        recording.filter(|r| !r.early || self.config.group_commit)
                     {
-                        // Returns before the commit settles: the commit is started in the pause, the
-                        // answer rendered while it runs, and `finish_recording` waits for it.
-                        drop(gate);
                         recording.settled.borrow_mut().push(settled);
-                        recording.lead_wanted.set(true);
-                        YieldOnce(false).await;
-                        return Ok(());
-                    }
-                    let recording = self.recording.borrow().clone().filter(|r| !r.early);
-                    if let Some(recording) = recording {
+                        if recording.early {
+                            // Returns before the commit settles: the commit is started in the pause,
+                            // the answer rendered while it runs, and `finish_recording` waits for it.
+                            drop(gate);
+                            recording.lead_wanted.set(true);
+                            YieldOnce(false).await;
+                            return Ok(());
+                        }
                         // A recorded request's command: its group waits for the answer, and the
                         // request keeps the gate until then (`Recording`). A later command joined
                         // the group its first one holds (`enter` checked it is still open, and the
@@ -590,7 +589,6 @@ impl<S: Store, H: Host> Engine<S, H> {
                             recording.held.set(Some(self.group.hold_open()));
                         }
                         recording.changed.set(recording.changed.get() || changed);
-                        recording.settled.borrow_mut().push(settled);
                         gate.keep_for(&recording);
                         return Ok(());
                     }
