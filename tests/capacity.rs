@@ -167,6 +167,75 @@ fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order(
     );
 }
 
+/// Pops `BATCH` messages for `group` and acks them all, until a pop comes back empty; returns how many
+/// pops found messages.
+fn drain(engine: &Engine<MemStore, TestHost>, group: &str) -> usize {
+    let mut pops = 0;
+    loop {
+        let reply = block_on(engine.pop(
+            PopRequest {
+                group: Some(group.into()),
+                batch: Some(BATCH as u32),
+                ..PopRequest::queue("orders")
+            },
+            None,
+        ))
+        .expect("pop");
+        if reply.messages.is_empty() {
+            return pops;
+        }
+        pops += 1;
+        let items = reply
+            .messages
+            .iter()
+            .map(|m| {
+                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
+                    .with_lease(&reply.lease_id)
+            })
+            .collect();
+        let acked = block_on(engine.ack(Some(group.into()), items)).expect("ack");
+        assert!(acked.iter().all(|a| a.success), "{acked:?}");
+    }
+}
+
+#[test]
+fn a_backlog_over_the_cache_keeps_its_oldest_segments_and_acked_ones_leave() {
+    // Room for about a fifth of the backlog's segments (each about 52 KB decoded).
+    let config = BrokerConfig {
+        cache_bytes: 1024 * 1024,
+        ..config()
+    };
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, config);
+    fill(&engine, &host);
+    let segments = PARTITIONS.len() * PUSHES_PER_PARTITION;
+    let cached = engine.read(|b, _| {
+        b.trim_cache();
+        b.cache_usage().1
+    });
+    assert!(
+        cached > 8 && cached < segments / 2,
+        "{cached} of {segments} segments cached"
+    );
+    store.take_reads();
+    assert_eq!(drain(&engine, "billing"), segments, "one pop per segment");
+    // The pushed segments the cache kept are the oldest, the ones the first pops read: only the others
+    // are read back (least recently used order kept the newest, and each pop's read evicted the next
+    // pops' segments: every segment was read).
+    let read = store.take_reads().keys_got.len();
+    assert_eq!(read, segments - cached, "segments read back by the drain");
+    // Every segment is acknowledged by the only lane of its partition: none is kept.
+    assert_eq!(
+        engine.read(|b, _| b.cache_usage().1),
+        0,
+        "acked segments left"
+    );
+    // A second group starting over reads them back from the store.
+    assert_eq!(drain(&engine, "audit"), segments);
+    assert_eq!(store.take_reads().keys_got.len(), segments);
+}
+
 #[test]
 fn a_failed_commit_reloads_the_index_not_the_segments() {
     let store = MemStore::new();

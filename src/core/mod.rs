@@ -241,8 +241,14 @@ impl Broker {
             .iter()
             .map(|m| txindex::fingerprint(&m.transaction_id))
             .collect();
-        self.cache
-            .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
+        self.cache.insert(
+            pid,
+            first,
+            std::rc::Rc::new(messages),
+            weight,
+            fingerprints,
+            false,
+        );
         Ok(())
     }
 

@@ -375,7 +375,13 @@ impl Timers {
     }
 }
 
-/// Decoded segments kept in memory, within a byte budget, least recently used first out.
+/// Decoded segments kept in memory, within a byte budget.
+///
+/// What goes first when the budget is exceeded: segments a push wrote and nothing has read since, the
+/// newest first (consumers read a partition oldest first, so the newest are needed last; least recently
+/// used order would evict the oldest, exactly the ones the next pops read, so that a backlog larger than
+/// the budget missed at every pop), then read segments, least recently used first. Segments every lane of
+/// their partition has acknowledged are dropped when an ack passes them ([`SegmentCache::forget`]).
 ///
 /// The core reads messages only from here. The engine fills it before a command with what the command's
 /// planner says it will read (`Broker::segments_needed_*`), and trims it to the budget between commands,
@@ -403,8 +409,15 @@ struct CachedSegment {
     /// compares these before it compares any id.
     fingerprints: Vec<u32>,
     weight: usize,
-    last_used: u64,
+    /// Eviction order, lowest first: [`PUSHED_RANK`] less the insertion clock for a segment a push wrote
+    /// and nothing read since (newest lowest), [`READ_RANK`] plus the clock of its last read otherwise.
+    rank: u64,
 }
+
+/// The rank of a pushed, unread segment inserted at clock 0 (see `CachedSegment::rank`).
+const PUSHED_RANK: u64 = u64::MAX >> 1;
+/// The rank of a segment read at clock 0: above every pushed, unread one.
+const READ_RANK: u64 = 1 << 63;
 
 impl SegmentCache {
     /// An empty cache that [`Self::trim`] keeps under `budget_bytes` (weights are decoded JSON bytes).
@@ -422,7 +435,7 @@ impl SegmentCache {
         let clock = inner.clock;
         match inner.slots.get_mut(&(pid, first)) {
             Some(slot) => {
-                slot.last_used = clock;
+                slot.rank = READ_RANK | clock;
                 Some(slot.messages.clone())
             }
             None => {
@@ -449,7 +462,7 @@ impl SegmentCache {
         let clock = inner.clock;
         match inner.slots.get_mut(&(pid, first)) {
             Some(slot) => {
-                slot.last_used = clock;
+                slot.rank = READ_RANK | clock;
                 Some(
                     slot.fingerprints
                         .iter()
@@ -517,7 +530,8 @@ impl SegmentCache {
     }
 
     /// Keeps a decoded segment; `weight` is its decoded size in bytes, `fingerprints` the
-    /// transaction-id fingerprint of each message (index-aligned).
+    /// transaction-id fingerprint of each message (index-aligned). `pushed`: written by a push, not read
+    /// (evicted before read segments, the newest first).
     pub fn insert(
         &self,
         pid: u64,
@@ -525,16 +539,21 @@ impl SegmentCache {
         messages: Rc<Vec<StoredMessage>>,
         weight: usize,
         fingerprints: Vec<u32>,
+        pushed: bool,
     ) {
         debug_assert_eq!(messages.len(), fingerprints.len());
         let mut inner = self.inner.borrow_mut();
         inner.clock += 1;
-        let last_used = inner.clock;
+        let clock = inner.clock;
         let slot = CachedSegment {
             messages,
             fingerprints,
             weight,
-            last_used,
+            rank: if pushed {
+                PUSHED_RANK - clock
+            } else {
+                READ_RANK | clock
+            },
         };
         if let Some(old) = inner.slots.insert((pid, first), slot) {
             inner.used_bytes -= old.weight;
@@ -542,25 +561,33 @@ impl SegmentCache {
         inner.used_bytes += weight;
     }
 
-    /// Evicts least recently used segments until the cache fits its budget, and then some: down to
-    /// [`Self::low_water_bytes`], so a cache that stays full is sorted once every few commands rather
-    /// than after each.
+    /// Evicts segments in the cache's order (pushed and unread, newest first, then least recently read)
+    /// until the cache fits its budget, and then some: down to [`Self::low_water_bytes`], so a cache that
+    /// stays full is sorted once every few commands rather than after each.
     pub fn trim(&self) {
         let mut inner = self.inner.borrow_mut();
         if inner.used_bytes <= self.budget_bytes {
             return;
         }
         let target = self.low_water_bytes();
-        let mut by_age: Vec<(u64, (u64, u64))> =
-            inner.slots.iter().map(|(k, s)| (s.last_used, *k)).collect();
-        super::sort::sort(&mut by_age);
-        for (_, key) in by_age {
+        let mut by_rank: Vec<(u64, (u64, u64))> =
+            inner.slots.iter().map(|(k, s)| (s.rank, *k)).collect();
+        super::sort::sort(&mut by_rank);
+        for (_, key) in by_rank {
             if inner.used_bytes <= target {
                 break;
             }
             if let Some(old) = inner.slots.remove(&key) {
                 inner.used_bytes -= old.weight;
             }
+        }
+    }
+
+    /// Forgets segment (pid, first), if it is cached.
+    pub fn forget(&self, pid: u64, first: u64) {
+        let mut inner = self.inner.borrow_mut();
+        if let Some(old) = inner.slots.remove(&(pid, first)) {
+            inner.used_bytes -= old.weight;
         }
     }
 
