@@ -405,7 +405,7 @@ impl Broker {
             r.dlq = dlq_item == Some(x.index);
         }
         self.count_acks(now, &queue, group, pending.len() as u64, failed);
-        self.forget_passed_segments(pid, passed_by_all);
+        self.mark_passed_segments(pid, passed_by_all);
     }
 
     /// The highest offset of `pid` every lane has committed (-1 when none has).
@@ -419,10 +419,10 @@ impl Broker {
         })
     }
 
-    /// Drops from the segment cache the segments of `pid` that every lane has now committed, of those
-    /// past offset `before` (which earlier acks dropped). Nothing reads them again but a view or a group
-    /// that starts over, which load them back from the store.
-    fn forget_passed_segments(&self, pid: u64, before: i64) {
+    /// Marks in the segment cache the segments of `pid` that every lane has now committed, of those past
+    /// offset `before` (which earlier acks marked), as first out. Nothing reads them again but a view or a
+    /// group that starts over, which load them back from the store once evicted.
+    fn mark_passed_segments(&self, pid: u64, before: i64) {
         let now_passed = self.passed_by_every_lane(pid);
         let Some(p) = self.partitions.get(&pid) else {
             return;
@@ -435,7 +435,7 @@ impl Broker {
             if seg.last as i64 > now_passed {
                 break;
             }
-            self.cache.forget(pid, seg.first);
+            self.cache.mark_passed(pid, seg.first);
             offset = seg.last as i64 + 1;
         }
     }

@@ -267,6 +267,17 @@ impl Broker {
         self.cache.trim();
     }
 
+    /// The segment cache's clock: what [`Self::cache_committed_through`] takes.
+    pub fn cache_clock(&self) -> u64 {
+        self.cache.clock()
+    }
+
+    /// Every change applied up to `clock` ([`Self::cache_clock`] when the engine took them) is committed:
+    /// the segments pushed until then may leave the cache (until then it holds their only readable copy).
+    pub fn cache_committed_through(&self, clock: u64) {
+        self.cache.committed_through(clock);
+    }
+
     /// Segments read by the last command that were not loaded (the engine reloads and reruns it).
     pub fn take_segment_misses(&self) -> Vec<(u64, u64)> {
         self.cache.take_misses()

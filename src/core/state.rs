@@ -377,11 +377,13 @@ impl Timers {
 
 /// Decoded segments kept in memory, within a byte budget.
 ///
-/// What goes first when the budget is exceeded: segments a push wrote and nothing has read since, the
-/// newest first (consumers read a partition oldest first, so the newest are needed last; least recently
-/// used order would evict the oldest, exactly the ones the next pops read, so that a backlog larger than
-/// the budget missed at every pop), then read segments, least recently used first. Segments every lane of
-/// their partition has acknowledged are dropped when an ack passes them ([`SegmentCache::forget`]).
+/// What goes first when the budget is exceeded: segments every lane of their partition has acknowledged
+/// ([`SegmentCache::mark_passed`]), then segments a push wrote and nothing has read since, the newest first
+/// (consumers read a partition oldest first, so the newest are needed last; least recently used order
+/// evicted the oldest, exactly the ones the next pops read, so that a backlog larger than the budget
+/// missed at every pop), then read segments, least recently used first. A pushed segment is never evicted
+/// before the engine reports its commit ([`SegmentCache::committed_through`]): until then the cache holds
+/// its only copy the core can read.
 ///
 /// The core reads messages only from here. The engine fills it before a command with what the command's
 /// planner says it will read (`Broker::segments_needed_*`), and trims it to the budget between commands,
@@ -399,6 +401,8 @@ struct CacheInner {
     slots: HashMap<(u64, u64), CachedSegment>,
     used_bytes: usize,
     clock: u64,
+    /// The clock up to which every pushed segment is committed ([`SegmentCache::committed_through`]).
+    committed: u64,
     misses: Vec<(u64, u64)>,
 }
 
@@ -409,12 +413,17 @@ struct CachedSegment {
     /// compares these before it compares any id.
     fingerprints: Vec<u32>,
     weight: usize,
-    /// Eviction order, lowest first: [`PUSHED_RANK`] less the insertion clock for a segment a push wrote
-    /// and nothing read since (newest lowest), [`READ_RANK`] plus the clock of its last read otherwise.
+    /// Eviction order, lowest first: the clock at which every lane had passed it, for a passed segment;
+    /// [`PUSHED_RANK`] less the insertion clock for a segment a push wrote and nothing read since (newest
+    /// lowest); [`READ_RANK`] plus the clock of its last read otherwise.
     rank: u64,
+    /// The clock at which a push inserted it (0: read from the store): not evicted before the engine
+    /// reports a commit through that clock.
+    pushed_at: u64,
 }
 
-/// The rank of a pushed, unread segment inserted at clock 0 (see `CachedSegment::rank`).
+/// The rank of a pushed, unread segment inserted at clock 0 (see `CachedSegment::rank`): above every
+/// passed one (the clock stays far below 2^62).
 const PUSHED_RANK: u64 = u64::MAX >> 1;
 /// The rank of a segment read at clock 0: above every pushed, unread one.
 const READ_RANK: u64 = 1 << 63;
@@ -554,6 +563,7 @@ impl SegmentCache {
             } else {
                 READ_RANK | clock
             },
+            pushed_at: if pushed { clock } else { 0 },
         };
         if let Some(old) = inner.slots.insert((pid, first), slot) {
             inner.used_bytes -= old.weight;
@@ -561,17 +571,23 @@ impl SegmentCache {
         inner.used_bytes += weight;
     }
 
-    /// Evicts segments in the cache's order (pushed and unread, newest first, then least recently read)
-    /// until the cache fits its budget, and then some: down to [`Self::low_water_bytes`], so a cache that
-    /// stays full is sorted once every few commands rather than after each.
+    /// Evicts segments in the cache's order (passed, then pushed and unread, newest first, then least
+    /// recently read; never a pushed segment whose commit is not reported) until the cache fits its
+    /// budget, and then some: down to [`Self::low_water_bytes`], so a cache that stays full is sorted once
+    /// every few commands rather than after each.
     pub fn trim(&self) {
         let mut inner = self.inner.borrow_mut();
         if inner.used_bytes <= self.budget_bytes {
             return;
         }
         let target = self.low_water_bytes();
-        let mut by_rank: Vec<(u64, (u64, u64))> =
-            inner.slots.iter().map(|(k, s)| (s.rank, *k)).collect();
+        let committed = inner.committed;
+        let mut by_rank: Vec<(u64, (u64, u64))> = inner
+            .slots
+            .iter()
+            .filter(|(_, s)| s.pushed_at <= committed)
+            .map(|(k, s)| (s.rank, *k))
+            .collect();
         super::sort::sort(&mut by_rank);
         for (_, key) in by_rank {
             if inner.used_bytes <= target {
@@ -583,12 +599,27 @@ impl SegmentCache {
         }
     }
 
-    /// Forgets segment (pid, first), if it is cached.
-    pub fn forget(&self, pid: u64, first: u64) {
+    /// Marks segment (pid, first), if it is cached, as passed by every lane: first out when the cache is
+    /// trimmed (a later read makes it a read segment again).
+    pub fn mark_passed(&self, pid: u64, first: u64) {
         let mut inner = self.inner.borrow_mut();
-        if let Some(old) = inner.slots.remove(&(pid, first)) {
-            inner.used_bytes -= old.weight;
+        inner.clock += 1;
+        let clock = inner.clock;
+        if let Some(slot) = inner.slots.get_mut(&(pid, first)) {
+            slot.rank = clock;
         }
+    }
+
+    /// The clock now: a segment inserted so far was inserted at or before it.
+    pub fn clock(&self) -> u64 {
+        self.inner.borrow().clock
+    }
+
+    /// The engine committed every change applied up to `clock` ([`Self::clock`] when it took them): the
+    /// segments pushed until then may be evicted.
+    pub fn committed_through(&self, clock: u64) {
+        let mut inner = self.inner.borrow_mut();
+        inner.committed = inner.committed.max(clock);
     }
 
     /// Forgets cached segments of a partition.
@@ -657,6 +688,40 @@ mod tests {
         assert_eq!(timers.pop_due(25), Some((20, 1, "g".to_string())));
         timers.retain(|(_, pid, _)| *pid != 1);
         assert_eq!((timers.len(), timers.pop_due(25)), (0, None));
+    }
+
+    #[test]
+    fn the_cache_evicts_passed_then_newest_pushed_then_least_recently_read_never_uncommitted() {
+        let cache = SegmentCache::new(800);
+        let put = |first: u64, pushed: bool| {
+            cache.insert(1, first, Rc::new(Vec::new()), 200, Vec::new(), pushed);
+        };
+        put(0, false); // read from the store
+        put(1, true);
+        put(2, true);
+        put(3, true);
+        assert!(cache.get(1, 0).is_some());
+        // Over budget, but nothing pushed is committed: only the read segment may go.
+        put(4, true);
+        cache.trim();
+        assert_eq!(cache.usage(), (800, 4));
+        assert!(!cache.contains(1, 0) && cache.contains(1, 4));
+        // Committed: the newest pushed go first (the low-water mark is 700: one more).
+        cache.committed_through(cache.clock());
+        put(5, true);
+        cache.trim();
+        assert_eq!(cache.usage().1, 3);
+        assert!(cache.contains(1, 1) && cache.contains(1, 2) && cache.contains(1, 5));
+        // A passed segment goes before any other, a read one last.
+        assert!(cache.get(1, 1).is_some());
+        cache.mark_passed(1, 2);
+        cache.committed_through(cache.clock());
+        put(6, false);
+        put(7, false);
+        cache.trim();
+        assert!(!cache.contains(1, 2), "passed first");
+        assert!(!cache.contains(1, 5), "then the pushed one");
+        assert_eq!(cache.usage().1, 3, "the read ones stay");
     }
 
     #[test]
