@@ -239,6 +239,51 @@ fn a_backlog_over_the_cache_keeps_its_oldest_segments_and_acked_ones_go_first() 
 }
 
 #[test]
+fn a_backlog_nobody_reads_does_not_crowd_out_a_queue_whose_consumer_keeps_up() {
+    let config = BrokerConfig {
+        cache_bytes: 1024 * 1024,
+        ..config()
+    };
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, config);
+    fill(&engine, &host); // "orders": 80 segments, four times the budget, never popped
+    store.take_reads();
+    let pad = "y".repeat(1000);
+    for round in 0..30 {
+        let items = (0..BATCH)
+            .map(|i| PushItem {
+                partition: "live".into(),
+                ..PushItem::new("live", json!({ "round": round, "i": i, "pad": pad }))
+            })
+            .collect();
+        block_on(engine.push(items)).expect("push");
+        let reply = block_on(engine.pop(
+            PopRequest {
+                group: Some("reader".into()),
+                batch: Some(BATCH as u32),
+                ..PopRequest::queue("live")
+            },
+            None,
+        ))
+        .expect("pop");
+        assert_eq!(reply.messages.len(), BATCH);
+        let items = reply
+            .messages
+            .iter()
+            .map(|m| {
+                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
+                    .with_lease(&reply.lease_id)
+            })
+            .collect();
+        block_on(engine.ack(Some("reader".into()), items)).expect("ack");
+    }
+    // Each pushed segment is its partition's head when it is popped; the unread backlog's segments past
+    // their partitions' heads go first.
+    assert_eq!(store.take_reads().keys_got, Vec::<String>::new());
+}
+
+#[test]
 fn a_failed_commit_reloads_the_index_not_the_segments() {
     let store = MemStore::new();
     let host = TestHost::new();

@@ -262,9 +262,22 @@ impl Broker {
             .collect()
     }
 
-    /// Trims the segment cache to its budget (the engine calls this between commands).
+    /// Trims the segment cache to its budget (the engine calls this between commands). Pushed segments
+    /// nobody has read go by their distance from the partition's head: the offset after what every lane
+    /// has committed, or the partition's first offset when no group has a lane there.
     pub fn trim_cache(&self) {
-        self.cache.trim();
+        self.cache.trim(|pid, first| {
+            let Some(p) = self.partitions.get(&pid) else {
+                return u64::MAX;
+            };
+            let head = p
+                .lanes
+                .values()
+                .map(|lane| lane.committed() + 1)
+                .min()
+                .map_or(p.first_offset, |h| h.max(0) as u64);
+            first.saturating_sub(head)
+        });
     }
 
     /// The segment cache's clock: what [`Self::cache_committed_through`] takes.

@@ -378,10 +378,10 @@ impl Timers {
 /// Decoded segments kept in memory, within a byte budget.
 ///
 /// What goes first when the budget is exceeded: segments every lane of their partition has acknowledged
-/// ([`SegmentCache::mark_passed`]), then segments a push wrote and nothing has read since, the newest first
-/// (consumers read a partition oldest first, so the newest are needed last; least recently used order
-/// evicted the oldest, exactly the ones the next pops read, so that a backlog larger than the budget
-/// missed at every pop), then read segments, least recently used first. A pushed segment is never evicted
+/// ([`SegmentCache::mark_passed`]), then segments a push wrote and nothing has read since, those farthest
+/// from their partition's head first (consumers read a partition oldest first, so those are needed last;
+/// least recently used order evicted the oldest, exactly the ones the next pops read, so that a backlog
+/// larger than the budget missed at every pop), then read segments, least recently used first. A pushed segment is never evicted
 /// before the engine reports its commit ([`SegmentCache::committed_through`]): until then the cache holds
 /// its only copy the core can read.
 ///
@@ -414,16 +414,17 @@ struct CachedSegment {
     fingerprints: Vec<u32>,
     weight: usize,
     /// Eviction order, lowest first: the clock at which every lane had passed it, for a passed segment;
-    /// [`PUSHED_RANK`] less the insertion clock for a segment a push wrote and nothing read since (newest
-    /// lowest); [`READ_RANK`] plus the clock of its last read otherwise.
+    /// [`PUSHED_RANK`] for a segment a push wrote and nothing read since (ordered among themselves by
+    /// distance from their partition's head when trimmed); [`READ_RANK`] plus the clock of its last read
+    /// otherwise.
     rank: u64,
     /// The clock at which a push inserted it (0: read from the store): not evicted before the engine
     /// reports a commit through that clock.
     pushed_at: u64,
 }
 
-/// The rank of a pushed, unread segment inserted at clock 0 (see `CachedSegment::rank`): above every
-/// passed one (the clock stays far below 2^62).
+/// The rank of a pushed, unread segment at its partition's head (see `CachedSegment::rank`; farther ones
+/// rank lower by their distance): above every passed one (the clock stays far below 2^62).
 const PUSHED_RANK: u64 = u64::MAX >> 1;
 /// The rank of a segment read at clock 0: above every pushed, unread one.
 const READ_RANK: u64 = 1 << 63;
@@ -559,7 +560,7 @@ impl SegmentCache {
             fingerprints,
             weight,
             rank: if pushed {
-                PUSHED_RANK - clock
+                PUSHED_RANK
             } else {
                 READ_RANK | clock
             },
@@ -571,11 +572,12 @@ impl SegmentCache {
         inner.used_bytes += weight;
     }
 
-    /// Evicts segments in the cache's order (passed, then pushed and unread, newest first, then least
-    /// recently read; never a pushed segment whose commit is not reported) until the cache fits its
-    /// budget, and then some: down to [`Self::low_water_bytes`], so a cache that stays full is sorted once
-    /// every few commands rather than after each.
-    pub fn trim(&self) {
+    /// Evicts segments in the cache's order (passed, then pushed and unread, the farthest from their
+    /// partition's head first, `distance(pid, first)` telling how far, then least recently read; never a
+    /// pushed segment whose commit is not reported) until the cache fits its budget, and then some: down to
+    /// [`Self::low_water_bytes`], so a cache that stays full is sorted once every few commands rather than
+    /// after each.
+    pub fn trim(&self, distance: impl Fn(u64, u64) -> u64) {
         let mut inner = self.inner.borrow_mut();
         if inner.used_bytes <= self.budget_bytes {
             return;
@@ -586,7 +588,14 @@ impl SegmentCache {
             .slots
             .iter()
             .filter(|(_, s)| s.pushed_at <= committed)
-            .map(|(k, s)| (s.rank, *k))
+            .map(|(&(pid, first), s)| {
+                let rank = if s.rank == PUSHED_RANK {
+                    PUSHED_RANK - distance(pid, first).min(PUSHED_RANK >> 1)
+                } else {
+                    s.rank
+                };
+                (rank, (pid, first))
+            })
             .collect();
         super::sort::sort(&mut by_rank);
         for (_, key) in by_rank {
@@ -703,13 +712,13 @@ mod tests {
         assert!(cache.get(1, 0).is_some());
         // Over budget, but nothing pushed is committed: only the read segment may go.
         put(4, true);
-        cache.trim();
+        cache.trim(|_, first| first);
         assert_eq!(cache.usage(), (800, 4));
         assert!(!cache.contains(1, 0) && cache.contains(1, 4));
         // Committed: the newest pushed go first (the low-water mark is 700: one more).
         cache.committed_through(cache.clock());
         put(5, true);
-        cache.trim();
+        cache.trim(|_, first| first);
         assert_eq!(cache.usage().1, 3);
         assert!(cache.contains(1, 1) && cache.contains(1, 2) && cache.contains(1, 5));
         // A passed segment goes before any other, a read one last.
@@ -718,7 +727,7 @@ mod tests {
         cache.committed_through(cache.clock());
         put(6, false);
         put(7, false);
-        cache.trim();
+        cache.trim(|_, first| first);
         assert!(!cache.contains(1, 2), "passed first");
         assert!(!cache.contains(1, 5), "then the pushed one");
         assert_eq!(cache.usage().1, 3, "the read ones stay");
