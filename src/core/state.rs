@@ -700,7 +700,7 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_evicts_passed_then_newest_pushed_then_least_recently_read_never_uncommitted() {
+    fn the_cache_evicts_passed_then_farthest_pushed_then_least_recently_read_never_uncommitted() {
         let cache = SegmentCache::new(800);
         let put = |first: u64, pushed: bool| {
             cache.insert(1, first, Rc::new(Vec::new()), 200, Vec::new(), pushed);
@@ -715,7 +715,7 @@ mod tests {
         cache.trim(|_, first| first);
         assert_eq!(cache.usage(), (800, 4));
         assert!(!cache.contains(1, 0) && cache.contains(1, 4));
-        // Committed: the newest pushed go first (the low-water mark is 700: one more).
+        // Committed: the farthest pushed go first (distance here: the first offset; low water 700).
         cache.committed_through(cache.clock());
         put(5, true);
         cache.trim(|_, first| first);
