@@ -49,13 +49,15 @@ async function underPerf(pid, data, fn) {
   perf.stderr.on('data', (c) => { err += c; });
   const exited = new Promise((r) => perf.on('exit', r));
   await new Promise((r) => setTimeout(r, 300)); // perf attaches
+  let result;
   try {
-    return await fn();
+    result = await fn();
   } finally {
     perf.kill('SIGINT');
-    const code = await exited;
-    if (code !== 0 && code !== null) throw new Error(`perf record exited ${code}: ${err}`);
   }
+  const code = await exited;
+  if (code !== 0 && code !== null) throw new Error(`perf record exited ${code}: ${err}`);
+  return result;
 }
 
 const stateRoot = mkdtempSync(join('/dev/shm', 'queen-edge-perf-'));
