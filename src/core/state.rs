@@ -381,9 +381,9 @@ impl Timers {
 /// ([`SegmentCache::mark_passed`]), then segments a push wrote and nothing has read since, those farthest
 /// from their partition's head first (consumers read a partition oldest first, so those are needed last;
 /// least recently used order evicted the oldest, exactly the ones the next pops read, so that a backlog
-/// larger than the budget missed at every pop), then read segments, least recently used first. A pushed segment is never evicted
-/// before the engine reports its commit ([`SegmentCache::committed_through`]): until then the cache holds
-/// its only copy the core can read.
+/// larger than the budget missed at every pop), then read segments, least recently used first. A pushed
+/// segment is never evicted before the engine reports its commit ([`SegmentCache::committed_through`]):
+/// until then the cache holds its only copy the core can read.
 ///
 /// The core reads messages only from here. The engine fills it before a command with what the command's
 /// planner says it will read (`Broker::segments_needed_*`), and trims it to the budget between commands,
@@ -541,7 +541,7 @@ impl SegmentCache {
 
     /// Keeps a decoded segment; `weight` is its decoded size in bytes, `fingerprints` the
     /// transaction-id fingerprint of each message (index-aligned). `pushed`: written by a push, not read
-    /// (evicted before read segments, the newest first).
+    /// (evicted before read segments, the farthest from its partition's head first).
     pub fn insert(
         &self,
         pid: u64,
