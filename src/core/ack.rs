@@ -408,14 +408,15 @@ impl Broker {
         self.mark_passed_segments(pid, passed_by_all);
     }
 
-    /// The highest offset of `pid` every lane has committed (-1 when none has).
-    fn passed_by_every_lane(&self, pid: u64) -> i64 {
+    /// The highest offset of `pid` every lane has committed: the offset before the partition's first
+    /// when no group has a lane there, -1 when there is no such partition.
+    pub(super) fn passed_by_every_lane(&self, pid: u64) -> i64 {
         self.partitions.get(&pid).map_or(-1, |p| {
             p.lanes
                 .values()
                 .map(|lane| lane.committed())
                 .min()
-                .unwrap_or(-1)
+                .unwrap_or(p.first_offset as i64 - 1)
         })
     }
 

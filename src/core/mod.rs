@@ -266,18 +266,8 @@ impl Broker {
     /// nobody has read go by their distance from the partition's head: the offset after what every lane
     /// has committed, or the partition's first offset when no group has a lane there.
     pub fn trim_cache(&self) {
-        self.cache.trim(|pid, first| {
-            let Some(p) = self.partitions.get(&pid) else {
-                return u64::MAX;
-            };
-            let head = p
-                .lanes
-                .values()
-                .map(|lane| lane.committed() + 1)
-                .min()
-                .map_or(p.first_offset, |h| h.max(0) as u64);
-            first.saturating_sub(head)
-        });
+        self.cache
+            .trim(|pid, first| first.saturating_sub((self.passed_by_every_lane(pid) + 1) as u64));
     }
 
     /// The segment cache's clock: what [`Self::cache_committed_through`] takes.

@@ -413,7 +413,7 @@ struct CachedSegment {
     /// compares these before it compares any id.
     fingerprints: Vec<u32>,
     weight: usize,
-    /// Eviction order, lowest first: the clock at which every lane had passed it, for a passed segment;
+    /// Eviction order, lowest first: 0 for a passed segment;
     /// [`PUSHED_RANK`] for a segment a push wrote and nothing read since (ordered among themselves by
     /// distance from their partition's head when trimmed); [`READ_RANK`] plus the clock of its last read
     /// otherwise.
@@ -590,7 +590,7 @@ impl SegmentCache {
             .filter(|(_, s)| s.pushed_at <= committed)
             .map(|(&(pid, first), s)| {
                 let rank = if s.rank == PUSHED_RANK {
-                    PUSHED_RANK - distance(pid, first).min(PUSHED_RANK >> 1)
+                    PUSHED_RANK.saturating_sub(distance(pid, first))
                 } else {
                     s.rank
                 };
@@ -611,11 +611,8 @@ impl SegmentCache {
     /// Marks segment (pid, first), if it is cached, as passed by every lane: first out when the cache is
     /// trimmed (a later read makes it a read segment again).
     pub fn mark_passed(&self, pid: u64, first: u64) {
-        let mut inner = self.inner.borrow_mut();
-        inner.clock += 1;
-        let clock = inner.clock;
-        if let Some(slot) = inner.slots.get_mut(&(pid, first)) {
-            slot.rank = clock;
+        if let Some(slot) = self.inner.borrow_mut().slots.get_mut(&(pid, first)) {
+            slot.rank = 0;
         }
     }
 
