@@ -264,10 +264,17 @@ impl Broker {
 
     /// Trims the segment cache to its budget (the engine calls this between commands). Pushed segments
     /// nobody has read go by their distance from the partition's head: the offset after what every lane
-    /// has committed, or the partition's first offset when no group has a lane there.
+    /// has committed, or the partition's first offset when no group has a lane there. One wholly below the
+    /// head goes with the passed ones: a seek, retention or a deleted group passed it, not an ack.
     pub fn trim_cache(&self) {
-        self.cache
-            .trim(|pid, first| first.saturating_sub((self.passed_by_every_lane(pid) + 1) as u64));
+        self.cache.trim(|pid, first, end| {
+            let head = (self.passed_by_every_lane(pid) + 1) as u64;
+            if end <= head {
+                u64::MAX
+            } else {
+                first.saturating_sub(head)
+            }
+        });
     }
 
     /// The segment cache's clock: what [`Self::cache_committed_through`] takes.

@@ -573,11 +573,12 @@ impl SegmentCache {
     }
 
     /// Evicts segments in the cache's order (passed, then pushed and unread, the farthest from their
-    /// partition's head first, `distance(pid, first)` telling how far, then least recently read; never a
-    /// pushed segment whose commit is not reported) until the cache fits its budget, and then some: down to
+    /// partition's head first, `distance(pid, first, end)` telling how far (`end`: the offset after the
+    /// segment's last; `u64::MAX` ranks it with the passed ones), then least recently read; never a pushed
+    /// segment whose commit is not reported) until the cache fits its budget, and then some: down to
     /// [`Self::low_water_bytes`], so a cache that stays full is sorted once every few commands rather than
     /// after each.
-    pub fn trim(&self, distance: impl Fn(u64, u64) -> u64) {
+    pub fn trim(&self, distance: impl Fn(u64, u64, u64) -> u64) {
         let mut inner = self.inner.borrow_mut();
         if inner.used_bytes <= self.budget_bytes {
             return;
@@ -590,7 +591,8 @@ impl SegmentCache {
             .filter(|(_, s)| s.pushed_at <= committed)
             .map(|(&(pid, first), s)| {
                 let rank = if s.rank == PUSHED_RANK {
-                    PUSHED_RANK.saturating_sub(distance(pid, first))
+                    let end = first + s.messages.len() as u64;
+                    PUSHED_RANK.saturating_sub(distance(pid, first, end))
                 } else {
                     s.rank
                 };
@@ -709,13 +711,13 @@ mod tests {
         assert!(cache.get(1, 0).is_some());
         // Over budget, but nothing pushed is committed: only the read segment may go.
         put(4, true);
-        cache.trim(|_, first| first);
+        cache.trim(|_, first, _| first);
         assert_eq!(cache.usage(), (800, 4));
         assert!(!cache.contains(1, 0) && cache.contains(1, 4));
         // Committed: the farthest pushed go first (distance here: the first offset; low water 700).
         cache.committed_through(cache.clock());
         put(5, true);
-        cache.trim(|_, first| first);
+        cache.trim(|_, first, _| first);
         assert_eq!(cache.usage().1, 3);
         assert!(cache.contains(1, 1) && cache.contains(1, 2) && cache.contains(1, 5));
         // A passed segment goes before any other, a read one last.
@@ -724,7 +726,7 @@ mod tests {
         cache.committed_through(cache.clock());
         put(6, false);
         put(7, false);
-        cache.trim(|_, first| first);
+        cache.trim(|_, first, _| first);
         assert!(!cache.contains(1, 2), "passed first");
         assert!(!cache.contains(1, 5), "then the pushed one");
         assert_eq!(cache.usage().1, 3, "the read ones stay");
