@@ -308,3 +308,42 @@ fn a_segment_pushed_while_a_commit_is_in_flight_waits_for_its_own_commit() {
         assert!(reply.messages.len() == BATCH || reply.messages.len() == 2 * BATCH);
     }
 }
+
+#[test]
+fn a_reload_while_a_commit_is_in_flight_keeps_what_that_commit_acknowledges() {
+    let store = SlowStore {
+        inner: MemStore::new(),
+        commits: Rc::new(Cell::new(0)),
+        failing: Rc::new(BTreeSet::new()),
+    };
+    let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).expect("opens");
+    let (a, reloaded) = block_on(futures::future::join(push_to(&engine, "p0", "a"), async {
+        later(1).await;
+        engine.reload().await
+    }));
+    a.expect("push a");
+    reloaded.expect("reload");
+    block_on(push_to(&engine, "p0", "b")).expect("push b");
+    let reopened =
+        block_on(Engine::open(store.clone(), TestHost::new(), config())).expect("reopens");
+    let reply = block_on(reopened.pop(
+        PopRequest {
+            group: Some("audit".into()),
+            batch: Some(4 * BATCH as u32),
+            ..PopRequest::queue("q")
+        },
+        None,
+    ))
+    .expect("pop");
+    let tags: Vec<String> = reply
+        .messages
+        .iter()
+        .step_by(BATCH)
+        .map(|m| m.payload.to_value().expect("json")["tag"].to_string())
+        .collect();
+    assert_eq!(
+        tags,
+        ["\"a\"", "\"b\""],
+        "both acknowledged pushes are stored"
+    );
+}
