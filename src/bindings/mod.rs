@@ -585,8 +585,17 @@ impl WasmBroker {
             if let (Some(guard), Some(key)) = (guard, key) {
                 // Not answered before the commit that holds the request's changes and this answer
                 // succeeded; if it failed, neither was written.
+                // An answer holding payloads opened from encrypted queues is not kept: a retry gets a
+                // refusal, and the messages come again when their lease expires.
+                let refusal;
+                let recorded = if guard.recording.holds_opened_payloads() {
+                    refusal = unkept_answer();
+                    &refusal
+                } else {
+                    &response
+                };
                 let finished = engine
-                    .finish_recording(&guard.recording, || (key, answer::encode(&response)))
+                    .finish_recording(&guard.recording, || (key, answer::encode(recorded)))
                     .await;
                 if let Err(e) = finished {
                     check_superseded(&inner)?;
@@ -706,6 +715,17 @@ fn strip_origin(url: &str) -> &str {
             }
         }
         None => url,
+    }
+}
+
+/// What a recorded request's retry is answered when its answer held payloads opened from
+/// `encryptionEnabled` queues: storing that answer would store them in plain text (docs/decisions.md,
+/// "Audit (session 9)").
+fn unkept_answer() -> http::HttpResponse {
+    http::HttpResponse {
+        status: 503,
+        headers: vec![("Content-Type".to_string(), "application/json".to_string())],
+        body: br#"{"error":"the writer of this request stopped before answering, and an answer with payloads of an encrypted queue is not stored: pop again (its messages come back when their lease expires)"}"#.to_vec(),
     }
 }
 
