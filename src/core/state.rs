@@ -377,8 +377,8 @@ impl Timers {
 
 /// Decoded segments kept in memory, within a byte budget.
 ///
-/// What goes first when the budget is exceeded: segments every lane of their partition has acknowledged
-/// ([`SegmentCache::mark_passed`]), then segments a push wrote and nothing has read since, those farthest
+/// What goes first when the budget is exceeded: segments every lane of their partition has passed (told by
+/// the distance [`SegmentCache::trim`] is given, from the lanes as they are then), then segments a push wrote and nothing has read since, those farthest
 /// from their partition's head first (consumers read a partition oldest first, so those are needed last;
 /// least recently used order evicted the oldest, exactly the ones the next pops read, so that a backlog
 /// larger than the budget missed at every pop), then read segments, least recently used first. A pushed
@@ -413,7 +413,7 @@ struct CachedSegment {
     /// compares these before it compares any id.
     fingerprints: Vec<u32>,
     weight: usize,
-    /// Eviction order, lowest first: 0 for a passed segment;
+    /// Eviction order, lowest first, for a segment no lane has passed (a passed one ranks 0 when trimmed):
     /// [`PUSHED_RANK`] for a segment a push wrote and nothing read since (ordered among themselves by
     /// distance from their partition's head when trimmed); [`READ_RANK`] plus the clock of its last read
     /// otherwise.
@@ -590,9 +590,11 @@ impl SegmentCache {
             .iter()
             .filter(|(_, s)| s.pushed_at <= committed)
             .map(|(&(pid, first), s)| {
-                let rank = if s.rank == PUSHED_RANK {
-                    let end = first + s.messages.len() as u64;
-                    PUSHED_RANK.saturating_sub(distance(pid, first, end))
+                let distance = distance(pid, first, first + s.messages.len() as u64);
+                let rank = if distance == u64::MAX {
+                    0
+                } else if s.rank == PUSHED_RANK {
+                    PUSHED_RANK.saturating_sub(distance)
                 } else {
                     s.rank
                 };
@@ -607,14 +609,6 @@ impl SegmentCache {
             if let Some(old) = inner.slots.remove(&key) {
                 inner.used_bytes -= old.weight;
             }
-        }
-    }
-
-    /// Marks segment (pid, first), if it is cached, as passed by every lane: first out when the cache is
-    /// trimmed (a later read makes it a read segment again).
-    pub fn mark_passed(&self, pid: u64, first: u64) {
-        if let Some(slot) = self.inner.borrow_mut().slots.get_mut(&(pid, first)) {
-            slot.rank = 0;
         }
     }
 
@@ -720,13 +714,12 @@ mod tests {
         cache.trim(|_, first, _| first);
         assert_eq!(cache.usage().1, 3);
         assert!(cache.contains(1, 1) && cache.contains(1, 2) && cache.contains(1, 5));
-        // A passed segment goes before any other, a read one last.
-        assert!(cache.get(1, 1).is_some());
-        cache.mark_passed(1, 2);
+        // A passed segment (distance u64::MAX) goes before any other, read or not, a read one last.
+        assert!(cache.get(1, 1).is_some() && cache.get(1, 2).is_some());
         cache.committed_through(cache.clock());
         put(6, false);
         put(7, false);
-        cache.trim(|_, first, _| first);
+        cache.trim(|_, first, _| if first == 2 { u64::MAX } else { first });
         assert!(!cache.contains(1, 2), "passed first");
         assert!(!cache.contains(1, 5), "then the pushed one");
         assert_eq!(cache.usage().1, 3, "the read ones stay");
