@@ -82,12 +82,16 @@ fn config() -> BrokerConfig {
     }
 }
 
+/// A command of a round: `Some((round, partition))` for a push answered `Queued`, `None` for a pop
+/// (and its ack), or the error.
+type Command<'a> = LocalBoxFuture<'a, Result<Option<(usize, usize)>, String>>;
+
 /// One round: a push to each partition and, interleaved, pops (and acks) of two groups, all issued at
 /// once so they share commits. Returns the `(round, partition)` of each push answered `Queued`, and the
 /// error of every command that failed.
 fn round(engine: &Engine<SlowStore, TestHost>, r: usize) -> (Vec<(usize, usize)>, Vec<String>) {
     let pad = "z".repeat(1000);
-    let mut commands: Vec<LocalBoxFuture<'_, Result<Option<(usize, usize)>, String>>> = Vec::new();
+    let mut commands: Vec<Command<'_>> = Vec::new();
     for p in 0..PARTITIONS {
         let items = (0..BATCH)
             .map(|i| PushItem {
@@ -122,7 +126,7 @@ fn round(engine: &Engine<SlowStore, TestHost>, r: usize) -> (Vec<(usize, usize)>
                         .await
                         .map_err(|e| e.to_string())?;
                     // The slow group acks every other batch (the rest wait for their lease).
-                    if group == "fast" || r % 2 == 0 {
+                    if group == "fast" || r.is_multiple_of(2) {
                         let items = reply
                             .messages
                             .iter()
