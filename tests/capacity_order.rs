@@ -134,3 +134,97 @@ fn segments_retention_deleted_go_before_a_backlog_being_read() {
     assert_eq!(report.retention_deleted, (DEAD_SEGMENTS * BATCH) as u64);
     assert_eq!(live_backlog_reads(&engine, &store, &host), 0);
 }
+
+/// A small deterministic generator (the test needs no quality, only repeatability).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn the_cache_keeps_its_budget_in_every_order_of_pushes_pops_acks_seeks_and_maintenance() {
+    for seed in 0..4 {
+        let store = MemStore::new();
+        let host = TestHost::new();
+        let engine = open(&store, &host);
+        block_on(engine.configure(ConfigureRequest {
+            queue: "kept".into(),
+            namespace: None,
+            task: None,
+            options: OptionsPatch {
+                retention_enabled: Some(true),
+                retention_s: Some(30),
+                ..Default::default()
+            },
+        }))
+        .expect("configure");
+        let mut rng = Lcg(seed);
+        let queues = ["kept", "live"];
+        let groups = ["a", "b", "c"];
+        for step in 0..400 {
+            let queue = queues[rng.below(2) as usize];
+            let group = groups[rng.below(3) as usize];
+            match rng.below(10) {
+                0..=3 | 9 => {
+                    let partition = format!("p{}", rng.below(4));
+                    push_backlog(&engine, &host, queue, &partition, 1);
+                }
+                4..=6 => {
+                    let reply = block_on(engine.pop(
+                        PopRequest {
+                            group: Some(group.into()),
+                            batch: Some(BATCH as u32),
+                            ..PopRequest::queue(queue)
+                        },
+                        None,
+                    ))
+                    .expect("pop");
+                    // Some batches are left to their lease (they come back after it), some acked.
+                    if rng.below(4) > 0 && !reply.messages.is_empty() {
+                        let items = reply
+                            .messages
+                            .iter()
+                            .map(|m| {
+                                AckItem::new(
+                                    &m.transaction_id,
+                                    &m.partition_id,
+                                    AckStatus::Completed,
+                                )
+                                .with_lease(&reply.lease_id)
+                            })
+                            .collect();
+                        block_on(engine.ack(Some(group.into()), items)).expect("ack");
+                    }
+                }
+                7 => {
+                    let target = if rng.below(2) == 0 {
+                        SeekTarget::End
+                    } else {
+                        SeekTarget::Timestamp(host.now.get() - rng.below(40_000) as i64)
+                    };
+                    // A queue nobody pushed to yet is not found: that is fine here.
+                    let _ = block_on(engine.seek(group, queue, target));
+                }
+                _ => {
+                    host.now.set(host.now.get() + rng.below(20_000) as i64);
+                    block_on(engine.maintain()).expect("maintain");
+                }
+            }
+            let (used, _, budget) = engine.read(|b, _| {
+                b.trim_cache();
+                b.cache_usage()
+            });
+            assert!(
+                used <= budget,
+                "seed {seed} step {step}: {used} bytes cached over {budget}"
+            );
+        }
+    }
+}
