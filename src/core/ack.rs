@@ -307,7 +307,11 @@ impl Broker {
             .get(&queue)
             .map(|q| q.record.options.clone())
             .unwrap_or_else(QueueOptions::push_created);
-        let passed_by_all = self.passed_by_every_lane(pid);
+        let passed_by_all = if cfg!(feature = "cache-order") {
+            self.passed_by_every_lane(pid)
+        } else {
+            -1
+        };
         // Acks at or below the cursor are success no-ops: they carry no signal.
         let committed = self.partitions[&pid].lanes[group].committed();
         let signal = pending
@@ -402,7 +406,9 @@ impl Broker {
             r.dlq = dlq_item == Some(x.index);
         }
         self.count_acks(now, &queue, group, pending.len() as u64, failed);
-        self.mark_passed_segments(pid, passed_by_all);
+        if cfg!(feature = "cache-order") {
+            self.mark_passed_segments(pid, passed_by_all);
+        }
     }
 
     /// The highest offset of `pid` every lane has committed: the offset before the partition's first
