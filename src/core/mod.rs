@@ -263,12 +263,20 @@ impl Broker {
             .collect()
     }
 
-    /// Trims the segment cache to its budget (the engine calls this between commands). Pushed segments
-    /// nobody has read go by their distance from the partition's head: the offset after what every lane
-    /// has committed, or the partition's first offset when no group has a lane there.
+    /// Trims the segment cache to its budget (the engine calls this between commands). The head of a
+    /// partition is the offset after what every lane has committed, or its first offset when no group has
+    /// a lane there. A segment wholly below the head goes first, however the lanes passed it (acks, a
+    /// seek, retention, a deleted group): only a view or a group starting over reads it again. Pushed
+    /// segments nobody has read go next, by their distance from the head.
     pub fn trim_cache(&self) {
-        self.cache
-            .trim(|pid, first| first.saturating_sub((self.passed_by_every_lane(pid) + 1) as u64));
+        self.cache.trim(|pid, first, end| {
+            let head = (self.passed_by_every_lane(pid) + 1) as u64;
+            if end <= head {
+                u64::MAX
+            } else {
+                first.saturating_sub(head)
+            }
+        });
     }
 
     /// The segment cache's clock: what [`Self::cache_committed_through`] takes.

@@ -379,12 +379,13 @@ impl Timers {
 ///
 /// What goes first when the budget is exceeded (feature `cache-order`; without it, as in the npm module's
 /// builds, every segment goes by its last use, least recently used first): segments every lane of their
-/// partition has acknowledged ([`SegmentCache::mark_passed`]), then segments a push wrote and nothing has
-/// read since, those farthest from their partition's head first (consumers read a partition oldest first,
-/// so those are needed last; least recently used order evicted the oldest, exactly the ones the next pops
-/// read, so that a backlog larger than the budget missed at every pop), then read segments, least recently
-/// used first. A pushed segment is never evicted before the engine reports its commit
-/// ([`SegmentCache::committed_through`]): until then the cache holds its only copy the core can read.
+/// partition has passed (told by the distance [`SegmentCache::trim`] is given, from the lanes as they are
+/// then), then segments a push wrote and nothing has read since, those farthest from their partition's head
+/// first (consumers read a partition oldest first, so those are needed last; least recently used order
+/// evicted the oldest, exactly the ones the next pops read, so that a backlog larger than the budget missed
+/// at every pop), then read segments, least recently used first. A pushed segment is never evicted before
+/// the engine reports its commit ([`SegmentCache::committed_through`]): until then the cache holds its only
+/// copy the core can read.
 ///
 /// The core reads messages only from here. The engine fills it before a command with what the command's
 /// planner says it will read (`Broker::segments_needed_*`), and trims it to the budget between commands,
@@ -414,7 +415,7 @@ struct CachedSegment {
     /// compares these before it compares any id.
     fingerprints: Vec<u32>,
     weight: usize,
-    /// Eviction order, lowest first: 0 for a passed segment;
+    /// Eviction order, lowest first, for a segment no lane has passed (a passed one ranks 0 when trimmed):
     /// [`PUSHED_RANK`] for a segment a push wrote and nothing read since (ordered among themselves by
     /// distance from their partition's head when trimmed); [`READ_RANK`] plus the clock of its last read
     /// otherwise.
@@ -577,11 +578,12 @@ impl SegmentCache {
     }
 
     /// Evicts segments in the cache's order (passed, then pushed and unread, the farthest from their
-    /// partition's head first, `distance(pid, first)` telling how far, then least recently read; never a
-    /// pushed segment whose commit is not reported) until the cache fits its budget, and then some: down to
+    /// partition's head first, `distance(pid, first, end)` telling how far (`end`: the offset after the
+    /// segment's last; `u64::MAX` ranks it with the passed ones), then least recently read; never a pushed
+    /// segment whose commit is not reported) until the cache fits its budget, and then some: down to
     /// [`Self::low_water_bytes`], so a cache that stays full is sorted once every few commands rather than
     /// after each.
-    pub fn trim(&self, distance: impl Fn(u64, u64) -> u64) {
+    pub fn trim(&self, distance: impl Fn(u64, u64, u64) -> u64) {
         let mut inner = self.inner.borrow_mut();
         if inner.used_bytes <= self.budget_bytes {
             return;
@@ -593,8 +595,16 @@ impl SegmentCache {
             .iter()
             .filter(|(_, s)| s.pushed_at <= committed)
             .map(|(&(pid, first), s)| {
-                let rank = if ORDERED && s.rank == PUSHED_RANK {
-                    PUSHED_RANK.saturating_sub(distance(pid, first))
+                // Without the queue-aware order every segment goes by its last use.
+                let distance = if ORDERED {
+                    distance(pid, first, first + s.messages.len() as u64)
+                } else {
+                    0
+                };
+                let rank = if distance == u64::MAX {
+                    0
+                } else if s.rank == PUSHED_RANK {
+                    PUSHED_RANK.saturating_sub(distance)
                 } else {
                     s.rank
                 };
@@ -609,14 +619,6 @@ impl SegmentCache {
             if let Some(old) = inner.slots.remove(&key) {
                 inner.used_bytes -= old.weight;
             }
-        }
-    }
-
-    /// Marks segment (pid, first), if it is cached, as passed by every lane: first out when the cache is
-    /// trimmed (a later read makes it a read segment again).
-    pub fn mark_passed(&self, pid: u64, first: u64) {
-        if let Some(slot) = self.inner.borrow_mut().slots.get_mut(&(pid, first)) {
-            slot.rank = 0;
         }
     }
 
@@ -714,22 +716,21 @@ mod tests {
         assert!(cache.get(1, 0).is_some());
         // Over budget, but nothing pushed is committed: only the read segment may go.
         put(4, true);
-        cache.trim(|_, first| first);
+        cache.trim(|_, first, _| first);
         assert_eq!(cache.usage(), (800, 4));
         assert!(!cache.contains(1, 0) && cache.contains(1, 4));
         // Committed: the farthest pushed go first (distance here: the first offset; low water 700).
         cache.committed_through(cache.clock());
         put(5, true);
-        cache.trim(|_, first| first);
+        cache.trim(|_, first, _| first);
         assert_eq!(cache.usage().1, 3);
         assert!(cache.contains(1, 1) && cache.contains(1, 2) && cache.contains(1, 5));
-        // A passed segment goes before any other, a read one last.
-        assert!(cache.get(1, 1).is_some());
-        cache.mark_passed(1, 2);
+        // A passed segment (distance u64::MAX) goes before any other, read or not, a read one last.
+        assert!(cache.get(1, 1).is_some() && cache.get(1, 2).is_some());
         cache.committed_through(cache.clock());
         put(6, false);
         put(7, false);
-        cache.trim(|_, first| first);
+        cache.trim(|_, first, _| if first == 2 { u64::MAX } else { first });
         assert!(!cache.contains(1, 2), "passed first");
         assert!(!cache.contains(1, 5), "then the pushed one");
         assert_eq!(cache.usage().1, 3, "the read ones stay");

@@ -427,6 +427,9 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// Drops the in-memory state and reloads it from the store (also what a restart does).
     pub async fn reload(&self) -> EngineResult<()> {
         let _gate = self.gate.enter().await;
+        // Commits in flight land first: a reload before one lands would forget what it acknowledges
+        // (the next push would take its offsets), and its leader would report the old cache's clock.
+        self.flush().await?;
         self.reload_locked().await
     }
 
