@@ -403,6 +403,19 @@ impl Broker {
         self.count_acks(now, &queue, group, pending.len() as u64, failed);
     }
 
+    /// The highest offset of `pid` every lane has committed: the offset before the partition's first
+    /// when no group has a lane there, -1 when there is no such partition. The segment cache's trim ranks
+    /// the segments at or below it first out (`Broker::trim_cache`).
+    pub(super) fn passed_by_every_lane(&self, pid: u64) -> i64 {
+        self.partitions.get(&pid).map_or(-1, |p| {
+            p.lanes
+                .values()
+                .map(|lane| lane.committed())
+                .min()
+                .unwrap_or(p.first_offset as i64 - 1)
+        })
+    }
+
     /// Files offset `offset` of `pid` as a dead letter of `group`.
     pub(super) fn file_dead_letter(
         &mut self,

@@ -474,6 +474,9 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// Drops the in-memory state and reloads it from the store (also what a restart does).
     pub async fn reload(&self) -> EngineResult<()> {
         let _gate = self.gate.enter().await;
+        // Commits in flight land first: a reload before one lands would forget what it acknowledges
+        // (the next push would take its offsets), and its leader would report the old cache's clock.
+        self.flush().await?;
         self.reload_locked().await
     }
 
@@ -696,6 +699,9 @@ impl<S: Store, H: Host> Engine<S, H> {
                 return;
             };
             while let Some(group) = leading.next_group() {
+                // Every change applied so far is in this group or an earlier one (a command joins
+                // right after it is applied): the segments pushed until now are committed with it.
+                let applied_through = self.core.borrow().cache_clock();
                 let writes = !group.changes.is_empty() || !group.notes.is_empty();
                 let outcome = if !writes {
                     Ok(())
@@ -714,6 +720,7 @@ impl<S: Store, H: Host> Engine<S, H> {
                         c.rows_written += group.changes.rows() as u64;
                         c.bytes_written += group.changes.bytes() as u64;
                         self.counters.set(c);
+                        self.core.borrow().cache_committed_through(applied_through);
                         self.waiters.wake(&group.woken);
                     }
                     Err(_) => {
