@@ -197,7 +197,6 @@ fn pop_and_ack(engine: &Engine<MemStore, TestHost>, group: &str, pops: usize) ->
     pops
 }
 
-#[cfg(feature = "cache-order")]
 #[test]
 fn a_backlog_over_the_cache_keeps_its_oldest_segments_and_acked_ones_go_first() {
     // Room for about a fifth of the backlog's segments (each about 52 KB decoded).
@@ -239,7 +238,6 @@ fn a_backlog_over_the_cache_keeps_its_oldest_segments_and_acked_ones_go_first() 
     assert!(store.take_reads().keys_got.len() >= rest);
 }
 
-#[cfg(feature = "cache-order")]
 #[test]
 fn a_backlog_nobody_reads_does_not_crowd_out_a_queue_whose_consumer_keeps_up() {
     let config = BrokerConfig {

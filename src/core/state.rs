@@ -377,15 +377,14 @@ impl Timers {
 
 /// Decoded segments kept in memory, within a byte budget.
 ///
-/// What goes first when the budget is exceeded (feature `cache-order`; without it, as in the npm module's
-/// builds, every segment goes by its last use, least recently used first): segments every lane of their
-/// partition has passed (told by the distance [`SegmentCache::trim`] is given, from the lanes as they are
-/// then), then segments a push wrote and nothing has read since, those farthest from their partition's head
-/// first (consumers read a partition oldest first, so those are needed last; least recently used order
-/// evicted the oldest, exactly the ones the next pops read, so that a backlog larger than the budget missed
-/// at every pop), then read segments, least recently used first. A pushed segment is never evicted before
-/// the engine reports its commit ([`SegmentCache::committed_through`]): until then the cache holds its only
-/// copy the core can read.
+/// What goes first when the budget is exceeded: segments every lane of their partition has passed (told by
+/// the distance [`SegmentCache::trim`] is given, from the lanes as they are then), then segments a push
+/// wrote and nothing has read since, those farthest from their partition's head first (consumers read a
+/// partition oldest first, so those are needed last; least recently used order evicted the oldest, exactly
+/// the ones the next pops read, so that a backlog larger than the budget missed at every pop), then read
+/// segments, least recently used first. A pushed segment is never evicted before the engine reports its
+/// commit ([`SegmentCache::committed_through`]): until then the cache holds its only copy the core can
+/// read.
 ///
 /// The core reads messages only from here. The engine fills it before a command with what the command's
 /// planner says it will read (`Broker::segments_needed_*`), and trims it to the budget between commands,
@@ -430,9 +429,6 @@ struct CachedSegment {
 const PUSHED_RANK: u64 = u64::MAX >> 1;
 /// The rank of a segment read at clock 0: above every pushed, unread one.
 const READ_RANK: u64 = 1 << 63;
-/// Whether the queue-aware order is built (feature `cache-order`); without it every segment is ranked by
-/// its last use, least recently used first out, as a read one is.
-const ORDERED: bool = cfg!(feature = "cache-order");
 
 impl SegmentCache {
     /// An empty cache that [`Self::trim`] keeps under `budget_bytes` (weights are decoded JSON bytes).
@@ -564,7 +560,7 @@ impl SegmentCache {
             messages,
             fingerprints,
             weight,
-            rank: if pushed && ORDERED {
+            rank: if pushed {
                 PUSHED_RANK
             } else {
                 READ_RANK | clock
@@ -595,12 +591,7 @@ impl SegmentCache {
             .iter()
             .filter(|(_, s)| s.pushed_at <= committed)
             .map(|(&(pid, first), s)| {
-                // Without the queue-aware order every segment goes by its last use.
-                let distance = if ORDERED {
-                    distance(pid, first, first + s.messages.len() as u64)
-                } else {
-                    0
-                };
+                let distance = distance(pid, first, first + s.messages.len() as u64);
                 let rank = if distance == u64::MAX {
                     0
                 } else if s.rank == PUSHED_RANK {
@@ -702,7 +693,6 @@ mod tests {
         assert_eq!((timers.len(), timers.pop_due(25)), (0, None));
     }
 
-    #[cfg(feature = "cache-order")]
     #[test]
     fn the_cache_evicts_passed_then_farthest_pushed_then_least_recently_read_never_uncommitted() {
         let cache = SegmentCache::new(800);
