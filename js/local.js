@@ -33,7 +33,9 @@
 // commits what a request writes together with its answer under the request's id (src/bindings/mod.rs), so when a
 // writer dies after committing but before answering, the next writer (or the follower itself, taking over)
 // answers the retry from that record instead of running it again: an ack is not reported failed, a pop
-// returns the messages and lease it took instead of leasing others. A forwarded request fails with
+// returns the messages and lease it took instead of leasing others (except a pop whose answer holds
+// payloads of an encrypted queue: that answer is not stored, in plain text or at all, so its retry fails
+// with 503 and its messages come again after their lease). A forwarded request fails with
 // `timeout` when its writer stops acknowledging it for `noWriterTimeoutMillis` (a hung writer), or when no
 // answer came within `noWriterTimeoutMillis` plus the request's own long-poll time; its outcome is then
 // unknown. Ids start with their creation time (ms, 15 digits): recorded answers are kept 10 minutes.

@@ -1,5 +1,6 @@
 // The Durable Object of bench/do-sql-shapes.mjs: one object per statement shape and operation, each with its
-// own `queen_kv` table (the layout of worker/src/do_store.rs, or a rowid table for `rowid`), the view or
+// own `queen_kv` table (the layout of worker/src/do_store.rs, or a rowid table for `rowid`; `seg-rowid` adds
+// `queen_seg`, segments keyed by an integer), the view or
 // triggers its shape needs and 3000 other records. A request `/run?shape=SHAPE&op=OP&n=N` runs N commits of
 // the rows a queen-edge operation writes (OPS below), each followed by `await ctx.storage.sync()`, so that every
 // commit is its own implicit transaction as it is when each comes from a request of its own. `op=none` runs
@@ -47,6 +48,7 @@ const SCHEMA = {
   rowid: [],
   insert: [],
   'upsert-1key': [],
+  'seg-rowid': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)'],
   naive: [`CREATE TABLE IF NOT EXISTS msg (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, partition TEXT NOT NULL,
     txid TEXT NOT NULL, payload TEXT NOT NULL, lease_until INTEGER NOT NULL DEFAULT 0, lease TEXT)`,
   'CREATE INDEX IF NOT EXISTS msg_queue ON msg (queue, id)'],
@@ -67,6 +69,9 @@ const OPS = {
   push10: (i) => [[`s/${hex(3)}/${hex(i)}`, 1502], [`x/${hex(3)}/${hex(i)}`, 66]],
   push100: (i) => [[`s/${hex(4)}/${hex(i)}`, 15302], [`x/${hex(4)}/${hex(i)}`, 426]],
   push100k: (i) => [[`s/${hex(5)}/${hex(i)}`, 111302], [`x/${hex(5)}/${hex(i)}`, 426]],
+  // The same over 10 partitions in turn, as bench/worker-ab.mjs pushes (each commit appends to another one).
+  push100p10: (i) => [[`s/${hex(16 + (i % 10))}/${hex(i)}`, 15302], [`x/${hex(16 + (i % 10))}/${hex(i)}`, 426]],
+  push100kp10: (i) => [[`s/${hex(32 + (i % 10))}/${hex(i)}`, 111302], [`x/${hex(32 + (i % 10))}/${hex(i)}`, 426]],
 };
 const TEMPLATES = new Map();
 const template = (len) => {
@@ -139,6 +144,24 @@ export class Shapes extends DurableObject {
         };
         if (shape === 'upsert+delete-txn') this.ctx.storage.transactionSync(run);
         else run();
+        return;
+      }
+      case 'seg-rowid': {
+        // Segments (keys `s/PID/FIRST`) in a rowid table of their own, keyed by an integer made of the key
+        // (the partition id times 2^40 plus the first offset), the other rows as `upsert+trigger` does: a seek by integer
+        // never reads a row's overflow pages to compare keys, where the `WITHOUT ROWID` table's index b-tree
+        // reads a whole overflowing row at each comparison. Two statements, the same rows written.
+        const rest = [];
+        for (const [k, v] of rows) {
+          if (k.startsWith('s/')) {
+            const id = parseInt(k.slice(2, 18), 16) * 2 ** 40 + parseInt(k.slice(19), 16);
+            this.exec('INSERT INTO queen_seg (id, value) VALUES (?, ?)', id, v);
+          } else {
+            rest.push(k, v);
+          }
+        }
+        this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tuples(rest.length / 2, '(?, 0, ?)')}
+          ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, ...rest);
         return;
       }
       case 'naive': {

@@ -618,9 +618,18 @@ impl WasmBroker {
             // this answer) succeeded. If one failed: recorded, the request rejects (neither its changes
             // nor its answer were written); not recorded, its rendered answer is dropped for the store
             // failure's, the answer it gets when its command waits for its own commit.
+            // A recorded answer holding payloads opened from encrypted queues is not kept: a retry gets
+            // a refusal, and the messages come again when their lease expires.
+            let refusal;
+            let noted = if recorded && guard.recording.holds_opened_payloads() {
+                refusal = unkept_answer();
+                &refusal
+            } else {
+                &response
+            };
             let finished = engine
                 .finish_recording(&guard.recording, || {
-                    (key.unwrap_or_default(), answer::encode(&response))
+                    (key.unwrap_or_default(), answer::encode(noted))
                 })
                 .await;
             let response = match finished {
@@ -744,6 +753,17 @@ fn strip_origin(url: &str) -> &str {
             }
         }
         None => url,
+    }
+}
+
+/// What a recorded request's retry is answered when its answer held payloads opened from
+/// `encryptionEnabled` queues: storing that answer would store them in plain text (docs/decisions.md,
+/// "Audit (session 9)").
+fn unkept_answer() -> http::HttpResponse {
+    http::HttpResponse {
+        status: 503,
+        headers: vec![("Content-Type".to_string(), "application/json".to_string())],
+        body: br#"{"error":"the writer of this request stopped before answering, and an answer with payloads of an encrypted queue is not stored: pop again (its messages come back when their lease expires)"}"#.to_vec(),
     }
 }
 

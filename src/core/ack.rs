@@ -355,12 +355,9 @@ impl Broker {
                             .or_else(|| pending.iter().find_map(|x| x.error.clone()))
                             .unwrap_or_else(|| RETRIES_EXHAUSTED.to_string());
                         filed = Some((head, retry_count, error));
-                        dlq_item = Some(
-                            pending
-                                .iter()
-                                .find(|x| x.offset == head)
-                                .map_or(s.index, |x| x.index),
-                        );
+                        // `dlq: true` marks the item whose message is filed: none when the head is
+                        // a gap the call left below its signal (the signal's message stays pending).
+                        dlq_item = pending.iter().find(|x| x.offset == head).map(|x| x.index);
                     }
                 }
             },

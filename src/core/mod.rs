@@ -28,6 +28,7 @@ pub(crate) mod fields;
 pub mod history;
 pub mod ids;
 mod invariants;
+pub(crate) mod json_text;
 pub mod lane;
 pub mod maintenance;
 pub mod meters;

@@ -298,6 +298,7 @@ impl Broker {
             });
         let (start_ms, mode) = match start {
             SubscriptionStart::New => (Some(now), SubscriptionMode::New),
+            SubscriptionStart::NewSince(t) => (Some(t.min(now)), SubscriptionMode::New),
             SubscriptionStart::All => (None, SubscriptionMode::All),
             SubscriptionStart::At(t) => (Some(t), SubscriptionMode::Timestamp),
         };
@@ -311,6 +312,12 @@ impl Broker {
         };
         self.subscriptions.insert(key, Box::new(sub.clone()));
         self.save_subscription(queue, group);
+        if mode == SubscriptionMode::New {
+            // A partition's cursor for the group is the last offset created at or before the start,
+            // so whatever is pushed from now on must be created after it, in this millisecond too:
+            // the clock moves one past the start (it never goes back; the load does the same).
+            self.now_ms = self.now_ms.max(now.saturating_add(1));
+        }
         sub
     }
 

@@ -134,25 +134,44 @@ impl Broker {
     /// are not loaded.
     pub fn segments_needed_for_push(&self, items: &[PushItem]) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
+        let mut last = None;
         for item in items {
             let Some(transaction_id) = item.transaction_id.as_deref().filter(|t| !t.is_empty())
             else {
                 continue;
             };
-            let partition = if item.partition.is_empty() {
-                DEFAULT_PARTITION
-            } else {
-                &item.partition
-            };
-            if let Some(pid) = self
-                .queues
-                .get(&item.queue)
-                .and_then(|q| q.partitions.get(partition))
-            {
-                self.transaction_candidates(*pid, transaction_id, &mut out);
+            if let Some(pid) = self.item_partition(item, &mut last) {
+                self.transaction_candidates(pid, transaction_id, &mut out);
             }
         }
         out
+    }
+
+    /// The id of the existing partition `item` names, if any. `last` holds the previous item's answer
+    /// (queue, partition, id), reused while the items name the same partition, as a push's items
+    /// usually do.
+    fn item_partition<'i>(
+        &self,
+        item: &'i PushItem,
+        last: &mut Option<(&'i str, &'i str, Option<u64>)>,
+    ) -> Option<u64> {
+        let partition = if item.partition.is_empty() {
+            DEFAULT_PARTITION
+        } else {
+            &item.partition
+        };
+        if let Some((queue, name, pid)) = *last {
+            if queue == item.queue && name == partition {
+                return pid;
+            }
+        }
+        let pid = self
+            .queues
+            .get(&item.queue)
+            .and_then(|q| q.partitions.get(partition))
+            .copied();
+        *last = Some((&item.queue, partition, pid));
+        pid
     }
 
     /// Pushes `items` (docs/protocol.md §3.1; wire-contract §1.2). Results come back in input order.
@@ -196,16 +215,12 @@ impl Broker {
         if !sends_ids {
             return Vec::new();
         }
+        let mut last = None;
         items
             .iter()
             .map(|item| {
                 let transaction_id = item.transaction_id.as_deref().filter(|t| !t.is_empty())?;
-                let partition = if item.partition.is_empty() {
-                    DEFAULT_PARTITION
-                } else {
-                    &item.partition
-                };
-                let pid = *self.queues.get(&item.queue)?.partitions.get(partition)?;
+                let pid = self.item_partition(item, &mut last)?;
                 let offset = self.find_transaction(pid, transaction_id)?;
                 let id = self.stored_message(pid, offset).map(|m| m.id)?;
                 Some((offset, id))

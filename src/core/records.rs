@@ -470,7 +470,16 @@ impl Broker {
             .filter_map(|p| p.newest_created())
             .max()
             .unwrap_or(0);
-        self.now_ms = self.now_ms.max(newest);
+        // And past every `new` subscription's start, as when it was made (`ensure_subscription`): a
+        // push right after a reload must not be created at the start a cursor skips through.
+        let newest_start = self
+            .subscriptions
+            .values()
+            .filter(|s| s.mode == SubscriptionMode::New)
+            .filter_map(|s| s.start_ms)
+            .max()
+            .map_or(0, |start| start.saturating_add(1));
+        self.now_ms = self.now_ms.max(newest).max(newest_start);
         Ok(())
     }
 

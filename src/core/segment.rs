@@ -23,6 +23,7 @@
 
 use super::api::{Payload, SharedStr};
 use super::fields::{FieldError, FromCompound, List, Shaped};
+use super::json_text::JsonText;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 
@@ -85,6 +86,36 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
         .sum()
 }
 
+/// Appends the JSON array of `messages` to `out`: byte for byte what `serde_json` writes for them
+/// through [`StoredMessage`]'s `Serialize` (the fields in its order, `r` and `s` only when set), written
+/// with [`JsonText`] (literal keys, strings copied unless they need escaping, the payload's text as it
+/// is), without `serde_json`'s per-field writer calls or a payload read from a segment checked again.
+fn write_json(messages: &[StoredMessage], out: Vec<u8>) -> Vec<u8> {
+    let mut t = JsonText::after(out);
+    t.raw("[");
+    for (i, m) in messages.iter().enumerate() {
+        t.raw(if i == 0 { "{\"o\":" } else { ",{\"o\":" })
+            .uint(m.offset)
+            .raw(",\"i\":")
+            .str(&m.id)
+            .raw(",\"t\":")
+            .str(&m.transaction_id);
+        if let Some(r) = &m.trace_id {
+            t.raw(",\"r\":").str(r);
+        }
+        if let Some(sub) = &m.producer_sub {
+            t.raw(",\"s\":").str(sub);
+        }
+        t.raw(",\"c\":")
+            .int(m.created_at_ms)
+            .raw(",\"p\":")
+            .payload(&m.payload)
+            .raw("}");
+    }
+    t.raw("]");
+    t.into_bytes()
+}
+
 /// Encodes a batch of messages (offsets ascending, contiguous) into a segment of [`WRITE_FORMAT`].
 pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
     encode_as(WRITE_FORMAT, messages)
@@ -103,10 +134,7 @@ pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
             let estimate: usize = messages.iter().map(|m| m.payload.len() + 128).sum();
             let mut out = Vec::with_capacity(estimate + 2);
             out.push(format);
-            // Serializing plain data structs to JSON cannot fail.
-            serde_json::to_writer(&mut out, messages)
-                .unwrap_or_else(|e| panic!("stored messages serialize: {e}"));
-            out
+            write_json(messages, out)
         }
         #[cfg(feature = "deflate")]
         SEGMENT_FORMAT_DEFLATE => encode_deflate_at(deflate::DEFLATE_LEVEL, messages),
@@ -121,9 +149,7 @@ pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
     JSON_BUFFER.with(|cell| {
         let mut json = cell.borrow_mut();
         json.clear();
-        // Serializing plain data structs to JSON cannot fail.
-        serde_json::to_writer(&mut *json, messages)
-            .unwrap_or_else(|e| panic!("stored messages serialize: {e}"));
+        *json = write_json(messages, std::mem::take(&mut *json));
         let mut out = Vec::with_capacity(json.len() / 4 + 64);
         out.push(SEGMENT_FORMAT_DEFLATE);
         deflate::deflate_into(&json, level, &mut out);
@@ -680,6 +706,41 @@ mod tests {
             decode_json(br#"[{"o":0,"i":"a\u0062","t":"x","c":5,"p":1}]"#).unwrap()[0].id,
             "ab"
         );
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn the_segment_writer_writes_what_serde_json_writes() {
+        let mut batch: Vec<_> = (0..12)
+            .map(|i| {
+                msg(
+                    i,
+                    json!({"i": i, "s": "q\"uote\\ \u{e9}\n", "n": [1.5, null]}),
+                )
+            })
+            .collect();
+        batch[1].trace_id = Some("0192f3c4-5e6f-7a8b-9c0d-e1f2a3b4c5d6".into());
+        batch[2].producer_sub = Some("sub \"é\"\t".into());
+        batch[3].trace_id = Some("t".into());
+        batch[3].producer_sub = Some("s".into());
+        batch[4].transaction_id = "tab\tquote\"back\\slash\u{1}".into();
+        batch[5].id = "".into();
+        batch[6].created_at_ms = -42;
+        batch[7].created_at_ms = i64::MIN;
+        batch[8].offset = u64::MAX;
+        batch[9].payload = json!(null).into();
+        batch[10].payload = Payload::from_json(" [1, 2] ".to_string()).unwrap();
+        // Payloads that are parts of a segment's text, as a decoded segment holds them.
+        let stored = encode_as(SEGMENT_FORMAT_JSON, &batch);
+        let decoded = decode(&stored).unwrap();
+        for segment in [&batch[..], &batch[..1], &[], &decoded[..]] {
+            let mut written = vec![SEGMENT_FORMAT_JSON];
+            written.extend(serde_json::to_vec(segment).unwrap());
+            assert_eq!(
+                String::from_utf8(encode_as(SEGMENT_FORMAT_JSON, segment)).unwrap(),
+                String::from_utf8(written).unwrap()
+            );
+        }
     }
 
     fn msg(offset: u64, payload: Value) -> StoredMessage {

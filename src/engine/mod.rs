@@ -152,6 +152,16 @@ pub struct Recording {
     changed: Cell<bool>,
     /// Outcomes of the commits holding the request's commands, not yet awaited.
     settled: RefCell<Vec<oneshot::Receiver<Settled>>>,
+    /// Its answer holds payloads opened from `encryptionEnabled` queues ([`Engine::note_opened_payloads`]).
+    opened: Cell<bool>,
+}
+
+impl Recording {
+    /// True when the request's answer holds payloads opened from `encryptionEnabled` queues: its record
+    /// must not keep that answer, which would store them in plain text.
+    pub fn holds_opened_payloads(&self) -> bool {
+        self.opened.get()
+    }
 }
 
 impl Recording {
@@ -273,6 +283,14 @@ impl<S: Store, H: Host> Engine<S, H> {
         self.release_recording(recording, note);
         self.settle_recording(recording).await?;
         Ok(recorded)
+    }
+
+    /// Tells the current request's recording, if it has one, that its answer holds payloads opened from
+    /// `encryptionEnabled` queues (see [`Recording::holds_opened_payloads`]).
+    pub fn note_opened_payloads(&self) {
+        if let Some(recording) = self.recording.borrow().as_ref() {
+            recording.opened.set(true);
+        }
     }
 
     /// Releases the group and the gate a recording holds, without a note, and does not wait: for a
@@ -745,8 +763,13 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Pops (claims) messages; with `wait_ms`, parks until something is claimable or the time passes.
-    pub async fn pop(&self, request: PopRequest, wait_ms: Option<u64>) -> EngineResult<PopReply> {
-        let deadline = wait_ms.map(|w| self.host.now_ms().saturating_add(w as i64));
+    pub async fn pop(
+        &self,
+        mut request: PopRequest,
+        wait_ms: Option<u64>,
+    ) -> EngineResult<PopReply> {
+        let began = self.host.now_ms();
+        let deadline = wait_ms.map(|w| began.saturating_add(w as i64));
         let parked_queue = match &request.target {
             PopTarget::Queue { queue } | PopTarget::Partition { queue, .. } => Some(queue.clone()),
             PopTarget::Discovery { .. } => None,
@@ -780,6 +803,16 @@ impl<S: Store, H: Host> Engine<S, H> {
             let now = self.host.now_ms();
             if now >= deadline {
                 return Ok(reply);
+            }
+            // If a later attempt makes a `new` group's subscription (its queue appeared meanwhile), it
+            // starts when this pop began: everything in that queue was pushed while it waited.
+            let new = request
+                .subscription
+                .map_or(self.config.default_subscription_new, |s| {
+                    s == SubscriptionStart::New
+                });
+            if new {
+                request.subscription = Some(SubscriptionStart::NewSince(began - 1));
             }
             // A recorded request's empty attempt is committed (and its failure reported) before it
             // parks: a long-poll must not hold a group (see `Recording`).

@@ -141,10 +141,26 @@ pub(crate) async fn answer<S: Store, H: Host>(
     let mut after = None;
     let mut left = req.limit;
     let (mut done, mut queued, mut duplicates, mut chunks) = (0usize, 0usize, 0usize, 0usize);
+    // A failure after some chunks committed says so: those rows stay replayed (or deleted).
+    let failed = |e: crate::engine::EngineError, done: usize| {
+        let mut error = HttpError::from(e);
+        if done > 0 {
+            let verb = match action {
+                BulkAction::Replay => "replayed",
+                BulkAction::Delete => "deleted",
+            };
+            error.message = format!(
+                "{}; before it, {done} dead letters were {verb} and stay so (call again for the rest)",
+                error.message
+            );
+        }
+        error
+    };
     while left > 0 {
         let chunk = engine
             .read_current(|b, _| b.dlq_select(&req.filter, after, before, CHUNK_ROWS.min(left)))
-            .await?;
+            .await
+            .map_err(|e| failed(e, done))?;
         let Some(last) = chunk.last_seq else {
             break;
         };
@@ -153,7 +169,11 @@ pub(crate) async fn answer<S: Store, H: Host>(
         chunks += 1;
         match action {
             BulkAction::Replay => {
-                for reply in engine.dlq_replay_rows(&chunk.ids).await? {
+                let replies = engine
+                    .dlq_replay_rows(&chunk.ids)
+                    .await
+                    .map_err(|e| failed(e, done))?;
+                for reply in replies {
                     done += 1;
                     if reply.status == PushStatus::Duplicate {
                         duplicates += 1;
@@ -162,7 +182,12 @@ pub(crate) async fn answer<S: Store, H: Host>(
                     }
                 }
             }
-            BulkAction::Delete => done += engine.dlq_delete_rows(&chunk.ids).await?,
+            BulkAction::Delete => {
+                done += engine
+                    .dlq_delete_rows(&chunk.ids)
+                    .await
+                    .map_err(|e| failed(e, done))?
+            }
         }
     }
     let body = match action {

@@ -555,7 +555,10 @@ async fn pop<S: Store, H: Host>(
     match engine.pop(request, wait_ms).await {
         Ok(mut reply) => {
             let payloads = reply.messages.iter_mut().map(|m| &mut m.payload).collect();
-            crypto::open_payloads(config, payloads).await;
+            if crypto::open_payloads(config, payloads).await {
+                // Plaintext of encrypted queues: a recorded (forwarded) pop must not store this answer.
+                engine.note_opened_payloads();
+            }
             if reply.messages.is_empty() && !reply.conflation && !reply.conflation_conflict {
                 Ok(no_content())
             } else {

@@ -9,7 +9,8 @@
 //! - `router`: the route table (method and path segments to a [`Route`](router::Route) and its access level);
 //! - `query`: query-string parsing and percent-decoding;
 //! - `wire`: JSON request bodies, validated into core command types (wire DTOs stay out of the core);
-//! - `render`: core replies to JSON answers (`json_text`: the writer of the per-message answers);
+//! - `render`: core replies to JSON answers (`crate::core::json_text`: the writer of the per-message answers,
+//!   shared with the segments);
 //! - ISO-8601 timestamps come from `crate::core::timefmt` (shared with the core);
 //! - `auth`: bearer tokens and roles;
 //! - `crypto`: encryption at rest of `encryptionEnabled` queues' payloads (sealed on the way in, opened
@@ -36,7 +37,7 @@ mod deliveries;
 mod dlq_bulk;
 mod error;
 mod handlers;
-mod json_text;
+use crate::core::json_text;
 #[cfg(feature = "jwt")]
 pub mod jwt;
 #[cfg(feature = "ops")]

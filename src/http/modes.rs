@@ -58,7 +58,32 @@ pub(crate) async fn maintenance<S: Store, H: Host>(
     body: Option<&[u8]>,
 ) -> Result<HttpResponse, HttpError> {
     if let Some(body) = body {
-        engine.set_maintenance(pop, enabled(body)?).await?;
+        let on = enabled(body)?;
+        if let Err(e) = engine.set_maintenance(pop, on).await {
+            // Turning push maintenance off commits the switch, then drains: a failure of the drain
+            // leaves the switch committed, which the answer must say.
+            let mut error = HttpError::from(e);
+            if let Ok(mode) = engine.read_current(|b, _| b.mode()).await {
+                let now = if pop {
+                    mode.pop_paused
+                } else {
+                    mode.push_paused
+                };
+                if now == on {
+                    error.message = format!(
+                        "{}; {} mode is now {}",
+                        error.message,
+                        if pop {
+                            "pop maintenance"
+                        } else {
+                            "maintenance"
+                        },
+                        if on { "on" } else { "off" }
+                    );
+                }
+            }
+            return Err(error);
+        }
     }
     let (mode, buffered, bytes) = engine.maintenance_state();
     let message = match (pop, mode.pop_paused, mode.push_paused) {

@@ -8,7 +8,8 @@ use std::rc::Rc;
 /// An in-memory [`Store`]. Clones share the same data, so a test can "restart" an engine by opening a
 /// new one over a clone.
 ///
-/// Fault injection: [`MemStore::fail_next_commits`] makes the next commits fail without writing,
+/// Fault injection: [`MemStore::fail_next_commits`] makes the next commits fail without writing
+/// ([`MemStore::fail_commit_after`]: one commit, after some succeed),
 /// [`MemStore::fail_next_reads`] the next scans and gets, and [`MemStore::drop_writes`] turns it into a
 /// canary that reports success but keeps nothing (the simulation must catch it).
 ///
@@ -24,6 +25,8 @@ struct MemInner {
     records: RefCell<BTreeMap<String, Vec<u8>>>,
     notes: RefCell<BTreeMap<String, Vec<u8>>>,
     failing_commits: Cell<u32>,
+    /// Commits left to succeed before the next one fails ([`MemStore::fail_commit_after`]).
+    commits_before_failure: Cell<Option<u32>>,
     dropping_writes: Cell<bool>,
     failing_reads: Cell<u32>,
     commits: Cell<u64>,
@@ -51,6 +54,12 @@ impl MemStore {
     /// Makes the next `n` commits fail with an error and change nothing.
     pub fn fail_next_commits(&self, n: u32) {
         self.inner.failing_commits.set(n);
+    }
+
+    /// Lets the next `n` commits succeed, then makes the one after them fail without writing: a failure
+    /// in the middle of a request of several commits.
+    pub fn fail_commit_after(&self, n: u32) {
+        self.inner.commits_before_failure.set(Some(n));
     }
 
     /// When `on`, commits report success but write nothing: a broken store for canary tests.
@@ -150,6 +159,14 @@ impl Store for MemStore {
         if failing > 0 {
             self.inner.failing_commits.set(failing - 1);
             return Err(StoreError::other("injected commit failure"));
+        }
+        match self.inner.commits_before_failure.get() {
+            Some(0) => {
+                self.inner.commits_before_failure.set(None);
+                return Err(StoreError::other("injected commit failure"));
+            }
+            Some(n) => self.inner.commits_before_failure.set(Some(n - 1)),
+            None => {}
         }
         self.inner.commits.set(self.inner.commits.get() + 1);
         self.inner

@@ -240,6 +240,74 @@ async function bulkReplay(name, payloadBytes, retry) {
   return out
 }
 
+/**
+ * Runs in the page: recorded (forwarded) pops of an `encryptionEnabled` queue and of a plain one, on a
+ * broker with a stand-in cipher (base64 instead of AES-GCM, js/local.js's interface), their retries under
+ * the same ids, and every value of the `meta` store (where recorded answers live) as text; then, as the
+ * control that the scan sees plaintext, a recorded pop on a broker without a key.
+ */
+async function encryptedRecords(name, secret, visible) {
+  const glue = await import('/vendor/queen-edge/queen_edge_views.js')
+  await glue.default()
+  const utf8 = (t) => String.fromCharCode(...new TextEncoder().encode(t))
+  const unutf8 = (b) => new TextDecoder().decode(Uint8Array.from(b, (c) => c.charCodeAt(0)))
+  const cipher = {
+    seal: (texts) => Promise.resolve(texts.map((t) => JSON.stringify({ encrypted: btoa(utf8(t)), iv: 'aXY=', authTag: 'dGFn' }))),
+    open: (texts) => Promise.resolve(texts.map((t) => unutf8(atob(JSON.parse(t).encrypted))))
+  }
+  const enc = new TextEncoder()
+  const dec = new TextDecoder()
+  const headers = { 'Content-Type': 'application/json' }
+  const json = (value) => enc.encode(JSON.stringify(value))
+  const outcome = (p) => p.then(
+    (r) => ({ status: r.status, body: r.body.length ? JSON.parse(dec.decode(r.body)) : null }),
+    (e) => ({ error: e.code, message: e.message })
+  )
+  const data = (answer) => answer.body && Array.isArray(answer.body.messages) ? answer.body.messages.map((m) => m.data) : answer
+  const metaText = async (db) => {
+    const handle = await new Promise((resolve, reject) => {
+      const req = indexedDB.open(db)
+      req.onsuccess = () => resolve(req.result)
+      req.onerror = () => reject(req.error)
+    })
+    const values = await new Promise((resolve, reject) => {
+      const req = handle.transaction('meta').objectStore('meta').getAll()
+      req.onsuccess = () => resolve(req.result)
+      req.onerror = () => reject(req.error)
+    })
+    handle.close()
+    return values.map((v) => v instanceof Uint8Array ? dec.decode(v) : JSON.stringify(v)).join('\n')
+  }
+  const out = {}
+  const broker = await glue.WasmBroker.open(name, { persist: false, cipher })
+  out.configured = (await outcome(broker.handle('POST', '/api/v1/configure', headers, json({ queue: 'enc', options: { encryptionEnabled: true } })))).status
+  out.pushed = [
+    (await outcome(broker.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'enc', payload: { secret } }] })))).status,
+    (await outcome(broker.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'plain', payload: { visible } }] })))).status
+  ]
+  const ids = ['enc', 'plain'].map((q) => String(Date.now()).padStart(15, '0') + ':sealed:' + q)
+  const pop = (q, id) => broker.handle('GET', `/api/v1/pop/queue/${q}?batch=1&leaseSeconds=1`, {}, undefined, id)
+  out.pops = [data(await outcome(pop('enc', ids[0]))), data(await outcome(pop('plain', ids[1])))]
+  // The retries (a follower whose writer died before answering): answered from the records.
+  const retries = [await outcome(pop('enc', ids[0])), await outcome(pop('plain', ids[1]))]
+  out.retries = [{ status: retries[0].status, error: Boolean(retries[0].body && retries[0].body.error) }, data(retries[1])]
+  out.replayed = broker.counters().replayed
+  // The encrypted queue's message, whose answer was not kept, comes again once its lease expires.
+  await new Promise((resolve) => setTimeout(resolve, 1200))
+  out.again = data(await outcome(broker.handle('GET', '/api/v1/pop/queue/enc?batch=1', {}, undefined)))
+  broker.close()
+  broker.free()
+  out.metaSecret = (await metaText(name)).includes(secret)
+  // The control: the same recorded pop of a plain queue on a broker without a key.
+  const keyless = await glue.WasmBroker.open(name + '-keyless', { persist: false })
+  await keyless.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'plain', payload: { visible } }] }))
+  out.keylessPop = data(await outcome(keyless.handle('GET', '/api/v1/pop/queue/plain?batch=1', {}, undefined, ids[1])))
+  keyless.close()
+  keyless.free()
+  out.keylessMetaVisible = (await metaText(name + '-keyless')).includes(visible)
+  return out
+}
+
 /** The page-side call of `fn` with `args`, with `readRecord` defined beside it. */
 const inPage = (fn, ...args) =>
   `(() => { ${readRecord.toString()}\n return (${fn.toString()})(${args.map((a) => JSON.stringify(a)).join(', ')}) })()`
@@ -393,6 +461,23 @@ const tests = [
     assertEq([r.storedDeadLetters, r.storedReplays], [0, 101], 'after the answered retry every row is replayed, once')
     assertEq([r.pushed, r.filed], [[201, 201], 101], 'set-up: 101 dead letters, the last one big')
     assertEq(isFailure(r.replay), true, 'set-up: the replay of the big row is refused by the quota')
+  }],
+
+  ['audit: a recorded pop of an encryptionEnabled queue keeps no plaintext of its payloads in IndexedDB, and loses no message', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'recorded-sealed')
+    const secret = 'SECRET-' + Math.random().toString(36).slice(2)
+    const visible = 'VISIBLE-' + Math.random().toString(36).slice(2)
+    const r = await page.evaluate(inPage(encryptedRecords, uniqueName('recorded-sealed'), secret, visible))
+    await context.close()
+    console.log('      seen:', JSON.stringify(r))
+    assertEq([r.configured, ...r.pushed], [200, 201, 201], 'set-up: the encrypted queue and the two messages')
+    assertEq(r.pops, [[{ secret }], [{ visible }]], 'each recorded pop gets its message, opened')
+    assertEq([r.keylessPop, r.keylessMetaVisible], [[{ visible }], true], 'the scan of meta sees plaintext (a broker without a key records its answers as they are)')
+    assertEq(r.metaSecret, false, 'the recorded answer holds no plaintext of the encrypted queue\'s payload')
+    assertEq(r.retries, [{ status: 503, error: true }, [{ visible }]], 'the plain pop\'s retry is answered as it was; the encrypted one\'s is refused (its answer is not kept)')
+    assertEq(r.replayed, 2, 'both retries come from the records')
+    assertEq(r.again, [{ secret }], 'the message of the unkept answer is delivered again after its lease')
   }],
 
   ['recorded and local requests share commits, and every recorded answer is stored with its changes', async ({ browser, url }) => {

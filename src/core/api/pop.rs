@@ -36,6 +36,10 @@ pub enum SubscriptionStart {
     All,
     /// After this instant (ms since the epoch): `subscriptionFrom=<ISO time>`.
     At(i64),
+    /// [`Self::New`] for a long-poll's later attempt (`Engine::pop`): after this instant, just before the
+    /// pop began waiting, so what was pushed while it waited is the group's. It only matters when the
+    /// queue appeared meanwhile (an attempt that finds the queue makes the subscription).
+    NewSince(i64),
 }
 
 impl SubscriptionStart {

@@ -215,27 +215,32 @@ async fn seal_marked(
 }
 
 /// Decrypts, in place, every payload among `payloads` that is an envelope (nothing without a key).
+/// True when it opened one: a route that changes state (so its answer may be recorded, `engine::Recording`)
+/// must then tell the engine ([`Engine::note_opened_payloads`]), so no record keeps the plaintext.
 pub(crate) fn open_payloads<'a>(
     config: &'a HttpConfig,
     payloads: Vec<&'a mut Payload>,
-) -> LocalBoxFuture<'a, ()> {
+) -> LocalBoxFuture<'a, bool> {
     Box::pin(async move {
         let Some(key) = &config.encryption else {
-            return;
+            return false;
         };
         let (mut targets, envelopes): (Vec<&mut Payload>, Vec<Value>) = payloads
             .into_iter()
             .filter_map(|p| envelope_of(p).map(|e| (p, e)))
             .unzip();
         if targets.is_empty() {
-            return;
+            return false;
         }
         let opened = key.0.open_all(envelopes.iter().collect()).await;
+        let mut any = false;
         for (payload, plain) in targets.iter_mut().zip(opened) {
             if let Some(plain) = plain {
                 **payload = Payload::from(plain);
+                any = true;
             }
         }
+        any
     })
 }
 

@@ -1,11 +1,12 @@
 //! JSON text written straight into a byte buffer, for the answers that carry one entry per message
-//! (`render::push_results`, `render::pop_reply`, `render::ack_results`): keys are literal text, strings
+//! (`http::render`'s `push_results`, `pop_reply`, `ack_results`) and for segments (module `segment`):
+//! keys are literal text, strings
 //! are copied as they are unless they hold a character JSON must escape, numbers are written digit by
 //! digit. The output is byte for byte what `serde_json::to_vec` writes for the same fields in the same
 //! order: a string that needs escaping is handed to `serde_json` itself.
 
-use crate::core::api::Payload;
-use crate::core::timefmt::iso_bytes;
+use super::api::Payload;
+use super::timefmt::iso_bytes;
 
 /// A JSON text being written.
 pub(crate) struct JsonText {
@@ -48,6 +49,11 @@ fn needs_escape(s: &[u8]) -> bool {
 }
 
 impl JsonText {
+    /// A text written after `prefix` (its bytes are kept as they are).
+    pub(crate) fn after(prefix: Vec<u8>) -> Self {
+        JsonText { out: prefix }
+    }
+
     /// An empty text with room for `capacity` bytes.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         JsonText {
@@ -81,6 +87,14 @@ impl JsonText {
             Some(s) => self.str(s),
             None => self.raw("null"),
         }
+    }
+
+    /// An integer, negative or not.
+    pub(crate) fn int(&mut self, n: i64) -> &mut Self {
+        if n < 0 {
+            self.out.push(b'-');
+        }
+        self.uint(n.unsigned_abs())
     }
 
     /// A non-negative integer.
@@ -179,6 +193,14 @@ mod tests {
                     t.uint(n);
                 }),
                 n.to_string()
+            );
+        }
+        for n in [0i64, 1, -1, 42, -1_000_007, i64::MIN, i64::MAX] {
+            assert_eq!(
+                text(|t| {
+                    t.int(n);
+                }),
+                serde_json::to_string(&n).unwrap()
             );
         }
         assert_eq!(
