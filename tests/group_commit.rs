@@ -1033,7 +1033,17 @@ fn review_early_an_early_bulk_replay_whose_first_chunk_fails_keeps_nothing() {
         "a replay whose first chunk was not stored was answered {released}: {}",
         built.1
     );
-    assert_eq!(dead_letters(&engine), 101, "memory reloaded: every dead letter is back");
+    // The failure must not claim rows as replayed: none of them was stored.
+    let said = built.1.to_string();
+    assert!(
+        !said.contains("were replayed"),
+        "a replay of which nothing was stored says rows were replayed and stay so: {said}"
+    );
+    assert_eq!(
+        dead_letters(&engine),
+        101,
+        "memory reloaded: every dead letter is back"
+    );
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     assert_eq!(dead_letters(&reopened), 101, "nothing of the replay stored");
 }
