@@ -924,7 +924,11 @@ fn review_early_an_early_member_of_a_failed_recorded_group_is_not_answered() {
     assert!(holder.is_err(), "the recorded request fails: {holder:?}");
     assert_eq!(store.inner.note("req/r"), None, "no answer recorded");
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
-    assert_eq!(drain(&reopened), vec![0], "nothing of the failed group stored");
+    assert_eq!(
+        drain(&reopened),
+        vec![0],
+        "nothing of the failed group stored"
+    );
     // (`drain` leases for its group: a second look uses another group.)
     let in_memory = block_on(engine.pop(
         PopRequest {
@@ -959,11 +963,9 @@ fn review_early_an_early_long_poll_is_woken_by_an_early_push() {
         config(),
     ))
     .unwrap();
-    let long_poll = early(
-        &engine,
-        engine.pop(pop_request("g"), Some(10_000)),
-        |o| o.as_ref().map(|r| r.messages.len()).ok(),
-    );
+    let long_poll = early(&engine, engine.pop(pop_request("g"), Some(10_000)), |o| {
+        o.as_ref().map(|r| r.messages.len()).ok()
+    });
     let push = async {
         YieldOnce(false).await;
         early(
@@ -977,11 +979,18 @@ fn review_early_an_early_long_poll_is_woken_by_an_early_push() {
         run_bounded(futures::future::join(long_poll, push)).expect("no deadlock");
     pushed.unwrap();
     polled.unwrap();
-    assert_eq!(seen, Some(1), "the long-poll answered with the pushed message");
+    assert_eq!(
+        seen,
+        Some(1),
+        "the long-poll answered with the pushed message"
+    );
     // The lease the answer reports is stored: group "g" finds nothing claimable after a restart.
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     let again = block_on(reopened.pop(pop_request("g"), None)).unwrap();
-    assert!(again.messages.is_empty(), "the answered claim was not stored");
+    assert!(
+        again.messages.is_empty(),
+        "the answered claim was not stored"
+    );
 }
 
 /// An early bulk dead-letter replay (two commands: 100 rows, then 1) whose first chunk's commit fails
