@@ -11,10 +11,11 @@ const WORKERD = join(ROOT, 'node_modules', '@cloudflare', 'workerd-linux-64', 'b
 
 /**
  * Starts workerd on `file` (an ES module whose default export routes to the class `className`, reached through
- * the binding `binding`) and waits until `ready(port)` resolves true, trying for 30 s.
+ * the binding `binding`) and waits until `ready(port)` resolves true, trying for 30 s. `v8Flags` go to the
+ * config's `v8Flags` (e.g. `--perf-basic-prof` for `perf`).
  * Returns `{ port, pid, stop }`; `stop` ends workerd and removes its config (not `stateDir`).
  */
-export async function startJsDurableObject({ file, className, binding, stateDir, ready }) {
+export async function startJsDurableObject({ file, className, binding, stateDir, ready, v8Flags = [] }) {
   const module = basename(file);
   const dir = mkdtempSync(join(os.tmpdir(), `queen-edge-${module.replace(/\.m?js$/, '')}-`));
   copyFileSync(file, join(dir, module));
@@ -32,7 +33,8 @@ const config :Workerd.Config = (
     )),
     (name = "disk", disk = (path = ${JSON.stringify(stateDir)}, writable = true)),
   ],
-  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],${v8Flags.length ? `
+  v8Flags = [${v8Flags.map((f) => JSON.stringify(f)).join(', ')}],` : ''}
 );
 `);
   const child = spawn(WORKERD, ['serve', join(dir, 'config.capnp'), '--experimental'], { stdio: ['ignore', 'inherit', 'inherit'] });

@@ -33,3 +33,74 @@ export function cpuNs(pid) {
   }
   return total;
 }
+
+/**
+ * The load of the worker benchmarks over `request` (a `requester`): `connections` clients, `partitions`
+ * partitions, payloads of `payloadBytes` as JSON text. A broker `b` is `{ name, port, pid }`; each run returns
+ * `{ messages, msgsPerSec, cpuUsPerMsg }` (workerd CPU of `b.pid` over the run, per message).
+ * - `push(b, queue, batch, seconds)`: each client sends `batch` messages to one partition (round robin) per
+ *   request, for `seconds`.
+ * - `popAck(b, queue, batch, available, seconds)`: each client pops `batch` queue-wide (`wait=false`) and acks
+ *   what it got in one `/ack/batch`, until `available` messages are acked or `seconds` pass; an empty pop
+ *   waits 1 ms.
+ */
+export function loadDriver({ request, connections, partitions, payloadBytes }) {
+  const payload = (n) => {
+    const base = JSON.stringify({ n, pad: '' }).length;
+    return { n, pad: 'x'.repeat(Math.max(0, payloadBytes - base)) };
+  };
+  const measure = async (b, fn) => {
+    const cpu0 = cpuNs(b.pid);
+    const t0 = performance.now();
+    const messages = await fn();
+    const elapsed = (performance.now() - t0) / 1000;
+    const cpu = cpuNs(b.pid) - cpu0;
+    return { messages, msgsPerSec: messages / elapsed, cpuUsPerMsg: cpu / 1000 / Math.max(1, messages) };
+  };
+  const clients = (fn) => Promise.all(Array.from({ length: connections }, fn));
+
+  const push = (b, queue, batch, seconds) => measure(b, async () => {
+    let n = 0;
+    let reqNo = 0;
+    let messages = 0;
+    const deadline = performance.now() + seconds * 1000;
+    await clients(async () => {
+      while (performance.now() < deadline) {
+        const partition = `p${reqNo++ % partitions}`;
+        const items = [];
+        for (let k = 0; k < batch; k++) {
+          const i = n++;
+          items.push({ queue, partition, transactionId: `${queue}-${i}`, payload: payload(i) });
+        }
+        const res = await request(b.port, 'POST', '/api/v1/push', JSON.stringify({ items }));
+        if (res.status !== 201) throw new Error(`${b.name} push ${res.status}: ${res.body.slice(0, 200)}`);
+        messages += batch;
+      }
+    });
+    return messages;
+  });
+
+  const popAck = (b, queue, batch, available, seconds) => measure(b, async () => {
+    let messages = 0;
+    const deadline = performance.now() + seconds * 1000;
+    await clients(async () => {
+      while (performance.now() < deadline && messages < available) {
+        const pop = await request(b.port, 'GET', `/api/v1/pop/queue/${queue}?batch=${batch}&wait=false`);
+        if (pop.status === 204) {
+          await new Promise((r) => setTimeout(r, 1));
+          continue;
+        }
+        if (pop.status !== 200) throw new Error(`${b.name} pop ${pop.status}: ${pop.body.slice(0, 200)}`);
+        const acknowledgments = JSON.parse(pop.body).messages.map((m) => ({
+          transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
+        }));
+        const ack = await request(b.port, 'POST', '/api/v1/ack/batch', JSON.stringify({ acknowledgments }));
+        if (ack.status !== 200) throw new Error(`${b.name} ack ${ack.status}: ${ack.body.slice(0, 200)}`);
+        messages += JSON.parse(ack.body).filter((r) => r.success).length;
+      }
+    });
+    return messages;
+  });
+
+  return { push, popAck };
+}

@@ -14,7 +14,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { cpuNs, requester } from './load.mjs';
+import { loadDriver, requester } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -39,62 +39,7 @@ async function startBuild(build, stateDir) {
   return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
 }
 
-function payload(size, n) {
-  const base = JSON.stringify({ n, pad: '' }).length;
-  return { n, pad: 'x'.repeat(Math.max(0, size - base)) };
-}
-
-async function measure(b, fn) {
-  const cpu0 = cpuNs(b.pid);
-  const t0 = performance.now();
-  const messages = await fn();
-  const elapsed = (performance.now() - t0) / 1000;
-  const cpu = cpuNs(b.pid) - cpu0;
-  return { messages, msgsPerSec: messages / elapsed, cpuUsPerMsg: cpu / 1000 / Math.max(1, messages) };
-}
-
-const push = (b, queue, batch, seconds) => measure(b, async () => {
-  let n = 0;
-  let reqNo = 0;
-  let messages = 0;
-  const deadline = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (performance.now() < deadline) {
-      const partition = `p${reqNo++ % PARTITIONS}`;
-      const items = [];
-      for (let k = 0; k < batch; k++) {
-        const i = n++;
-        items.push({ queue, partition, transactionId: `${queue}-${i}`, payload: payload(PAYLOAD, i) });
-      }
-      const res = await request(b.port, 'POST', '/api/v1/push', JSON.stringify({ items }));
-      if (res.status !== 201) throw new Error(`${b.name} push ${res.status}: ${res.body.slice(0, 200)}`);
-      messages += batch;
-    }
-  }));
-  return messages;
-});
-
-const popAck = (b, queue, batch, available, seconds) => measure(b, async () => {
-  let messages = 0;
-  const deadline = performance.now() + seconds * 1000;
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (performance.now() < deadline && messages < available) {
-      const pop = await request(b.port, 'GET', `/api/v1/pop/queue/${queue}?batch=${batch}&wait=false`);
-      if (pop.status === 204) {
-        await new Promise((r) => setTimeout(r, 1));
-        continue;
-      }
-      if (pop.status !== 200) throw new Error(`${b.name} pop ${pop.status}: ${pop.body.slice(0, 200)}`);
-      const acknowledgments = JSON.parse(pop.body).messages.map((m) => ({
-        transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
-      }));
-      const ack = await request(b.port, 'POST', '/api/v1/ack/batch', JSON.stringify({ acknowledgments }));
-      if (ack.status !== 200) throw new Error(`${b.name} ack ${ack.status}: ${ack.body.slice(0, 200)}`);
-      messages += JSON.parse(ack.body).filter((r) => r.success).length;
-    }
-  }));
-  return messages;
-});
+const { push, popAck } = loadDriver({ request, connections: CONNECTIONS, partitions: PARTITIONS, payloadBytes: PAYLOAD });
 
 // Every thread of every workerd and of this client at QE_AB_NICE (default -10; needs root; 0 to skip), so that
 // other work on the machine preempts the measured processes less. Called again after the warm-up (workerd

@@ -9,6 +9,12 @@ put in exactly one component (the first rule below that matches its stack), and 
 message is its share of the samples times the CPU per message: the rows of a column add up to its total.
 
     python3 bench/worker-perf-split.py ours.txt=US_PER_MSG naive.txt=US_PER_MSG [--dump COMPONENT]
+    python3 bench/worker-perf-split.py --sql ours.txt=US_PER_MSG
+
+`--sql` splits the first file's samples another way, for queen-edge's Worker only: by where the SQL runs
+(inside `DoStore::get`, inside a commit's statements `DoStore::run`, workerd's implicit transaction commit,
+segment decoding `load_segment`, the rest) and within each by what the leaf is (SQLite reading a whole
+overflowing row during a b-tree seek, `accessPayload`; other SQLite; wasm; the rest).
 
 The last column is the first file's figure minus the last file's. `--dump` prints the most frequent leaf
 frames of one component in the first file, to see what a row holds. How the rules read the frames: a wasm
@@ -119,7 +125,43 @@ def component(st):
     return 'other workerd C++'
 
 
+def sql_split(path, us):
+    """Prints the `--sql` split of one file (see the module documentation)."""
+    counts = collections.Counter()
+    total = 0
+    for st in stacks(path):
+        total += 1
+        s = ' | '.join(st)
+        if 'Store>::get' in s:
+            where = 'DoStore::get (segment reads)'
+        elif 'DoStore::run' in s:
+            where = "DoStore::run (a commit's statements)"
+        elif re.search(r'vdbeCommit|ActorSqlite::commitImpl', s):
+            where = 'implicit transaction commit'
+        elif 'load_segment' in s:
+            where = 'load_segment (decoding a segment read back)'
+        else:
+            where = 'the rest'
+        if 'accessPayload' in s:
+            what = 'accessPayload (whole overflowing rows read by seeks)'
+        elif 'sqlite3' in s:
+            what = 'other SQLite'
+        elif is_wasm(st[0]):
+            what = 'wasm'
+        else:
+            what = 'other'
+        counts[(where, what)] += 1
+    print(f'| where | leaf | share | {path} us/msg |')
+    print('|---|---|---:|---:|')
+    for (where, what), n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        print(f'| {where} | {what} | {n / total * 100:.1f} % | {n / total * us:.2f} |')
+
+
 def main(argv):
+    if argv[:1] == ['--sql'] and len(argv) == 2:
+        path, _, us = argv[1].rpartition('=')
+        sql_split(path, float(us))
+        return
     dump = None
     if '--dump' in argv:
         i = argv.index('--dump')

@@ -167,6 +167,124 @@ fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order(
     );
 }
 
+/// Pops `BATCH` messages for `group` and acks them all, `pops` times or until a pop comes back empty;
+/// returns how many pops found messages.
+fn pop_and_ack(engine: &Engine<MemStore, TestHost>, group: &str, pops: usize) -> usize {
+    for done in 0..pops {
+        let reply = block_on(engine.pop(
+            PopRequest {
+                group: Some(group.into()),
+                batch: Some(BATCH as u32),
+                ..PopRequest::queue("orders")
+            },
+            None,
+        ))
+        .expect("pop");
+        if reply.messages.is_empty() {
+            return done;
+        }
+        let items = reply
+            .messages
+            .iter()
+            .map(|m| {
+                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
+                    .with_lease(&reply.lease_id)
+            })
+            .collect();
+        let acked = block_on(engine.ack(Some(group.into()), items)).expect("ack");
+        assert!(acked.iter().all(|a| a.success), "{acked:?}");
+    }
+    pops
+}
+
+#[cfg(feature = "cache-order")]
+#[test]
+fn a_backlog_over_the_cache_keeps_its_oldest_segments_and_acked_ones_go_first() {
+    // Room for about a fifth of the backlog's segments (each about 52 KB decoded).
+    let config = BrokerConfig {
+        cache_bytes: 1024 * 1024,
+        ..config()
+    };
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, config);
+    fill(&engine, &host);
+    let segments = PARTITIONS.len() * PUSHES_PER_PARTITION;
+    let cached = engine.read(|b, _| {
+        b.trim_cache();
+        b.cache_usage().1
+    });
+    assert!(
+        cached > 8 && cached < segments / 2,
+        "{cached} of {segments} segments cached"
+    );
+    // The pushed segments the cache kept are the oldest: the first pops read (almost) nothing back. Least
+    // recently used order kept the newest, the ones read last, and these pops read every segment. (A push's
+    // duplicate check that meets a fingerprint of an earlier message reads that segment, which the cache
+    // then keeps as a read one, in place of an unread one: one or two here.)
+    store.take_reads();
+    assert_eq!(pop_and_ack(&engine, "billing", cached), cached);
+    let first_reads = store.take_reads().keys_got.len();
+    assert!(
+        first_reads <= 2,
+        "{first_reads} of the first {cached} pops read their segment back"
+    );
+    // Every segment the cache did not keep is read back once: a segment every lane has acked goes first
+    // when the cache is trimmed, so no read evicts what a later pop reads.
+    let rest = segments - cached;
+    assert_eq!(pop_and_ack(&engine, "billing", segments), rest);
+    assert_eq!(first_reads + store.take_reads().keys_got.len(), rest);
+    // A second group starting over gets them all (from the store where they were evicted).
+    assert_eq!(pop_and_ack(&engine, "audit", segments + 1), segments);
+    assert!(store.take_reads().keys_got.len() >= rest);
+}
+
+#[cfg(feature = "cache-order")]
+#[test]
+fn a_backlog_nobody_reads_does_not_crowd_out_a_queue_whose_consumer_keeps_up() {
+    let config = BrokerConfig {
+        cache_bytes: 1024 * 1024,
+        ..config()
+    };
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, config);
+    fill(&engine, &host); // "orders": 80 segments, four times the budget, never popped
+    store.take_reads();
+    let pad = "y".repeat(1000);
+    for round in 0..30 {
+        let items = (0..BATCH)
+            .map(|i| PushItem {
+                partition: "live".into(),
+                ..PushItem::new("live", json!({ "round": round, "i": i, "pad": pad }))
+            })
+            .collect();
+        block_on(engine.push(items)).expect("push");
+        let reply = block_on(engine.pop(
+            PopRequest {
+                group: Some("reader".into()),
+                batch: Some(BATCH as u32),
+                ..PopRequest::queue("live")
+            },
+            None,
+        ))
+        .expect("pop");
+        assert_eq!(reply.messages.len(), BATCH);
+        let items = reply
+            .messages
+            .iter()
+            .map(|m| {
+                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
+                    .with_lease(&reply.lease_id)
+            })
+            .collect();
+        block_on(engine.ack(Some("reader".into()), items)).expect("ack");
+    }
+    // Each pushed segment is its partition's head when it is popped; the unread backlog's segments past
+    // their partitions' heads go first.
+    assert_eq!(store.take_reads().keys_got, Vec::<String>::new());
+}
+
 #[test]
 fn a_failed_commit_reloads_the_index_not_the_segments() {
     let store = MemStore::new();

@@ -307,6 +307,11 @@ impl Broker {
             .get(&queue)
             .map(|q| q.record.options.clone())
             .unwrap_or_else(QueueOptions::push_created);
+        let passed_by_all = if cfg!(feature = "cache-order") {
+            self.passed_by_every_lane(pid)
+        } else {
+            -1
+        };
         // Acks at or below the cursor are success no-ops: they carry no signal.
         let committed = self.partitions[&pid].lanes[group].committed();
         let signal = pending
@@ -401,6 +406,42 @@ impl Broker {
             r.dlq = dlq_item == Some(x.index);
         }
         self.count_acks(now, &queue, group, pending.len() as u64, failed);
+        if cfg!(feature = "cache-order") {
+            self.mark_passed_segments(pid, passed_by_all);
+        }
+    }
+
+    /// The highest offset of `pid` every lane has committed: the offset before the partition's first
+    /// when no group has a lane there, -1 when there is no such partition.
+    pub(super) fn passed_by_every_lane(&self, pid: u64) -> i64 {
+        self.partitions.get(&pid).map_or(-1, |p| {
+            p.lanes
+                .values()
+                .map(|lane| lane.committed())
+                .min()
+                .unwrap_or(p.first_offset as i64 - 1)
+        })
+    }
+
+    /// Marks in the segment cache the segments of `pid` that every lane has now committed, of those past
+    /// offset `before` (which earlier acks marked), as first out. Nothing reads them again but a view or a
+    /// group that starts over, which load them back from the store once evicted.
+    fn mark_passed_segments(&self, pid: u64, before: i64) {
+        let now_passed = self.passed_by_every_lane(pid);
+        let Some(p) = self.partitions.get(&pid) else {
+            return;
+        };
+        let mut offset = (before + 1).max(p.first_offset as i64);
+        while offset <= now_passed {
+            let Some(seg) = p.segment_of(offset as u64) else {
+                break;
+            };
+            if seg.last as i64 > now_passed {
+                break;
+            }
+            self.cache.mark_passed(pid, seg.first);
+            offset = seg.last as i64 + 1;
+        }
     }
 
     /// Files offset `offset` of `pid` as a dead letter of `group`.

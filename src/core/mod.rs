@@ -242,8 +242,14 @@ impl Broker {
             .iter()
             .map(|m| txindex::fingerprint(&m.transaction_id))
             .collect();
-        self.cache
-            .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
+        self.cache.insert(
+            pid,
+            first,
+            std::rc::Rc::new(messages),
+            weight,
+            fingerprints,
+            false,
+        );
         Ok(())
     }
 
@@ -257,9 +263,23 @@ impl Broker {
             .collect()
     }
 
-    /// Trims the segment cache to its budget (the engine calls this between commands).
+    /// Trims the segment cache to its budget (the engine calls this between commands). Pushed segments
+    /// nobody has read go by their distance from the partition's head: the offset after what every lane
+    /// has committed, or the partition's first offset when no group has a lane there.
     pub fn trim_cache(&self) {
-        self.cache.trim();
+        self.cache
+            .trim(|pid, first| first.saturating_sub((self.passed_by_every_lane(pid) + 1) as u64));
+    }
+
+    /// The segment cache's clock: what [`Self::cache_committed_through`] takes.
+    pub fn cache_clock(&self) -> u64 {
+        self.cache.clock()
+    }
+
+    /// Every change applied up to `clock` ([`Self::cache_clock`] when the engine took them) is committed:
+    /// the segments pushed until then may leave the cache (until then it holds their only readable copy).
+    pub fn cache_committed_through(&self, clock: u64) {
+        self.cache.committed_through(clock);
     }
 
     /// Segments read by the last command that were not loaded (the engine reloads and reruns it).

@@ -444,7 +444,7 @@ impl Broker {
         self.changes.put(records::segment_key(pid, first), bytes);
         let weight = segment::decoded_weight(&batch);
         self.cache
-            .insert(pid, first, Rc::new(batch), weight, fingerprints);
+            .insert(pid, first, Rc::new(batch), weight, fingerprints, true);
         self.after_append(&queue, pid);
     }
 

@@ -413,8 +413,14 @@ impl Broker {
                 entries.push((pid, meta, fingerprints.clone(), false));
                 migrated = true;
             }
-            self.cache
-                .insert(pid, first, std::rc::Rc::new(messages), weight, fingerprints);
+            self.cache.insert(
+                pid,
+                first,
+                std::rc::Rc::new(messages),
+                weight,
+                fingerprints,
+                false,
+            );
         }
         if migrated {
             super::sort::sort_by_key(&mut entries, |(pid, meta, _, _)| (*pid, meta.first));

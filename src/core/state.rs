@@ -375,7 +375,16 @@ impl Timers {
     }
 }
 
-/// Decoded segments kept in memory, within a byte budget, least recently used first out.
+/// Decoded segments kept in memory, within a byte budget.
+///
+/// What goes first when the budget is exceeded (feature `cache-order`; without it, as in the npm module's
+/// builds, every segment goes by its last use, least recently used first): segments every lane of their
+/// partition has acknowledged ([`SegmentCache::mark_passed`]), then segments a push wrote and nothing has
+/// read since, those farthest from their partition's head first (consumers read a partition oldest first,
+/// so those are needed last; least recently used order evicted the oldest, exactly the ones the next pops
+/// read, so that a backlog larger than the budget missed at every pop), then read segments, least recently
+/// used first. A pushed segment is never evicted before the engine reports its commit
+/// ([`SegmentCache::committed_through`]): until then the cache holds its only copy the core can read.
 ///
 /// The core reads messages only from here. The engine fills it before a command with what the command's
 /// planner says it will read (`Broker::segments_needed_*`), and trims it to the budget between commands,
@@ -393,6 +402,8 @@ struct CacheInner {
     slots: HashMap<(u64, u64), CachedSegment>,
     used_bytes: usize,
     clock: u64,
+    /// The clock up to which every pushed segment is committed ([`SegmentCache::committed_through`]).
+    committed: u64,
     misses: Vec<(u64, u64)>,
 }
 
@@ -403,8 +414,24 @@ struct CachedSegment {
     /// compares these before it compares any id.
     fingerprints: Vec<u32>,
     weight: usize,
-    last_used: u64,
+    /// Eviction order, lowest first: 0 for a passed segment;
+    /// [`PUSHED_RANK`] for a segment a push wrote and nothing read since (ordered among themselves by
+    /// distance from their partition's head when trimmed); [`READ_RANK`] plus the clock of its last read
+    /// otherwise.
+    rank: u64,
+    /// The clock at which a push inserted it (0: read from the store): not evicted before the engine
+    /// reports a commit through that clock.
+    pushed_at: u64,
 }
+
+/// The rank of a pushed, unread segment at its partition's head (see `CachedSegment::rank`; farther ones
+/// rank lower by their distance): above every passed one (the clock stays far below 2^62).
+const PUSHED_RANK: u64 = u64::MAX >> 1;
+/// The rank of a segment read at clock 0: above every pushed, unread one.
+const READ_RANK: u64 = 1 << 63;
+/// Whether the queue-aware order is built (feature `cache-order`); without it every segment is ranked by
+/// its last use, least recently used first out, as a read one is.
+const ORDERED: bool = cfg!(feature = "cache-order");
 
 impl SegmentCache {
     /// An empty cache that [`Self::trim`] keeps under `budget_bytes` (weights are decoded JSON bytes).
@@ -422,7 +449,7 @@ impl SegmentCache {
         let clock = inner.clock;
         match inner.slots.get_mut(&(pid, first)) {
             Some(slot) => {
-                slot.last_used = clock;
+                slot.rank = READ_RANK | clock;
                 Some(slot.messages.clone())
             }
             None => {
@@ -449,7 +476,7 @@ impl SegmentCache {
         let clock = inner.clock;
         match inner.slots.get_mut(&(pid, first)) {
             Some(slot) => {
-                slot.last_used = clock;
+                slot.rank = READ_RANK | clock;
                 Some(
                     slot.fingerprints
                         .iter()
@@ -517,7 +544,8 @@ impl SegmentCache {
     }
 
     /// Keeps a decoded segment; `weight` is its decoded size in bytes, `fingerprints` the
-    /// transaction-id fingerprint of each message (index-aligned).
+    /// transaction-id fingerprint of each message (index-aligned). `pushed`: written by a push, not read
+    /// (evicted before read segments, the farthest from its partition's head first).
     pub fn insert(
         &self,
         pid: u64,
@@ -525,16 +553,22 @@ impl SegmentCache {
         messages: Rc<Vec<StoredMessage>>,
         weight: usize,
         fingerprints: Vec<u32>,
+        pushed: bool,
     ) {
         debug_assert_eq!(messages.len(), fingerprints.len());
         let mut inner = self.inner.borrow_mut();
         inner.clock += 1;
-        let last_used = inner.clock;
+        let clock = inner.clock;
         let slot = CachedSegment {
             messages,
             fingerprints,
             weight,
-            last_used,
+            rank: if pushed && ORDERED {
+                PUSHED_RANK
+            } else {
+                READ_RANK | clock
+            },
+            pushed_at: if pushed { clock } else { 0 },
         };
         if let Some(old) = inner.slots.insert((pid, first), slot) {
             inner.used_bytes -= old.weight;
@@ -542,19 +576,33 @@ impl SegmentCache {
         inner.used_bytes += weight;
     }
 
-    /// Evicts least recently used segments until the cache fits its budget, and then some: down to
-    /// [`Self::low_water_bytes`], so a cache that stays full is sorted once every few commands rather
-    /// than after each.
-    pub fn trim(&self) {
+    /// Evicts segments in the cache's order (passed, then pushed and unread, the farthest from their
+    /// partition's head first, `distance(pid, first)` telling how far, then least recently read; never a
+    /// pushed segment whose commit is not reported) until the cache fits its budget, and then some: down to
+    /// [`Self::low_water_bytes`], so a cache that stays full is sorted once every few commands rather than
+    /// after each.
+    pub fn trim(&self, distance: impl Fn(u64, u64) -> u64) {
         let mut inner = self.inner.borrow_mut();
         if inner.used_bytes <= self.budget_bytes {
             return;
         }
         let target = self.low_water_bytes();
-        let mut by_age: Vec<(u64, (u64, u64))> =
-            inner.slots.iter().map(|(k, s)| (s.last_used, *k)).collect();
-        super::sort::sort(&mut by_age);
-        for (_, key) in by_age {
+        let committed = inner.committed;
+        let mut by_rank: Vec<(u64, (u64, u64))> = inner
+            .slots
+            .iter()
+            .filter(|(_, s)| s.pushed_at <= committed)
+            .map(|(&(pid, first), s)| {
+                let rank = if ORDERED && s.rank == PUSHED_RANK {
+                    PUSHED_RANK.saturating_sub(distance(pid, first))
+                } else {
+                    s.rank
+                };
+                (rank, (pid, first))
+            })
+            .collect();
+        super::sort::sort(&mut by_rank);
+        for (_, key) in by_rank {
             if inner.used_bytes <= target {
                 break;
             }
@@ -562,6 +610,26 @@ impl SegmentCache {
                 inner.used_bytes -= old.weight;
             }
         }
+    }
+
+    /// Marks segment (pid, first), if it is cached, as passed by every lane: first out when the cache is
+    /// trimmed (a later read makes it a read segment again).
+    pub fn mark_passed(&self, pid: u64, first: u64) {
+        if let Some(slot) = self.inner.borrow_mut().slots.get_mut(&(pid, first)) {
+            slot.rank = 0;
+        }
+    }
+
+    /// The clock now: a segment inserted so far was inserted at or before it.
+    pub fn clock(&self) -> u64 {
+        self.inner.borrow().clock
+    }
+
+    /// The engine committed every change applied up to `clock` ([`Self::clock`] when it took them): the
+    /// segments pushed until then may be evicted.
+    pub fn committed_through(&self, clock: u64) {
+        let mut inner = self.inner.borrow_mut();
+        inner.committed = inner.committed.max(clock);
     }
 
     /// Forgets cached segments of a partition.
@@ -630,6 +698,41 @@ mod tests {
         assert_eq!(timers.pop_due(25), Some((20, 1, "g".to_string())));
         timers.retain(|(_, pid, _)| *pid != 1);
         assert_eq!((timers.len(), timers.pop_due(25)), (0, None));
+    }
+
+    #[cfg(feature = "cache-order")]
+    #[test]
+    fn the_cache_evicts_passed_then_farthest_pushed_then_least_recently_read_never_uncommitted() {
+        let cache = SegmentCache::new(800);
+        let put = |first: u64, pushed: bool| {
+            cache.insert(1, first, Rc::new(Vec::new()), 200, Vec::new(), pushed);
+        };
+        put(0, false); // read from the store
+        put(1, true);
+        put(2, true);
+        put(3, true);
+        assert!(cache.get(1, 0).is_some());
+        // Over budget, but nothing pushed is committed: only the read segment may go.
+        put(4, true);
+        cache.trim(|_, first| first);
+        assert_eq!(cache.usage(), (800, 4));
+        assert!(!cache.contains(1, 0) && cache.contains(1, 4));
+        // Committed: the farthest pushed go first (distance here: the first offset; low water 700).
+        cache.committed_through(cache.clock());
+        put(5, true);
+        cache.trim(|_, first| first);
+        assert_eq!(cache.usage().1, 3);
+        assert!(cache.contains(1, 1) && cache.contains(1, 2) && cache.contains(1, 5));
+        // A passed segment goes before any other, a read one last.
+        assert!(cache.get(1, 1).is_some());
+        cache.mark_passed(1, 2);
+        cache.committed_through(cache.clock());
+        put(6, false);
+        put(7, false);
+        cache.trim(|_, first| first);
+        assert!(!cache.contains(1, 2), "passed first");
+        assert!(!cache.contains(1, 5), "then the pushed one");
+        assert_eq!(cache.usage().1, 3, "the read ones stay");
     }
 
     #[test]

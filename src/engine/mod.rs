@@ -708,6 +708,9 @@ impl<S: Store, H: Host> Engine<S, H> {
                 return;
             };
             while let Some(group) = leading.next_group() {
+                // Every change applied so far is in this group or an earlier one (a command joins
+                // right after it is applied): the segments pushed until now are committed with it.
+                let applied_through = self.core.borrow().cache_clock();
                 let writes = !group.changes.is_empty() || !group.notes.is_empty();
                 let outcome = if !writes {
                     Ok(())
@@ -726,6 +729,7 @@ impl<S: Store, H: Host> Engine<S, H> {
                         c.rows_written += group.changes.rows() as u64;
                         c.bytes_written += group.changes.bytes() as u64;
                         self.counters.set(c);
+                        self.core.borrow().cache_committed_through(applied_through);
                         self.waiters.wake(&group.woken);
                     }
                     Err(_) => {

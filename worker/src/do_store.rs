@@ -603,7 +603,23 @@ impl Store for DoStore {
                 .map_err(sql_error)?;
             found.extend(self.assemble(cursor, |_| true)?);
         }
-        Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
+        // Each value moves out of the map (a segment is tens of kilobytes); a key asked for twice gets a
+        // copy of what its first place got.
+        let mut first_place: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut values: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        for key in keys {
+            let value = match found.remove(key) {
+                Some(value) => {
+                    first_place.insert(key, values.len());
+                    Some(value)
+                }
+                None => first_place
+                    .get(key.as_str())
+                    .and_then(|&at| values[at].clone()),
+            };
+            values.push(value);
+        }
+        Ok(values)
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {

@@ -1,0 +1,103 @@
+// `perf` on workerd at the benchmark's load, for queen-edge's Worker builds and the naive Durable Object queue
+// in the same sitting, split by component with bench/worker-perf-split.py. Each broker runs on its own workerd
+// with V8's perf map (`--perf-basic-prof`), state on tmpfs; after a warm-up (1 s of push then pop+ack), the
+// load of bench/worker-ab.mjs (8 connections, 10 partitions): push for --seconds, then pop+ack of what it
+// stored for --seconds. `perf record -g` samples the workerd process during the operation named by --op
+// (`pop+ack` or `push`), and the workerd CPU per message of that same stretch is what the split spreads. The
+// `perf script` texts stay in --out (default a fresh /tmp directory) for `worker-perf-split.py --dump`.
+// Prints only; not part of scripts/test. Needs root (perf, renice).
+//
+//   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--op pop+ack]
+//                              [--batch 100] [--payload 64] [--seconds 4] [--out DIR]
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join, resolve } from 'node:path';
+import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
+import { loadDriver, requester } from './load.mjs';
+import { startNaive } from './naive-do/start.mjs';
+
+const argv = process.argv.slice(2);
+const opt = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
+const BUILDS = argv.flatMap((a, i) => (a === '--build' ? [argv[i + 1]] : [])).map((b) => {
+  const at = b.indexOf('=');
+  if (at < 1) throw new Error(`--build wants NAME=DIR, got ${b}`);
+  return { name: b.slice(0, at), dir: resolve(b.slice(at + 1)) };
+});
+if (!BUILDS.length) throw new Error('give at least one --build NAME=DIR');
+const NAIVE = !argv.includes('--no-naive');
+const OP = opt('--op', 'pop+ack');
+if (!['pop+ack', 'push'].includes(OP)) throw new Error(`--op is pop+ack or push, got ${OP}`);
+const BATCH = Number(opt('--batch', 100));
+const PAYLOAD = Number(opt('--payload', 64));
+const SECONDS = Number(opt('--seconds', 4));
+const OUT = resolve(opt('--out', mkdtempSync(join(os.tmpdir(), 'queen-edge-perf-'))));
+const PERF_FLAGS = ['--v8-flag', '--perf-basic-prof'];
+mkdirSync(OUT, { recursive: true });
+
+const request = requester(8);
+const { push, popAck } = loadDriver({ request, connections: 8, partitions: 10, payloadBytes: PAYLOAD });
+
+function renice(pid) {
+  for (const t of readdirSync(`/proc/${pid}/task`)) execFileSync('renice', ['-n', '-10', '-p', t], { stdio: 'ignore' });
+}
+
+/** Runs `fn` while `perf record` samples `pid` into `data`; resolves to what `fn` resolved to. */
+async function underPerf(pid, data, fn) {
+  const perf = spawn('perf', ['record', '-F', '1999', '-g', '-p', String(pid), '-o', data], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  perf.stderr.on('data', (c) => { err += c; });
+  const exited = new Promise((r) => perf.on('exit', r));
+  await new Promise((r) => setTimeout(r, 300)); // perf attaches
+  let result;
+  try {
+    result = await fn();
+  } finally {
+    perf.kill('SIGINT');
+  }
+  const code = await exited;
+  if (code !== 0 && code !== null) throw new Error(`perf record exited ${code}: ${err}`);
+  return result;
+}
+
+const stateRoot = mkdtempSync(join('/dev/shm', 'queen-edge-perf-'));
+const load0 = os.loadavg()[0];
+const runs = [];
+try {
+  const brokers = [];
+  for (const build of BUILDS) {
+    const w = await startWorker({ persistTo: join(stateRoot, build.name), runtime: 'workerd', extraArgs: ['--build-dir', build.dir, ...PERF_FLAGS] });
+    brokers.push({ name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop });
+  }
+  if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive'), request, 'naive', ['--perf-basic-prof']));
+  try {
+    for (const b of brokers) {
+      const p = await push(b, 'warm', BATCH, 1);
+      await popAck(b, 'warm', BATCH, p.messages, 1);
+      renice(b.pid);
+    }
+    for (const b of brokers) {
+      const data = join(OUT, `${b.name}.perf.data`);
+      let r;
+      if (OP === 'push') {
+        r = await underPerf(b.pid, data, () => push(b, 'q', BATCH, SECONDS));
+      } else {
+        const p = await push(b, 'q', BATCH, SECONDS);
+        r = await underPerf(b.pid, data, () => popAck(b, 'q', BATCH, p.messages, SECONDS));
+      }
+      const text = join(OUT, `${b.name}.txt`);
+      writeFileSync(text, execFileSync('perf', ['script', '-F', 'tid,period,ip,sym', '-i', data], { maxBuffer: 1 << 30 }));
+      runs.push({ name: b.name, text, ...r });
+      console.log(`[perf] ${b.name} ${OP} batch ${BATCH} ${PAYLOAD} B: ${r.cpuUsPerMsg.toFixed(1)} us/msg, `
+        + `${r.msgsPerSec.toFixed(0)} msg/s (load ${os.loadavg()[0].toFixed(1)})`);
+    }
+  } finally {
+    for (const b of brokers) await b.stop();
+  }
+} finally {
+  request.close();
+  rmSync(stateRoot, { recursive: true, force: true });
+}
+console.log(`\n${OP}, batch ${BATCH}, ${PAYLOAD} B, ${SECONDS} s, state on tmpfs; load average ${load0.toFixed(1)} at the start, `
+  + `${os.loadavg()[0].toFixed(1)} at the end; perf texts in ${OUT}`);
+console.log(execFileSync('python3', [join(ROOT, 'bench', 'worker-perf-split.py'), ...runs.map((r) => `${r.text}=${r.cpuUsPerMsg}`)]).toString());
