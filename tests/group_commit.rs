@@ -893,3 +893,166 @@ fn concurrent_early_requests_share_commits_and_a_failed_commit_fails_its_group_a
     }
     assert_eq!(drain(&engine), (0..10).collect::<Vec<_>>());
 }
+
+// ---- Review (branch review-early): early answers beside recorded requests, long-polls and requests
+// of several commands. ----
+
+/// A recorded request's command joins the group an early request's command joined while a commit was in
+/// flight, and holds it; that group's commit (the one carrying the recorded answer) fails. The early
+/// request's answer was already rendered: it must not be released, and nothing of the group is stored.
+#[test]
+fn review_early_an_early_member_of_a_failed_recorded_group_is_not_answered() {
+    let (store, engine) = open();
+    store.fail_noted.set(true);
+    // Commit 1 holds push 0 alone; push 1 (early) and push 2 (recorded) form the next group.
+    let first = early(&engine, push_one(&engine, 0), |o| o.is_ok());
+    let member = early(&engine, push_one(&engine, 1), |o| o.is_ok());
+    let holder = recorded(&engine, &store.inner, "req/r", push_one(&engine, 2));
+    let ((_, first), (built, member), holder) =
+        run_bounded(futures::future::join3(first, member, holder)).expect("no deadlock");
+    first.expect("push 0 was committed alone");
+    assert!(built, "set-up: the early member's answer was rendered");
+    assert_eq!(
+        (store.started.get(), store.commits.get()),
+        (2, 2),
+        "set-up: two commits, the second (with the note) failed"
+    );
+    assert!(
+        matches!(member, Err(EngineError::Store(_))),
+        "the early member of the failed group was answered: {member:?}"
+    );
+    assert!(holder.is_err(), "the recorded request fails: {holder:?}");
+    assert_eq!(store.inner.note("req/r"), None, "no answer recorded");
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    assert_eq!(
+        drain(&reopened),
+        vec![0],
+        "nothing of the failed group stored"
+    );
+    // (`drain` leases for its group: a second look uses another group.)
+    let in_memory = block_on(engine.pop(
+        PopRequest {
+            group: Some("memory".into()),
+            batch: Some(1000),
+            ..PopRequest::queue("q")
+        },
+        None,
+    ))
+    .unwrap();
+    assert_eq!(
+        in_memory.messages.len(),
+        1,
+        "memory reloaded: pushes 1 and 2 are gone"
+    );
+}
+
+/// An early long-poll parks after the commit of its empty attempt, is woken by an early push once the
+/// push's commit succeeded, and answers with the message; its lease is stored when it answers.
+#[test]
+fn review_early_an_early_long_poll_is_woken_by_an_early_push() {
+    let store = SlowStore {
+        inner: MemStore::new(),
+        commits: Rc::new(Cell::new(0)),
+        fail_commit: Rc::new(Cell::new(None)),
+        fail_noted: Rc::new(Cell::new(false)),
+        started: Rc::new(Cell::new(0)),
+    };
+    let engine = block_on(Engine::open(
+        store.clone(),
+        ParkHost(TestHost::new()),
+        config(),
+    ))
+    .unwrap();
+    let long_poll = early(&engine, engine.pop(pop_request("g"), Some(10_000)), |o| {
+        o.as_ref().map(|r| r.messages.len()).ok()
+    });
+    let push = async {
+        YieldOnce(false).await;
+        early(
+            &engine,
+            engine.push(vec![PushItem::new("q", json!({ "i": 7 }))]),
+            |o| o.is_ok(),
+        )
+        .await
+    };
+    let ((seen, polled), (_, pushed)) =
+        run_bounded(futures::future::join(long_poll, push)).expect("no deadlock");
+    pushed.unwrap();
+    polled.unwrap();
+    assert_eq!(
+        seen,
+        Some(1),
+        "the long-poll answered with the pushed message"
+    );
+    // The lease the answer reports is stored: group "g" finds nothing claimable after a restart.
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    let again = block_on(reopened.pop(pop_request("g"), None)).unwrap();
+    assert!(
+        again.messages.is_empty(),
+        "the answered claim was not stored"
+    );
+}
+
+/// An early bulk dead-letter replay (two commands: 100 rows, then 1) whose first chunk's commit fails
+/// while the handler goes on: its second command must not be applied on top, the request answers a
+/// failure (never `replayed`), and all 101 dead letters stay stored and visible.
+#[test]
+fn review_early_an_early_bulk_replay_whose_first_chunk_fails_keeps_nothing() {
+    let (store, engine) = open();
+    let items: Vec<_> = (0..101)
+        .map(|i| json!({"queue": "d", "payload": {"i": i}, "transactionId": format!("d-{i}")}))
+        .collect();
+    let (status, _) = block_on(http(
+        &engine,
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": items})),
+    ));
+    assert_eq!(status, 201, "set-up: push");
+    for _ in 0..101 {
+        let (_, popped) = block_on(http(&engine, "GET", "/api/v1/pop/queue/d", None));
+        let m = &popped["messages"][0];
+        let ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                         "status": "dlq", "error": "boom", "leaseId": popped["leaseId"]});
+        let (status, _) = block_on(http(&engine, "POST", "/api/v1/ack", Some(ack)));
+        assert_eq!(status, 200, "set-up: a dead letter");
+    }
+    assert_eq!(dead_letters(&engine), 101, "set-up: 101 dead letters");
+    store.fail_commit.set(Some(store.commits.get() + 1));
+    let request = async {
+        Ok::<_, EngineError>(
+            http(
+                &engine,
+                "POST",
+                "/api/v1/dlq/replay",
+                Some(json!({"queue": "d"})),
+            )
+            .await,
+        )
+    };
+    let (built, finished) =
+        run_bounded(early(&engine, request, |o| o.as_ref().unwrap().clone())).expect("no deadlock");
+    // What the bindings release: the rendered answer if `finish_recording` succeeded, else a failure.
+    let released = match finished {
+        Ok(_) => built.0,
+        Err(_) => 500,
+    };
+    assert!(
+        released >= 500,
+        "a replay whose first chunk was not stored was answered {released}: {}",
+        built.1
+    );
+    // The failure must not claim rows as replayed: none of them was stored.
+    let said = built.1.to_string();
+    assert!(
+        !said.contains("were replayed"),
+        "a replay of which nothing was stored says rows were replayed and stay so: {said}"
+    );
+    assert_eq!(
+        dead_letters(&engine),
+        101,
+        "memory reloaded: every dead letter is back"
+    );
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    assert_eq!(dead_letters(&reopened), 101, "nothing of the replay stored");
+}

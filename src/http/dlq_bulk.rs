@@ -173,6 +173,8 @@ pub(crate) async fn answer<S: Store, H: Host>(
                     .dlq_replay_rows(&chunk.ids)
                     .await
                     .map_err(|e| failed(e, done))?;
+                // Counted once stored (an early command returns before its commit).
+                engine.settle_early().await.map_err(|e| failed(e, done))?;
                 for reply in replies {
                     done += 1;
                     if reply.status == PushStatus::Duplicate {
@@ -183,10 +185,12 @@ pub(crate) async fn answer<S: Store, H: Host>(
                 }
             }
             BulkAction::Delete => {
-                done += engine
+                let deleted = engine
                     .dlq_delete_rows(&chunk.ids)
                     .await
-                    .map_err(|e| failed(e, done))?
+                    .map_err(|e| failed(e, done))?;
+                engine.settle_early().await.map_err(|e| failed(e, done))?;
+                done += deleted;
             }
         }
     }
