@@ -348,18 +348,6 @@ impl<S: Store, H: Host> Engine<S, H> {
         }
     }
 
-    /// Waits for the commits of the current request's early commands ([`Recording::early`]) and fails
-    /// if one failed; does nothing for a recorded request (its group stays held until its answer) or a
-    /// request with no recording. For a request of several commands that reports what its earlier ones
-    /// did: an early command returns before its commit, so what it did counts only after this.
-    pub async fn settle_early(&self) -> EngineResult<()> {
-        let recording = self.recording.borrow().clone().filter(|r| r.early);
-        match recording {
-            Some(recording) => self.settle_recording(&recording).await,
-            None => Ok(()),
-        }
-    }
-
     /// Reads the index records (never the segments, except once to upgrade format 1 data) and builds
     /// the core from them, committing the upgrade if there was one.
     async fn load(store: &S, host: &H, config: &BrokerConfig) -> EngineResult<Broker> {

@@ -173,8 +173,6 @@ pub(crate) async fn answer<S: Store, H: Host>(
                     .dlq_replay_rows(&chunk.ids)
                     .await
                     .map_err(|e| failed(e, done))?;
-                // Counted once stored (an early command returns before its commit).
-                engine.settle_early().await.map_err(|e| failed(e, done))?;
                 for reply in replies {
                     done += 1;
                     if reply.status == PushStatus::Duplicate {
@@ -185,12 +183,10 @@ pub(crate) async fn answer<S: Store, H: Host>(
                 }
             }
             BulkAction::Delete => {
-                let deleted = engine
+                done += engine
                     .dlq_delete_rows(&chunk.ids)
                     .await
-                    .map_err(|e| failed(e, done))?;
-                engine.settle_early().await.map_err(|e| failed(e, done))?;
-                done += deleted;
+                    .map_err(|e| failed(e, done))?
             }
         }
     }
