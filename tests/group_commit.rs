@@ -46,9 +46,6 @@ struct SlowStore {
     commits: Rc<Cell<u32>>,
     fail_commit: Rc<Cell<Option<u32>>>,
     fail_noted: Rc<Cell<bool>>,
-    /// Commits started (before their pause): a commit in flight is started and not yet counted in
-    /// `commits`.
-    started: Rc<Cell<u32>>,
 }
 
 impl Store for SlowStore {
@@ -62,7 +59,6 @@ impl Store for SlowStore {
         self.commit_noted(changes, &[]).await
     }
     async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
-        self.started.set(self.started.get() + 1);
         YieldOnce(false).await;
         let n = self.commits.get() + 1;
         self.commits.set(n);
@@ -88,7 +84,6 @@ fn open() -> (SlowStore, Engine<SlowStore, TestHost>) {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
-        started: Rc::new(Cell::new(0)),
     };
     let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     (store, engine)
@@ -196,7 +191,6 @@ fn with_group_commit_off_each_command_commits_in_its_own_call() {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
-        started: Rc::new(Cell::new(0)),
     };
     let off = BrokerConfig {
         group_commit: false,
@@ -450,7 +444,6 @@ fn a_recorded_long_poll_does_not_hold_its_group_while_parked() {
         commits: Rc::new(Cell::new(0)),
         fail_commit: Rc::new(Cell::new(None)),
         fail_noted: Rc::new(Cell::new(false)),
-        started: Rc::new(Cell::new(0)),
     };
     let engine = block_on(Engine::open(
         store.clone(),
@@ -754,142 +747,4 @@ fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothin
         vec![100, 1],
         "push 0 was dropped with its request"
     );
-}
-
-/// A request's future with an early recording (`Recording::early`), driven as `src/bindings` drives
-/// it: when a command asks for a leader, the group's commit is started and polled beside the request,
-/// and the output is held until that commit settled.
-struct EarlyDriven<'a, S: Store, H: Host, F: Future> {
-    engine: &'a Engine<S, H>,
-    recording: Rc<Recording>,
-    future: Pin<Box<F>>,
-    lead: Option<futures::future::LocalBoxFuture<'a, ()>>,
-    output: Option<F::Output>,
-}
-
-impl<S: Store, H: Host, F: Future<Output: Unpin>> Future for EarlyDriven<'_, S, H, F> {
-    type Output = F::Output;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = &mut *self;
-        if this.output.is_none() {
-            let previous = this.engine.set_recording(Some(this.recording.clone()));
-            if let Poll::Ready(output) = this.future.as_mut().poll(cx) {
-                this.output = Some(output);
-            }
-            this.engine.set_recording(previous);
-            if this.lead.is_none() && this.recording.take_lead_wanted() {
-                this.lead = Some(this.engine.lead_commits());
-            }
-        }
-        if let Some(lead) = this.lead.as_mut() {
-            if lead.as_mut().poll(cx).is_ready() {
-                this.lead = None;
-            }
-        }
-        match this.lead {
-            None => this.output.take().map_or(Poll::Pending, Poll::Ready),
-            Some(_) => Poll::Pending,
-        }
-    }
-}
-
-/// Runs `request` as an early request: `build_answer` runs when its output is ready (the answer is
-/// rendered), which may be before its commit settled; the answer counts only if `finish_recording`
-/// then succeeds. Returns the answer and what `finish_recording` said.
-async fn early<'a, S: Store, H: Host, T: Unpin, A>(
-    engine: &'a Engine<S, H>,
-    request: impl Future<Output = EngineResult<T>> + 'a,
-    build_answer: impl FnOnce(&EngineResult<T>) -> A,
-) -> (A, EngineResult<bool>) {
-    let recording = Rc::new(Recording::early());
-    let mut built = None;
-    let mut build_answer = Some(build_answer);
-    let inner = Box::pin(async {
-        let outcome = request.await;
-        built = Some((build_answer.take().unwrap())(&outcome));
-        outcome
-    });
-    let _outcome = EarlyDriven {
-        engine,
-        recording: recording.clone(),
-        future: inner,
-        lead: None,
-        output: None,
-    }
-    .await;
-    let finished = engine
-        .finish_recording(&recording, || {
-            unreachable!("an early recording records nothing")
-        })
-        .await;
-    (built.unwrap(), finished)
-}
-
-#[test]
-fn an_early_requests_answer_is_built_while_its_commit_runs_and_released_after_it() {
-    let (store, engine) = open();
-    let (seen, finished) = run_bounded(early(&engine, push_one(&engine, 1), |outcome| {
-        assert_eq!(outcome.as_ref().unwrap()[0].status, PushStatus::Queued);
-        (store.started.get(), store.commits.get())
-    }))
-    .expect("no deadlock");
-    assert_eq!(
-        seen,
-        (1, 0),
-        "the answer is built after its commit started and before it finished"
-    );
-    assert_eq!(
-        finished,
-        Ok(false),
-        "nothing recorded; the commit succeeded"
-    );
-    assert_eq!(store.commits.get(), 1);
-    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
-    assert_eq!(drain(&reopened), vec![1]);
-}
-
-#[test]
-fn an_early_requests_failed_commit_fails_it_after_its_answer_was_built_and_keeps_nothing() {
-    let (store, engine) = open();
-    block_on(push_one(&engine, 100)).unwrap();
-    store.fail_commit.set(Some(2));
-    let (built, finished) =
-        run_bounded(early(&engine, push_one(&engine, 1), |o| o.is_ok())).expect("no deadlock");
-    assert!(built, "the answer was built before the commit settled");
-    assert!(
-        matches!(finished, Err(EngineError::Store(_))),
-        "a failed commit must fail the request whose answer was built early: {finished:?}"
-    );
-    // The engine reloads before the next command: push 1 is gone from memory too.
-    let (_, finished) =
-        run_bounded(early(&engine, push_one(&engine, 2), |_| ())).expect("no deadlock");
-    finished.unwrap();
-    assert_eq!(engine.counters().reloads, 1);
-    assert_eq!(drain(&engine), vec![100, 2]);
-}
-
-#[test]
-fn concurrent_early_requests_share_commits_and_a_failed_commit_fails_its_group_and_the_next() {
-    let (store, engine) = open();
-    // The first commit holds push 0 alone; the second the 9 applied while it was in flight.
-    let ok = run_bounded(join_all(
-        (0..10).map(|i| early(&engine, push_one(&engine, i), |o| o.is_ok())),
-    ))
-    .expect("no deadlock");
-    assert!(ok.iter().all(|(built, f)| *built && f.is_ok()));
-    assert_eq!(store.commits.get(), 2, "10 early pushes, 2 commits");
-    // Commit 3 (push 10 alone) fails, and so does commit 4's group, applied on top of it.
-    store.fail_commit.set(Some(3));
-    let failed = run_bounded(join_all(
-        (10..15).map(|i| early(&engine, push_one(&engine, i), |o| o.is_ok())),
-    ))
-    .expect("no deadlock");
-    for (i, (built, finished)) in failed.iter().enumerate() {
-        assert!(
-            !built || matches!(finished, Err(EngineError::Store(_))),
-            "push {} was answered although its commit or the one under it failed",
-            i + 10
-        );
-    }
-    assert_eq!(drain(&engine), (0..10).collect::<Vec<_>>());
 }

@@ -110,57 +110,34 @@ pub const ANSWER_PREFIX: &str = "req/";
 /// so older answers are one key range, deleted with every recorded write.
 pub const ANSWER_RETENTION_MS: i64 = 10 * 60 * 1000;
 
-/// A request's future, polled with its [`Recording`] set on the engine, so the engine knows which
-/// commands are the request's: a recorded request's hold their group commit open (and the command gate)
-/// until [`WasmBroker::handle`] hands the answer over ([`Engine::finish_recording`]); any other request's
-/// ([`Recording::early`]) pause once after joining their group, and this starts that group's commit
-/// ([`Engine::lead_commits`]) and polls it beside the request, so IndexedDB writes while the answer is
-/// rendered. The output is held until that commit is settled; [`Engine::finish_recording`] then says
-/// whether it succeeded.
+/// A request's future, polled with its [`Recording`] set on the engine (none for a request that is not
+/// recorded), so the engine knows which commands are the recorded request's: they hold their group
+/// commit open (and the command gate) until [`WasmBroker::handle`] hands the answer over
+/// ([`Engine::finish_recording`]).
 ///
 /// Every request goes through it: one call site of the HTTP layer, whose future would otherwise be
 /// compiled twice into the module.
-struct Recorded<'a, F: std::future::Future> {
-    recording: Rc<Recording>,
+struct Recorded<'a, F> {
+    recording: Option<Rc<Recording>>,
     engine: &'a BrowserEngine,
     future: std::pin::Pin<Box<F>>,
-    /// The commits started for this request's early commands, while they run.
-    lead: Option<LocalBoxFuture<'a, ()>>,
-    /// The request's output, once ready, until `lead` is done.
-    output: Option<F::Output>,
 }
 
-impl<F: std::future::Future<Output: Unpin>> std::future::Future for Recorded<'_, F> {
+impl<F: std::future::Future> std::future::Future for Recorded<'_, F> {
     type Output = F::Output;
 
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
-        // Only `Pin<Box<_>>` and plain values inside: the struct is `Unpin`.
         let this = &mut *self;
-        if this.output.is_none() {
-            let previous = this.engine.set_recording(Some(this.recording.clone()));
-            if let std::task::Poll::Ready(output) = this.future.as_mut().poll(cx) {
-                this.output = Some(output);
-            }
-            this.engine.set_recording(previous);
-            if this.lead.is_none() && this.recording.take_lead_wanted() {
-                this.lead = Some(this.engine.lead_commits());
-            }
+        if this.recording.is_none() {
+            return this.future.as_mut().poll(cx);
         }
-        if let Some(lead) = this.lead.as_mut() {
-            if lead.as_mut().poll(cx).is_ready() {
-                this.lead = None;
-            }
-        }
-        match this.lead {
-            None => this
-                .output
-                .take()
-                .map_or(std::task::Poll::Pending, std::task::Poll::Ready),
-            Some(_) => std::task::Poll::Pending,
-        }
+        let previous = this.engine.set_recording(this.recording.clone());
+        let polled = this.future.as_mut().poll(cx);
+        this.engine.set_recording(previous);
+        polled
     }
 }
 
@@ -595,51 +572,36 @@ impl WasmBroker {
                 }
                 key = Some(id);
             }
-            let recorded = key.is_some();
-            // A forwarded request is recorded; any other answers early: its answer is rendered while
-            // IndexedDB writes its changes (`Recorded`, `Recording::early`).
-            let recording = Rc::new(match key {
-                Some(_) => Recording::default(),
-                None => Recording::early(),
-            });
-            let guard = RecordingGuard {
-                recording: recording.clone(),
-                engine,
-            };
+            let recording = key.as_ref().map(|_| Rc::new(Recording::default()));
+            let guard = recording
+                .clone()
+                .map(|recording| RecordingGuard { recording, engine });
             let response = Recorded {
                 recording,
                 engine,
                 future: Box::pin(http::handle(engine, &inner.config, request)),
-                lead: None,
-                output: None,
             }
             .await;
-            // Not answered before every commit that holds the request's changes (and, when recorded,
-            // this answer) succeeded. If one failed: recorded, the request rejects (neither its changes
-            // nor its answer were written); not recorded, its rendered answer is dropped for the store
-            // failure's, the answer it gets when its command waits for its own commit.
-            // An answer holding payloads opened from encrypted queues is not kept: a retry gets a
-            // refusal, and the messages come again when their lease expires.
-            let refusal;
-            let noted = if guard.recording.holds_opened_payloads() {
-                refusal = unkept_answer();
-                &refusal
-            } else {
-                &response
-            };
-            let finished = engine
-                .finish_recording(&guard.recording, || {
-                    (key.unwrap_or_default(), answer::encode(noted))
-                })
-                .await;
-            let response = match finished {
-                Ok(_) => response,
-                Err(e) if recorded => {
+            if let (Some(guard), Some(key)) = (guard, key) {
+                // Not answered before the commit that holds the request's changes and this answer
+                // succeeded; if it failed, neither was written.
+                // An answer holding payloads opened from encrypted queues is not kept: a retry gets a
+                // refusal, and the messages come again when their lease expires.
+                let refusal;
+                let recorded = if guard.recording.holds_opened_payloads() {
+                    refusal = unkept_answer();
+                    &refusal
+                } else {
+                    &response
+                };
+                let finished = engine
+                    .finish_recording(&guard.recording, || (key, answer::encode(recorded)))
+                    .await;
+                if let Err(e) = finished {
                     check_superseded(&inner)?;
                     return Err(engine_js_error(e));
                 }
-                Err(e) => http::engine_error_response(e),
-            };
+            }
             if response.status >= 500 {
                 // A store failure after the take-over: the fence refused this request's commit.
                 check_superseded(&inner)?;

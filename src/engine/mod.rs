@@ -129,21 +129,8 @@ const MAX_RUNS: usize = 3;
 /// - [`Engine::finish_recording`] puts the answer into the held group as a note, releases it and the
 ///   gate, leads or waits for its commit, and fails if it failed. If a failure took the held group
 ///   meanwhile, the note is dropped with it and the request's later commands are refused.
-///
-/// An *early* recording ([`Recording::early`]) records nothing: it lets a request render its answer while
-/// the commit holding its changes runs. Each of its commands joins the open group, releases the gate,
-/// asks for a leader ([`Recording::take_lead_wanted`]) and yields once, so whoever polls the request's
-/// future can start that commit ([`Engine::lead_commits`], polled beside the request: the browser's
-/// bindings) before the command returns and the answer is rendered. [`Engine::finish_recording`] then
-/// waits for every commit holding the request's commands, and only an `Ok` there lets the answer leave.
-/// The request holds no group and keeps no gate; before any further wait inside the engine (its next
-/// command, a long-poll's park) its commits are awaited, as for a recorded request.
 #[derive(Default)]
 pub struct Recording {
-    /// Early: nothing is recorded; commands return before their commit settles (see above).
-    early: bool,
-    /// An early command joined a group and yielded: its commit should be started now.
-    lead_wanted: Cell<bool>,
     /// The number of the group holding the request's commands, while held.
     held: Cell<Option<u64>>,
     /// The request keeps the command gate (from its first command until it releases its group).
@@ -161,40 +148,6 @@ impl Recording {
     /// must not keep that answer, which would store them in plain text.
     pub fn holds_opened_payloads(&self) -> bool {
         self.opened.get()
-    }
-
-    /// A recording for a request that is not recorded but renders its answer while its commit runs
-    /// (see [`Recording`]).
-    pub fn early() -> Self {
-        Recording {
-            early: true,
-            ..Recording::default()
-        }
-    }
-
-    /// True (once) when an early command just joined a group and yielded: the caller polling the
-    /// request should start [`Engine::lead_commits`] now and poll it beside the request.
-    pub fn take_lead_wanted(&self) -> bool {
-        self.lead_wanted.replace(false)
-    }
-}
-
-/// Pending once (waking itself at once), then ready: an early command's pause between joining its group
-/// and returning, in which the commit is started (see [`Recording`]).
-struct YieldOnce(bool);
-
-impl std::future::Future for YieldOnce {
-    type Output = ();
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if self.0 {
-            return std::task::Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        std::task::Poll::Pending
     }
 }
 
@@ -572,18 +525,7 @@ impl<S: Store, H: Host> Engine<S, H> {
                         )));
                     };
                     let recording = self.recording.borrow().clone();
-                    if let Some(recording) =
-                        recording.filter(|r| !r.early || self.config.group_commit)
-                    {
-                        recording.settled.borrow_mut().push(settled);
-                        if recording.early {
-                            // Returns before the commit settles: the commit is started in the pause,
-                            // the answer rendered while it runs, and `finish_recording` waits for it.
-                            drop(gate);
-                            recording.lead_wanted.set(true);
-                            YieldOnce(false).await;
-                            return Ok(());
-                        }
+                    if let Some(recording) = recording {
                         // A recorded request's command: its group waits for the answer, and the
                         // request keeps the gate until then (`Recording`). A later command joined
                         // the group its first one holds (`enter` checked it is still open, and the
@@ -592,6 +534,7 @@ impl<S: Store, H: Host> Engine<S, H> {
                             recording.held.set(Some(self.group.hold_open()));
                         }
                         recording.changed.set(recording.changed.get() || changed);
+                        recording.settled.borrow_mut().push(settled);
                         gate.keep_for(&recording);
                         return Ok(());
                     }
@@ -691,9 +634,8 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Commits open groups until none is left, unless another command is already doing so (module
-    /// `group`). Each group's members are answered when its commit settles. Public for the caller of an
-    /// early request ([`Recording::early`]), which polls it beside the request.
-    pub fn lead_commits(&self) -> LocalBoxFuture<'_, ()> {
+    /// `group`). Each group's members are answered when its commit settles.
+    fn lead_commits(&self) -> LocalBoxFuture<'_, ()> {
         Box::pin(async move {
             let Some(leading) = self.group.lead() else {
                 return;

@@ -244,25 +244,12 @@ pub async fn handle<S: Store, H: Host>(
     let result = handlers::dispatch(engine, config, request, &jwt::JwtOutcome::default()).await;
     #[cfg(not(feature = "jwt"))]
     let result = handlers::dispatch(engine, config, request).await;
-    finish(result)
-}
-
-/// The answer to send: the response, or the error's; with the CORS headers.
-#[inline(never)]
-fn finish(result: Result<HttpResponse, error::HttpError>) -> HttpResponse {
     let mut response = match result {
         Ok(response) => response,
         Err(error) => error.into_response(),
     };
     add_cors(&mut response);
     response
-}
-
-/// The answer [`handle`] gives when a command of the request fails with `error`: for an embedder that
-/// learns a commit's failure after the request's answer was rendered (the browser's early answers,
-/// `Recording::early`), so the caller sees what it would have seen had the command waited for it.
-pub fn engine_error_response(error: crate::engine::EngineError) -> HttpResponse {
-    finish(Err(error.into()))
 }
 
 /// [`handle`] for a request whose JWT (if any) the embedder has checked with [`jwt::authenticate`].

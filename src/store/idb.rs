@@ -544,26 +544,35 @@ impl Store for IdbStore {
         let records = object_store(&tx, RECORDS_STORE)?;
         let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "scan", &e);
         // Issue both requests before awaiting either.
-        let range = prefix_range(prefix).map_err(fail)?;
-        let keys = records.get_all_keys_with_key(&range).map_err(fail)?;
-        let values = records.get_all_with_key(&range).map_err(fail)?;
+        let (keys, values) = match prefix_range(prefix).map_err(fail)? {
+            Some(range) => (
+                records.get_all_keys_with_key(&range).map_err(fail)?,
+                records.get_all_with_key(&range).map_err(fail)?,
+            ),
+            None => (
+                records.get_all_keys().map_err(fail)?,
+                records.get_all().map_err(fail)?,
+            ),
+        };
         let keys = Pending::new(&keys);
         let values = Pending::new(&values);
         let keys: Array = keys.finish().await.map_err(fail)?.unchecked_into();
         let values: Array = values.finish().await.map_err(fail)?.unchecked_into();
         if keys.length() != values.length() {
-            return Err(StoreError::other(
-                "scan: IndexedDB returned different numbers of keys and values",
-            ));
+            return Err(StoreError::other(format!(
+                "scan: {} keys but {} values",
+                keys.length(),
+                values.length()
+            )));
         }
         let mut out = Vec::with_capacity(keys.length() as usize);
         for (key, value) in keys.iter().zip(values.iter()) {
             let key = key.as_string().ok_or_else(|| {
                 StoreError::other("scan: a key in the records store is not a string")
             })?;
-            let value = value
-                .dyn_into::<Uint8Array>()
-                .map_err(|_| not_bytes("scan", &key))?;
+            let value = value.dyn_into::<Uint8Array>().map_err(|_| {
+                StoreError::other(format!("scan: the value of \"{key}\" is not a Uint8Array"))
+            })?;
             out.push((key, value.to_vec()));
         }
         // IndexedDB sorts by UTF-16 code units; the contract is UTF-8 byte order (see module docs).
@@ -595,9 +604,9 @@ impl Store for IdbStore {
                 out.push(None);
                 continue;
             }
-            let value = value
-                .dyn_into::<Uint8Array>()
-                .map_err(|_| not_bytes("get", key))?;
+            let value = value.dyn_into::<Uint8Array>().map_err(|_| {
+                StoreError::other(format!("get: the value of \"{key}\" is not a Uint8Array"))
+            })?;
             out.push(Some(value.to_vec()));
         }
         Ok(out)
@@ -867,30 +876,25 @@ fn issue_changes(tx: &IdbTransaction, changes: &ChangeSet) -> Result<(), JsValue
     Ok(())
 }
 
-/// The error of a read (`what`: `scan` or `get`) that found a value other than bytes at `key`.
-fn not_bytes(what: &str, key: &str) -> StoreError {
-    StoreError::other(format!(
-        "{what}: the value of \"{key}\" is not a Uint8Array"
-    ))
-}
-
-/// The key range of all strings starting with `prefix` in IndexedDB (UTF-16 code unit) order (every
-/// string key for an empty prefix). Upper bound: the prefix with trailing U+FFFF units dropped and its last unit
+/// The key range of all strings starting with `prefix` in IndexedDB (UTF-16 code unit) order, or `None`
+/// for everything. Upper bound: the prefix with trailing U+FFFF units dropped and its last unit
 /// incremented, exclusive.
-fn prefix_range(prefix: &str) -> Result<IdbKeyRange, JsValue> {
+fn prefix_range(prefix: &str) -> Result<Option<IdbKeyRange>, JsValue> {
+    if prefix.is_empty() {
+        return Ok(None);
+    }
     let mut units: Vec<u16> = prefix.encode_utf16().collect();
     while units.last() == Some(&0xFFFF) {
         units.pop();
     }
     let lower = JsValue::from_str(prefix);
     match units.last_mut() {
-        // Every string key is at or above "" (and above a prefix of only U+FFFF units' start).
-        None => IdbKeyRange::lower_bound(&lower),
+        None => IdbKeyRange::lower_bound(&lower).map(Some),
         Some(last) => {
             *last += 1;
             // May hold a lone surrogate, which JS strings allow and Rust strings do not.
             let upper: JsValue = JsString::from_char_code(&units).into();
-            IdbKeyRange::bound_with_lower_open_and_upper_open(&lower, &upper, false, true)
+            IdbKeyRange::bound_with_lower_open_and_upper_open(&lower, &upper, false, true).map(Some)
         }
     }
 }
@@ -981,9 +985,9 @@ fn describe(e: &JsValue) -> (String, String) {
     if name.is_empty() && message.is_empty() {
         (
             String::new(),
-            // Not `{:?}` (a JsValue's Debug pulls a large formatter into the glue), nor JSON (bytes
-            // for a case IndexedDB does not produce: it throws DOMExceptions).
+            // JSON rather than `{:?}`: a JsValue's Debug pulls a large formatter into the glue.
             e.as_string()
+                .or_else(|| js_sys::JSON::stringify(e).ok().and_then(|s| s.as_string()))
                 .unwrap_or_else(|| "a thrown value that is not an Error".to_string()),
         )
     } else {
