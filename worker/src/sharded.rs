@@ -464,7 +464,7 @@ async fn discovery(env: &Env, map: &ShardMap, req: &Incoming) -> Result<web_sys:
 }
 
 /// Asks every shard and merges the answers. A shard's error is the answer (its status and body), except
-/// for a write some shards applied: [`partial_write`] says which.
+/// for a write some shards applied and others refused: [`partial_write`] says which.
 async fn fan_out(
     env: &Env,
     map: &ShardMap,
@@ -510,7 +510,8 @@ async fn fan_out(
             .respond();
     }
     if let Some(bad) = answers.iter().position(|a| !(200..300).contains(&a.status)) {
-        if req.method != Method::Get && answers.len() > 1 {
+        let applied_somewhere = answers.iter().any(|a| (200..300).contains(&a.status));
+        if req.method != Method::Get && applied_somewhere {
             return partial_write(&answers, bad);
         }
         return answers.into_iter().nth(bad).expect("found").respond();
@@ -549,7 +550,7 @@ async fn fan_out(
     respond::json(answers[0].status, &merged)
 }
 
-/// A write sent to every shard that some shards refused: the first refusal's status, and an `error` that
+/// A write sent to every shard that some shards applied and others refused: the first refusal's status, and an `error` that
 /// says on which shards the change was applied and on which it failed, with each failing shard's own
 /// error (`fanout::partial_write_error`); `appliedShards` and `failedShards` list them by index.
 fn partial_write(answers: &[Answer], first_bad: usize) -> Result<web_sys::Response> {

@@ -311,6 +311,9 @@ test('a write sent to every shard that one shard refuses: the error says where i
     // Idempotent: sent again, it completes on every shard.
     const again = await getJson(`${w.url}/api/v1/consumer-groups/cg`, { method: 'DELETE' });
     assert.equal(again.status, 200, JSON.stringify(again.body));
+    // Refused by every shard (a bad body): nothing applied, so each shard's own answer as it is.
+    const bad = await getJson(`${w.url}/api/v1/consumer-groups/cg/subscription`, post({}));
+    assert.deepEqual([bad.status, bad.body], [400, { error: 'subscriptionTimestamp is required' }]);
     // A read sent to every shard still answers the refusing shard's own error.
     await refuse(down, 'POST');
     const read = await getJson(`${w.url}/api/v1/consumer-groups`);
