@@ -1,6 +1,7 @@
 // What the worker benchmarks share: a keep-alive HTTP client for a local port and the CPU time of a process.
 import http from 'node:http';
 import { readFileSync, readdirSync } from 'node:fs';
+import { resolve } from 'node:path';
 
 /**
  * A request function over `connections` keep-alive sockets to 127.0.0.1:
@@ -103,4 +104,15 @@ export function loadDriver({ request, connections, partitions, payloadBytes }) {
   });
 
   return { push, popAck };
+}
+
+/** The builds named by `--build NAME=DIR` arguments (at least one), each `{ name, dir }` with `dir` absolute. */
+export function buildsFromArgs(argv) {
+  const builds = argv.flatMap((a, i) => (a === '--build' ? [argv[i + 1]] : [])).map((b) => {
+    const at = b.indexOf('=');
+    if (at < 1) throw new Error(`--build wants NAME=DIR, got ${b}`);
+    return { name: b.slice(0, at), dir: resolve(b.slice(at + 1)) };
+  });
+  if (!builds.length) throw new Error('give at least one --build NAME=DIR');
+  return builds;
 }

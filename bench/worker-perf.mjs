@@ -14,17 +14,12 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { loadDriver, requester } from './load.mjs';
+import { buildsFromArgs, loadDriver, requester } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
-const BUILDS = argv.flatMap((a, i) => (a === '--build' ? [argv[i + 1]] : [])).map((b) => {
-  const at = b.indexOf('=');
-  if (at < 1) throw new Error(`--build wants NAME=DIR, got ${b}`);
-  return { name: b.slice(0, at), dir: resolve(b.slice(at + 1)) };
-});
-if (!BUILDS.length) throw new Error('give at least one --build NAME=DIR');
+const BUILDS = buildsFromArgs(argv);
 const NAIVE = !argv.includes('--no-naive');
 const OP = opt('--op', 'pop+ack');
 if (!['pop+ack', 'push'].includes(OP)) throw new Error(`--op is pop+ack or push, got ${OP}`);

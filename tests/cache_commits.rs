@@ -16,26 +16,8 @@ use serde_json::json;
 use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
-use support::TestHost;
-
-/// Pending once, then ready: a commit that takes a moment, so commands apply while it is in flight.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
+use support::{TestHost, YieldOnce};
 
 /// A `MemStore` whose commits yield before they apply, failing the commits whose numbers are listed.
 #[derive(Clone)]

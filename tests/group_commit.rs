@@ -20,23 +20,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use support::TestHost;
-
-/// Pending once, then ready: a commit that takes a moment, as IndexedDB's do.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
+use support::{TestHost, YieldOnce};
 
 /// A `MemStore` whose commits yield before they apply, and that can fail its commit number `n`, or its
 /// next commit that carries a note (a recorded answer).

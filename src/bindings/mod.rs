@@ -586,7 +586,7 @@ impl WasmBroker {
                 // Not answered before the commit that holds the request's changes and this answer
                 // succeeded; if it failed, neither was written.
                 // An answer holding payloads opened from encrypted queues is not kept: a retry gets a
-                // refusal, and the messages come again when their lease expires.
+                // refusal, and the messages come again when their lease expires (not after autoAck).
                 let refusal;
                 let recorded = if guard.recording.holds_opened_payloads() {
                     refusal = unkept_answer();
@@ -725,7 +725,7 @@ fn unkept_answer() -> http::HttpResponse {
     http::HttpResponse {
         status: 503,
         headers: vec![("Content-Type".to_string(), "application/json".to_string())],
-        body: br#"{"error":"the writer of this request stopped before answering, and an answer with payloads of an encrypted queue is not stored: pop again (its messages come back when their lease expires)"}"#.to_vec(),
+        body: br#"{"error":"the writer of this request stopped before answering, and an answer with payloads of an encrypted queue is not stored: pop again (its messages come back when their lease expires; a pop with autoAck acknowledged them, so they do not)"}"#.to_vec(),
     }
 }
 

@@ -206,3 +206,23 @@ pub fn offsets(reply: &PopReply) -> Vec<u64> {
 
 #[allow(unused_imports)]
 pub use AckStatus::{Completed as C, Dlq as D, Failed as F, Retry as R};
+
+/// Pending once, then ready: a commit that takes a moment, as IndexedDB's do, so commands apply while it
+/// is in flight.
+pub struct YieldOnce(pub bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
