@@ -6,7 +6,8 @@
 // after the edge answered. So the forward position is the group's cursor, durable in IndexedDB: a
 // reload or a tab crash mid-forward loses nothing, and what was sent but not acked is sent again when
 // its lease expires, where the edge's transactionId dedup answers `duplicate` (exactly once at the
-// edge). One loop per queue, one partition's span at a time, so the edge appends in partition order.
+// edge). An edge in maintenance mode answers `buffered`: accepted (it drains its buffer into the queue
+// later), so the span is delivered as with `queued`. One loop per queue, one partition's span at a time, so the edge appends in partition order.
 // Failures (offline, 5xx, 401, an item refused) keep the batch leased and retry it with a doubling
 // back-off; nothing is dropped. See docs/decisions.md ("browser-to-edge bridge").
 
@@ -17,6 +18,8 @@
 const BRIDGE_GROUP = '__bridge__'
 /** How long an idle loop's local long-poll parks before it polls again. */
 const IDLE_POLL_MILLIS = 10000
+/** Edge push results that mean the edge has the message (`buffered`: held in its maintenance buffer). */
+const ACCEPTED = new Set(['queued', 'duplicate', 'buffered'])
 
 const enc = encodeURIComponent
 const iso = (ms) => (ms ? new Date(ms).toISOString() : null)
@@ -36,6 +39,7 @@ export class Bridge {
   #state = 'starting'
   #forwarded = 0
   #duplicates = 0
+  #buffered = 0
   #lastError = null
   #lastErrorAt = 0
   #lastForwardAt = 0
@@ -160,6 +164,7 @@ export class Bridge {
       pending: this.#pending,
       forwarded: this.#forwarded,
       duplicates: this.#duplicates,
+      buffered: this.#buffered,
       failedAttempts: this.#failedAttempts,
       lastError: this.#lastError,
       lastErrorAt: iso(this.#lastErrorAt),
@@ -271,7 +276,7 @@ export class Bridge {
           if (answer.status < 200 || answer.status >= 300) throw errorFromResponse(answer)
           results = Array.isArray(answer.body) ? answer.body : null
           if (!results || results.length !== items.length) throw new QueenError('server_error', 'the edge answered the push without one result per item')
-          const refused = results.find((r) => !r || (r.status !== 'queued' && r.status !== 'duplicate'))
+          const refused = results.find((r) => !r || !ACCEPTED.has(r.status))
           if (refused) throw new QueenError('server_error', `the edge refused ${items[results.indexOf(refused)].transactionId}: ${(refused && refused.error) || 'no reason given'}`)
         } catch (error) {
           if (this.#stopped) break
@@ -286,6 +291,7 @@ export class Bridge {
         await this.#queen.ack(messages, true, { group: BRIDGE_GROUP })
         this.#forwarded += results.length
         this.#duplicates += results.filter((r) => r.status === 'duplicate').length
+        this.#buffered += results.filter((r) => r.status === 'buffered').length
         this.#lastForwardAt = Date.now()
         this.#failing.delete(queue)
         this.#failedAttempts = this.#failing.size ? this.#failedAttempts : 0

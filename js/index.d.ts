@@ -620,6 +620,11 @@ export interface BridgeStatus {
   forwarded: number
   /** Of those, resends the edge answered `duplicate` (already there: harmless). */
   duplicates: number
+  /**
+   * Of those, messages the edge answered `buffered` (it is in maintenance mode: it holds them in its buffer
+   * and drains them into the queue when maintenance ends). Delivered: they are not sent again.
+   */
+  buffered: number
   /** Failed forward attempts since the last success. */
   failedAttempts: number
   lastError: string | null

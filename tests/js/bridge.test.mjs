@@ -5,6 +5,8 @@
 //      back online they reach the edge exactly once, in order per partition;
 //   2. the edge unreachable while the browser thinks it is online (route interception): retries with a
 //      growing back-off, the last error visible; forwarded when the route is back;
+//   2a. the edge in maintenance mode answers `buffered`: the span counts as delivered (`buffered`) and is
+//      sent once;
 //   2b. two tabs of one broker, both bridged, pushing while offline: each message once at the edge, each
 //      tab's pushes in order;
 //   3. a wrong token: 401 as the last error, nothing dropped;
@@ -160,6 +162,40 @@ const tests = [
     await assertEdgeHolds(queue, pushed, 'after the route came back')
     await page.evaluate(() => window.queen.close())
     await context.close()
+  }],
+
+  ['the edge in maintenance mode answers buffered: the span counts as delivered and is sent once', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'maintenance')
+    const name = uniqueName('bridge-maint')
+    const queue = uniqueName('outbox')
+    const maintenance = (enabled) => fetch(`${worker.url}/api/v1/system/maintenance`, {
+      method: 'POST',
+      headers: { Authorization: 'Bearer ' + TOKEN, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ enabled })
+    }).then((r) => r.json())
+    let pushes = 0
+    await page.route(worker.url + '/api/v1/push', (route) => {
+      pushes++
+      return route.continue()
+    })
+    try {
+      assertEq((await maintenance(true)).maintenanceMode, true, 'the edge is in maintenance mode')
+      await openBridged(page, { name, queue })
+      const pushed = await pushLocal(page, queue, ['m'], 3, 'maint')
+      const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 5000 }))
+      assertEq([drained.pending, drained.forwarded, drained.buffered, drained.duplicates, drained.failedAttempts, drained.lastError],
+        [0, 3, 3, 0, 0, null], `buffered counts as delivered (${JSON.stringify(drained)})`)
+      await sleep(1500) // past several back-offs of 200 ms: a refusal would have been sent again by now
+      assertEq(pushes, 1, 'the span was sent to the edge once')
+      const off = await maintenance(false)
+      assertEq(off.maintenanceMode, false, 'maintenance mode off')
+      await assertEdgeHolds(queue, pushed, 'after the edge drained its buffer')
+    } finally {
+      await maintenance(false)
+      await page.evaluate(() => window.queen.close())
+      await context.close()
+    }
   }],
 
   ['two tabs, both bridged, pushing while offline: each message reaches the edge once, in order', async ({ browser, url }) => {

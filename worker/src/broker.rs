@@ -297,6 +297,23 @@ impl Broker {
         *self.refusal.borrow_mut() = None;
     }
 
+    /// `/__test/refuse` (test routes only): `POST` makes this object refuse every request of the API
+    /// with a 503 as an object that cannot open does (a shard fault for the fan-out tests), `DELETE`
+    /// ends that.
+    fn test_refuse(&self, method: &str) -> Result<web_sys::Response> {
+        match method.to_ascii_uppercase().as_str() {
+            "POST" => {
+                *self.refusal.borrow_mut() = Some("refused by /__test/refuse".to_string());
+                respond::json(200, &json!({ "refusing": true }))
+            }
+            "DELETE" => {
+                self.forget_refusal();
+                respond::json(200, &json!({ "refusing": false }))
+            }
+            _ => respond::error(405, "POST or DELETE"),
+        }
+    }
+
     /// Settings read from the environment when the object started.
     pub fn config(&self) -> &WorkerConfig {
         &self.config
@@ -379,6 +396,9 @@ impl Broker {
         if path.starts_with("/__test/") {
             if !flag(&self.env, "QUEEN_TEST_ROUTES") {
                 return respond::error(404, "Not Found");
+            }
+            if path == "/__test/refuse" {
+                return self.test_refuse(&req.method());
             }
             return crate::selftest::handle(&self.state, req.into()).await;
         }

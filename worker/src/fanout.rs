@@ -1,7 +1,8 @@
 //! Merging the answers of several shards into one (pure: JSON in, JSON out).
 //!
 //! Each function takes the shards' answers in shard order. A shard that answered an error makes the
-//! merged answer that error (the caller checks statuses first, see `crate::sharded`).
+//! merged answer that error (the caller checks statuses first, see `crate::sharded`); a write that only
+//! some shards applied gets an error naming them ([`partial_write_error`]).
 
 use std::cmp::Ordering;
 
@@ -286,6 +287,39 @@ fn cmp_values(a: Option<&Value>, b: Option<&Value>) -> Ordering {
         (Some(_), None) => Ordering::Greater,
         _ => Ordering::Equal,
     }
+}
+
+/// One shard's refusal of a write sent to every shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardFailure {
+    /// The shard's index.
+    pub shard: u16,
+    /// Its HTTP status.
+    pub status: u16,
+    /// Its `error` text (or its body when it had none).
+    pub error: String,
+}
+
+/// The `error` of a write sent to every shard that some refused: on how many shards it was applied and
+/// on which it failed, each with its status and its own error.
+pub fn partial_write_error(applied: &[u16], failed: &[ShardFailure]) -> String {
+    let total = applied.len() + failed.len();
+    let indexes = |shards: &mut dyn Iterator<Item = u16>| {
+        shards.map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+    };
+    let mut text = format!("applied on {} of {total} shards", applied.len());
+    if !applied.is_empty() {
+        text.push_str(&format!(" ({})", indexes(&mut applied.iter().copied())));
+    }
+    let noun = if failed.len() == 1 { "shard" } else { "shards" };
+    text.push_str(&format!(
+        ", failed on {noun} {}",
+        indexes(&mut failed.iter().map(|f| f.shard))
+    ));
+    for f in failed {
+        text.push_str(&format!("; shard {} ({}): {}", f.shard, f.status, f.error));
+    }
+    text
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@
 //!   With `SHARDS` > 1 ([`shards`]) the broker is spread over several objects: [`sharded`] decides which
 //!   ([`routing`]) and merges fan-out answers ([`fanout`]).
 //! - `/api/v1/system/reshard`: the shard migration, answered here ([`reshard`]).
-//! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404.
+//! - `/__test/*`: only when the variable `QUEEN_TEST_ROUTES` is `true` (tests), else 404; sent to the object
+//!   `object=NAME` (default `selftest`), or with `shard=K` to shard K's object of broker `NAME`.
 //! - everything else: the static page in `www/` through the `ASSETS` binding (most asset requests never reach
 //!   this code: Workers serves matching files first).
 
@@ -155,6 +156,16 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys
         if !valid_broker_name(&object) {
             return respond::error(400, "invalid object name");
         }
+        // `shard=K`: shard K's object of the broker named `object` (its name holds a `#`).
+        let object = match query_param(query, "shard").map(|k| k.parse::<u16>()) {
+            None => object,
+            Some(Ok(index)) => shards::ShardMap {
+                broker: object,
+                count: index.saturating_add(1),
+            }
+            .object_name(index),
+            Some(Err(_)) => return respond::error(400, "shard must be a shard index"),
+        };
         return forward_to_object(&req, &env, &object).await;
     }
 

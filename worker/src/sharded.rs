@@ -463,7 +463,8 @@ async fn discovery(env: &Env, map: &ShardMap, req: &Incoming) -> Result<web_sys:
     respond::respond(204, &[], &[])
 }
 
-/// Asks every shard and merges the answers; a shard's error is the answer (its status and body).
+/// Asks every shard and merges the answers. A shard's error is the answer (its status and body), except
+/// for a write some shards applied and others refused: [`partial_write`] says which.
 async fn fan_out(
     env: &Env,
     map: &ShardMap,
@@ -509,6 +510,10 @@ async fn fan_out(
             .respond();
     }
     if let Some(bad) = answers.iter().position(|a| !(200..300).contains(&a.status)) {
+        let applied_somewhere = answers.iter().any(|a| (200..300).contains(&a.status));
+        if req.method != Method::Get && applied_somewhere {
+            return partial_write(&answers, bad);
+        }
         return answers.into_iter().nth(bad).expect("found").respond();
     }
     if merge == Merge::Prometheus {
@@ -543,6 +548,35 @@ async fn fan_out(
         Merge::Health | Merge::Prometheus => unreachable!("answered above"),
     };
     respond::json(answers[0].status, &merged)
+}
+
+/// A write sent to every shard that some shards applied and others refused: the first refusal's status, and an `error` that
+/// says on which shards the change was applied and on which it failed, with each failing shard's own
+/// error (`fanout::partial_write_error`); `appliedShards` and `failedShards` list them by index.
+fn partial_write(answers: &[Answer], first_bad: usize) -> Result<web_sys::Response> {
+    let mut applied = Vec::new();
+    let mut failed = Vec::new();
+    for a in answers {
+        if (200..300).contains(&a.status) {
+            applied.push(a.shard);
+        } else {
+            let text = match a.json().get("error").and_then(Value::as_str) {
+                Some(error) => error.to_string(),
+                None => String::from_utf8_lossy(&a.body).into_owned(),
+            };
+            failed.push(fanout::ShardFailure {
+                shard: a.shard,
+                status: a.status,
+                error: text,
+            });
+        }
+    }
+    let error = fanout::partial_write_error(&applied, &failed);
+    let failed_shards: Vec<u16> = failed.iter().map(|f| f.shard).collect();
+    respond::json(
+        answers[first_bad].status,
+        &json!({ "error": error, "appliedShards": applied, "failedShards": failed_shards }),
+    )
 }
 
 async fn ask_all(env: &Env, map: &ShardMap, req: &Incoming, url: &str) -> Result<Vec<Answer>> {

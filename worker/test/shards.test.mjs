@@ -276,6 +276,55 @@ test('a spanning push one shard refuses: its items come back failed, the others 
   }
 });
 
+test('a write sent to every shard that one shard refuses: the error says where it was applied', async () => {
+  const fresh = tempPersistDir();
+  const w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: String(SHARDS), QUEEN_TEST_ROUTES: 'true' } });
+  const refuse = (shard, method) => getJson(`${w.url}/__test/refuse?object=default&shard=${shard}`, { method });
+  try {
+    // A group reading a queue on each shard.
+    const queues = onDistinctShards('cg-', SHARDS);
+    for (const q of queues) {
+      await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: q, payload: q }] }));
+      const pop = await getJson(`${w.url}/api/v1/pop/queue/${q}?consumerGroup=cg&subscriptionMode=all&wait=false&autoAck=true`);
+      assert.equal(pop.status, 200, `${q}: ${JSON.stringify(pop.body)}`);
+    }
+    const down = 2;
+    assert.equal((await refuse(down, 'POST')).body.refusing, true, 'the test fault is on');
+    const expected = new RegExp(`^applied on 3 of 4 shards \\(0, 1, 3\\), failed on shard ${down}; ` +
+      `shard ${down} \\(503\\): broker unavailable: refused by /__test/refuse$`);
+
+    const sub = await getJson(`${w.url}/api/v1/consumer-groups/cg/subscription`,
+      post({ subscriptionTimestamp: new Date().toISOString() }));
+    assert.equal(sub.status, 503, JSON.stringify(sub.body));
+    assert.match(sub.body.error, expected);
+    assert.deepEqual([sub.body.appliedShards, sub.body.failedShards], [[0, 1, 3], [down]]);
+
+    const del = await getJson(`${w.url}/api/v1/consumer-groups/cg`, { method: 'DELETE' });
+    assert.equal(del.status, 503, JSON.stringify(del.body));
+    assert.match(del.body.error, expected);
+    // The three shards that applied it no longer know the group on their queues; the refusing one does.
+    await refuse(down, 'DELETE');
+    const left = await getJson(`${w.url}/api/v1/consumer-groups/cg`);
+    assert.equal(left.status, 200, JSON.stringify(left.body));
+    const named = queues.filter((q) => JSON.stringify(left.body).includes(`"${q}"`));
+    assert.deepEqual(named, queues.filter((q) => shardOf(q) === down), JSON.stringify(left.body));
+    // Idempotent: sent again, it completes on every shard.
+    const again = await getJson(`${w.url}/api/v1/consumer-groups/cg`, { method: 'DELETE' });
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    // Refused by every shard (a bad body): nothing applied, so each shard's own answer as it is.
+    const bad = await getJson(`${w.url}/api/v1/consumer-groups/cg/subscription`, post({}));
+    assert.deepEqual([bad.status, bad.body], [400, { error: 'subscriptionTimestamp is required' }]);
+    // A read sent to every shard still answers the refusing shard's own error.
+    await refuse(down, 'POST');
+    const read = await getJson(`${w.url}/api/v1/consumer-groups`);
+    assert.equal(read.status, 503);
+    assert.equal(read.body.error, 'broker unavailable: refused by /__test/refuse');
+  } finally {
+    await w.stop();
+    fresh.cleanup();
+  }
+});
+
 test('a changed SHARDS over existing data is refused on every shard until it is set back', async () => {
   const fresh = tempPersistDir();
   try {
