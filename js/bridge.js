@@ -7,7 +7,8 @@
 // reload or a tab crash mid-forward loses nothing, and what was sent but not acked is sent again when
 // its lease expires, where the edge's transactionId dedup answers `duplicate` (exactly once at the
 // edge). An edge in maintenance mode answers `buffered`: accepted (it drains its buffer into the queue
-// later), so the span is delivered as with `queued`. One loop per queue, one partition's span at a time, so the edge appends in partition order.
+// later), so the span is delivered as with `queued`. One loop per queue, one partition's span at a time,
+// so the edge appends in partition order.
 // Failures (offline, 5xx, 401, an item refused) keep the batch leased and retry it with a doubling
 // back-off; nothing is dropped. See docs/decisions.md ("browser-to-edge bridge").
 
