@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::rc::Rc;
-use support::{TestHost, YieldOnce};
+use support::{completed_items, TestHost, YieldOnce};
 
 /// A `MemStore` whose commits yield before they apply, failing the commits whose numbers are listed.
 #[derive(Clone)]
@@ -210,14 +210,7 @@ fn no_pushed_segment_leaves_the_cache_before_its_commit_even_when_a_commit_fails
             first["r"].as_u64().expect("r") as usize,
             first["p"].as_u64().expect("p") as usize,
         ));
-        let items = reply
-            .messages
-            .iter()
-            .map(|m| {
-                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
-                    .with_lease(&reply.lease_id)
-            })
-            .collect();
+        let items = completed_items(&reply);
         block_on(reopened.ack(Some("audit".into()), items)).expect("ack");
     }
     seen.sort();

@@ -15,7 +15,7 @@ use queen_edge::core::{BrokerConfig, INDEX_PREFIXES};
 use queen_edge::engine::{Engine, EngineError};
 use queen_edge::store::MemStore;
 use serde_json::json;
-use support::TestHost;
+use support::{completed_items, TestHost};
 
 const CACHE_BYTES: usize = 64 * 1024;
 const PARTITIONS: [&str; 2] = ["a", "b"];
@@ -183,14 +183,7 @@ fn pop_and_ack(engine: &Engine<MemStore, TestHost>, group: &str, pops: usize) ->
         if reply.messages.is_empty() {
             return done;
         }
-        let items = reply
-            .messages
-            .iter()
-            .map(|m| {
-                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
-                    .with_lease(&reply.lease_id)
-            })
-            .collect();
+        let items = completed_items(&reply);
         let acked = block_on(engine.ack(Some(group.into()), items)).expect("ack");
         assert!(acked.iter().all(|a| a.success), "{acked:?}");
     }
@@ -268,14 +261,7 @@ fn a_backlog_nobody_reads_does_not_crowd_out_a_queue_whose_consumer_keeps_up() {
         ))
         .expect("pop");
         assert_eq!(reply.messages.len(), BATCH);
-        let items = reply
-            .messages
-            .iter()
-            .map(|m| {
-                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
-                    .with_lease(&reply.lease_id)
-            })
-            .collect();
+        let items = completed_items(&reply);
         block_on(engine.ack(Some("reader".into()), items)).expect("ack");
     }
     // Each pushed segment is its partition's head when it is popped; the unread backlog's segments past

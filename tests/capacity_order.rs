@@ -14,7 +14,7 @@ use queen_edge::core::BrokerConfig;
 use queen_edge::engine::Engine;
 use queen_edge::store::MemStore;
 use serde_json::json;
-use support::TestHost;
+use support::{completed_items, TestHost};
 
 /// Messages per push, and per pop: one segment each.
 const BATCH: usize = 50;
@@ -74,14 +74,7 @@ fn drain(engine: &Engine<MemStore, TestHost>, queue: &str, group: &str) -> usize
             return pops;
         }
         pops += 1;
-        let items = reply
-            .messages
-            .iter()
-            .map(|m| {
-                AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
-                    .with_lease(&reply.lease_id)
-            })
-            .collect();
+        let items = completed_items(&reply);
         let acked = block_on(engine.ack(Some(group.into()), items)).expect("ack");
         assert!(acked.iter().all(|a| a.success), "{acked:?}");
     }

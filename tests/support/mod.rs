@@ -226,3 +226,15 @@ impl std::future::Future for YieldOnce {
         }
     }
 }
+
+/// Every message of a pop reply acked as completed, under the reply's lease.
+pub fn completed_items(reply: &PopReply) -> Vec<AckItem> {
+    reply
+        .messages
+        .iter()
+        .map(|m| {
+            AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
+                .with_lease(&reply.lease_id)
+        })
+        .collect()
+}
