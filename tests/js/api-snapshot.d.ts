@@ -376,6 +376,7 @@ export interface BridgeStatus {
     pending: number | null;
     forwarded: number;
     duplicates: number;
+    buffered: number;
     failedAttempts: number;
     lastError: string | null;
     lastErrorAt: string | null;
