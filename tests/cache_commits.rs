@@ -109,18 +109,7 @@ fn round(engine: &Engine<SlowStore, TestHost>, r: usize) -> (Vec<(usize, usize)>
                         .map_err(|e| e.to_string())?;
                     // The slow group acks every other batch (the rest wait for their lease).
                     if group == "fast" || r.is_multiple_of(2) {
-                        let items = reply
-                            .messages
-                            .iter()
-                            .map(|m| {
-                                AckItem::new(
-                                    &m.transaction_id,
-                                    &m.partition_id,
-                                    AckStatus::Completed,
-                                )
-                                .with_lease(&reply.lease_id)
-                            })
-                            .collect();
+                        let items = completed_items(&reply);
                         engine
                             .ack(Some(group.into()), items)
                             .await

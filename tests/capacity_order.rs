@@ -181,18 +181,7 @@ fn the_cache_keeps_its_budget_in_every_order_of_pushes_pops_acks_seeks_and_maint
                     .expect("pop");
                     // Some batches are left to their lease (they come back after it), some acked.
                     if rng.below(4) > 0 && !reply.messages.is_empty() {
-                        let items = reply
-                            .messages
-                            .iter()
-                            .map(|m| {
-                                AckItem::new(
-                                    &m.transaction_id,
-                                    &m.partition_id,
-                                    AckStatus::Completed,
-                                )
-                                .with_lease(&reply.lease_id)
-                            })
-                            .collect();
+                        let items = completed_items(&reply);
                         block_on(engine.ack(Some(group.into()), items)).expect("ack");
                     }
                 }
