@@ -910,16 +910,30 @@ fn a_lone_command_gathers_again_only_after_commits_without_company() {
         assert!(results.iter().all(|r| r.is_ok()));
     }
     assert_eq!((store.commits.get(), host.gathers.get()), (3, 3));
-    // One at a time: the first gathers and finds nobody, the next `period` commit at once, the one after
-    // them gathers again.
+    // One at a time: each gather finds nobody, and the commits without gathering after it double, up to
+    // `period`: gathers at the 1st, 3rd, 6th, 11th, 20th lone push, then every `period + 1`.
     let period = queen_edge::engine::GATHER_PROBE_EVERY;
-    for i in 0..=period {
+    assert_eq!(period, 16, "the positions below are for 16");
+    let mut gathered_at = Vec::new();
+    for i in 1..=71 {
+        let before = host.gathers.get();
+        block_on(push_to(&engine, i)).unwrap();
+        if host.gathers.get() > before {
+            gathered_at.push(i);
+        }
+    }
+    assert_eq!(gathered_at, vec![1, 3, 6, 11, 20, 37, 54, 71]);
+    // Company again, at the next gather: gathering goes on at every commit.
+    for i in 72..88 {
         block_on(push_to(&engine, i)).unwrap();
     }
-    assert_eq!(host.gathers.get(), 4, "no gather right after one that found nobody");
-    block_on(push_to(&engine, period + 1)).unwrap();
-    assert_eq!(host.gathers.get(), 5, "then a probe");
-    assert_eq!(store.commits.get(), 3 + period + 2);
+    let gathers = host.gathers.get();
+    for round in 0..3 {
+        let first = 200 + 10 * round;
+        let results = block_on(join_all((first..first + 4).map(|i| push_to(&engine, i))));
+        assert!(results.iter().all(|r| r.is_ok()));
+    }
+    assert_eq!(host.gathers.get(), gathers + 3);
 }
 
 #[test]

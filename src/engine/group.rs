@@ -36,15 +36,18 @@
 //!
 //! The wait pays only when another request comes during it, and a lone request must not pay it each
 //! time. So the leader gathers while gathering brings company: after a wait that brought nobody (a group
-//! of one member), the next [`GATHER_PROBE_EVERY`] leads commit at once, and the one after that probes
-//! again ([`GroupCommit::gather_due`], [`GroupCommit::gathered`]).
+//! of one member), the next leads commit at once, one after the first such wait, then twice as many
+//! after each further one in a row, at most [`GATHER_PROBE_EVERY`]; the lead after them gathers again,
+//! and a gather that brings company starts over ([`GroupCommit::gather_due`],
+//! [`GroupCommit::gathered`]). Under load a wait that happens to bring nobody costs one lead without
+//! gathering; a lone client waits at fewer and fewer commits, at last at one in `GATHER_PROBE_EVERY + 1`.
 
 use crate::store::{ChangeSet, Note, StoreError};
 use futures::channel::oneshot;
 use std::cell::{Cell, RefCell};
 
-/// After a gather that brought no other member, how many leads commit without gathering before the
-/// next one gathers again (module documentation, *Gathering*).
+/// The most leads that commit without gathering after gathers that brought no other member, before
+/// the next one gathers again (module documentation, *Gathering*).
 pub const GATHER_PROBE_EVERY: u32 = 16;
 
 /// What a group member learns when its group's commit settles.
@@ -86,6 +89,8 @@ pub(crate) struct GroupCommit {
     leaders_wanted: RefCell<Vec<oneshot::Sender<()>>>,
     /// Leads left to commit without gathering (module documentation, *Gathering*).
     gather_skips: Cell<u32>,
+    /// How many leads skip gathering after the next gather that brings nobody.
+    gather_backoff: Cell<u32>,
 }
 
 impl GroupCommit {
@@ -209,11 +214,17 @@ impl GroupCommit {
         }
     }
 
-    /// A gather ended with a group of `members`: one (nobody came) stops gathering for the next
-    /// [`GATHER_PROBE_EVERY`] leads.
+    /// A gather ended with a group of `members`: one (nobody came) stops gathering for some leads,
+    /// twice as many as the last time in a row, at most [`GATHER_PROBE_EVERY`]; more starts over.
     pub(crate) fn gathered(&self, members: usize) {
-        self.gather_skips
-            .set(if members > 1 { 0 } else { GATHER_PROBE_EVERY });
+        if members > 1 {
+            self.gather_skips.set(0);
+            self.gather_backoff.set(1);
+        } else {
+            let skips = self.gather_backoff.get().clamp(1, GATHER_PROBE_EVERY);
+            self.gather_skips.set(skips);
+            self.gather_backoff.set((skips * 2).min(GATHER_PROBE_EVERY));
+        }
     }
 
     /// True when no commit is in flight and no group is open.
