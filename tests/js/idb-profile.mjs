@@ -460,7 +460,9 @@ async function requestCosts() {
     ['segment + index entry + fence (fence last)', 'sxf'],
     ['fence + segment 24 KB + index entry (push 100)', 'fbx'],
     ['fence + segment 24 KB', 'fb'],
-    ['fence + segment 4 KB + index entry', 'fcx']
+    ['fence + segment 4 KB + index entry', 'fcx'],
+    ['fence + segment 240 B + 4 index entries', 'fsxxxx'],
+    ['fence + segment 240 B + 16 index entries', 'fs' + 'x'.repeat(16)]
   ]
   const result = await page.evaluate(async ({ name, shapes }) => {
     const db = await new Promise((resolve, reject) => {
@@ -478,14 +480,14 @@ async function requestCosts() {
     let seq = 0
     const commit = (ops) => new Promise((resolve, reject) => {
       const n = seq++
-      const key = (p) => `${p}/${String(n).padStart(16, '0')}`
+      const key = (p, j) => `${p}/${String(n).padStart(16, '0')}/${j}`
       const t = [performance.now()]
       const tx = db.transaction(ops === 'n' ? ['messages'] : ['records', 'meta'], 'readwrite', { durability: 'strict' })
       t.push(performance.now())
-      for (const op of ops) {
+      for (const [j, op] of [...ops].entries()) {
         if (op === 'n') tx.objectStore('messages').add({ i: n, text })
         else if (op === 'f') tx.objectStore('meta').put({ writer: 1 }, 'writer/1')
-        else tx.objectStore('records').put(new Uint8Array(sizes[op]).fill(120), key(op === 'x' ? 'x' : 's'))
+        else tx.objectStore('records').put(new Uint8Array(sizes[op]).fill(120), key(op === 'x' ? 'x' : 's', j))
         t.push(performance.now())
       }
       tx.commit()
@@ -525,7 +527,7 @@ async function requestCosts() {
     const calls = result.runs[i]
     const cols = calls[0].map((_, j) => median(calls.map((c) => c[j])))
     const totals = median(calls.map((c) => c.reduce((a, b) => a + b, 0)))
-    const requests = cols.slice(1, -2).map(us).join(' ')
+    const requests = cols.length > 7 ? `${cols.length - 3} requests, ${us(cols.slice(1, -2).reduce((a, b) => a + b, 0))} in all` : cols.slice(1, -2).map(us).join(' ')
     console.log(`    ${shapes[i][0].padEnd(48)} ${us(cols[0]).padStart(13)}  ${requests.padEnd(20)} ${us(cols[cols.length - 2]).padStart(8)}  ${us(cols[cols.length - 1]).padStart(14)}  ${us(totals)}`)
   }
   console.log(`CompressionStream('deflate-raw') on a segment's JSON text of ${result.segment} B (to ${result.compressed} B): median ${us(median(result.compress))} us; DecompressionStream back: ${us(median(result.decompress))} us`)
