@@ -4,8 +4,43 @@
 //!
 //! Layout: the status (2 bytes, little-endian), the number of headers (2 bytes), each header as its name
 //! and its value (each 4 bytes of length, then the UTF-8 text), then the body to the end.
+//!
+//! An answer holding payloads opened from `encryptionEnabled` queues is stored sealed ([`seal`]): its body
+//! is replaced by the envelope of the body's text under the broker's key (the payloads' cipher, AES-256-GCM
+//! on Web Crypto) and a [`SEALED`] header marks it; [`open`] makes the answer again for the retry. Nothing of
+//! such an answer is stored in plain text.
 
+use super::cipher::JsCipher;
 use crate::http::HttpResponse;
+
+/// The header that marks a recorded answer whose body is sealed (stored only, never answered).
+const SEALED: &str = "x-queen-sealed-answer";
+
+/// `response` with its body sealed under `key`, to be stored; `None` when the body is not text or the
+/// cipher refused.
+pub async fn seal(response: &HttpResponse, cipher: &JsCipher) -> Option<HttpResponse> {
+    let text = std::str::from_utf8(&response.body).ok()?;
+    let envelope = cipher.seal_text(text).await?;
+    let mut headers = response.headers.clone();
+    headers.push((SEALED.to_string(), String::new()));
+    Some(HttpResponse {
+        status: response.status,
+        headers,
+        body: envelope.into_bytes(),
+    })
+}
+
+/// The answer a stored one stands for: as it is, or opened when it is sealed; `None` when it is sealed
+/// and does not open (no key now, or another one).
+pub async fn open(mut stored: HttpResponse, cipher: Option<&JsCipher>) -> Option<HttpResponse> {
+    let Some(at) = stored.headers.iter().position(|(name, _)| name == SEALED) else {
+        return Some(stored);
+    };
+    stored.headers.remove(at);
+    let envelope = std::str::from_utf8(&stored.body).ok()?;
+    stored.body = cipher?.open_text(envelope).await?.into_bytes();
+    Some(stored)
+}
 
 /// The bytes of `response`.
 pub fn encode(response: &HttpResponse) -> Vec<u8> {

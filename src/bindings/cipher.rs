@@ -15,6 +15,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 /// The JS cipher's two functions, `seal` and `open`.
+#[derive(Clone)]
 pub struct JsCipher {
     seal: Function,
     open: Function,
@@ -28,6 +29,27 @@ impl JsCipher {
             seal: f("seal")?,
             open: f("open")?,
         })
+    }
+}
+
+impl JsCipher {
+    /// `text` sealed in one envelope (its JSON text), or `None` when the cipher refused: for what holds
+    /// opened payloads but is no payload itself (a recorded answer, `answer.rs`).
+    pub async fn seal_text(&self, text: &str) -> Option<String> {
+        call(&self.seal, vec![text.to_owned()])
+            .await
+            .ok()?
+            .get(0)
+            .as_string()
+    }
+
+    /// The text in an envelope [`JsCipher::seal_text`] made, or `None` when it does not open.
+    pub async fn open_text(&self, envelope: &str) -> Option<String> {
+        call(&self.open, vec![envelope.to_owned()])
+            .await
+            .ok()?
+            .get(0)
+            .as_string()
     }
 }
 

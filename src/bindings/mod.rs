@@ -288,6 +288,8 @@ struct Inner {
     closed: Cell<bool>,
     /// Recorded requests answered from their record (retries).
     replayed: Cell<u32>,
+    /// The cipher of `config.encryption`, which also seals recorded answers holding opened payloads.
+    cipher: Option<cipher::JsCipher>,
 }
 
 /// A Queen broker in this page or worker, on the IndexedDB database it was opened with.
@@ -338,7 +340,7 @@ fn read_byte_count(options: &JsValue, key: &str) -> Result<Option<u64>, JsValue>
 
 /// `options.cipher`: absent or `null` is no key; otherwise the JS cipher object `js/local.js` made from
 /// `Queen.open`'s `encryptionKey` (see [`cipher`]).
-fn encryption_key(options: &JsValue) -> Option<EncryptionKey> {
+fn js_cipher(options: &JsValue) -> Option<cipher::JsCipher> {
     if !options.is_object() {
         return None;
     }
@@ -346,7 +348,7 @@ fn encryption_key(options: &JsValue) -> Option<EncryptionKey> {
     if cipher.is_undefined() || cipher.is_null() {
         return None;
     }
-    cipher::JsCipher::new(&cipher).map(EncryptionKey::from_cipher)
+    cipher::JsCipher::new(&cipher)
 }
 
 fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
@@ -433,7 +435,8 @@ impl WasmBroker {
         if let Some(bytes) = read_byte_count(&options, "cacheBytes")? {
             broker_config.cache_bytes = bytes as usize;
         }
-        let encryption = encryption_key(&options);
+        let cipher = js_cipher(&options);
+        let encryption = cipher.clone().map(EncryptionKey::from_cipher);
         let store = IdbStore::open(&name, IdbOptions { durability })
             .await
             .map_err(|e| store_js_error(&e))?;
@@ -466,6 +469,7 @@ impl WasmBroker {
                 epoch,
                 closed: Cell::new(false),
                 replayed: Cell::new(0),
+                cipher,
             }),
         })
     }
@@ -562,6 +566,9 @@ impl WasmBroker {
                     let answer = answer::decode(&bytes.to_vec()).ok_or_else(|| {
                         js_error("storage", "the recorded answer of this request is damaged")
                     })?;
+                    let answer = answer::open(answer, inner.cipher.as_ref())
+                        .await
+                        .unwrap_or_else(unkept_answer);
                     inner.replayed.set(inner.replayed.get() + 1);
                     return response_object(&answer);
                 }
@@ -585,12 +592,16 @@ impl WasmBroker {
             if let (Some(guard), Some(key)) = (guard, key) {
                 // Not answered before the commit that holds the request's changes and this answer
                 // succeeded; if it failed, neither was written.
-                // An answer holding payloads opened from encrypted queues is not kept: a retry gets a
-                // refusal, and the messages come again when their lease expires (not after autoAck).
-                let refusal;
+                // An answer holding payloads opened from encrypted queues is kept sealed under the
+                // broker's key; if that fails, a retry gets a refusal.
+                let sealed;
                 let recorded = if guard.recording.holds_opened_payloads() {
-                    refusal = unkept_answer();
-                    &refusal
+                    sealed = match &inner.cipher {
+                        Some(cipher) => answer::seal(&response, cipher).await,
+                        None => None,
+                    }
+                    .unwrap_or_else(unkept_answer);
+                    &sealed
                 } else {
                     &response
                 };
@@ -719,13 +730,14 @@ fn strip_origin(url: &str) -> &str {
 }
 
 /// What a recorded request's retry is answered when its answer held payloads opened from
-/// `encryptionEnabled` queues: storing that answer would store them in plain text (docs/decisions.md,
-/// "Audit (session 9)").
+/// `encryptionEnabled` queues and could not be sealed when it was recorded, or does not open now (the
+/// broker's key changed): such an answer is never stored in plain text (docs/decisions.md, "Audit
+/// (session 9)" and "Encrypted recorded answers (session 10) — audit2").
 fn unkept_answer() -> http::HttpResponse {
     http::HttpResponse {
         status: 503,
         headers: vec![("Content-Type".to_string(), "application/json".to_string())],
-        body: br#"{"error":"the writer of this request stopped before answering, and an answer with payloads of an encrypted queue is not stored: pop again (its messages come back when their lease expires; a pop with autoAck acknowledged them, so they do not)"}"#.to_vec(),
+        body: br#"{"error":"the writer of this request stopped before answering, and its answer, which holds payloads of an encrypted queue, could not be kept sealed or does not open with this broker's key: pop again (its messages come back when their lease expires; a pop with autoAck acknowledged them, so they do not)"}"#.to_vec(),
     }
 }
 

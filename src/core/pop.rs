@@ -94,6 +94,12 @@ impl Broker {
         let mut sized = false;
         for queue in queues {
             if !self.queues.contains_key(&queue) {
+                // A named group's start is fixed by its first pop, the queue existing or not (contract
+                // §3.7; Queen records it at the pop route): a `new` group then gets what is pushed after
+                // this pop, also when the push creates the queue. A discovery pop names no missing queue.
+                if group != QUEUE_MODE_GROUP && !discovery {
+                    self.ensure_subscription(now, &queue, &group, req);
+                }
                 continue;
             }
             let conflation = if group == QUEUE_MODE_GROUP {

@@ -398,6 +398,19 @@ impl<S: Store, H: Host> Engine<S, H> {
         Ok(())
     }
 
+    /// Waits until memory holds only committed state: takes the command gate (no command applies
+    /// meanwhile), waits for the commits in flight and reloads if one failed, then releases the gate. A
+    /// memory-only read ([`Self::read`]) with no await between it and this call's return reads only what
+    /// the store holds. A recorded request keeping the gate reads its own held group, as
+    /// [`Self::read_loaded`] does.
+    pub async fn settle(&self) -> EngineResult<()> {
+        let gate = self.enter().await?;
+        if !gate.kept() {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
     /// Runs a read-only view that reads messages, under the command gate (so it sees only committed
     /// state), loading the segments it reads: a run that misses some loads them and runs again.
     pub async fn read_loaded<R>(&self, f: impl Fn(&Broker, i64) -> R) -> EngineResult<R> {
@@ -749,8 +762,9 @@ impl<S: Store, H: Host> Engine<S, H> {
             if now >= deadline {
                 return Ok(reply);
             }
-            // If a later attempt makes a `new` group's subscription (its queue appeared meanwhile), it
-            // starts when this pop began: everything in that queue was pushed while it waited.
+            // If a later attempt makes a `new` group's subscription (the first made none: pop
+            // maintenance was on), it starts when this pop began: what was pushed while it waited is
+            // the group's. (A missing queue does not stop the first attempt making it: `core::pop`.)
             let new = request
                 .subscription
                 .map_or(self.config.default_subscription_new, |s| {

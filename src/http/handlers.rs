@@ -40,8 +40,15 @@ pub(crate) async fn dispatch<S: Store, H: Host>(
         }
     }
     let route = router::route(&request.method, &request.path)?;
-    // After a failed commit, memory-only reads (`Engine::read`) must not answer from what it refused.
-    engine.reload_if_failed().await?;
+    // Memory-only reads (`Engine::read`: the views) answer only committed state: a view waits for the
+    // commits in flight (one that fails would take back what the view would have shown) and reads before
+    // its next await. Other routes only reload after a failed commit, so they do not answer from what it
+    // refused. (A pop takes the command gate itself; a long-poll must not wait here.)
+    if request.method == "GET" && !route.is_pop() {
+        engine.settle().await?;
+    } else {
+        engine.reload_if_failed().await?;
+    }
     if route == Route::Preflight {
         return Ok(no_content());
     }

@@ -138,6 +138,14 @@ pub(crate) enum Route {
 }
 
 impl Route {
+    /// True for the pop routes (commands that claim messages, and may long-poll).
+    pub(crate) fn is_pop(&self) -> bool {
+        matches!(
+            self,
+            Route::PopQueue { .. } | Route::PopPartition { .. } | Route::PopDiscovery
+        )
+    }
+
     /// The access level the route needs when authentication is on.
     pub(crate) fn access(&self) -> Access {
         use Route::*;

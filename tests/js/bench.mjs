@@ -35,7 +35,9 @@ import { readFile, writeFile, mkdir } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 
-const BUDGET_GZ = 233 * 1024
+// 234 KB since session 10 (audit2): the correctness fixes of that audit (sealed recorded answers, committed
+// views) measured +1.5 KB over main's 232.2 KB (docs/decisions.md); a ratchet, not a target.
+const BUDGET_GZ = 234 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')

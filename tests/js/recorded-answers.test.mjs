@@ -246,7 +246,7 @@ async function bulkReplay(name, payloadBytes, retry) {
  * the same ids, and every value of the `meta` store (where recorded answers live) as text; then, as the
  * control that the scan sees plaintext, a recorded pop on a broker without a key.
  */
-async function encryptedRecords(name, secret, visible) {
+async function encryptedRecords(name, secret, visible, autoSecret) {
   const glue = await import('/vendor/queen-edge/queen_edge_views.js')
   await glue.default()
   const utf8 = (t) => String.fromCharCode(...new TextEncoder().encode(t))
@@ -283,21 +283,31 @@ async function encryptedRecords(name, secret, visible) {
   out.configured = (await outcome(broker.handle('POST', '/api/v1/configure', headers, json({ queue: 'enc', options: { encryptionEnabled: true } })))).status
   out.pushed = [
     (await outcome(broker.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'enc', payload: { secret } }] })))).status,
-    (await outcome(broker.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'plain', payload: { visible } }] })))).status
+    (await outcome(broker.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'plain', payload: { visible } }] })))).status,
+    (await outcome(broker.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'enc', partition: 'auto', payload: { secret: autoSecret } }] })))).status
   ]
-  const ids = ['enc', 'plain'].map((q) => String(Date.now()).padStart(15, '0') + ':sealed:' + q)
+  const ids = ['enc', 'plain', 'auto'].map((q) => String(Date.now()).padStart(15, '0') + ':sealed:' + q)
   const pop = (q, id) => broker.handle('GET', `/api/v1/pop/queue/${q}?batch=1&leaseSeconds=1`, {}, undefined, id)
-  out.pops = [data(await outcome(pop('enc', ids[0]))), data(await outcome(pop('plain', ids[1])))]
+  const autoPop = (id) => broker.handle('GET', '/api/v1/pop/queue/enc/partition/auto?batch=1&autoAck=true', {}, undefined, id)
+  out.pops = [data(await outcome(pop('enc', ids[0]))), data(await outcome(pop('plain', ids[1]))), data(await outcome(autoPop(ids[2])))]
   // The retries (a follower whose writer died before answering): answered from the records.
-  const retries = [await outcome(pop('enc', ids[0])), await outcome(pop('plain', ids[1]))]
-  out.retries = [{ status: retries[0].status, error: Boolean(retries[0].body && retries[0].body.error) }, data(retries[1])]
+  const retries = [await outcome(pop('enc', ids[0])), await outcome(pop('plain', ids[1])), await outcome(autoPop(ids[2]))]
+  out.retries = retries.map(data)
   out.replayed = broker.counters().replayed
-  // The encrypted queue's message, whose answer was not kept, comes again once its lease expires.
+  // The leased message of the encrypted queue comes again once its lease expires; the autoAck'd one does not.
   await new Promise((resolve) => setTimeout(resolve, 1200))
-  out.again = data(await outcome(broker.handle('GET', '/api/v1/pop/queue/enc?batch=1', {}, undefined)))
+  out.again = data(await outcome(broker.handle('GET', '/api/v1/pop/queue/enc?batch=10', {}, undefined)))
   broker.close()
   broker.free()
-  out.metaSecret = (await metaText(name)).includes(secret)
+  const meta = await metaText(name)
+  out.metaSecret = meta.includes(secret) || meta.includes(autoSecret)
+  // The same database opened without the key: the sealed answer does not open, and is refused, not
+  // answered as stored.
+  const unkeyed = await glue.WasmBroker.open(name, { persist: false })
+  const refused = await outcome(unkeyed.handle('GET', '/api/v1/pop/queue/enc/partition/auto?batch=1&autoAck=true', {}, undefined, ids[2]))
+  out.unkeyedRetry = { status: refused.status, error: Boolean(refused.body && refused.body.error) }
+  unkeyed.close()
+  unkeyed.free()
   // The control: the same recorded pop of a plain queue on a broker without a key.
   const keyless = await glue.WasmBroker.open(name + '-keyless', { persist: false })
   await keyless.handle('POST', '/api/v1/push', headers, json({ items: [{ queue: 'plain', payload: { visible } }] }))
@@ -463,21 +473,23 @@ const tests = [
     assertEq(isFailure(r.replay), true, 'set-up: the replay of the big row is refused by the quota')
   }],
 
-  ['audit: a recorded pop of an encryptionEnabled queue keeps no plaintext of its payloads in IndexedDB, and loses no message', async ({ browser, url }) => {
+  ['audit: a recorded pop of an encryptionEnabled queue keeps no plaintext of its payloads in IndexedDB, and its retry gets its messages', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'recorded-sealed')
     const secret = 'SECRET-' + Math.random().toString(36).slice(2)
     const visible = 'VISIBLE-' + Math.random().toString(36).slice(2)
-    const r = await page.evaluate(inPage(encryptedRecords, uniqueName('recorded-sealed'), secret, visible))
+    const autoSecret = 'AUTOACK-' + Math.random().toString(36).slice(2)
+    const r = await page.evaluate(inPage(encryptedRecords, uniqueName('recorded-sealed'), secret, visible, autoSecret))
     await context.close()
     console.log('      seen:', JSON.stringify(r))
-    assertEq([r.configured, ...r.pushed], [200, 201, 201], 'set-up: the encrypted queue and the two messages')
-    assertEq(r.pops, [[{ secret }], [{ visible }]], 'each recorded pop gets its message, opened')
+    assertEq([r.configured, ...r.pushed], [200, 201, 201, 201], 'set-up: the encrypted queue and the three messages')
+    assertEq(r.pops, [[{ secret }], [{ visible }], [{ secret: autoSecret }]], 'each recorded pop gets its message, opened')
     assertEq([r.keylessPop, r.keylessMetaVisible], [[{ visible }], true], 'the scan of meta sees plaintext (a broker without a key records its answers as they are)')
-    assertEq(r.metaSecret, false, 'the recorded answer holds no plaintext of the encrypted queue\'s payload')
-    assertEq(r.retries, [{ status: 503, error: true }, [{ visible }]], 'the plain pop\'s retry is answered as it was; the encrypted one\'s is refused (its answer is not kept)')
-    assertEq(r.replayed, 2, 'both retries come from the records')
-    assertEq(r.again, [{ secret }], 'the message of the unkept answer is delivered again after its lease')
+    assertEq(r.metaSecret, false, 'the recorded answers hold no plaintext of the encrypted queue\'s payloads')
+    assertEq(r.retries, [[{ secret }], [{ visible }], [{ secret: autoSecret }]], 'each retry gets the messages its pop got, the autoAck one too (its messages are acknowledged and come no more)')
+    assertEq(r.replayed, 3, 'all three retries come from the records')
+    assertEq(r.again, [{ secret }], 'the leased message comes again after its lease, the autoAck\'d one does not')
+    assertEq(r.unkeyedRetry, { status: 503, error: true }, 'without the key the sealed answer is refused, never answered as stored')
   }],
 
   ['recorded and local requests share commits, and every recorded answer is stored with its changes', async ({ browser, url }) => {

@@ -35,6 +35,7 @@ pub mod routing;
 pub mod run_now;
 pub mod selftest;
 pub mod selftest_commit;
+pub mod selftest_full;
 pub mod shape;
 pub mod shard_guard;
 pub mod sharded;

@@ -14,6 +14,7 @@
 //!   SQL still commits right on storage this build has opened (with this build's shrink trigger in place).
 //! - `GET /__test/alarm?object=NAME`: whether the object has a maintenance alarm scheduled.
 //! - `/__test/commit/...`: the commit SQL's review checks ([`crate::selftest_commit`]).
+//! - `/__test/full/...`: a database that runs out of space ([`crate::selftest_full`]).
 
 use queen_edge::store::{conformance, ChangeSet, Store};
 use serde_json::json;
@@ -41,6 +42,13 @@ fn durability_records() -> Vec<(String, Vec<u8>)> {
 pub async fn handle(state: &State, req: Request) -> Result<Response> {
     let path = req.path();
     if let Some(answer) = crate::selftest_commit::handle(state, &req.method(), &path).await {
+        return answer;
+    }
+    let query = req
+        .url()
+        .map(|u| u.query().unwrap_or_default().to_string())
+        .unwrap_or_default();
+    if let Some(answer) = crate::selftest_full::handle(state, &req.method(), &path, &query).await {
         return answer;
     }
     if req.method() == Method::Get && path == "/__test/store/previous-build" {
