@@ -38,16 +38,21 @@ test('a backlog the previous build stored is popped and acked after the upgrade,
     const down = await getJson(`${w.url}/__test/store/downgrade?object=default`, { method: 'POST' });
     assert.equal(down.status, 200, JSON.stringify(down.body));
     assert.equal(down.body.moved, before.body.segRows);
+    const old = await getJson(`${w.url}/__test/store/layout?object=default`);
+    t.diagnostic(`as the previous build would have left it: ${JSON.stringify(old.body)}`);
+    assert.deepEqual([old.body.format, old.body.hasSegTable, old.body.kvSegmentRows], [1, false, down.body.moved]);
   } finally {
     await w.stop();
   }
 
   w = await startWorker({ persistTo: state.dir, vars: VARS });
   try {
+    // The first request (the start's `/health`) opened the broker: format 2, the old segments where they were.
     const old = await getJson(`${w.url}/__test/store/layout?object=default`);
-    t.diagnostic(`as the previous build left it: ${JSON.stringify(old.body)}`);
-    assert.deepEqual([old.body.format, old.body.hasSegTable, old.body.kvSegmentRows > 0], [1, false, true]);
-    // The first request opens the broker (format 2 from then on); more is pushed to the same partitions.
+    t.diagnostic(`opened by this build: ${JSON.stringify(old.body)}`);
+    assert.deepEqual([old.body.format, old.body.hasSegTable, old.body.segRows], [2, true, 0]);
+    assert.ok(old.body.kvSegmentRows > 0);
+    // More is pushed to the same partitions.
     await pushRange(w.url, 300, 400);
     const mixed = await getJson(`${w.url}/__test/store/layout?object=default`);
     t.diagnostic(`after the upgrade and more pushes: ${JSON.stringify(mixed.body)}`);
@@ -61,8 +66,8 @@ test('a backlog the previous build stored is popped and acked after the upgrade,
       if (pop.status === 204) break;
       assert.equal(pop.status, 200, JSON.stringify(pop.body));
       for (const m of pop.body.messages) {
-        assert.deepEqual(m.payload, payload(m.payload.partition, m.payload.i));
-        seen.get(m.payload.partition).push(m.payload.i);
+        assert.deepEqual(m.data, payload(m.data.partition, m.data.i));
+        seen.get(m.data.partition).push(m.data.i);
       }
       const acknowledgments = pop.body.messages.map((m) => ({
         transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
