@@ -20,6 +20,7 @@ async fn mem_store_conformance() {
             "many_records",
             "delete_missing",
             "get_keys",
+            "segment_shaped_keys",
             "clear"
         ],
         "every check but survives_reopen ran"

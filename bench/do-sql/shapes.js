@@ -35,6 +35,14 @@ const WHEN_TRIGGERS = [
 const STALE_TRIGGER = `CREATE TRIGGER IF NOT EXISTS queen_kv_stale AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0
   BEGIN DELETE FROM queen_kv WHERE key = NEW.key AND chunk > 0; END`;
 
+// `seg-route`: one statement into `queen_kv`; a row whose chunk is negative is a segment, which this trigger
+// puts in `queen_seg` (id -1 - chunk), deletes the key's rows in `queen_kv` (a bigger value it had) and skips.
+const ROUTE_TRIGGER = `CREATE TRIGGER IF NOT EXISTS queen_seg_route BEFORE INSERT ON queen_kv WHEN NEW.chunk < 0 BEGIN
+  INSERT INTO queen_seg (id, value) VALUES (-1 - NEW.chunk, NEW.value) ON CONFLICT (id) DO UPDATE SET value = excluded.value;
+  DELETE FROM queen_kv WHERE key = NEW.key;
+  SELECT RAISE(IGNORE);
+END`;
+
 const SCHEMA = {
   none: [],
   view: [VIEW, VIEW_TRIGGER],
@@ -49,6 +57,12 @@ const SCHEMA = {
   insert: [],
   'upsert-1key': [],
   'seg-rowid': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)'],
+  'seg-rowid-txn': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)'],
+  'seg-route': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)',
+    ROUTE_TRIGGER],
+  // The same trigger without its delete from `queen_kv` (wrong for a key that had a value there: to weigh the delete).
+  'seg-route-nodel': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)',
+    ROUTE_TRIGGER.replace('  DELETE FROM queen_kv WHERE key = NEW.key;\n', '')],
   naive: [`CREATE TABLE IF NOT EXISTS msg (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, partition TEXT NOT NULL,
     txid TEXT NOT NULL, payload TEXT NOT NULL, lease_until INTEGER NOT NULL DEFAULT 0, lease TEXT)`,
   'CREATE INDEX IF NOT EXISTS msg_queue ON msg (queue, id)'],
@@ -147,6 +161,8 @@ export class Shapes extends DurableObject {
         return;
       }
       case 'seg-rowid': {
+        // (`seg-rowid-txn`: the same two statements in one `transactionSync`, upserts, as a commit must be all or
+        // nothing; `seg-route`: one statement, ROUTE_TRIGGER puts the segment rows in `queen_seg`.)
         // Segments (keys `s/PID/FIRST`) in a rowid table of their own, keyed by an integer made of the key
         // (the partition id times 2^40 plus the first offset), the other rows as `upsert+trigger` does: a seek by integer
         // never reads a row's overflow pages to compare keys, where the `WITHOUT ROWID` table's index b-tree
@@ -162,6 +178,38 @@ export class Shapes extends DurableObject {
         }
         this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tuples(rest.length / 2, '(?, 0, ?)')}
           ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, ...rest);
+        return;
+      }
+      case 'seg-rowid-txn':
+      case 'seg-route-nodel':
+      case 'seg-route': {
+        const segId = (k) => parseInt(k.slice(2, 18), 16) * 2 ** 40 + parseInt(k.slice(19), 16);
+        if (shape !== 'seg-rowid-txn') {
+          const tup = [];
+          for (const [k, v] of rows) {
+            if (k.startsWith('s/')) { tup.push('(?, ?, ?)'); flat.push(k, -1 - segId(k), v); }
+            else { tup.push('(?, 0, ?)'); flat.push(k, v); }
+          }
+          this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tup.join(', ')}
+            ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, ...flat);
+          return;
+        }
+        this.ctx.storage.transactionSync(() => {
+          const rest = [];
+          const segs = [];
+          for (const [k, v] of rows) {
+            if (k.startsWith('s/')) segs.push(segId(k), v);
+            else rest.push(k, v);
+          }
+          if (segs.length) {
+            this.exec(`INSERT INTO queen_seg (id, value) VALUES ${tuples(segs.length / 2, '(?, ?)')}
+              ON CONFLICT (id) DO UPDATE SET value = excluded.value`, ...segs);
+          }
+          if (rest.length) {
+            this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tuples(rest.length / 2, '(?, 0, ?)')}
+              ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, ...rest);
+          }
+        });
         return;
       }
       case 'naive': {

@@ -251,6 +251,135 @@ where
     )?;
     passed.push("get_keys");
 
+    // 7c. Keys shaped like segment keys (`s/` + 16 hex digits + `/` + 16 hex digits: a store may keep them
+    // apart, as DoStore does when both numbers are small enough) sort, scan, read, move and delete like any
+    // other: beside keys of the same prefix that do not have that shape (numbers too big, upper-case hex, one
+    // digit short or one character more), in one key order; a value that grows past and shrinks below
+    // 1 MiB under such a key; a delete of either kind.
+    let seg = |pid: u64, first: u64| format!("s/{pid:016x}/{first:016x}");
+    let shaped = [
+        seg(0, 0),
+        seg(1, 5),
+        seg(1, 0x1_0000_0000),
+        seg(2, 0),
+        seg(0x1f_ffff, 0xffff_ffff),
+        seg(0x20_0000, 0),
+        seg(u64::MAX, u64::MAX),
+        "s/0000000000000001/000000000000000".to_string(),
+        "s/0000000000000001/0000000000000005x".to_string(),
+        "s/0000000000000001/000000000000000A".to_string(),
+        "s/000000000000000A/0000000000000000".to_string(),
+        "s/".to_string(),
+        "r/z".to_string(),
+        "s0".to_string(),
+    ];
+    let mut changes = ChangeSet::default();
+    for (i, key) in shaped.iter().enumerate() {
+        changes.put(key.clone(), pattern(100 + i, 40 + i as u64));
+    }
+    let big_key = seg(3, 7);
+    let big = pattern(1024 * 1024 + 5, 12);
+    changes.put(big_key.clone(), big.clone());
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("segment-shaped commit failed: {e}"))?;
+    let mut want: Vec<String> = shaped.to_vec();
+    want.push(big_key.clone());
+    want.sort();
+    let all = scan_keys(&store, "").await?;
+    let ours: Vec<&String> = all.iter().filter(|k| want.contains(k)).collect();
+    ensure(
+        all.windows(2).all(|w| w[0] < w[1]) && ours.len() == want.len(),
+        || format!("segment-shaped keys out of order or missing: {ours:?}"),
+    )?;
+    for prefix in [
+        "s/",
+        "s/0000000000000001/",
+        "s/0000000000000001/0000000",
+        "s",
+    ] {
+        let got = scan_keys(&store, prefix).await?;
+        let expect: Vec<String> = want
+            .iter()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        ensure(got == expect, || {
+            format!("scan({prefix:?}) of segment-shaped keys: got {got:?}, want {expect:?}")
+        })?;
+    }
+    let asked: Vec<String> = vec![
+        seg(1, 5),
+        big_key.clone(),
+        seg(1, 6),
+        "s/0000000000000001/000000000000000A".to_string(),
+        seg(0x20_0000, 0),
+        seg(1, 5),
+    ];
+    let got = store.get(&asked).await.map_err(|e| e.to_string())?;
+    ensure(
+        got == vec![
+            Some(pattern(101, 41)),
+            Some(big.clone()),
+            None,
+            Some(pattern(109, 49)),
+            Some(pattern(105, 45)),
+            Some(pattern(101, 41)),
+        ],
+        || "get of segment-shaped keys returned other values".into(),
+    )?;
+    // The big value shrinks under 1 MiB, a small one grows past it, one of each kind is deleted.
+    let mut changes = ChangeSet::default();
+    changes.put(big_key.clone(), b"small now".to_vec());
+    changes.put(seg(1, 5), big.clone());
+    changes.delete(seg(2, 0));
+    changes.delete(seg(0x20_0000, 0));
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("segment-shaped move commit failed: {e}"))?;
+    let got = store
+        .get(&[big_key.clone(), seg(1, 5), seg(2, 0), seg(0x20_0000, 0)])
+        .await
+        .map_err(|e| e.to_string())?;
+    ensure(
+        got == vec![Some(b"small now".to_vec()), Some(big.clone()), None, None],
+        || "segment-shaped values that moved past 1 MiB or were deleted read back wrong".into(),
+    )?;
+    // And back: the grown one shrinks, the shrunk one grows, each again in a commit of its own.
+    let mut changes = ChangeSet::default();
+    changes.put(seg(1, 5), b"back".to_vec());
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("segment-shaped shrink failed: {e}"))?;
+    let mut changes = ChangeSet::default();
+    changes.put(big_key.clone(), big.clone());
+    store
+        .commit(&changes)
+        .await
+        .map_err(|e| format!("segment-shaped grow failed: {e}"))?;
+    let got = store.scan("s/").await.map_err(|e| e.to_string())?;
+    let mut expect: Vec<(String, Vec<u8>)> = Vec::new();
+    for (i, key) in shaped.iter().enumerate() {
+        if key.starts_with("s/") && *key != seg(2, 0) && *key != seg(0x20_0000, 0) {
+            let value = if *key == seg(1, 5) {
+                b"back".to_vec()
+            } else {
+                pattern(100 + i, 40 + i as u64)
+            };
+            expect.push((key.clone(), value));
+        }
+    }
+    expect.push((big_key.clone(), big));
+    expect.sort();
+    ensure(got == expect, || {
+        let keys: Vec<(&String, usize)> = got.iter().map(|(k, v)| (k, v.len())).collect();
+        format!("segment-shaped keys after moves: {keys:?}")
+    })?;
+    passed.push("segment_shaped_keys");
+
     // 8. Everything survives a reopen.
     let store = if reopen {
         let before = store.scan("").await.map_err(|e| e.to_string())?;

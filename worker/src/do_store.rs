@@ -2,59 +2,81 @@
 //!
 //! # Layout
 //!
-//! One table, `queen_kv`, holds every record:
+//! Two tables hold the records:
 //!
 //! ```sql
 //! CREATE TABLE queen_kv (key TEXT NOT NULL, chunk INTEGER NOT NULL, value BLOB NOT NULL,
 //!                        PRIMARY KEY (key, chunk)) WITHOUT ROWID
+//! CREATE TABLE queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)
 //! ```
 //!
-//! A value is split into chunks of [`CHUNK_BYTES`] (1 MiB, well under the 2 MB row limit of Durable Object
-//! SQLite); chunk `0..n` of a key hold the value in order, and an empty value is one empty chunk `0`. Keys are
-//! `TEXT` compared with SQLite's default `BINARY` collation (`memcmp` over UTF-8), so `ORDER BY key` is the
-//! byte order the [`Store`] contract asks for. The table is `WITHOUT ROWID`, so a row written is one b-tree
-//! entry and no second index: rows written is what Cloudflare bills.
+//! `queen_seg` holds segment values: a key `s/PID/FIRST` (16 lower-case hex digits each, as
+//! `queen_edge::core::segment_key` writes it) with a partition id below 2^21 and a first offset below 2^32
+//! ([`segment_id`]) is the row `pid << 32 | first`, when its value is shorter than [`CHUNK_BYTES`]. Ids sort as
+//! their keys do, and stay under 2^53, which a JS number (the SQL binding's integers) holds exactly. Every
+//! other record is in `queen_kv`: other keys, segment keys whose numbers do not fit, and segment values of
+//! [`CHUNK_BYTES`] or more (so a segment key's value lives in one table or the other, never both).
+//! Why: `queen_kv` is `WITHOUT ROWID`, an index b-tree whose cells are whole rows, and SQLite reads a whole
+//! overflowing row to compare a key with it while it seeks; with segments (15 to 111 KB at batch 100) among
+//! them every seek, for a lane record as for a segment, read several segments on its way down. In a rowid
+//! table the b-tree's interior cells are integers (docs/decisions.md, "Segments in a table of their own").
 //!
-//! A second table, `queen_meta`, records the layout version ([`FORMAT_VERSION`]); opening storage written by
-//! a newer layout fails with [`StoreErrorKind::NewerFormat`] instead of misreading it.
+//! In `queen_kv` a value is split into chunks of [`CHUNK_BYTES`] (1 MiB, well under the 2 MB row limit of
+//! Durable Object SQLite); chunk `0..n` of a key hold the value in order, and an empty value is one empty chunk
+//! `0`. Keys are `TEXT` compared with SQLite's default `BINARY` collation (`memcmp` over UTF-8), so `ORDER BY
+//! key` is the byte order the [`Store`] contract asks for. A scan reads the key range from `queen_kv` and the
+//! id range of the same keys from `queen_seg` (none when no segment key can be in it: [`first_segment_id_from`])
+//! and merges them; a get reads the segment keys from `queen_seg` first and whatever it did not find from
+//! `queen_kv`. A row written is one b-tree entry in either table and no second index: rows written is what
+//! Cloudflare bills.
+//!
+//! A third table, `queen_meta`, records the layout version ([`FORMAT_VERSION`]); opening storage written by a
+//! newer layout fails with [`StoreErrorKind::NewerFormat`] instead of misreading it. Format 1 (sessions 6 to
+//! 9) kept segments in `queen_kv` too: opening it creates `queen_seg` and the triggers and writes format 2, in
+//! one `transactionSync`, and moves nothing (the old segments are read where they are, and move to
+//! `queen_seg` when they are written again). From then on a format 1 build refuses the storage, as it must: it
+//! would not look in `queen_seg`.
 //!
 //! # Commit
 //!
-//! A commit is at most three kinds of statement, in this order:
-//! - `DELETE FROM queen_kv WHERE key IN (?, ...)` for the keys it deletes (every chunk of each);
-//! - a trim of each value of [`CHUNK_BYTES`] or more (below);
-//! - `INSERT INTO queen_kv (key, chunk, value) VALUES (?, 0, ?), ... ON CONFLICT (key, chunk) DO UPDATE SET
-//!   value = excluded.value` for every chunk of every value it puts, chunk 0 of a key first (an upsert
-//!   writes one row, where `INSERT OR REPLACE` would delete and insert).
+//! A commit is at most four kinds of statement, in this order:
+//! - `DELETE FROM queen_seg WHERE id IN (?, ...)` for the segment keys it deletes;
+//! - `DELETE FROM queen_kv WHERE key IN (?, ...)` for every key it deletes (every chunk of each; a segment key
+//!   too, whose value may be in `queen_kv`);
+//! - a trim of each value of [`CHUNK_BYTES`] or more (below), and for such a value under a segment key the
+//!   delete of its `queen_seg` row;
+//! - `INSERT INTO queen_kv (key, chunk, value) VALUES (?, 0, ?), (?, ?, ?), ... ON CONFLICT (key, chunk) DO
+//!   UPDATE SET value = excluded.value` for every chunk of every value it puts, chunk 0 of a key first (an
+//!   upsert writes one row, where `INSERT OR REPLACE` would delete and insert). A value bound for `queen_seg`
+//!   is a row `(key, -1 - id, value)`: the trigger [`ROUTE_TRIGGER`] (`BEFORE INSERT` on `queen_kv`, for a
+//!   negative chunk) upserts it into `queen_seg`, deletes the key's rows in `queen_kv` (a value of
+//!   [`CHUNK_BYTES`] or more, or one format 1 wrote: it finds none otherwise) and skips the row. So a push
+//!   (its segment, index entry and partition record) is still one statement, and writes the rows it wrote
+//!   before.
 //!
 //! A put must not leave an old, longer value's later chunks behind:
 //! - a value shorter than [`CHUNK_BYTES`] is one chunk, whose chunk 0 is shorter than a full chunk; when such
 //!   a chunk 0 updates an existing one, the trigger [`SHRINK_TRIGGER`] on `queen_kv` deletes the key's chunks
-//!   after 0, inside the same statement (it finds none unless the old value had several). A put of a new key
-//!   (every segment of a push) is an insert and fires nothing; the update of a lane record at every pop and
-//!   ack runs one range delete that finds nothing;
+//!   after 0, inside the same statement (it finds none unless the old value had several). The update of a
+//!   lane record at every pop and ack runs one range delete that finds nothing;
 //! - a value of [`CHUNK_BYTES`] or more gets, before its upserts, `DELETE FROM queen_kv WHERE key = ? AND
 //!   chunk >= n` (`n` its chunk count), so its own chunks are updated in place (one row each) and only the
 //!   old ones past `n` are deleted. Such a value's chunks are statements of their own anyway
 //!   ([`MAX_BATCH_BYTES`]), so the commit is already several statements.
 //!
 //! Rows are batched into statements of up to [`MAX_BINDINGS`] bound parameters and [`MAX_BATCH_BYTES`] of
-//! values (chunk numbers are written into the statement, keys and values are bound). A commit of one
-//! statement (every push, pop and ack of up to 49 keys: they put and do not delete) runs it as it is: one
-//! SQLite statement applies all or nothing (the trigger's deletes are part of it), and it joins the object's
-//! implicit transaction, which workerd commits before any answer leaves the object (its output gate),
-//! together with the other writes of the same turn. A commit of several statements (deletes and puts
+//! values (chunk numbers are written into the statement, keys, values and `queen_seg` ids are bound). A commit
+//! of one statement (every push, pop and ack of up to 49 keys: they put and do not delete) runs it as it is:
+//! one SQLite statement applies all or nothing (the triggers' writes are part of it), and it joins the
+//! object's implicit transaction, which workerd commits before any answer leaves the object (its output
+//! gate), together with the other writes of the same turn. A commit of several statements (deletes and puts
 //! together, or more rows than one statement holds) runs them inside one `ctx.storage.transactionSync(...)`
 //! call, so it still applies all or nothing (the workers-rs binding, worker 0.8.7, has no
 //! `transactionSync`: it is called on the raw storage object through `js_sys::Reflect`).
-//! `cursor.rowsWritten` counts the trigger's deletes too, so rows written is still the billed figure.
+//! `cursor.rowsWritten` counts the triggers' writes too, so rows written is still the billed figure.
 //!
-//! The previous build's commits (sessions 6 and 7) went through a view, `queen_apply_v1`, whose `INSTEAD OF`
-//! trigger ran four statements per row; the table and its rows are the same, so [`FORMAT_VERSION`] is
-//! unchanged. Storage that build wrote keeps its view (unused here); that build, opening storage this one
-//! wrote, creates its view again and commits through it correctly with [`SHRINK_TRIGGER`] present (its own
-//! stale-chunk delete runs first, it puts chunk 0 first too, and the trigger leaves a full chunk 0 alone). `/__test/store/previous-build`
-//! ([`crate::selftest`]) checks both directions with the previous build's SQL.
+//! `/__test/store/previous-build` and `/__test/store/downgrade` ([`crate::selftest`]) check storage format 1
+//! wrote, with that build's SQL and with a broker's backlog.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -68,8 +90,33 @@ use worker::{SqlStorage, SqlStorageValue, Storage};
 /// Bytes per stored chunk of a value (1 MiB; the Durable Object SQLite row limit is 2 MB).
 pub const CHUNK_BYTES: usize = 1024 * 1024;
 
-/// The on-disk layout version this build writes and understands.
-pub const FORMAT_VERSION: i64 = 1;
+/// The on-disk layout version this build writes and understands (2: segments in `queen_seg`).
+pub const FORMAT_VERSION: i64 = 2;
+
+/// Partition ids below `1 << SEG_PID_BITS` and first offsets below `1 << SEG_FIRST_BITS` make a segment key
+/// whose value can live in `queen_seg`: the id `pid << SEG_FIRST_BITS | first` stays under 2^53, which a JS
+/// number (the SQL binding's integers) holds exactly.
+const SEG_PID_BITS: u32 = 21;
+const SEG_FIRST_BITS: u32 = 32;
+/// One past the largest `queen_seg` id.
+const SEG_ID_END: u64 = 1 << (SEG_PID_BITS + SEG_FIRST_BITS);
+
+/// The table of segment values (module documentation, "Layout").
+const SEG_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)";
+
+/// Puts a row of an upsert into `queen_kv` whose chunk is negative into `queen_seg` instead (id `-1 -
+/// chunk`), deletes whatever `queen_kv` holds under its key (a value of [`CHUNK_BYTES`] or more it had
+/// before), and skips the row (`RAISE(IGNORE)` ends this row's insert, the statement goes on with the next
+/// row). So a commit that puts segments and other records stays one statement. Its name carries a version:
+/// a changed body gets a new name.
+const ROUTE_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_seg_route_v1 \
+     BEFORE INSERT ON queen_kv WHEN NEW.chunk < 0 BEGIN \
+       INSERT INTO queen_seg (id, value) VALUES (-1 - NEW.chunk, NEW.value) \
+         ON CONFLICT (id) DO UPDATE SET value = excluded.value; \
+       DELETE FROM queen_kv WHERE key = NEW.key; \
+       SELECT RAISE(IGNORE); \
+     END";
 
 /// Bound parameters per statement, under SQLite-in-Durable-Objects' limit of 100.
 pub const MAX_BINDINGS: usize = 99;
@@ -102,6 +149,12 @@ const UPSERT_TAIL: &str = " ON CONFLICT (key, chunk) DO UPDATE SET value = exclu
 /// The start and end of a statement that deletes keys.
 const DELETE_HEAD: &str = "DELETE FROM queen_kv WHERE key IN (";
 const DELETE_TAIL: &str = ")";
+
+/// Deletes the `queen_seg` row of a segment key whose new value, of [`CHUNK_BYTES`] or more, goes to `queen_kv`.
+const SEG_EVICT: &str = "DELETE FROM queen_seg WHERE id = ?";
+
+/// The start of a statement that deletes segment values from `queen_seg` (ends with [`DELETE_TAIL`]).
+const SEG_DELETE_HEAD: &str = "DELETE FROM queen_seg WHERE id IN (";
 
 /// The key of the row [`DoStore::commit_then_fail`] adds: its `NULL` value breaks `queen_kv`'s `NOT NULL`,
 /// so the statement fails at its last row.
@@ -151,6 +204,8 @@ struct Statement<'a> {
 enum Binding<'a> {
     Text(&'a str),
     Blob(&'a [u8]),
+    /// An integer whose magnitude is at most 2^53 (exact as a JS number).
+    Int(i64),
 }
 
 /// A statement with its parameters as JS values (a blob copied once, into a `Uint8Array`).
@@ -167,6 +222,7 @@ impl Statement<'_> {
             .map(|b| match b {
                 Binding::Text(text) => JsValue::from_str(text),
                 Binding::Blob(bytes) => js_sys::Uint8Array::from(bytes).into(),
+                Binding::Int(n) => JsValue::from_f64(n as f64),
             })
             .collect();
         JsStatement {
@@ -268,14 +324,9 @@ impl DoStore {
             .raw()
             .collect::<Result<_, _>>()
             .map_err(sql_error)?;
-        match rows.first().and_then(|row| row.first()) {
-            None => {
-                store.exec(
-                    "INSERT INTO queen_meta (name, value) VALUES ('format', ?)",
-                    vec![SqlStorageValue::Integer(FORMAT_VERSION)],
-                )?;
-            }
-            Some(SqlStorageValue::Integer(v)) if *v <= FORMAT_VERSION => {}
+        let stored = match rows.first().and_then(|row| row.first()) {
+            None => None,
+            Some(SqlStorageValue::Integer(v)) if *v <= FORMAT_VERSION => Some(*v),
             Some(other) => {
                 return Err(StoreError::new(
                     StoreErrorKind::NewerFormat,
@@ -284,10 +335,39 @@ impl DoStore {
                     ),
                 ))
             }
+        };
+        // Only once the format is known to be this build's or an older one: storage of a newer layout is left
+        // as it was found.
+        let schema = [
+            SEG_TABLE,
+            DROP_EARLIER_TRIGGER,
+            SHRINK_TRIGGER,
+            ROUTE_TRIGGER,
+        ];
+        if stored == Some(FORMAT_VERSION) {
+            for statement in schema {
+                store.exec(statement, Vec::new())?;
+            }
+        } else {
+            // New storage, or format 1 (segments in `queen_kv`, which stay there: reads look in both tables).
+            // The schema and the version in one transaction: a build of format 1 refuses the storage from the
+            // moment `queen_seg_route_v1` can put a segment where it would not look.
+            let mut statements: Vec<Statement> = schema
+                .iter()
+                .map(|sql| Statement {
+                    sql: sql.to_string(),
+                    bindings: Vec::new(),
+                })
+                .collect();
+            statements.push(Statement {
+                sql: format!(
+                    "INSERT INTO queen_meta (name, value) VALUES ('format', {FORMAT_VERSION}) \
+                     ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+                ),
+                bindings: Vec::new(),
+            });
+            store.run_in_transaction(statements)?;
         }
-        // Only once the format is known to be this build's: storage of a newer layout is left as it was found.
-        store.exec(DROP_EARLIER_TRIGGER, Vec::new())?;
-        store.exec(SHRINK_TRIGGER, Vec::new())?;
         Ok(store)
     }
 
@@ -381,6 +461,57 @@ impl DoStore {
         Ok(out)
     }
 
+    /// The records of a `SELECT id, value FROM queen_seg ... ORDER BY id`, in key order, and counts the rows
+    /// read.
+    fn assemble_segments(&self, cursor: worker::SqlCursor) -> Result<Vec<Record>, StoreError> {
+        let mut out: Vec<Record> = Vec::new();
+        for row in cursor.raw() {
+            let row = row.map_err(sql_error)?;
+            let mut cols = row.into_iter();
+            match (cols.next(), cols.next()) {
+                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Blob(value)))
+                    if (0..SEG_ID_END as i64).contains(&id) =>
+                {
+                    out.push((segment_key_of(id as u64), value));
+                }
+                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Null) | None)
+                    if (0..SEG_ID_END as i64).contains(&id) =>
+                {
+                    out.push((segment_key_of(id as u64), Vec::new()));
+                }
+                other => {
+                    return Err(StoreError::other(format!(
+                        "queen_seg row has unexpected column types: {other:?}"
+                    )))
+                }
+            }
+        }
+        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
+        self.counters.rows_read.set(read);
+        Ok(out)
+    }
+
+    /// The segment values of `queen_seg` whose keys lie in `[from, to)` (`to` `None`: no upper bound), in key
+    /// order; no query when no id can lie there.
+    fn scan_segments(&self, from: &str, to: Option<&str>) -> Result<Vec<Record>, StoreError> {
+        let first = first_segment_id_from(from);
+        let end = to.map_or(SEG_ID_END, first_segment_id_from);
+        if first >= end {
+            return Ok(Vec::new());
+        }
+        let cursor = self
+            .sql
+            .exec(
+                "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
+                vec![
+                    SqlStorageValue::Integer(first as i64),
+                    SqlStorageValue::Integer((end - 1) as i64),
+                ],
+            )
+            .map_err(sql_error)?;
+        self.assemble_segments(cursor)
+    }
+
     /// Runs the statements of a commit, returning the rows written: one statement as it is (it applies all
     /// or nothing by itself), several inside one `transactionSync`.
     fn run(&self, mut statements: Vec<Statement>) -> Result<u64, StoreError> {
@@ -416,6 +547,77 @@ fn chunks(value: &[u8]) -> Vec<&[u8]> {
     }
 }
 
+/// The `queen_seg` id of `key` when `key` is a segment key (`s/PID/FIRST`, 16 lower-case hex digits each,
+/// as `queen_edge::core::segment_key` writes it) whose numbers fit ([`SEG_PID_BITS`], [`SEG_FIRST_BITS`]); the
+/// id is `pid << SEG_FIRST_BITS | first`, so ids sort as their keys do. Any other key is `None`.
+pub(crate) fn segment_id(key: &str) -> Option<i64> {
+    let bytes = key.as_bytes();
+    if bytes.len() != 35 || !key.starts_with("s/") || bytes[18] != b'/' {
+        return None;
+    }
+    let hex = |digits: &[u8]| -> Option<u64> {
+        digits.iter().try_fold(0u64, |n, &d| {
+            let v = match d {
+                b'0'..=b'9' => d - b'0',
+                b'a'..=b'f' => d - b'a' + 10,
+                _ => return None,
+            };
+            Some(n << 4 | u64::from(v))
+        })
+    };
+    let pid = hex(&bytes[2..18])?;
+    let first = hex(&bytes[19..35])?;
+    if pid >> SEG_PID_BITS != 0 || first >> SEG_FIRST_BITS != 0 {
+        return None;
+    }
+    Some((pid << SEG_FIRST_BITS | first) as i64)
+}
+
+/// The key of `queen_seg` id `id` (the inverse of [`segment_id`]).
+fn segment_key_of(id: u64) -> String {
+    format!(
+        "s/{:016x}/{:016x}",
+        id >> SEG_FIRST_BITS,
+        id & ((1 << SEG_FIRST_BITS) - 1)
+    )
+}
+
+/// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is (a binary search:
+/// [`segment_key_of`] grows with the id).
+fn first_segment_id_from(bound: &str) -> u64 {
+    let (mut low, mut high) = (0u64, SEG_ID_END);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if segment_key_of(mid).as_str() >= bound {
+            high = mid;
+        } else {
+            low = mid + 1;
+        }
+    }
+    low
+}
+
+/// `a` and `b`, each in key order and with no key in both, as one list in key order.
+fn merge_records(a: Vec<Record>, b: Vec<Record>) -> Vec<Record> {
+    if b.is_empty() {
+        return a;
+    }
+    if a.is_empty() {
+        return b;
+    }
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => x.0 < y.0,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
+}
+
 /// `?, ?, ..., ?` with `n` placeholders.
 fn placeholders(n: usize) -> String {
     let mut s = String::with_capacity(n * 3);
@@ -432,19 +634,44 @@ fn placeholders(n: usize) -> String {
 /// multi-chunk values, then every chunk of every put (chunk 0 of a key first), batched by bound parameters and bytes; with `fail`, one more put
 /// row at the end whose `NULL` value fails its statement.
 fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
+    let mut segment_deletes = Batch::new(SEG_DELETE_HEAD, DELETE_TAIL);
     let mut deletes = Batch::new(DELETE_HEAD, DELETE_TAIL);
     for key in changes.deletes() {
+        if let Some(id) = segment_id(key) {
+            segment_deletes.row("?", &[Binding::Int(id)], 0);
+        }
+        // A segment key's value of CHUNK_BYTES or more, or one format 1 wrote, is in `queen_kv`.
         deletes.row("?", &[Binding::Text(key)], 0);
     }
     let mut trims = Vec::new();
     let mut puts = Batch::new(UPSERT_HEAD, UPSERT_TAIL);
     for (key, value) in changes.puts() {
+        let id = segment_id(key);
+        if let Some(id) = id.filter(|_| value.len() < CHUNK_BYTES) {
+            // ROUTE_TRIGGER puts it in `queen_seg`.
+            puts.row(
+                "(?, ?, ?)",
+                &[
+                    Binding::Text(key),
+                    Binding::Int(-1 - id),
+                    Binding::Blob(value),
+                ],
+                value.len(),
+            );
+            continue;
+        }
         let parts = chunks(value);
         if value.len() >= CHUNK_BYTES {
             trims.push(Statement {
                 sql: format!("{TRIM_HEAD}{}", parts.len()),
                 bindings: vec![Binding::Text(key)],
             });
+            if let Some(id) = id {
+                trims.push(Statement {
+                    sql: SEG_EVICT.to_string(),
+                    bindings: vec![Binding::Int(id)],
+                });
+            }
         }
         for (i, chunk) in parts.into_iter().enumerate() {
             puts.row(
@@ -457,7 +684,8 @@ fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
     if fail {
         puts.row("(?, 0, NULL)", &[Binding::Text(FAIL_KEY)], 0);
     }
-    let mut statements = deletes.finish();
+    let mut statements = segment_deletes.finish();
+    statements.extend(deletes.finish());
     statements.extend(trims);
     statements.extend(puts.finish());
     statements
@@ -571,7 +799,9 @@ fn classify(message: String) -> StoreError {
 
 impl Store for DoStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
-        let cursor = match prefix_end(prefix) {
+        let end = prefix_end(prefix);
+        let segments = self.scan_segments(prefix, end.as_deref())?;
+        let cursor = match end {
             Some(end) => self.sql.exec(
                 "SELECT key, chunk, value FROM queen_kv WHERE key >= ? AND key < ? ORDER BY key, chunk",
                 vec![SqlStorageValue::from(prefix), SqlStorageValue::from(end)],
@@ -582,12 +812,33 @@ impl Store for DoStore {
             ),
         }
         .map_err(sql_error)?;
-        self.assemble(cursor, |key| key.starts_with(prefix))
+        let records = self.assemble(cursor, |key| key.starts_with(prefix))?;
+        Ok(merge_records(records, segments))
     }
 
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut found: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        for batch in keys.chunks(MAX_BINDINGS) {
+        let ids: Vec<SqlStorageValue> = keys
+            .iter()
+            .filter_map(|k| segment_id(k).map(SqlStorageValue::Integer))
+            .collect();
+        for batch in ids.chunks(MAX_BINDINGS) {
+            let cursor = self
+                .sql
+                .exec(
+                    &format!(
+                        "SELECT id, value FROM queen_seg WHERE id IN ({})",
+                        placeholders(batch.len())
+                    ),
+                    batch.to_vec(),
+                )
+                .map_err(sql_error)?;
+            found.extend(self.assemble_segments(cursor)?);
+        }
+        // Every other key, and a segment key `queen_seg` does not hold (a value of CHUNK_BYTES or more, one
+        // format 1 wrote, or none).
+        let rest: Vec<&String> = keys.iter().filter(|k| !found.contains_key(*k)).collect();
+        for batch in rest.chunks(MAX_BINDINGS) {
             let cursor = self
                 .sql
                 .exec(
@@ -653,6 +904,109 @@ mod tests {
     #[test]
     fn the_shrink_trigger_skips_values_of_a_full_chunk_or_more() {
         assert!(SHRINK_TRIGGER.contains(&format!("length(NEW.value) < {CHUNK_BYTES} ")));
+    }
+
+    #[test]
+    fn segment_ids_are_the_segment_keys_that_fit_in_key_order() {
+        let key = |pid: u64, first: u64| format!("s/{pid:016x}/{first:016x}");
+        assert_eq!(segment_id(&key(0, 0)), Some(0));
+        assert_eq!(segment_id(&key(1, 5)), Some((1 << 32) + 5));
+        let top = key((1 << SEG_PID_BITS) - 1, (1 << SEG_FIRST_BITS) - 1);
+        assert_eq!(segment_id(&top), Some(SEG_ID_END as i64 - 1));
+        // Ids and `-1 - id` stay exact as JS numbers.
+        const { assert!(SEG_ID_END <= 1 << 53) };
+        for other in [
+            key(1 << SEG_PID_BITS, 0),
+            key(0, 1 << SEG_FIRST_BITS),
+            key(u64::MAX, u64::MAX),
+            "s/000000000000000A/0000000000000000".to_string(),
+            "s/0000000000000001/000000000000000".to_string(),
+            "s/0000000000000001/0000000000000000x".to_string(),
+            "x/0000000000000001/0000000000000000".to_string(),
+            "s/0000000000000001-0000000000000000".to_string(),
+            "s/+000000000000001/0000000000000000".to_string(),
+        ] {
+            assert_eq!(segment_id(&other), None, "{other}");
+        }
+        for id in [
+            0,
+            1,
+            (1 << 32) - 1,
+            1 << 32,
+            12_345 << 32 | 678,
+            SEG_ID_END - 1,
+        ] {
+            assert_eq!(segment_id(&segment_key_of(id)), Some(id as i64));
+            assert!(segment_key_of(id) < segment_key_of(id + 1) || id + 1 == SEG_ID_END);
+        }
+    }
+
+    #[test]
+    fn the_first_segment_id_from_a_bound_is_the_first_key_at_or_after_it() {
+        assert_eq!(first_segment_id_from(""), 0);
+        assert_eq!(first_segment_id_from("s/"), 0);
+        assert_eq!(first_segment_id_from("s0"), SEG_ID_END);
+        assert_eq!(first_segment_id_from("t"), SEG_ID_END);
+        assert_eq!(first_segment_id_from("s/0000000000000001/"), 1 << 32);
+        assert_eq!(first_segment_id_from("s/00000000000000010"), 2 << 32);
+        assert_eq!(
+            first_segment_id_from("s/0000000000000001/0000000000000005"),
+            (1 << 32) + 5
+        );
+        assert_eq!(
+            first_segment_id_from("s/0000000000000001/0000000000000005x"),
+            (1 << 32) + 6
+        );
+        assert_eq!(first_segment_id_from("s/0000000000200000"), SEG_ID_END);
+        assert_eq!(first_segment_id_from("s/00000000001fffff/1"), SEG_ID_END);
+    }
+
+    #[test]
+    fn merged_records_are_in_key_order() {
+        let r = |k: &str| (k.to_string(), k.as_bytes().to_vec());
+        let merged = merge_records(
+            vec![r("s/"), r("s/1x"), r("s/3")],
+            vec![r("s/0"), r("s/1"), r("s/2"), r("s/4")],
+        );
+        let keys: Vec<&str> = merged.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["s/", "s/0", "s/1", "s/1x", "s/2", "s/3", "s/4"]);
+        assert_eq!(merge_records(Vec::new(), vec![r("a")]), vec![r("a")]);
+    }
+
+    #[test]
+    fn a_push_with_a_segment_is_one_upsert_the_segment_row_routed() {
+        let mut changes = ChangeSet::default();
+        let seg = "s/0000000000000002/0000000000000064".to_string();
+        changes.put(seg.clone(), vec![1; 1000]);
+        changes.put("x/0000000000000002/0000000000000064", vec![2; 30]);
+        changes.put("p/0000000000000002", vec![3; 20]);
+        let statements = plan(&changes, false);
+        assert_eq!(statements.len(), 1);
+        assert_eq!(
+            statements[0].sql,
+            format!("{UPSERT_HEAD}(?, 0, ?), (?, ?, ?), (?, 0, ?){UPSERT_TAIL}")
+        );
+        assert!(
+            matches!(statements[0].bindings[3], Binding::Int(n) if n == -1 - ((2 << 32) + 100))
+        );
+        // A segment key's value of CHUNK_BYTES or more stays in `queen_kv`, its `queen_seg` row deleted.
+        let mut big = ChangeSet::default();
+        big.put(seg.clone(), vec![4; CHUNK_BYTES + 1]);
+        let statements = plan(&big, false);
+        let sqls: Vec<&str> = statements.iter().map(|s| s.sql.as_str()).collect();
+        assert_eq!(sqls[..2], [format!("{TRIM_HEAD}2").as_str(), SEG_EVICT]);
+        assert!(sqls[2..].iter().all(|s| s.starts_with(UPSERT_HEAD)));
+        // A delete of a segment key deletes it from both tables, `queen_seg` first.
+        let mut delete = ChangeSet::default();
+        delete.delete(seg);
+        delete.delete("x/0000000000000002/0000000000000064");
+        let statements = plan(&delete, false);
+        assert_eq!(statements.len(), 2);
+        assert_eq!(
+            statements[0].sql,
+            format!("{SEG_DELETE_HEAD}?{DELETE_TAIL}")
+        );
+        assert_eq!(statements[1].sql, format!("{DELETE_HEAD}?, ?{DELETE_TAIL}"));
     }
 
     #[test]

@@ -48,6 +48,14 @@ function storedText(dir) {
     for (const row of db.prepare('SELECT key, chunk, value FROM queen_kv ORDER BY key, chunk').all()) {
       values.set(row.key, Buffer.concat([values.get(row.key) ?? Buffer.alloc(0), Buffer.from(row.value)]));
     }
+    // Segments in `queen_seg` (format 2, worker/src/do_store.rs): the id is the partition id << 32 | first offset.
+    if (tables.includes('queen_seg')) {
+      for (const row of db.prepare('SELECT id, value FROM queen_seg ORDER BY id').all()) {
+        const id = BigInt(row.id);
+        const hex = (n) => n.toString(16).padStart(16, '0');
+        values.set(`s/${hex(id >> 32n)}/${hex(id & 0xffffffffn)}`, Buffer.from(row.value));
+      }
+    }
     db.close();
     for (const [key, value] of values) {
       let bytes = value;
