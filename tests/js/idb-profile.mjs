@@ -8,6 +8,8 @@
 //   node tests/js/idb-profile.mjs --busy        only CPU time (/proc) and wall time per call, alternating rounds
 //                                               over the --vendor modules
 //   node tests/js/idb-profile.mjs --views       open with `views: true` (a views build with names, for the profile)
+//   node tests/js/idb-profile.mjs --requests    only the page-thread cost of each IndexedDB call of a raw commit, and
+//                                               the platform's CompressionStream on a segment-shaped text
 //
 // Phases of a sequential call through the fluent API (batch-1 push, pop and ack; batch-100 push, pop and
 // ack): `IDBDatabase.transaction`, the transaction's `complete` and the broker's `handle` are wrapped in the
@@ -54,6 +56,8 @@ console.log(`load average at start: ${load()}`)
 try {
   if (has('--busy')) {
     await busyRounds()
+  } else if (has('--requests')) {
+    await requestCosts()
   } else if (!has('--raw-only')) {
     for (let round = 0; round < (vendors.length > 1 ? 3 : 1); round++) {
       for (const dir of vendors) {
@@ -62,8 +66,8 @@ try {
       }
     }
   }
-  if (!has('--no-raw') && !has('--busy')) await rawIdb()
-  if (!has('--no-cpu') && !has('--raw-only') && !has('--busy')) {
+  if (!has('--no-raw') && !has('--busy') && !has('--requests')) await rawIdb()
+  if (!has('--no-cpu') && !has('--raw-only') && !has('--busy') && !has('--requests')) {
     for (const dir of vendors) {
       await stage(dir)
       await cpuProfile(dir || 'www/vendor/queen-edge')
@@ -430,4 +434,101 @@ function summarize(title, profile, calls) {
   for (const [f, us] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`    ${f.slice(0, 100).padEnd(100)} ${(us / calls).toFixed(0).padStart(7)}`)
   console.log('  top functions:')
   for (const [f, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, 22)) console.log(`    ${f.slice(0, 60).padEnd(60)} ${(us / calls).toFixed(0).padStart(7)}`)
+}
+
+/** Page-thread time of each call of a raw commit, in a cross-origin-isolated page (5 us timers):
+ * `transaction()`, each request, `commit()`, then the wait until `complete`; commits shaped like the
+ * broker's and like the naive queue's, 8 alternating rounds of 100 commits, medians. Then the platform's
+ * CompressionStream (deflate-raw) and DecompressionStream on the JSON text of a 100-message segment. */
+async function requestCosts() {
+  const context = await env.browser.newContext()
+  await context.route('**/*', async (route) => {
+    const response = await route.fetch()
+    await route.fulfill({
+      response,
+      headers: { ...response.headers(), 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp', 'cross-origin-resource-policy': 'cross-origin' }
+    })
+  })
+  const page = await openPage(context, env.url, 'requests')
+  // Requests: n the naive queue's add of {i, text}; f the fence's put of {writer: 1} (indexed store);
+  // s a 240 B segment; b a 24 KB segment; c a 4 KB segment; x a 30 B index entry.
+  const shapes = [
+    ['naive push: add {i, text}', 'n'],
+    ['segment 240 B', 's'],
+    ['segment 240 B + index entry', 'sx'],
+    ['fence + segment 240 B + index entry (push 1)', 'fsx'],
+    ['segment + index entry + fence (fence last)', 'sxf'],
+    ['fence + segment 24 KB + index entry (push 100)', 'fbx'],
+    ['fence + segment 24 KB', 'fb'],
+    ['fence + segment 4 KB + index entry', 'fcx'],
+    ['fence + segment 240 B + 4 index entries', 'fsxxxx'],
+    ['fence + segment 240 B + 16 index entries', 'fs' + 'x'.repeat(16)]
+  ]
+  const result = await page.evaluate(async ({ name, shapes }) => {
+    const db = await new Promise((resolve, reject) => {
+      const r = indexedDB.open(name, 1)
+      r.onupgradeneeded = () => {
+        r.result.createObjectStore('records')
+        r.result.createObjectStore('meta').createIndex('writer', 'writer', { unique: true })
+        r.result.createObjectStore('messages', { autoIncrement: true })
+      }
+      r.onsuccess = () => resolve(r.result)
+      r.onerror = () => reject(r.error)
+    })
+    const text = 'x'.repeat(100)
+    const sizes = { s: 240, b: 24000, c: 4000, x: 30 }
+    let seq = 0
+    const commit = (ops) => new Promise((resolve, reject) => {
+      const n = seq++
+      const key = (p, j) => `${p}/${String(n).padStart(16, '0')}/${j}`
+      const t = [performance.now()]
+      const tx = db.transaction(ops === 'n' ? ['messages'] : ['records', 'meta'], 'readwrite', { durability: 'strict' })
+      t.push(performance.now())
+      for (const [j, op] of [...ops].entries()) {
+        if (op === 'n') tx.objectStore('messages').add({ i: n, text })
+        else if (op === 'f') tx.objectStore('meta').put({ writer: 1 }, 'writer/1')
+        else tx.objectStore('records').put(new Uint8Array(sizes[op]).fill(120), key(op === 'x' ? 'x' : 's', j))
+        t.push(performance.now())
+      }
+      tx.commit()
+      t.push(performance.now())
+      tx.oncomplete = () => { t.push(performance.now()); resolve(t.slice(1).map((x, i) => x - t[i])) }
+      tx.onabort = () => reject(tx.error)
+    })
+    const runs = shapes.map(() => [])
+    for (let round = 0; round < 8; round++) {
+      for (let i = 0; i < shapes.length; i++) for (let k = 0; k < 100; k++) runs[i].push(await commit(shapes[i][1]))
+    }
+    db.close()
+    await new Promise((resolve) => { const r = indexedDB.deleteDatabase(name); r.onsuccess = resolve; r.onerror = resolve })
+    // A segment's JSON text as the broker stores it: 100 messages of a 100-character payload.
+    const segment = new TextEncoder().encode('[' + Array.from({ length: 100 }, (_, i) => JSON.stringify({
+      o: i, i: crypto.randomUUID(), t: crypto.randomUUID(), c: Date.now() + i, p: { i, text: Math.random().toString(36).repeat(9).slice(0, 100) }
+    })).join(',') + ']')
+    const through = async (bytes, stream) => new Uint8Array(await new Response(new Blob([bytes]).stream().pipeThrough(stream)).arrayBuffer())
+    const compressed = await through(segment, new CompressionStream('deflate-raw'))
+    const compress = []
+    const decompress = []
+    for (let i = 0; i < 100; i++) {
+      let t0 = performance.now()
+      await through(segment, new CompressionStream('deflate-raw'))
+      compress.push(performance.now() - t0)
+      t0 = performance.now()
+      await through(compressed, new DecompressionStream('deflate-raw'))
+      decompress.push(performance.now() - t0)
+    }
+    return { crossOriginIsolated, runs, segment: segment.length, compressed: compressed.length, compress, decompress }
+  }, { name: uniqueName('requests'), shapes: shapes.map(([label, ops]) => [label, ops]) })
+  await context.close()
+  const us = (x) => String(Math.round(x * 1000)).padStart(5)
+  console.log(`\npage-thread time of each IndexedDB call of a raw commit, durability strict, median us of 8 alternating rounds of 100 (load ${load()}${result.crossOriginIsolated ? '' : '; timers coarse, not isolated'})`)
+  console.log('    commit                                            transaction()  requests in order     commit()  until complete  total')
+  for (let i = 0; i < shapes.length; i++) {
+    const calls = result.runs[i]
+    const cols = calls[0].map((_, j) => median(calls.map((c) => c[j])))
+    const totals = median(calls.map((c) => c.reduce((a, b) => a + b, 0)))
+    const requests = cols.length > 7 ? `${cols.length - 3} requests, ${us(cols.slice(1, -2).reduce((a, b) => a + b, 0))} in all` : cols.slice(1, -2).map(us).join(' ')
+    console.log(`    ${shapes[i][0].padEnd(48)} ${us(cols[0]).padStart(13)}  ${requests.padEnd(20)} ${us(cols[cols.length - 2]).padStart(8)}  ${us(cols[cols.length - 1]).padStart(14)}  ${us(totals)}`)
+  }
+  console.log(`CompressionStream('deflate-raw') on a segment's JSON text of ${result.segment} B (to ${result.compressed} B): median ${us(median(result.compress))} us; DecompressionStream back: ${us(median(result.decompress))} us`)
 }

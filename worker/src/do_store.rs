@@ -913,10 +913,8 @@ mod tests {
         assert_eq!(segment_id(&key(1, 5)), Some((1 << 32) + 5));
         let top = key((1 << SEG_PID_BITS) - 1, (1 << SEG_FIRST_BITS) - 1);
         assert_eq!(segment_id(&top), Some(SEG_ID_END as i64 - 1));
-        assert!(
-            SEG_ID_END <= 1 << 53,
-            "ids and -1 - id stay exact as JS numbers"
-        );
+        // Ids and `-1 - id` stay exact as JS numbers.
+        const { assert!(SEG_ID_END <= 1 << 53) };
         for other in [
             key(1 << SEG_PID_BITS, 0),
             key(0, 1 << SEG_FIRST_BITS),
