@@ -60,6 +60,9 @@ const SCHEMA = {
   'seg-rowid-txn': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)'],
   'seg-route': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)',
     ROUTE_TRIGGER],
+  // The same trigger without its delete from `queen_kv` (wrong for a key that had a value there: to weigh the delete).
+  'seg-route-nodel': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)',
+    ROUTE_TRIGGER.replace('  DELETE FROM queen_kv WHERE key = NEW.key;\n', '')],
   naive: [`CREATE TABLE IF NOT EXISTS msg (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, partition TEXT NOT NULL,
     txid TEXT NOT NULL, payload TEXT NOT NULL, lease_until INTEGER NOT NULL DEFAULT 0, lease TEXT)`,
   'CREATE INDEX IF NOT EXISTS msg_queue ON msg (queue, id)'],
@@ -178,9 +181,10 @@ export class Shapes extends DurableObject {
         return;
       }
       case 'seg-rowid-txn':
+      case 'seg-route-nodel':
       case 'seg-route': {
         const segId = (k) => parseInt(k.slice(2, 18), 16) * 2 ** 40 + parseInt(k.slice(19), 16);
-        if (shape === 'seg-route') {
+        if (shape !== 'seg-rowid-txn') {
           const tup = [];
           for (const [k, v] of rows) {
             if (k.startsWith('s/')) { tup.push('(?, ?, ?)'); flat.push(k, -1 - segId(k), v); }
