@@ -227,8 +227,9 @@ md.push(`- Load: node \`http\` with keep-alive, ${CONNECTIONS} connections, on t
 md.push('- **CPU us/msg**: CPU time of the whole workerd process (all threads: HTTP, entry Worker, object, SQLite) '
   + 'during the row, from `/proc/PID/task/*/schedstat`, divided by messages. The load generator is not in it.');
 md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `storage.rowsWritten` '
-  + '(`GET /api/v1/status`; one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` table with no '
-  + 'secondary index, so one b-tree entry each). Naive: `cursor.rowsWritten` (what workerd reports for each '
+  + '(`GET /api/v1/status`; one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` table, or in '
+  + '`queen_seg`, the rowid table of segments since session 10; neither has a secondary index, so one b-tree '
+  + 'entry each). Naive: `cursor.rowsWritten` (what workerd reports for each '
   + 'statement, the figure Durable Objects bill) summed over its statements; its push counts 2 per message, the '
   + 'row and its `(queue, id)` index entry.');
 md.push('- **State**: each broker\'s SQLite files in a fresh temporary directory, once on the disk and once on '

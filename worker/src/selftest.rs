@@ -15,6 +15,9 @@
 //! - `POST /__test/store/downgrade?object=NAME`: rewrites the object's storage as the previous build would have
 //!   written it (every segment in `queen_kv`, format 1), for a test that restarts workerd and works on.
 //! - `GET /__test/store/layout?object=NAME`: the stored format and the segment rows in each table.
+//! - `GET /__test/store/upgrade-fails?object=NAME`: an upgrade of format 1 storage whose last statement fails
+//!   (the format row refuses 2) must fail the open and leave the storage exactly as format 1 had it: no
+//!   `queen_seg`, no routing trigger, its segment where it was.
 //! - `GET /__test/alarm?object=NAME`: whether the object has a maintenance alarm scheduled.
 //! - `/__test/commit/...`: the commit SQL's review checks ([`crate::selftest_commit`]).
 //! - `/__test/full/...`: a database that runs out of space ([`crate::selftest_full`]).
@@ -63,6 +66,7 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
     let raw = match (req.method(), path.as_str()) {
         (Method::Post, "/__test/store/downgrade") => Some(downgrade(state)),
         (Method::Get, "/__test/store/layout") => Some(layout(state)),
+        (Method::Get, "/__test/store/upgrade-fails") => Some(upgrade_fails(state)),
         _ => None,
     };
     if let Some(outcome) = raw {
@@ -455,4 +459,61 @@ fn layout(state: &State) -> std::result::Result<Value, String> {
     Ok(
         json!({ "ok": true, "format": format, "kvSegmentRows": in_kv, "segRows": in_seg, "hasSegTable": has_seg }),
     )
+}
+
+/// The objects of the storage's schema (tables, triggers, views), sorted by name.
+fn schema_names(sql: &SqlStorage) -> std::result::Result<Vec<String>, String> {
+    let rows: Vec<Vec<SqlStorageValue>> = sql
+        .exec(
+            "SELECT type || ' ' || name FROM sqlite_master \
+             WHERE type IN ('table', 'trigger', 'view') AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' \
+             AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+            None::<Vec<SqlStorageValue>>,
+        )
+        .and_then(|c| c.raw().collect::<Result<_>>())
+        .map_err(|e| e.to_string())?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| match row.into_iter().next() {
+            Some(SqlStorageValue::String(name)) => Some(name),
+            _ => None,
+        })
+        .collect())
+}
+
+/// `GET /__test/store/upgrade-fails`: see the module documentation.
+fn upgrade_fails(state: &State) -> std::result::Result<Value, String> {
+    let sql = state.storage().sql();
+    // Format 1 storage as the previous build left it, but with a format row that refuses any format past 1:
+    // the upgrade's last statement (the format row) fails after its `CREATE`s ran.
+    sql.exec(
+        "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, \
+         value INTEGER NOT NULL CHECK (value <= 1))",
+        None::<Vec<SqlStorageValue>>,
+    )
+    .map_err(|e| e.to_string())?;
+    for statement in PREVIOUS_SCHEMA {
+        sql.exec(statement, None::<Vec<SqlStorageValue>>)
+            .map_err(|e| e.to_string())?;
+    }
+    let segment = seg(4, 0);
+    let value = pattern(500, 9);
+    previous_commit(&sql, &[(segment.as_str(), &value)])?;
+    let before = schema_names(&sql)?;
+    let refused = match DoStore::open(&state.storage()) {
+        Ok(_) => return Err("the open succeeded although the format row refuses 2".into()),
+        Err(e) => e.message,
+    };
+    let after = schema_names(&sql)?;
+    let format = integer(
+        &sql,
+        "SELECT value FROM queen_meta WHERE name = 'format'",
+        None,
+    )?;
+    let rows = chunk_rows(&sql, &segment)?;
+    let ok = after == before && format == 1 && rows == 1;
+    Ok(json!({
+        "ok": ok, "refused": refused, "schema_before": before, "schema_after": after,
+        "format": format, "segment_rows_in_queen_kv": rows,
+    }))
 }

@@ -211,12 +211,15 @@ async fn shrink(state: &State) -> Checked {
     Ok(json!({ "ok": failures.is_empty(), "failures": failures, "steps": seen }))
 }
 
+/// The segment key the segment cases of `rows-written` and `rows-written-previous` write.
+const RW_SEGMENT: &str = "s/0000000000000002/0000000000000000";
+
 /// `/__test/commit/rows-written`: see the module documentation.
 async fn rows_written(state: &State) -> Checked {
     let store = open(state)?;
     let sql = state.storage().sql();
     type Build = fn(&mut ChangeSet);
-    let cases: [(&str, Build); 9] = [
+    let cases: [(&str, Build); 15] = [
         ("put a new one-chunk value", |s| s.put("rw/a", vec![1; 10])),
         ("update a one-chunk value", |s| s.put("rw/a", vec![2; 10])),
         ("put a new three-chunk value", |s| {
@@ -235,6 +238,22 @@ async fn rows_written(state: &State) -> Checked {
             s.put("rw/c", vec![7; 10]);
         }),
         ("delete a missing key", |s| s.delete("rw/missing")),
+        // Segment keys: their rows go to `queen_seg` through the routing trigger, or to `queen_kv` at
+        // CHUNK_BYTES or more (the cases of `rows-written-previous` by the same names, and a push's shape).
+        ("put a new segment", |s| s.put(RW_SEGMENT, vec![8; 100])),
+        ("update a segment", |s| s.put(RW_SEGMENT, vec![9; 100])),
+        ("grow a segment to three chunks", |s| {
+            s.put(RW_SEGMENT, vec![10; 2 * CHUNK_BYTES + 1])
+        }),
+        ("shrink a three-chunk segment to one", |s| {
+            s.put(RW_SEGMENT, vec![11; 100])
+        }),
+        ("push: a segment, its index entry, the partition", |s| {
+            s.put("p/0000000000000003", vec![12; 20]);
+            s.put("s/0000000000000003/0000000000000000", vec![13; 1000]);
+            s.put("x/0000000000000003/0000000000000000", vec![14; 30]);
+        }),
+        ("delete a segment", |s| s.delete(RW_SEGMENT)),
     ];
     let mut failures = Vec::new();
     let mut seen = Vec::new();
@@ -270,13 +289,21 @@ fn rows_written_previous(state: &State) -> Checked {
             .map_err(|e| e.to_string())?;
     }
     let three = |seed| pattern(2 * CHUNK_BYTES + 1, seed);
-    let cases: [(&str, &str, Vec<u8>); 6] = [
+    let cases: [(&str, &str, Vec<u8>); 10] = [
         ("put a new one-chunk value", "rw/a", vec![1; 10]),
         ("update a one-chunk value", "rw/a", vec![2; 10]),
         ("put a new three-chunk value", "rw/b", three(3)),
         ("shrink three chunks to one", "rw/b", vec![4; 10]),
         ("grow one chunk to three", "rw/b", three(5)),
         ("three chunks over three chunks", "rw/b", three(6)),
+        ("put a new segment", RW_SEGMENT, vec![8; 100]),
+        ("update a segment", RW_SEGMENT, vec![9; 100]),
+        ("grow a segment to three chunks", RW_SEGMENT, three(10)),
+        (
+            "shrink a three-chunk segment to one",
+            RW_SEGMENT,
+            vec![11; 100],
+        ),
     ];
     let mut seen = Vec::new();
     for (name, key, value) in cases {

@@ -37,6 +37,13 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
     assert.equal(previous.status, 200, JSON.stringify(previous.body));
     assert.equal(previous.body.checked.length, 3);
 
+    // An upgrade whose last statement fails leaves format 1 storage as it was (one transaction).
+    const failed = await getJson(`${w.url}/__test/store/upgrade-fails?object=upgrade-fails`);
+    t.diagnostic(`failed upgrade: ${JSON.stringify(failed.body)}`);
+    assert.equal(failed.status, 200, JSON.stringify(failed.body));
+    assert.equal(failed.body.ok, true, JSON.stringify(failed.body));
+    assert.match(failed.body.refused, /CHECK constraint failed/);
+
     const write = await getJson(`${w.url}/__test/store/durability?object=durability`, { method: 'POST' });
     assert.equal(write.status, 200, JSON.stringify(write.body));
     assert.equal(write.body.ok, true);

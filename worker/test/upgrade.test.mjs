@@ -81,6 +81,14 @@ test('a backlog the previous build stored is popped and acked after the upgrade,
     }
     const empty = await getJson(`${w.url}/api/v1/pop/queue/${QUEUE}?batch=10&wait=false`);
     assert.equal(empty.status, 204);
+
+    // The queue deleted: its segments go from both tables, the previous build's from `queen_kv`.
+    const deleted = await getJson(`${w.url}/api/v1/resources/queues/${QUEUE}`, { method: 'DELETE' });
+    assert.ok(deleted.status < 300, JSON.stringify(deleted.body));
+    const gone = await getJson(`${w.url}/__test/store/layout?object=default`);
+    t.diagnostic(`after the queue is deleted: ${JSON.stringify(gone.body)}`);
+    assert.deepEqual([gone.body.format, gone.body.kvSegmentRows, gone.body.segRows], [2, 0, 0],
+      JSON.stringify(gone.body));
   } finally {
     await w.stop();
   }
