@@ -11,44 +11,9 @@ use futures::FutureExt;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
 use queen_edge::engine::Engine;
-use queen_edge::store::{ChangeSet, MemStore, Note, Record, Store, StoreError};
 use serde_json::json;
-use std::cell::Cell;
-use std::collections::BTreeSet;
 use std::future::Future;
-use std::rc::Rc;
-use support::{completed_items, TestHost, YieldOnce};
-
-/// A `MemStore` whose commits yield before they apply, failing the commits whose numbers are listed.
-#[derive(Clone)]
-struct SlowStore {
-    inner: MemStore,
-    commits: Rc<Cell<u32>>,
-    failing: Rc<BTreeSet<u32>>,
-}
-
-impl Store for SlowStore {
-    async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
-        self.inner.scan(prefix).await
-    }
-    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        self.inner.get(keys).await
-    }
-    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
-        self.commit_noted(changes, &[]).await
-    }
-    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
-        for _ in 0..3 {
-            YieldOnce(false).await;
-        }
-        let n = self.commits.get() + 1;
-        self.commits.set(n);
-        if self.failing.contains(&n) {
-            return Err(StoreError::other("injected failure of a group commit"));
-        }
-        self.inner.commit_noted(changes, notes).await
-    }
-}
+use support::{completed_items, SlowStore, TestHost, YieldOnce};
 
 const PARTITIONS: usize = 6;
 /// Messages of about 1 KB per push: a segment of about 26 KB decoded.
@@ -145,11 +110,10 @@ fn round(engine: &Engine<SlowStore, TestHost>, r: usize) -> (Vec<(usize, usize)>
 
 #[test]
 fn no_pushed_segment_leaves_the_cache_before_its_commit_even_when_a_commit_fails() {
-    let store = SlowStore {
-        inner: MemStore::new(),
-        commits: Rc::new(Cell::new(0)),
-        failing: Rc::new([5, 11, 12, 30].into_iter().collect()),
-    };
+    let store = SlowStore::new(3);
+    for n in [5, 11, 12, 30] {
+        store.fail_commit(n);
+    }
     let host = TestHost::new();
     let engine = block_on(Engine::open(store.clone(), host.clone(), config())).expect("opens");
     let mut queued = Vec::new();
@@ -237,11 +201,7 @@ fn a_segment_pushed_while_a_commit_is_in_flight_waits_for_its_own_commit() {
     // later commit), then a pop reading C. C is the farthest from its partition's head, so the first to
     // go once it may; it may only once its own commit landed, not B's.
     for arrival in 0..12 {
-        let store = SlowStore {
-            inner: MemStore::new(),
-            commits: Rc::new(Cell::new(0)),
-            failing: Rc::new(BTreeSet::new()),
-        };
+        let store = SlowStore::new(3);
         let engine =
             block_on(Engine::open(store.clone(), TestHost::new(), config())).expect("opens");
         block_on(push_to(&engine, "p2", "c0")).expect("push c0");
@@ -279,11 +239,7 @@ fn a_segment_pushed_while_a_commit_is_in_flight_waits_for_its_own_commit() {
 
 #[test]
 fn a_reload_while_a_commit_is_in_flight_keeps_what_that_commit_acknowledges() {
-    let store = SlowStore {
-        inner: MemStore::new(),
-        commits: Rc::new(Cell::new(0)),
-        failing: Rc::new(BTreeSet::new()),
-    };
+    let store = SlowStore::new(3);
     let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).expect("opens");
     let (a, reloaded) = block_on(futures::future::join(push_to(&engine, "p0", "a"), async {
         later(1).await;

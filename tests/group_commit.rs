@@ -13,47 +13,13 @@ use futures::future::join_all;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
 use queen_edge::engine::{Engine, EngineError, EngineResult, Host, Recording};
-use queen_edge::store::{ChangeSet, MemStore, Note, Record, Store, StoreError};
+use queen_edge::store::{MemStore, Store};
 use serde_json::json;
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use support::{TestHost, YieldOnce};
-
-/// A `MemStore` whose commits yield before they apply, and that can fail its commit number `n`, or its
-/// next commit that carries a note (a recorded answer).
-#[derive(Clone)]
-struct SlowStore {
-    inner: MemStore,
-    commits: Rc<Cell<u32>>,
-    fail_commit: Rc<Cell<Option<u32>>>,
-    fail_noted: Rc<Cell<bool>>,
-}
-
-impl Store for SlowStore {
-    async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
-        self.inner.scan(prefix).await
-    }
-    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        self.inner.get(keys).await
-    }
-    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
-        self.commit_noted(changes, &[]).await
-    }
-    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
-        YieldOnce(false).await;
-        let n = self.commits.get() + 1;
-        self.commits.set(n);
-        if self.fail_commit.get() == Some(n)
-            || (!notes.is_empty() && self.fail_noted.replace(false))
-        {
-            return Err(StoreError::other("injected failure of a group commit"));
-        }
-        self.inner.commit_noted(changes, notes).await
-    }
-}
+use support::{SlowStore, TestHost, YieldOnce};
 
 fn config() -> BrokerConfig {
     BrokerConfig {
@@ -63,12 +29,7 @@ fn config() -> BrokerConfig {
 }
 
 fn open() -> (SlowStore, Engine<SlowStore, TestHost>) {
-    let store = SlowStore {
-        inner: MemStore::new(),
-        commits: Rc::new(Cell::new(0)),
-        fail_commit: Rc::new(Cell::new(None)),
-        fail_noted: Rc::new(Cell::new(false)),
-    };
+    let store = SlowStore::new(1);
     let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     (store, engine)
 }
@@ -120,7 +81,7 @@ fn a_failed_group_commit_fails_every_command_in_it_and_keeps_nothing_of_them() {
     let (store, engine) = open();
     block_on(push_one(&engine, 100)).unwrap();
     // Commit 2 will hold push 0 alone; commit 3 the pushes and the pop applied while 2 was in flight.
-    store.fail_commit.set(Some(3));
+    store.fail_commit(3);
     let pushes = join_all((0..6).map(|i| push_one(&engine, i)));
     let pop = engine.pop(
         PopRequest {
@@ -170,12 +131,7 @@ fn a_failed_group_commit_fails_every_command_in_it_and_keeps_nothing_of_them() {
 
 #[test]
 fn with_group_commit_off_each_command_commits_in_its_own_call() {
-    let store = SlowStore {
-        inner: MemStore::new(),
-        commits: Rc::new(Cell::new(0)),
-        fail_commit: Rc::new(Cell::new(None)),
-        fail_noted: Rc::new(Cell::new(false)),
-    };
+    let store = SlowStore::new(1);
     let off = BrokerConfig {
         group_commit: false,
         ..config()
@@ -315,7 +271,7 @@ fn a_failed_group_fails_its_recorded_members_and_no_later_commit_writes_their_an
     let (store, engine) = open();
     block_on(push_one(&engine, 100)).unwrap();
     // Commit 2 holds push 0 alone; commit 3 everything applied while it was in flight, and fails.
-    store.fail_commit.set(Some(3));
+    store.fail_commit(3);
     let requests = (0..6).map(|i| {
         let (engine, store) = (&engine, &store);
         async move {
@@ -366,7 +322,7 @@ fn a_recorded_request_waiting_after_its_command_fails_with_the_commit_failed_und
     // then the request waits for the cipher while an earlier commit fails.
     let (store, engine) = open();
     block_on(push_one(&engine, 100)).unwrap();
-    store.fail_commit.set(Some(2));
+    store.fail_commit(2);
     let (cipher_done, cipher) = futures::channel::oneshot::channel::<()>();
     let failing_push = async {
         let outcome = push_one(&engine, 0).await;
@@ -423,12 +379,7 @@ fn a_recorded_request_of_several_commands_with_a_concurrent_read_does_not_deadlo
 
 #[test]
 fn a_recorded_long_poll_does_not_hold_its_group_while_parked() {
-    let store = SlowStore {
-        inner: MemStore::new(),
-        commits: Rc::new(Cell::new(0)),
-        fail_commit: Rc::new(Cell::new(None)),
-        fail_noted: Rc::new(Cell::new(false)),
-    };
+    let store = SlowStore::new(1);
     let engine = block_on(Engine::open(
         store.clone(),
         ParkHost(TestHost::new()),

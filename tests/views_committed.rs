@@ -9,37 +9,7 @@ use futures::executor::block_on;
 use queen_edge::core::BrokerConfig;
 use queen_edge::engine::Engine;
 use queen_edge::http::{handle, HttpConfig, HttpRequest};
-use queen_edge::store::{ChangeSet, MemStore, Note, Record, Store, StoreError};
-use std::cell::Cell;
-use std::rc::Rc;
-use support::{TestHost, YieldOnce};
-
-/// A `MemStore` whose commits yield once before they apply (so they are in flight across a poll), and that
-/// fails its next commit when told to.
-#[derive(Clone)]
-struct SlowStore {
-    inner: MemStore,
-    fail_next: Rc<Cell<bool>>,
-}
-
-impl Store for SlowStore {
-    async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
-        self.inner.scan(prefix).await
-    }
-    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        self.inner.get(keys).await
-    }
-    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
-        self.commit_noted(changes, &[]).await
-    }
-    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
-        YieldOnce(false).await;
-        if self.fail_next.replace(false) {
-            return Err(StoreError::other("injected failure of a commit"));
-        }
-        self.inner.commit_noted(changes, notes).await
-    }
-}
+use support::{SlowStore, TestHost};
 
 fn request(method: &str, target: &str, body: Option<serde_json::Value>) -> HttpRequest {
     let mut r = HttpRequest::new(method, target);
@@ -54,10 +24,7 @@ fn request(method: &str, target: &str, body: Option<serde_json::Value>) -> HttpR
 /// A push whose commit fails, and views asked while that commit is in flight: none may show the push.
 #[test]
 fn a_view_during_a_commit_that_fails_shows_nothing_of_it() {
-    let store = SlowStore {
-        inner: MemStore::new(),
-        fail_next: Rc::new(Cell::new(false)),
-    };
+    let store = SlowStore::new(1);
     let engine = block_on(Engine::open(
         store.clone(),
         TestHost::new(),
@@ -76,7 +43,7 @@ fn a_view_during_a_commit_that_fails_shows_nothing_of_it() {
         block_on(handle(&engine, &config, push("committed"))).status,
         201
     );
-    store.fail_next.set(true);
+    store.fail_next();
     let views = [
         "/api/v1/resources/queues/q",
         "/api/v1/status/queues",

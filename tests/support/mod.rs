@@ -4,9 +4,11 @@
 
 use queen_edge::core::api::*;
 use queen_edge::core::{Broker, BrokerConfig};
-use queen_edge::store::{ChangeSet, Record};
+use queen_edge::store::{ChangeSet, MemStore, Note, Record, Store, StoreError};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 /// Start of test time: 2026-01-01T00:00:00Z.
 pub const T0: i64 = 1_767_225_600_000;
@@ -237,4 +239,65 @@ pub fn completed_items(reply: &PopReply) -> Vec<AckItem> {
                 .with_lease(&reply.lease_id)
         })
         .collect()
+}
+
+/// A `MemStore` whose commits yield `yields` times before they apply (so commands apply while a commit is in
+/// flight, as with IndexedDB), and that fails the commits it is told to: by number (counted from 1), the next
+/// one, or the next one that carries a note (a recorded answer). Clones share the store and the switches.
+#[derive(Clone)]
+pub struct SlowStore {
+    pub inner: MemStore,
+    /// Commits asked of the store so far, failed ones included.
+    pub commits: Rc<Cell<u32>>,
+    /// Set: the next commit that carries a note fails (and clears it).
+    pub fail_noted: Rc<Cell<bool>>,
+    failing: Rc<RefCell<BTreeSet<u32>>>,
+    yields: u32,
+}
+
+impl SlowStore {
+    pub fn new(yields: u32) -> Self {
+        SlowStore {
+            inner: MemStore::new(),
+            commits: Rc::new(Cell::new(0)),
+            fail_noted: Rc::new(Cell::new(false)),
+            failing: Rc::default(),
+            yields,
+        }
+    }
+
+    /// Commit number `n` (counted from 1 over the store's life) fails.
+    pub fn fail_commit(&self, n: u32) {
+        self.failing.borrow_mut().insert(n);
+    }
+
+    /// The next commit fails.
+    pub fn fail_next(&self) {
+        self.fail_commit(self.commits.get() + 1);
+    }
+}
+
+impl Store for SlowStore {
+    async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
+        self.inner.scan(prefix).await
+    }
+    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        self.inner.get(keys).await
+    }
+    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
+        self.commit_noted(changes, &[]).await
+    }
+    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
+        for _ in 0..self.yields {
+            YieldOnce(false).await;
+        }
+        let n = self.commits.get() + 1;
+        self.commits.set(n);
+        if self.failing.borrow().contains(&n)
+            || (!notes.is_empty() && self.fail_noted.replace(false))
+        {
+            return Err(StoreError::other("injected failure of a commit"));
+        }
+        self.inner.commit_noted(changes, notes).await
+    }
 }
