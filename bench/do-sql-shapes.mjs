@@ -12,7 +12,8 @@
 //   node bench/do-sql-shapes.mjs [--rounds 7] [--commits 200] [--ops push1,pop1,ack1,push10,push100,push100k]
 //                                [--shapes view,view-when,upsert,upsert+trigger,upsert+delete,upsert+delete-txn,...] [--no-naive]
 //   shapes (bench/do-sql/shapes.js): view, view-when, upsert, upsert+trigger, upsert+delete, upsert+delete-txn,
-//   insert, insert-or-replace, upsert-text, upsert-1key, rowid, seg-rowid, seg-rowid-txn, seg-route, seg-route-nodel, none; SHAPE/drain ends each cursor with next().
+//   insert, insert-or-replace, upsert-text, upsert-1key, rowid, seg-rowid, seg-rowid-txn, seg-route, seg-route-nodel,
+//   none; SHAPE/drain ends each cursor with next().
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';

@@ -187,8 +187,13 @@ export class Shapes extends DurableObject {
         if (shape !== 'seg-rowid-txn') {
           const tup = [];
           for (const [k, v] of rows) {
-            if (k.startsWith('s/')) { tup.push('(?, ?, ?)'); flat.push(k, -1 - segId(k), v); }
-            else { tup.push('(?, 0, ?)'); flat.push(k, v); }
+            if (k.startsWith('s/')) {
+              tup.push('(?, ?, ?)');
+              flat.push(k, -1 - segId(k), v);
+            } else {
+              tup.push('(?, 0, ?)');
+              flat.push(k, v);
+            }
           }
           this.exec(`INSERT INTO queen_kv (key, chunk, value) VALUES ${tup.join(', ')}
             ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, ...flat);
