@@ -22,20 +22,7 @@ fn pop_group(
     queue: &str,
     group: &str,
 ) -> Vec<serde_json::Value> {
-    block_on(engine.pop(
-        PopRequest {
-            group: Some(group.into()),
-            batch: Some(100),
-            auto_ack: true,
-            ..PopRequest::queue(queue)
-        },
-        None,
-    ))
-    .unwrap()
-    .messages
-    .into_iter()
-    .map(|m| m.payload.to_value().unwrap())
-    .collect()
+    support::auto_ack_pop(engine, queue, Some(group))
 }
 
 /// A `new` group's first pop fixes its start at that pop's `now`, and a partition's cursor is the last

@@ -11,7 +11,7 @@ use queen_edge::core::BrokerConfig;
 use queen_edge::engine::Engine;
 use queen_edge::store::{MemStore, Store};
 use serde_json::json;
-use support::TestHost;
+use support::{auto_ack_pop, TestHost};
 
 fn open(store: &MemStore, host: &TestHost) -> Engine<MemStore, TestHost> {
     block_on(Engine::open(
@@ -20,28 +20,6 @@ fn open(store: &MemStore, host: &TestHost) -> Engine<MemStore, TestHost> {
         BrokerConfig::default(),
     ))
     .unwrap()
-}
-
-/// A polling pop (no wait) of `group` on `queue`, acknowledging what it gets: the payloads.
-fn poll(
-    engine: &Engine<MemStore, TestHost>,
-    queue: &str,
-    group: Option<&str>,
-) -> Vec<serde_json::Value> {
-    block_on(engine.pop(
-        PopRequest {
-            group: group.map(Into::into),
-            batch: Some(100),
-            auto_ack: true,
-            ..PopRequest::queue(queue)
-        },
-        None,
-    ))
-    .unwrap()
-    .messages
-    .into_iter()
-    .map(|m| m.payload.to_value().unwrap())
-    .collect()
 }
 
 fn push(engine: &Engine<MemStore, TestHost>, queue: &str, payload: &str) {
@@ -64,23 +42,29 @@ fn subscription_keys(store: &MemStore) -> Vec<String> {
 fn a_polling_new_group_gets_what_is_pushed_after_its_first_pop_before_the_queue_existed() {
     let (store, host) = (MemStore::new(), TestHost::new());
     let engine = open(&store, &host);
-    assert!(poll(&engine, "fresh", Some("g")).is_empty(), "nothing yet");
+    assert!(
+        auto_ack_pop(&engine, "fresh", Some("g")).is_empty(),
+        "nothing yet"
+    );
     host.now.set(host.now.get() + 5);
     push(&engine, "fresh", "first");
     host.now.set(host.now.get() + 5);
-    assert_eq!(poll(&engine, "fresh", Some("g")), vec![json!("first")]);
+    assert_eq!(
+        auto_ack_pop(&engine, "fresh", Some("g")),
+        vec![json!("first")]
+    );
 }
 
 /// The start is stored: a restart between the first pop and the push changes nothing.
 #[test]
 fn the_first_pops_start_survives_a_restart() {
     let (store, host) = (MemStore::new(), TestHost::new());
-    assert!(poll(&open(&store, &host), "fresh", Some("g")).is_empty());
+    assert!(auto_ack_pop(&open(&store, &host), "fresh", Some("g")).is_empty());
     host.now.set(host.now.get() + 5);
     let engine = open(&store, &host);
     push(&engine, "fresh", "after the restart");
     assert_eq!(
-        poll(&engine, "fresh", Some("g")),
+        auto_ack_pop(&engine, "fresh", Some("g")),
         vec![json!("after the restart")]
     );
 }
@@ -91,7 +75,7 @@ fn the_first_pops_start_survives_a_restart() {
 fn messages_before_the_first_pop_stay_skipped_and_queue_mode_stores_nothing() {
     let (store, host) = (MemStore::new(), TestHost::new());
     let engine = open(&store, &host);
-    assert!(poll(&engine, "nobody", None).is_empty());
+    assert!(auto_ack_pop(&engine, "nobody", None).is_empty());
     assert_eq!(
         subscription_keys(&store),
         Vec::<String>::new(),
@@ -100,11 +84,14 @@ fn messages_before_the_first_pop_stay_skipped_and_queue_mode_stores_nothing() {
     push(&engine, "q", "before");
     host.now.set(host.now.get() + 5);
     assert!(
-        poll(&engine, "q", Some("late")).is_empty(),
+        auto_ack_pop(&engine, "q", Some("late")).is_empty(),
         "pushed before the group's first pop"
     );
     push(&engine, "q", "after");
-    assert_eq!(poll(&engine, "q", Some("late")), vec![json!("after")]);
+    assert_eq!(
+        auto_ack_pop(&engine, "q", Some("late")),
+        vec![json!("after")]
+    );
 }
 
 /// Deleting a queue drops the subscriptions made before it existed too, as those made after.
@@ -112,7 +99,7 @@ fn messages_before_the_first_pop_stay_skipped_and_queue_mode_stores_nothing() {
 fn deleting_the_queue_drops_a_subscription_made_before_it_existed() {
     let (store, host) = (MemStore::new(), TestHost::new());
     let engine = open(&store, &host);
-    assert!(poll(&engine, "fresh", Some("g")).is_empty());
+    assert!(auto_ack_pop(&engine, "fresh", Some("g")).is_empty());
     assert_eq!(
         subscription_keys(&store).len(),
         1,

@@ -301,3 +301,26 @@ impl Store for SlowStore {
         self.inner.commit_noted(changes, notes).await
     }
 }
+
+/// A polling pop (no wait) of up to 100 messages of `queue`, by `group` or queue-wide, acknowledged as it
+/// goes (`autoAck`): the payloads it got.
+pub fn auto_ack_pop<S: Store, H: queen_edge::engine::Host>(
+    engine: &queen_edge::engine::Engine<S, H>,
+    queue: &str,
+    group: Option<&str>,
+) -> Vec<Value> {
+    futures::executor::block_on(engine.pop(
+        PopRequest {
+            group: group.map(Into::into),
+            batch: Some(100),
+            auto_ack: true,
+            ..PopRequest::queue(queue)
+        },
+        None,
+    ))
+    .unwrap()
+    .messages
+    .into_iter()
+    .map(|m| m.payload.to_value().unwrap())
+    .collect()
+}
