@@ -3,17 +3,19 @@
 //!
 //! A push stores its segment as JSON text (format 2) and marks its index entry as waiting for
 //! compression. Maintenance asks which segments have waited long enough
-//! ([`Broker::segments_to_compress`]), the engine reads them and their index entries back from the
-//! store, and [`Broker::compress_segments`] rewrites each as format 1 with its index entry (the stored
-//! size changed, the flag cleared). A segment that retention deletes first is never compressed: most
-//! segments of a queue whose consumers keep up and whose completed messages expire.
+//! ([`Broker::segments_to_compress`]), the engine reads them and the index pages holding their entries
+//! ([`Broker::index_page_of`]) back from the store, and [`Broker::compress_segments`] rewrites each as
+//! format 1 and rewrites its page (the stored size changed, the flag cleared). A segment that retention
+//! deletes first is never compressed: most segments of a queue whose consumers keep up and whose
+//! completed messages expire. A segment whose entry is in no page yet waits (maintenance writes the
+//! pages first, so it waits one pass at most).
 //!
 //! The segments that wait are always the newest of their partition (pushes append them, maintenance
 //! takes them oldest first), so memory keeps one offset per partition (`Partition::compress_from`);
 //! the open rebuilds it from the index entries' flags.
 
 #[cfg(feature = "deflate")]
-use super::records::{decode_index_entry, encode_index_entry, index_entry_key, segment_key};
+use super::records::{index_entry_key, segment_key};
 use super::segment;
 use super::Broker;
 
@@ -25,8 +27,8 @@ pub const COMPRESS_AFTER_MS: i64 = 60_000;
 /// gate, so a pass is kept short; what is left waits for the next.
 pub const COMPRESS_BYTES_PER_PASS: u64 = 8 << 20;
 
-/// A segment read back for compression: partition id, first offset, the stored segment, its stored
-/// index entry.
+/// A segment read back for compression: partition id, first offset, the stored segment, the stored index
+/// page holding its entry.
 pub type FetchedSegment = (u64, u64, Vec<u8>, Vec<u8>);
 
 impl Broker {
@@ -45,7 +47,8 @@ impl Broker {
                 continue;
             }
             let from = p.segments.partition_point(|s| s.last < p.compress_from);
-            for seg in p.segments.range(from..) {
+            let paged = p.segments.len() - p.unpaged.len();
+            for seg in p.segments.range(from..paged) {
                 if seg.created_ms > due || bytes >= COMPRESS_BYTES_PER_PASS {
                     break;
                 }
@@ -59,15 +62,29 @@ impl Broker {
         out
     }
 
+    /// The key's first offset of the index page holding the entry of segment (pid, first), if it is in
+    /// one.
+    pub fn index_page_of(&self, pid: u64, first: u64) -> Option<u64> {
+        self.partitions
+            .get(&pid)
+            .and_then(|p| super::pages::page_of(p, first))
+    }
+
     /// Rewrites segments read back from the store (in the order [`Self::segments_to_compress`] named
-    /// them) as format 1, each with its index entry, and returns how many were rewritten. A segment
-    /// that is no longer stored, no longer waits, or whose stored entry does not match memory is left
-    /// as it is (it stays readable as it is).
+    /// them) as format 1, and the pages holding their entries, and returns how many were rewritten. A
+    /// segment that is no longer stored, no longer waits, whose page is not the one read, or whose stored
+    /// entry does not match memory is left as it is (it stays readable as it is).
     #[cfg(feature = "deflate")]
     pub fn compress_segments(&mut self, fetched: &[FetchedSegment]) -> u64 {
+        use super::pages::{decode_index_record, encode_page};
         let mut done = 0;
-        for (pid, first, stored, entry) in fetched {
+        // Pages read: (pid, page's first offset, its entries as updated so far, whether any was).
+        let mut pages: Vec<(u64, u64, Vec<super::records::DecodedEntry>, bool)> = Vec::new();
+        for (pid, first, stored, page_bytes) in fetched {
             let (pid, first) = (*pid, *first);
+            let Some(page) = self.index_page_of(pid, first) else {
+                continue;
+            };
             let Some(p) = self.partitions.get_mut(&pid) else {
                 continue;
             };
@@ -75,14 +92,21 @@ impl Broker {
                 continue;
             }
             let at = p.segments.partition_point(|s| s.first < first);
-            if p.segments.get(at).is_none_or(|s| s.first != first) {
-                continue;
-            }
-            let key = index_entry_key(pid, first);
-            let Ok(decoded) = decode_index_entry(&key, entry) else {
+            let key = index_entry_key(pid, page);
+            let slot = match pages.iter().position(|(q, f, _, _)| (*q, *f) == (pid, page)) {
+                Some(slot) => slot,
+                None => {
+                    let Ok(entries) = decode_index_record(&key, page_bytes) else {
+                        continue;
+                    };
+                    pages.push((pid, page, entries, false));
+                    pages.len() - 1
+                }
+            };
+            let Some(entry) = pages[slot].2.iter_mut().find(|e| e.meta.first == first) else {
                 continue;
             };
-            if decoded.meta != p.segments[at] {
+            if entry.meta != p.segments[at] {
                 continue;
             }
             let Ok(compressed) = segment::compress(stored) else {
@@ -98,9 +122,18 @@ impl Broker {
             if let Some(bytes) = compressed {
                 self.changes.put(segment_key(pid, first), bytes);
             }
-            self.changes
-                .put(key, encode_index_entry(&meta, &decoded.fingerprints, false));
+            entry.meta = meta;
+            entry.pending = false;
+            pages[slot].3 = true;
             done += 1;
+        }
+        for (pid, page, entries, _) in pages.into_iter().filter(|page| page.3) {
+            let bytes = encode_page(
+                entries
+                    .iter()
+                    .map(|e| (&e.meta, e.fingerprints.as_slice(), e.pending)),
+            );
+            self.changes.put(index_entry_key(pid, page), bytes);
         }
         done
     }

@@ -37,6 +37,7 @@ mod pop;
 pub mod prepared;
 mod push;
 mod reclaim;
+mod pages;
 mod records;
 pub mod redelivery;
 #[cfg(feature = "ops")]
@@ -251,16 +252,6 @@ impl Broker {
             false,
         );
         Ok(())
-    }
-
-    /// The key a segment right after each partition's last indexed offset would have. None of them may
-    /// be stored: one that is means its index entry was lost, and the next push would reuse its
-    /// offsets (the engine checks this at open).
-    pub fn keys_after_indexed_ends(&self) -> Vec<String> {
-        self.partitions
-            .values()
-            .map(|p| segment_key(p.id, p.next_offset))
-            .collect()
     }
 
     /// Trims the segment cache to its budget (the engine calls this between commands). The head of a

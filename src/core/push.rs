@@ -401,7 +401,7 @@ impl Broker {
     }
 
     /// Stores `batch` (offsets contiguous, from the partition's old end) as one new segment of `pid`:
-    /// the segment and its index entry go in the change set, the decoded batch in the cache.
+    /// the segment goes in the change set (its index entry in a later page), the decoded batch in the cache.
     fn append_segment(&mut self, now: i64, pid: u64, mut batch: Vec<StoredMessage>) {
         if batch.capacity() > batch.len() + batch.len() / 4 {
             batch.shrink_to_fit();
@@ -434,17 +434,15 @@ impl Broker {
             if pending {
                 p.compress_from = p.compress_from.min(first);
             }
-            self.changes.put(
-                records::index_entry_key(pid, first),
-                records::encode_index_entry(&meta, &fingerprints, pending),
-            );
             p.queue.clone()
         };
         self.stored_bytes += bytes.len() as u64;
         self.changes.put(records::segment_key(pid, first), bytes);
         let weight = segment::decoded_weight(&batch);
         self.cache
-            .insert(pid, first, Rc::new(batch), weight, fingerprints, true);
+            .insert(pid, first, Rc::new(batch), weight, fingerprints.clone(), true);
+        // Its index entry goes in a page, written with the partition's next ones (module `pages`).
+        self.note_unpaged(pid, fingerprints);
         self.after_append(&queue, pid);
     }
 

@@ -19,23 +19,34 @@
 //! | `t/<seq>/<pid>/<offset>` | one trace event (module `traces`): only the key is read at open |
 //! | `w/<transaction id>` | a prepared transaction part (module `prepared`, builds with `twophase`) |
 //!
-//! A segment's index entry is written in the same commit as the segment:
+//! A segment's index entry (binary, below) is stored in an index page: one record `x/<pid>/<first>` holding
+//! the entries of several consecutive segments of the partition, `<first>` the first offset of the first
+//! segment it was written with (module `pages`). A push commits its segment alone; the entries of a
+//! partition's last [`pages::ENTRIES_PER_PAGE`] segments are written together as one page when the last of
+//! them is pushed, or earlier in maintenance. A segment whose page is not written yet (a crash came first)
+//! is found at open where the partition's indexed end says the next segment would be, and indexed from its
+//! own bytes (module `pages`).
 //!
 //! ```text
-//! byte 0       2 (entry version)
-//! bytes 1..9   last offset, u64 little-endian
-//! bytes 9..13  segment number in its partition, u32 LE
-//! bytes 13..21 push time, i64 LE (Unix ms)
-//! bytes 21..25 bytes of the stored segment, u32 LE
-//! byte 25      flags: bit 0 = the segment waits for compression (module `segment`)
-//! bytes 26..   one u32 LE transaction-id fingerprint per message (module `txindex`), in offset order
+//! page:   byte 0 = 3 (page version), then per entry: first offset u64 LE, entry length u32 LE, the entry
+//! entry:  byte 0       2 (entry version)
+//!         bytes 1..9   last offset, u64 little-endian
+//!         bytes 9..13  segment number in its partition, u32 LE
+//!         bytes 13..21 push time, i64 LE (Unix ms)
+//!         bytes 21..25 bytes of the stored segment, u32 LE
+//!         byte 25      flags: bit 0 = the segment waits for compression (module `segment`)
+//!         bytes 26..   one u32 LE transaction-id fingerprint per message (module `txindex`), in offset order
 //! ```
 //!
-//! Entry version 1 (written before segments were compressed in maintenance) is the same without the
-//! flags byte (fingerprints from byte 25): its segment waits for nothing. Both are read.
+//! Record format 2 stored one entry per record (the entry itself, its first offset in the key); such
+//! records are read as pages of one. Entry version 1 (written before segments were compressed in
+//! maintenance) is version 2 without the flags byte (fingerprints from byte 25): its segment waits for
+//! nothing. All are read. A page may keep the entries of segments retention deleted since (their last
+//! offset is below the partition's first offset): they are skipped at open, and the page goes with the
+//! last of its segments.
 //!
 //! Format version 1 stored no index entries; opening it reads every segment once and writes them
-//! ([`Broker::load`] puts them in the pending change set, with format version 2).
+//! ([`Broker::load`] puts them in the pending change set, with this format version).
 //!
 //! Opening reads every prefix but `s/` ([`INDEX_PREFIXES`]); memory then holds everything but message
 //! bytes, so open time and memory grow with partitions, lanes, dead letters and segments, plus the 8
@@ -49,8 +60,12 @@ use super::Broker;
 use crate::store::{Record, StoreError, StoreErrorKind};
 use serde::Serialize;
 
-/// The record format this build writes (2: segments have index entries).
-pub const FORMAT_VERSION: u32 = 2;
+/// The record format this build writes (3: index entries in pages, a push's commit writes its segment
+/// alone). Format 2 wrote one index entry per segment in the segment's commit; format 1 none.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The first record format with index entries: older data has its segments read once at open.
+const FIRST_INDEXED_FORMAT: u32 = 2;
 
 /// The key prefixes an open reads: everything but segments.
 #[cfg(not(feature = "twophase"))]
@@ -99,7 +114,7 @@ pub fn needs_segment_upgrade(records: &[Record]) -> bool {
         .and_then(|(k, v)| decode(k, v, format_record).ok())
         .map(|f| f.version);
     match version {
-        Some(v) => v < FORMAT_VERSION,
+        Some(v) => v < FIRST_INDEXED_FORMAT,
         None => records.iter().any(|(k, _)| k.starts_with("p/")),
     }
 }
@@ -149,9 +164,13 @@ pub(super) struct DecodedEntry {
     pub(super) pending: bool,
 }
 
-/// Reads an index entry back (either version).
-pub(super) fn decode_index_entry(key: &str, bytes: &[u8]) -> Result<DecodedEntry, StoreError> {
-    let (_, first) = parse_segment_key(key).ok_or_else(|| corrupt(key, "bad key"))?;
+/// Reads the index entry of the segment starting at `first` back (either version); `key` names the
+/// record holding it, for errors.
+pub(super) fn decode_index_entry(
+    key: &str,
+    first: u64,
+    bytes: &[u8],
+) -> Result<DecodedEntry, StoreError> {
     let header = match bytes.first() {
         Some(&INDEX_ENTRY_VERSION) => INDEX_ENTRY_HEADER,
         Some(&INDEX_ENTRY_V1) => INDEX_ENTRY_V1_HEADER,
@@ -218,7 +237,7 @@ pub(super) fn json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|e| panic!("records serialize: {e}"))
 }
 
-fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
+pub(super) fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
     StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
 }
 
@@ -353,10 +372,11 @@ impl Broker {
                     segments.push((key, pid, first, value));
                 }
                 "x" => {
-                    let (pid, _) =
+                    let (pid, page) =
                         parse_segment_key(&key).ok_or_else(|| corrupt(&key, "bad key"))?;
-                    let entry = decode_index_entry(&key, &value)?;
-                    entries.push((pid, entry.meta, entry.fingerprints, entry.pending));
+                    for entry in super::pages::decode_index_record(&key, &value)? {
+                        entries.push((pid, entry.meta, entry.fingerprints, entry.pending, page));
+                    }
                 }
                 "l" => {
                     let pid = parse_pid(&key)?;
@@ -391,8 +411,8 @@ impl Broker {
                 .collect();
             let has_entry = entries
                 .iter()
-                .any(|(p, m, _, _)| *p == pid && m.first == first);
-            if !has_entry && format_version >= FORMAT_VERSION {
+                .any(|(p, m, _, _, _)| *p == pid && m.first == first);
+            if !has_entry && format_version >= FIRST_INDEXED_FORMAT {
                 return Err(damaged(format!("segment \"{key}\" has no index entry")));
             }
             if !has_entry {
@@ -410,7 +430,7 @@ impl Broker {
                     created_ms: head.created_at_ms,
                     stored_bytes: value.len() as u32,
                 };
-                entries.push((pid, meta, fingerprints.clone(), false));
+                entries.push((pid, meta, fingerprints.clone(), false, first));
                 migrated = true;
             }
             self.cache.insert(
@@ -423,10 +443,10 @@ impl Broker {
             );
         }
         if migrated {
-            super::sort::sort_by_key(&mut entries, |(pid, meta, _, _)| (*pid, meta.first));
+            super::sort::sort_by_key(&mut entries, |(pid, meta, _, _, _)| (*pid, meta.first));
             let mut last_pid = None;
             let mut seq = 0;
-            for (pid, meta, _, _) in entries.iter_mut() {
+            for (pid, meta, _, _, _) in entries.iter_mut() {
                 if last_pid != Some(*pid) {
                     (last_pid, seq) = (Some(*pid), 0);
                 }
@@ -490,19 +510,20 @@ impl Broker {
     }
 
     /// Gives each partition its segments (entries sorted by partition and first offset), checking that
-    /// they are contiguous and cover every retained offset; with `write`, also puts each index entry in
-    /// the pending change set (the format 1 upgrade).
+    /// they are contiguous and cover every retained offset, and its pages; an entry of a segment retention
+    /// deleted (below the partition's first offset) is skipped, and a page left with no other is deleted.
+    /// With `write`, also puts each index entry in the pending change set (the format 1 upgrade).
     fn attach_segments(
         &mut self,
         mut entries: Vec<LoadedEntry>,
         write: bool,
     ) -> Result<(), StoreError> {
-        super::sort::sort_by_key(&mut entries, |(pid, meta, _, _)| (*pid, meta.first));
+        super::sort::sort_by_key(&mut entries, |(pid, meta, _, _, _)| (*pid, meta.first));
         let mut by_partition: Vec<(u64, Vec<IndexEntry>)> = Vec::new();
-        for (pid, meta, fingerprints, pending) in entries {
+        for (pid, meta, fingerprints, pending, page) in entries {
             match by_partition.last_mut() {
-                Some((p, list)) if *p == pid => list.push((meta, fingerprints, pending)),
-                _ => by_partition.push((pid, vec![(meta, fingerprints, pending)])),
+                Some((p, list)) if *p == pid => list.push((meta, fingerprints, pending, page)),
+                _ => by_partition.push((pid, vec![(meta, fingerprints, pending, page)])),
             }
         }
         for (pid, list) in by_partition {
@@ -513,13 +534,32 @@ impl Broker {
             };
             let mut expected: Option<u64> = None;
             let mut fingerprints_of = Vec::new();
-            for (meta, fingerprints, pending) in list {
+            let mut dead_pages = Vec::new();
+            for (meta, fingerprints, pending, page) in list {
+                if p.pages.back() != Some(&page) {
+                    if p.pages.back().is_some_and(|&last| last > page) {
+                        return Err(damaged(format!(
+                            "partition {pid}'s index pages overlap at offset {}",
+                            meta.first
+                        )));
+                    }
+                    p.pages.push_back(page);
+                }
+                if meta.last < p.first_offset {
+                    // Retention deleted its segment; its page holds later ones (or goes, below).
+                    continue;
+                }
                 if let Some(next) = expected {
                     if meta.first != next {
                         return Err(damaged(format!(
                             "partition {pid} of queue \"{}\" is missing offsets {next}..{}",
                             p.queue, meta.first
                         )));
+                    }
+                } else {
+                    // The first retained segment: pages before its own hold nothing retained.
+                    while p.pages.len() > 1 {
+                        dead_pages.push(p.pages.pop_front().unwrap_or_default());
                     }
                 }
                 expected = Some(meta.last + 1);
@@ -537,6 +577,12 @@ impl Broker {
                 p.next_offset = p.next_offset.max(meta.last + 1);
                 p.segments.push_back(meta);
             }
+            if p.segments.is_empty() {
+                dead_pages.extend(p.pages.drain(..));
+            }
+            for page in dead_pages {
+                self.changes.delete(index_entry_key(pid, page));
+            }
             let head = p.segments.front().map_or(p.next_offset, |s| s.first);
             if head > p.first_offset {
                 return Err(damaged(format!(
@@ -551,11 +597,11 @@ impl Broker {
 }
 
 /// A segment's metadata, the fingerprints of its transaction ids and whether it waits for
-/// compression, as its index entry stores them.
-type IndexEntry = (SegmentMeta, Vec<u32>, bool);
+/// compression, as its index entry stores them, and the first offset of the page holding it.
+type IndexEntry = (SegmentMeta, Vec<u32>, bool, u64);
 
 /// An [`IndexEntry`] with its partition id, as the open collects them.
-type LoadedEntry = (u64, SegmentMeta, Vec<u32>, bool);
+type LoadedEntry = (u64, SegmentMeta, Vec<u32>, bool, u64);
 
 /// Storage that lost records the broker needs: a hard error, never a silent skip.
 fn damaged(what: String) -> StoreError {

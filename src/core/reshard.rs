@@ -23,6 +23,7 @@
 //! never leaves records it does not understand behind on the wrong shard.
 
 use super::ids::ShardTag;
+use super::pages::decode_index_record;
 use super::maintenance::{BUFFER_PREFIX, MODE_KEY};
 use super::records::{
     dead_letter, dead_letter_key, decode, esc, format_bytes, index_entry_key, json, lane,
@@ -333,21 +334,70 @@ fn next_of(key: &str) -> Result<u64, StoreError> {
 }
 
 /// The records of `queue` among `records` (keys under [`SURVEY_PREFIXES`]), in key order, and the keys
-/// of its segments (`s/`, one per index entry: read them to export, delete them to drop).
+/// of its indexed segments (`s/`, one per retained index entry: read them to export, delete them to
+/// drop). Segments whose entries are in no index page yet are not named: [`indexed_ends`] says where
+/// they start.
 pub fn select(records: &[Record], queue: &str) -> Result<(Vec<Record>, Vec<String>), StoreError> {
     let mut mine = Vec::new();
-    let mut segments = Vec::new();
     for (record, owner, _) in owners(records)? {
         if owner.as_deref() == Some(queue) {
-            if record.0.starts_with("x/") {
-                let (pid, first) = parse_segment_key(&record.0).expect("classified");
-                segments.push(segment_key(pid, first));
-            }
             mine.push(record.clone());
         }
     }
     mine.sort_by(|a, b| a.0.cmp(&b.0));
+    let segments = retained_entries(&mine)?
+        .into_iter()
+        .map(|(pid, first, _)| segment_key(pid, first))
+        .collect();
     Ok((mine, segments))
+}
+
+/// (partition, first offset, last offset) of every index entry among `records` (one queue's, in key
+/// order) whose segment is retained (entries of segments retention deleted stay in their page until its
+/// last segment goes: module `pages`).
+fn retained_entries(records: &[Record]) -> Result<Vec<(u64, u64, u64)>, StoreError> {
+    let mut first_offsets = BTreeMap::new();
+    for (key, value) in records.iter().filter(|(k, _)| k.starts_with("p/")) {
+        let p = decode(key, value, partition_record)?;
+        first_offsets.insert(p.id, p.first_offset);
+    }
+    let mut out = Vec::new();
+    for (key, value) in records.iter().filter(|(k, _)| k.starts_with("x/")) {
+        let (pid, _) = parse_segment_key(key).ok_or_else(|| unreadable(key, "bad key"))?;
+        let floor = first_offsets.get(&pid).copied().unwrap_or(0);
+        for entry in decode_index_record(key, value)? {
+            if entry.meta.last >= floor {
+                out.push((pid, entry.meta.first, entry.meta.last));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where each partition of one queue's `records` ([`select`]'s) ends as its index pages say: the key a
+/// segment pushed after the last page would have, with the partition id. Such segments are stored
+/// (a crash came before their page was written): a migration reads them from there, one key after
+/// another ([`segment_end`]), and moves them with the rest; the target's open indexes them.
+pub fn indexed_ends(records: &[Record]) -> Result<Vec<(u64, u64)>, StoreError> {
+    let mut ends = BTreeMap::new();
+    for (key, value) in records.iter().filter(|(k, _)| k.starts_with("p/")) {
+        let p = decode(key, value, partition_record)?;
+        ends.insert(p.id, p.first_offset);
+    }
+    for (pid, _, last) in retained_entries(records)? {
+        let end = ends.entry(pid).or_insert(0);
+        *end = (*end).max(last + 1);
+    }
+    Ok(ends.into_iter().collect())
+}
+
+/// The offset after the last message of a stored segment (`key` names it, for errors).
+pub fn segment_end(key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
+    let messages = super::segment::decode(bytes).map_err(|e| unreadable(key, e))?;
+    messages
+        .last()
+        .map(|m| m.offset + 1)
+        .ok_or_else(|| unreadable(key, "segment holds no messages"))
 }
 
 /// The keys that [`drop_keys`] deletes: `records` and `segments` as [`select`] gave them.

@@ -96,6 +96,13 @@ pub struct Partition {
     /// segments that wait are the newest ones (pushes append them, maintenance compresses them oldest
     /// first), so this one offset says which they are (module `compaction`).
     pub compress_from: u64,
+    /// The keys' first offsets of the index pages holding this partition's entries, in order (module
+    /// `pages`): the entry of a paged segment is in the page with the greatest start at or below its
+    /// first offset.
+    pub pages: VecDeque<u64>,
+    /// The transaction-id fingerprints of the newest segments, whose entries are in no page yet (one
+    /// per segment, oldest first: they are the last `unpaged.len()` of `segments`).
+    pub unpaged: Vec<Vec<u32>>,
 }
 
 impl Partition {
@@ -113,6 +120,8 @@ impl Partition {
             txids: TxIndex::default(),
             lanes: BTreeMap::new(),
             compress_from: u64::MAX,
+            pages: VecDeque::new(),
+            unpaged: Vec::new(),
         }
     }
 

@@ -318,17 +318,33 @@ impl<S: Store, H: Host> Engine<S, H> {
         if !upgrade.is_empty() {
             store.commit(&upgrade).await?;
         }
-        // A segment past a partition's indexed end means a lost index entry: refuse to open rather
-        // than let the next push overwrite it.
-        let beyond = core.keys_after_indexed_ends();
-        let found = store.get(&beyond).await?;
-        if let Some((key, _)) = beyond.iter().zip(found).find(|(_, v)| v.is_some()) {
-            return Err(EngineError::Store(StoreError::other(format!(
-                "storage is damaged: segment \"{key}\" is stored past its partition's indexed end \
-                 (its index entry is missing)"
-            ))));
-        }
+        Self::index_unpaged_segments(store, &mut core).await?;
         Ok(core)
+    }
+
+    /// Finds the segments stored past each partition's indexed end (pushed after the last index page
+    /// was written: module `core::pages`) and indexes them from their own bytes, one key a partition at
+    /// a time, until every partition's next key is absent: fewer than `ENTRIES_PER_PAGE` reads a
+    /// partition. Without this the next push would take their offsets and overwrite them.
+    async fn index_unpaged_segments(store: &S, core: &mut Broker) -> EngineResult<()> {
+        let mut ends = core.indexed_ends();
+        while !ends.is_empty() {
+            let keys: Vec<String> = ends.iter().map(|(p, o)| segment_key(*p, *o)).collect();
+            let found = store.get(&keys).await?;
+            let mut next = Vec::new();
+            for ((pid, first), value) in ends.into_iter().zip(found) {
+                if let Some(bytes) = value {
+                    next.push((pid, core.index_found_segment(pid, first, &bytes)?));
+                }
+            }
+            ends = next;
+        }
+        // A page filled by what was found (only if the pages were shorter when written).
+        let pages = core.take_changes();
+        if !pages.is_empty() {
+            store.commit(&pages).await?;
+        }
+        Ok(())
     }
 
     /// Reads `segments` from the store into the core's cache. A segment the index names but the store
@@ -948,23 +964,30 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Compresses the segments that have waited long enough (`core::compaction`): reads them and
-    /// their index entries, and commits them rewritten. Returns how many were rewritten.
+    /// the index pages holding their entries, and commits them rewritten. Returns how many were
+    /// rewritten.
     #[cfg(feature = "deflate")]
     async fn compress_waiting_segments(&self) -> EngineResult<u64> {
-        let wanted = self.read(|b, now| b.segments_to_compress(now));
+        let wanted: Vec<(u64, u64, u64)> = self.read(|b, now| {
+            b.segments_to_compress(now)
+                .into_iter()
+                .filter_map(|(pid, first)| Some((pid, first, b.index_page_of(pid, first)?)))
+                .collect()
+        });
         if wanted.is_empty() {
             return Ok(0);
         }
         let mut keys = Vec::with_capacity(wanted.len() * 2);
-        for (pid, first) in &wanted {
+        for (pid, first, page) in &wanted {
             keys.push(segment_key(*pid, *first));
-            keys.push(crate::core::index_entry_key(*pid, *first));
+            keys.push(crate::core::index_entry_key(*pid, *page));
         }
-        // Committed long ago (they waited a minute), and never rewritten but here: what is read is
-        // what memory describes, which the core checks again against the index entry.
+        // Committed long ago (they waited a minute), and never rewritten but here (a page is written
+        // once, then only here): what is read is what memory describes, which the core checks again
+        // against the entry. A page whose commit is still in flight is not read yet: its segments wait.
         let mut values = self.store.get(&keys).await?.into_iter();
         let mut fetched = Vec::with_capacity(wanted.len());
-        for (pid, first) in wanted {
+        for (pid, first, _) in wanted {
             if let (Some(Some(segment)), Some(Some(entry))) = (values.next(), values.next()) {
                 fetched.push((pid, first, segment, entry));
             }

@@ -19,9 +19,10 @@
 //!   the maintenance switches, and lets the object open again; on shard 0 marks the plan done.
 
 use queen_edge::core::ids::ShardTag;
+use queen_edge::core::segment_key;
 use queen_edge::core::reshard::{
-    decode_records, drop_keys, encode_records, import, select, Destination, Survey, MARKER_PREFIX,
-    SURVEY_PREFIXES,
+    decode_records, drop_keys, encode_records, import, indexed_ends, segment_end, select, Destination,
+    Survey, MARKER_PREFIX, SURVEY_PREFIXES,
 };
 use queen_edge::store::{ChangeSet, Record, Store, StoreError};
 use serde::Deserialize;
@@ -45,13 +46,39 @@ async fn survey_records(store: &DoStore) -> std::result::Result<Vec<Record>, Sto
     Ok(records)
 }
 
-/// One queue's records with its segments' values.
+/// The segments of one queue (`mine`, its records as [`select`] gave them) that no index page names
+/// yet, with their values: stored right after their partition's indexed end, one after another
+/// (`queen_edge::core::pages`). A migration moves and drops them with the others.
+async fn unpaged_segments(
+    store: &DoStore,
+    mine: &[Record],
+) -> std::result::Result<Vec<Record>, StoreError> {
+    let mut found = Vec::new();
+    let mut ends = indexed_ends(mine)?;
+    while !ends.is_empty() {
+        let keys: Vec<String> = ends.iter().map(|(p, o)| segment_key(*p, *o)).collect();
+        let values = store.get(&keys).await?;
+        let mut next = Vec::new();
+        for ((pid, _), (key, value)) in ends.into_iter().zip(keys.into_iter().zip(values)) {
+            if let Some(bytes) = value {
+                next.push((pid, segment_end(&key, &bytes)?));
+                found.push((key, bytes));
+            }
+        }
+        ends = next;
+    }
+    Ok(found)
+}
+
+/// One queue's records with its segments' values (the indexed ones' keys in the second list, then
+/// the unpaged ones', all of which [`drop_keys`] deletes).
 async fn export_records(
     store: &DoStore,
     records: &[Record],
     queue: &str,
 ) -> std::result::Result<(Vec<Record>, Vec<String>), StoreError> {
-    let (mut mine, segments) = select(records, queue)?;
+    let (mut mine, mut segments) = select(records, queue)?;
+    let unpaged = unpaged_segments(store, &mine).await?;
     let values = store.get(&segments).await?;
     for (key, value) in segments.iter().zip(values) {
         let value = value.ok_or_else(|| {
@@ -60,6 +87,10 @@ async fn export_records(
             ))
         })?;
         mine.push((key.clone(), value));
+    }
+    for (key, value) in unpaged {
+        segments.push(key.clone());
+        mine.push((key, value));
     }
     Ok((mine, segments))
 }
@@ -246,10 +277,14 @@ pub async fn handle(
                 Ok(records) => select(&records, &queue),
                 Err(e) => Err(e),
             };
-            let (records, segments) = match dropped {
+            let (records, mut segments) = match dropped {
                 Ok(pair) => pair,
                 Err(e) => return store_error(e),
             };
+            match unpaged_segments(&store, &records).await {
+                Ok(unpaged) => segments.extend(unpaged.into_iter().map(|(key, _)| key)),
+                Err(e) => return store_error(e),
+            }
             if let Err(e) = store.commit(&drop_keys(&records, &segments)).await {
                 return store_error(e);
             }

@@ -50,7 +50,9 @@ impl Broker {
                 self.changes.delete(partition_key(*pid));
                 for seg in &p.segments {
                     self.changes.delete(segment_key(*pid, seg.first));
-                    self.changes.delete(index_entry_key(*pid, seg.first));
+                }
+                for page in &p.pages {
+                    self.changes.delete(index_entry_key(*pid, *page));
                 }
                 self.stored_bytes = self.stored_bytes.saturating_sub(p.stored_bytes());
                 for (group, lane) in &p.lanes {

@@ -49,6 +49,8 @@ impl Broker {
                 }
             }
         }
+        // The entries of segments pushed since the last page, so a quiet partition's wait for no push.
+        self.write_pages();
         report
     }
 
@@ -99,9 +101,9 @@ impl Broker {
         };
         for seg in &doomed {
             self.changes.delete(segment_key(pid, seg.first));
-            self.changes.delete(index_entry_key(pid, seg.first));
             self.stored_bytes = self.stored_bytes.saturating_sub(seg.stored_bytes as u64);
         }
+        self.forget_pages_before_segments(pid);
         let groups: Vec<String> = self.partitions[&pid].lanes.keys().cloned().collect();
         for g in groups {
             self.save_lane(pid, &g);
