@@ -60,6 +60,7 @@ use state::*;
 use std::collections::BTreeMap;
 
 /// The namespace and task a queue created without them gets from its name (`ns.task...`).
+pub use pages::ENTRIES_PER_PAGE;
 pub use push::labels_from_name;
 pub use records::{
     index_entry_key, needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES,

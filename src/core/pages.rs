@@ -180,6 +180,18 @@ impl Broker {
         first: u64,
         bytes: &[u8],
     ) -> Result<u64, StoreError> {
+        self.index_segment(pid, first, bytes, false)
+    }
+
+    /// [`Self::index_found_segment`]; with `keep`, the decoded segment also goes in the cache (an open
+    /// given every record, segments included: `Broker::load`).
+    pub(super) fn index_segment(
+        &mut self,
+        pid: u64,
+        first: u64,
+        bytes: &[u8],
+        keep: bool,
+    ) -> Result<u64, StoreError> {
         let key = super::records::segment_key(pid, first);
         let messages = segment::decode(bytes).map_err(|e| corrupt(&key, e))?;
         let (Some(head), Some(tail)) = (messages.first(), messages.last()) else {
@@ -216,15 +228,13 @@ impl Broker {
         p.segments.push_back(meta);
         self.stored_bytes += u64::from(meta.stored_bytes);
         self.now_ms = self.now_ms.max(meta.created_ms);
-        let weight = segment::decoded_weight(&messages);
-        self.cache.insert(
-            pid,
-            first,
-            std::rc::Rc::new(messages),
-            weight,
-            fingerprints.clone(),
-            false,
-        );
+        // The engine's open holds no message bytes (a pop reads the segment again).
+        if keep {
+            let weight = segment::decoded_weight(&messages);
+            let fps = fingerprints.clone();
+            self.cache
+                .insert(pid, first, std::rc::Rc::new(messages), weight, fps, false);
+        }
         self.note_unpaged(pid, fingerprints);
         Ok(meta.last + 1)
     }

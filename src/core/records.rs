@@ -306,8 +306,9 @@ impl Broker {
     /// Rebuilds state from records (keys in ascending order, as `Store::scan` returns them).
     ///
     /// `records` holds at least the [`INDEX_PREFIXES`]. Segment records (`s/`) given too are decoded
-    /// into the cache; a segment without an index entry (format 1) gets one, put in the pending change
-    /// set for the caller to commit.
+    /// into the cache; a segment without an index entry gets one: in format 1, put in the pending change
+    /// set for the caller to commit; in later formats (pushed after the last index page, module
+    /// `pages`), in memory until its page is written (it must follow its partition's indexed end).
     pub(super) fn load(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
         let mut lanes = Vec::new();
         let mut entries: Vec<LoadedEntry> = Vec::new();
@@ -402,6 +403,7 @@ impl Broker {
             }
         }
         let mut migrated = false;
+        let mut unpaged = Vec::new();
         for (key, pid, first, value) in segments {
             let messages = segment::decode(&value).map_err(|e| corrupt(&key, e))?;
             let weight = segment::decoded_weight(&messages);
@@ -413,7 +415,9 @@ impl Broker {
                 .iter()
                 .any(|(p, m, _, _, _)| *p == pid && m.first == first);
             if !has_entry && format_version >= FIRST_INDEXED_FORMAT {
-                return Err(damaged(format!("segment \"{key}\" has no index entry")));
+                // Pushed after its partition's last index page: indexed below, once the pages are.
+                unpaged.push((pid, first, value));
+                continue;
             }
             if !has_entry {
                 // Format 1: build the index entry from the segment itself.
@@ -471,6 +475,9 @@ impl Broker {
             }
         }
         self.attach_segments(entries, migrated)?;
+        for (pid, first, value) in unpaged {
+            self.index_segment(pid, first, &value, true)?;
+        }
         for (pid, group, lane) in lanes {
             if let Some(p) = self.partitions.get_mut(&pid) {
                 if let Some(lease) = lane.lease_id() {
