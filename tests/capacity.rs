@@ -11,7 +11,7 @@ mod support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;
-use queen_edge::core::{BrokerConfig, INDEX_PREFIXES};
+use queen_edge::core::{BrokerConfig, ENTRIES_PER_PAGE, INDEX_PREFIXES};
 use queen_edge::engine::{Engine, EngineError};
 use queen_edge::store::MemStore;
 use serde_json::json;
@@ -36,6 +36,27 @@ fn open(store: &MemStore, host: &TestHost, config: BrokerConfig) -> Engine<MemSt
 
 fn transaction_id(partition: &str, n: usize) -> String {
     format!("{partition}-{n:06}")
+}
+
+/// `keys`, sorted.
+fn sorted(mut keys: Vec<String>) -> Vec<String> {
+    keys.sort();
+    keys
+}
+
+/// The keys an open of what [`fill`] pushed reads, sorted: each partition's segments past its last
+/// index page, and the absent key after them.
+fn past_the_pages() -> Vec<String> {
+    let paged = PUSHES_PER_PARTITION / ENTRIES_PER_PAGE * ENTRIES_PER_PAGE;
+    assert!(paged < PUSHES_PER_PARTITION, "some segments are past the pages");
+    let mut keys: Vec<String> = (1..=PARTITIONS.len() as u64)
+        .flat_map(|pid| {
+            (paged..=PUSHES_PER_PARTITION)
+                .map(move |push| queen_edge::core::segment_key(pid, (push * BATCH) as u64))
+        })
+        .collect();
+    keys.sort();
+    keys
 }
 
 /// Pushes `PUSHES_PER_PARTITION` batches of `BATCH` messages of about 1 KB to each partition.
@@ -86,13 +107,13 @@ fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order(
         INDEX_PREFIXES.to_vec(),
         "an open scans the index prefixes only"
     );
-    // The only keys it asks for are the (absent) segments just past each partition's end, which
-    // would reveal a lost index entry.
-    let end = (PUSHES_PER_PARTITION * BATCH) as u64;
-    let past_ends: Vec<String> = (1..=PARTITIONS.len() as u64)
-        .map(|pid| queen_edge::core::segment_key(pid, end))
-        .collect();
-    assert_eq!(reads.keys_got, past_ends, "an open reads no segment");
+    // The only keys it asks for are the segments past each partition's last index page (pushed
+    // after it, fewer than a page's worth: module `core::pages`), and the absent key after them.
+    assert_eq!(
+        sorted(reads.keys_got),
+        past_the_pages(),
+        "an open reads no segment but those past the pages"
+    );
     let segments = PARTITIONS.len() * PUSHES_PER_PARTITION;
     assert!(
         reads.records_scanned < (segments * 2) as u64,
@@ -293,9 +314,9 @@ fn a_failed_commit_reloads_the_index_not_the_segments() {
     let reads = store.take_reads();
     assert_eq!(reads.scans, INDEX_PREFIXES.to_vec());
     assert_eq!(
-        reads.keys_got.len(),
-        PARTITIONS.len(),
-        "one absence check past each partition's end, no segment"
+        sorted(reads.keys_got),
+        past_the_pages(),
+        "the segments past each partition's pages and one absence check, no other segment"
     );
     assert_eq!(engine.counters().reloads, 1);
 }
@@ -443,35 +464,53 @@ fn format_1_data_is_upgraded_at_open_and_stays_exact() {
 }
 
 /// Rewrites partition `pid`'s stored data as the build before maintenance compression wrote it:
-/// DEFLATE segments (format 1) and version 1 index entries (no flags byte).
+/// DEFLATE segments (format 1) and version 1 index entries (no flags byte), one record each (record
+/// format 2's layout), in place of its index pages.
 #[cfg(feature = "deflate")]
 fn rewrite_as_previous_build(store: &MemStore, pid: u64) {
     use queen_edge::core::{parse_segment_key, segment};
     let mut old = queen_edge::store::ChangeSet::default();
-    for (key, value) in block_on(queen_edge::store::Store::scan(store, "x/")).unwrap() {
+    for (key, page) in block_on(queen_edge::store::Store::scan(store, "x/")).unwrap() {
         if parse_segment_key(&key).map(|(p, _)| p) != Some(pid) {
             continue;
         }
-        let (_, first) = parse_segment_key(&key).unwrap();
-        let segment_key = queen_edge::core::segment_key(pid, first);
-        let stored = block_on(queen_edge::store::Store::get(
-            store,
-            std::slice::from_ref(&segment_key),
-        ))
-        .unwrap()
-        .remove(0)
-        .unwrap();
-        let compressed = segment::compress(&stored).unwrap().expect("pushed as JSON");
-        // Version 1: the same header without the flags byte (byte 25), the new stored size.
-        assert_eq!(value[0], 2, "this build writes version 2 entries");
-        let mut entry = value[..25].to_vec();
-        entry[0] = 1;
-        entry[21..25].copy_from_slice(&(compressed.len() as u32).to_le_bytes());
-        entry.extend_from_slice(&value[26..]);
-        old.put(segment_key, compressed);
-        old.put(key, entry);
+        old.delete(key);
+        for (first, value) in page_entries(&page) {
+            let segment_key = queen_edge::core::segment_key(pid, first);
+            let stored = block_on(queen_edge::store::Store::get(
+                store,
+                std::slice::from_ref(&segment_key),
+            ))
+            .unwrap()
+            .remove(0)
+            .unwrap();
+            let compressed = segment::compress(&stored).unwrap().expect("pushed as JSON");
+            // Version 1: the same header without the flags byte (byte 25), the new stored size.
+            assert_eq!(value[0], 2, "this build writes version 2 entries");
+            let mut entry = value[..25].to_vec();
+            entry[0] = 1;
+            entry[21..25].copy_from_slice(&(compressed.len() as u32).to_le_bytes());
+            entry.extend_from_slice(&value[26..]);
+            old.put(segment_key, compressed);
+            old.put(queen_edge::core::index_entry_key(pid, first), entry);
+        }
     }
     block_on(queen_edge::store::Store::commit(store, &old)).unwrap();
+}
+
+/// The (first offset, entry) pairs of an index page, as docs/protocol.md lays it out: byte 0 = 3, then
+/// per entry its first offset (u64 LE), its length (u32 LE) and the entry.
+fn page_entries(page: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    assert_eq!(page[0], 3, "an index page");
+    let mut out = Vec::new();
+    let mut rest = &page[1..];
+    while !rest.is_empty() {
+        let first = u64::from_le_bytes(rest[..8].try_into().unwrap());
+        let len = u32::from_le_bytes(rest[8..12].try_into().unwrap()) as usize;
+        out.push((first, rest[12..12 + len].to_vec()));
+        rest = &rest[12 + len..];
+    }
+    out
 }
 
 /// Bytes of every stored segment record.
@@ -492,7 +531,18 @@ fn maintenance_compresses_waiting_segments_and_data_of_the_previous_format_still
     {
         let engine = open(&store, &host, config());
         fill(&engine, &host);
+        // Maintenance writes the pages of the segments pushed since the last full one (nothing has
+        // waited long enough to be compressed yet).
+        let report = block_on(engine.maintain()).unwrap();
+        assert_eq!(report.segments_compressed, 0);
     }
+    assert_eq!(
+        block_on(queen_edge::store::Store::scan(&store, "x/"))
+            .unwrap()
+            .len(),
+        PARTITIONS.len() * PUSHES_PER_PARTITION.div_ceil(ENTRIES_PER_PAGE),
+        "every segment's entry is in a page"
+    );
     let segments = |first_byte: u8| {
         block_on(queen_edge::store::Store::scan(&store, "s/"))
             .unwrap()

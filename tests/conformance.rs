@@ -1276,27 +1276,33 @@ fn state_survives_restart_mid_lease() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn two_rows_per_push_batch_per_partition_the_segment_and_its_index_entry() {
+fn a_push_writes_its_segment_alone_and_every_kth_the_page_of_entries_too() {
+    use queen_edge::core::ENTRIES_PER_PAGE;
     let mut h = Harness::new();
     h.push_n("q", 1);
-    let items = (0..100)
-        .map(|i| PushItem::new("q", json!({ "i": i })))
-        .collect();
-    h.broker.push(h.now, items).unwrap();
-    let changes = h.commit();
+    let mut puts_of = |h: &mut Harness| {
+        let items = (0..100)
+            .map(|i| PushItem::new("q", json!({ "i": i })))
+            .collect();
+        h.broker.push(h.now, items).unwrap();
+        let changes = h.commit();
+        let count = |prefix: &str| changes.puts().filter(|(k, _)| k.starts_with(prefix)).count();
+        (count("s/"), count("x/"), changes.rows())
+    };
+    // The first push made segment 1 of the partition; pushes 2 .. K-1 write their segment alone.
+    for _ in 1..ENTRIES_PER_PAGE - 1 {
+        assert_eq!(
+            puts_of(&mut h),
+            (1, 0, 1),
+            "a push to an existing partition writes its segment, nothing else"
+        );
+    }
     assert_eq!(
-        changes.puts().filter(|(k, _)| k.starts_with("s/")).count(),
-        1
+        puts_of(&mut h),
+        (1, 1, 2),
+        "the Kth segment's push writes the page of the K entries too"
     );
-    assert_eq!(
-        changes.puts().filter(|(k, _)| k.starts_with("x/")).count(),
-        1
-    );
-    assert_eq!(
-        changes.rows(),
-        2,
-        "a push to an existing partition writes the segment and its index entry, nothing else"
-    );
+    assert_eq!(puts_of(&mut h), (1, 0, 1), "and the next starts a new page");
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

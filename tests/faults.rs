@@ -95,27 +95,127 @@ fn a_failed_commit_whose_reload_fails_keeps_failing_until_the_store_answers() {
     assert_eq!(queued(&engine, "audit"), vec![json!("ok")]);
 }
 
+/// Every message of queue `q`'s partition `partition`, in offset order, read by a group that has never
+/// read before.
+fn drained(engine: &Engine<MemStore, TestHost>, group: &str, partition: &str) -> Vec<i64> {
+    let reply = block_on(engine.pop(
+        PopRequest {
+            group: Some(group.into()),
+            batch: Some(10_000),
+            target: PopTarget::Partition {
+                queue: "q".into(),
+                partition: partition.into(),
+            },
+            ..PopRequest::queue("q")
+        },
+        None,
+    ))
+    .unwrap();
+    reply
+        .messages
+        .iter()
+        .map(|m| m.payload.get().parse::<i64>().unwrap())
+        .collect()
+}
+
+/// A crash (the engine dropped, the store kept) after push commits whose segments' entries are in no
+/// index page yet: the reopen finds those segments past the pages and indexes them, so every
+/// acknowledged message is there in order, dedup still knows them, and later pushes do not reuse their
+/// offsets.
 #[test]
-fn a_lost_index_entry_of_the_last_segment_stops_the_open() {
+fn a_crash_before_the_index_page_is_written_loses_no_acknowledged_push() {
+    use queen_edge::core::ENTRIES_PER_PAGE;
+    let store = MemStore::new();
+    // Partition a: two full pages and K-1 segments past them; b: K-1 segments and no page.
+    let pushes = [("a", 3 * ENTRIES_PER_PAGE - 1), ("b", ENTRIES_PER_PAGE - 1)];
+    let mut sent: std::collections::BTreeMap<&str, Vec<i64>> = Default::default();
+    {
+        let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+        for (partition, count) in pushes {
+            for n in 0..count as i64 {
+                let batch: Vec<i64> = (0..=n % 3).map(|i| n * 10 + i).collect();
+                let items = batch
+                    .iter()
+                    .map(|v| PushItem {
+                        partition: partition.into(),
+                        transaction_id: Some(format!("{partition}-{v}")),
+                        ..PushItem::new("q", json!(v))
+                    })
+                    .collect();
+                let results = block_on(engine.push(items)).unwrap();
+                assert!(results.iter().all(|r| r.status == PushStatus::Queued));
+                sent.entry(partition).or_default().extend(batch);
+            }
+        }
+    }
+    let pages = block_on(queen_edge::store::Store::scan(&store, "x/")).unwrap();
+    assert_eq!(pages.len(), 2, "partition a's two full pages only");
+
+    store.take_reads();
+    let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    let reads = store.take_reads();
+    assert_eq!(
+        reads.keys_got.len(),
+        2 * ENTRIES_PER_PAGE,
+        "K-1 segments a partition found past the pages, and the absent key after them"
+    );
+    for (partition, _) in pushes {
+        assert_eq!(drained(&engine, "after-crash", partition), sent[partition]);
+    }
+    // Dedup knows the recovered segments' messages.
+    let dup = block_on(engine.push(vec![PushItem {
+        partition: "b".into(),
+        transaction_id: Some("b-140".into()),
+        ..PushItem::new("q", json!("again"))
+    }]))
+    .unwrap();
+    assert_eq!(dup[0].status, PushStatus::Duplicate);
+    // The next push follows them (it fills partition b's first page), and all of it survives another
+    // crash.
+    block_on(engine.push(vec![PushItem {
+        partition: "b".into(),
+        ..PushItem::new("q", json!(-1))
+    }]))
+    .unwrap();
+    sent.entry("b").or_default().push(-1);
+    drop(engine);
+    assert_eq!(
+        block_on(queen_edge::store::Store::scan(&store, "x/"))
+            .unwrap()
+            .len(),
+        3,
+        "partition b's page, written by its Kth push, holds the recovered entries"
+    );
+    let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    for (partition, _) in pushes {
+        assert_eq!(drained(&engine, "second", partition), sent[partition]);
+    }
+}
+
+/// A segment stored past a partition's indexed end that does not continue it is damage: the open
+/// fails rather than guess.
+#[test]
+fn a_segment_past_the_pages_that_does_not_follow_them_stops_the_open() {
     let store = MemStore::new();
     {
         let engine = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
         block_on(engine.push(vec![PushItem::new("q", json!(1))])).unwrap();
         block_on(engine.push(vec![PushItem::new("q", json!(2))])).unwrap();
     }
-    let last_entry = block_on(queen_edge::store::Store::scan(&store, "x/"))
+    // The second segment (offset 1) rewritten to hold offset 5.
+    let key = queen_edge::core::segment_key(1, 1);
+    let stored = block_on(queen_edge::store::Store::get(&store, std::slice::from_ref(&key)))
         .unwrap()
-        .pop()
-        .unwrap()
-        .0;
+        .remove(0)
+        .unwrap();
+    let text = String::from_utf8(stored[1..].to_vec()).unwrap();
+    let moved = text.replacen("\"o\":1", "\"o\":5", 1);
+    assert_ne!(moved, text, "the segment names its offsets as `o`");
     let mut damage = queen_edge::store::ChangeSet::default();
-    damage.delete(last_entry);
+    damage.put(key, [&stored[..1], moved.as_bytes()].concat());
     block_on(queen_edge::store::Store::commit(&store, &damage)).unwrap();
     match block_on(Engine::open(store.clone(), TestHost::new(), config())) {
-        Err(e) => assert!(
-            e.to_string().contains("past its partition's indexed end"),
-            "{e}"
-        ),
-        Ok(_) => panic!("an open over a lost index entry must fail, not reuse the offset"),
+        Err(e) => assert!(e.to_string().contains("after its partition's end"), "{e}"),
+        Ok(_) => panic!("an open over a segment that does not follow its partition must fail"),
     }
 }

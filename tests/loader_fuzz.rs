@@ -6,14 +6,15 @@ mod support;
 
 use proptest::prelude::*;
 use queen_edge::core::api::AckStatus;
-use queen_edge::core::{Broker, BrokerConfig};
+use queen_edge::core::{Broker, BrokerConfig, ENTRIES_PER_PAGE};
 use serde_json::json;
 use support::Harness;
 
-/// The records of a small broker: two partitions of a few segments, a group mid-way, a dead letter.
+/// The records of a small broker: two partitions of two full index pages and a few segments past them,
+/// a group mid-way, a dead letter.
 fn records() -> Vec<(String, Vec<u8>)> {
     let mut h = Harness::new();
-    for round in 0..4 {
+    for round in 0..2 * ENTRIES_PER_PAGE + 3 {
         h.push_to(
             "q",
             "a",
@@ -84,20 +85,21 @@ proptest! {
 }
 
 #[test]
-fn a_dropped_index_entry_inside_the_chain_is_an_error() {
+fn a_dropped_index_page_inside_the_chain_is_an_error() {
     let mut records = records();
-    let entries: Vec<usize> = records
+    let pages: Vec<usize> = records
         .iter()
         .enumerate()
         .filter(|(_, (k, _))| k.starts_with("x/"))
         .map(|(i, _)| i)
         .collect();
-    records.remove(entries[1]); // partition a's second of four segments
-                                // With the segments given too, the orphan segment names the damage.
+    assert_eq!(pages.len(), 4, "two pages a partition");
+    records.remove(pages[0]); // partition a's first page
+                              // With the segments given too, its segments are neither indexed nor after the end.
     let e = Broker::from_records(BrokerConfig::default(), 1, records.clone())
         .err()
-        .expect("a segment without its index entry is an error");
-    assert!(e.message.contains("no index entry"), "{e}");
+        .expect("segments without their page inside the chain are an error");
+    assert!(e.message.contains("damaged"), "{e}");
     // As the engine opens (index records only), the chain has a gap.
     records.retain(|(k, _)| !k.starts_with("s/"));
     let e = Broker::from_records(BrokerConfig::default(), 1, records)
@@ -110,7 +112,7 @@ fn a_dropped_index_entry_inside_the_chain_is_an_error() {
 }
 
 #[test]
-fn a_truncated_index_entry_is_an_error() {
+fn a_truncated_index_page_is_an_error() {
     let mut records = records();
     let at = records
         .iter()
@@ -119,6 +121,6 @@ fn a_truncated_index_entry_is_an_error() {
     records[at].1.truncate(20);
     let e = Broker::from_records(BrokerConfig::default(), 1, records)
         .err()
-        .expect("an unreadable index entry is an error");
+        .expect("an unreadable index page is an error");
     assert!(e.message.contains("unreadable"), "{e}");
 }

@@ -10,7 +10,9 @@ mod http_support;
 
 use http_support::*;
 use queen_edge::core::ids::ShardTag;
-use queen_edge::core::reshard::{drop_keys, import, select, Destination, Survey, SURVEY_PREFIXES};
+use queen_edge::core::reshard::{
+    drop_keys, import, select, unpaged_segments, Destination, Survey, SURVEY_PREFIXES,
+};
 use queen_edge::core::BrokerConfig;
 use queen_edge::store::{MemStore, Record, Store};
 use serde_json::{json, Value};
@@ -26,10 +28,15 @@ fn scan(store: &MemStore) -> Vec<Record> {
 
 /// `queue`'s records in `store`, segment values included, and its segment keys.
 fn export(store: &MemStore, queue: &str) -> (Vec<Record>, Vec<String>) {
-    let (mut mine, segments) = select(&scan(store), queue).unwrap();
+    let (mut mine, mut segments) = select(&scan(store), queue).unwrap();
+    let unpaged = futures::executor::block_on(unpaged_segments(store, &mine)).unwrap();
     let values = futures::executor::block_on(store.get(&segments)).unwrap();
     for (k, v) in segments.iter().zip(values) {
         mine.push((k.clone(), v.expect("segment stored")));
+    }
+    for (k, v) in unpaged {
+        segments.push(k.clone());
+        mine.push((k, v));
     }
     (mine, segments)
 }

@@ -31,7 +31,7 @@ use super::records::{
     segment_key, unesc, FORMAT_VERSION,
 };
 use super::traces::trace_key;
-use crate::store::{ChangeSet, Record, StoreError};
+use crate::store::{ChangeSet, Record, Store, StoreError};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The prefix of migration markers.
@@ -377,8 +377,8 @@ fn retained_entries(records: &[Record]) -> Result<Vec<(u64, u64, u64)>, StoreErr
 /// Where each partition of one queue's `records` ([`select`]'s) ends as its index pages say: the key a
 /// segment pushed after the last page would have, with the partition id. Such segments are stored
 /// (a crash came before their page was written): a migration reads them from there, one key after
-/// another ([`segment_end`]), and moves them with the rest; the target's open indexes them.
-pub fn indexed_ends(records: &[Record]) -> Result<Vec<(u64, u64)>, StoreError> {
+/// another ([`unpaged_segments`]), and moves them with the rest; the target's open indexes them.
+fn indexed_ends(records: &[Record]) -> Result<Vec<(u64, u64)>, StoreError> {
     let mut ends = BTreeMap::new();
     for (key, value) in records.iter().filter(|(k, _)| k.starts_with("p/")) {
         let p = decode(key, value, partition_record)?;
@@ -391,8 +391,32 @@ pub fn indexed_ends(records: &[Record]) -> Result<Vec<(u64, u64)>, StoreError> {
     Ok(ends.into_iter().collect())
 }
 
+/// The segments of one queue (`mine`, its records as [`select`] gave them) that no index page names
+/// yet, with their values: stored right after their partition's indexed end ([`indexed_ends`]), one
+/// after another (module `pages`). A migration moves and drops them with the others.
+pub async fn unpaged_segments<S: Store>(
+    store: &S,
+    mine: &[Record],
+) -> Result<Vec<Record>, StoreError> {
+    let mut found = Vec::new();
+    let mut ends = indexed_ends(mine)?;
+    while !ends.is_empty() {
+        let keys: Vec<String> = ends.iter().map(|(p, o)| segment_key(*p, *o)).collect();
+        let values = store.get(&keys).await?;
+        let mut next = Vec::new();
+        for ((pid, _), (key, value)) in ends.into_iter().zip(keys.into_iter().zip(values)) {
+            if let Some(bytes) = value {
+                next.push((pid, segment_end(&key, &bytes)?));
+                found.push((key, bytes));
+            }
+        }
+        ends = next;
+    }
+    Ok(found)
+}
+
 /// The offset after the last message of a stored segment (`key` names it, for errors).
-pub fn segment_end(key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
+fn segment_end(key: &str, bytes: &[u8]) -> Result<u64, StoreError> {
     let messages = super::segment::decode(bytes).map_err(|e| unreadable(key, e))?;
     messages
         .last()

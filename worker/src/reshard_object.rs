@@ -19,9 +19,8 @@
 //!   the maintenance switches, and lets the object open again; on shard 0 marks the plan done.
 
 use queen_edge::core::ids::ShardTag;
-use queen_edge::core::segment_key;
 use queen_edge::core::reshard::{
-    decode_records, drop_keys, encode_records, import, indexed_ends, segment_end, select, Destination,
+    decode_records, drop_keys, encode_records, import, select, unpaged_segments, Destination,
     Survey, MARKER_PREFIX, SURVEY_PREFIXES,
 };
 use queen_edge::store::{ChangeSet, Record, Store, StoreError};
@@ -44,30 +43,6 @@ async fn survey_records(store: &DoStore) -> std::result::Result<Vec<Record>, Sto
         records.extend(store.scan(prefix).await?);
     }
     Ok(records)
-}
-
-/// The segments of one queue (`mine`, its records as [`select`] gave them) that no index page names
-/// yet, with their values: stored right after their partition's indexed end, one after another
-/// (`queen_edge::core::pages`). A migration moves and drops them with the others.
-async fn unpaged_segments(
-    store: &DoStore,
-    mine: &[Record],
-) -> std::result::Result<Vec<Record>, StoreError> {
-    let mut found = Vec::new();
-    let mut ends = indexed_ends(mine)?;
-    while !ends.is_empty() {
-        let keys: Vec<String> = ends.iter().map(|(p, o)| segment_key(*p, *o)).collect();
-        let values = store.get(&keys).await?;
-        let mut next = Vec::new();
-        for ((pid, _), (key, value)) in ends.into_iter().zip(keys.into_iter().zip(values)) {
-            if let Some(bytes) = value {
-                next.push((pid, segment_end(&key, &bytes)?));
-                found.push((key, bytes));
-            }
-        }
-        ends = next;
-    }
-    Ok(found)
 }
 
 /// One queue's records with its segments' values (the indexed ones' keys in the second list, then
