@@ -43,6 +43,45 @@ impl Broker {
                     p.first_offset, p.next_offset
                 ));
             }
+            // Index pages: in order, fewer than a page's worth of segments past them, each paged
+            // segment in a page that starts at or before it, no page after the paged segments.
+            let paged = p.segments.len().checked_sub(p.unpaged.len()).ok_or_else(|| {
+                format!("partition {pid}: more unpaged segments than segments")
+            })?;
+            if p.unpaged.len() >= super::pages::ENTRIES_PER_PAGE {
+                return Err(format!(
+                    "partition {pid}: {} segments wait for a page",
+                    p.unpaged.len()
+                ));
+            }
+            if p.pages.iter().zip(p.pages.iter().skip(1)).any(|(a, b)| a >= b) {
+                return Err(format!("partition {pid}: index pages out of order"));
+            }
+            let first_paged = p.segments.front().filter(|_| paged > 0);
+            let last_paged = paged.checked_sub(1).and_then(|i| p.segments.get(i));
+            let pages_fit = match (first_paged, last_paged) {
+                (Some(first), Some(last)) => {
+                    p.pages.front().is_some_and(|&s| s <= first.first)
+                        && p.pages.back().is_some_and(|&s| s <= last.first)
+                        && p.pages.get(1).is_none_or(|&s| s > first.first)
+                }
+                _ => p.pages.is_empty(),
+            };
+            if !pages_fit {
+                return Err(format!(
+                    "partition {pid}: pages {:?} do not hold the entries of its {paged} paged segments",
+                    p.pages
+                ));
+            }
+            for (seg, fps) in p.segments.range(paged..).zip(&p.unpaged) {
+                if fps.len() as u64 != seg.last - seg.first + 1 {
+                    return Err(format!(
+                        "partition {pid}: unpaged segment {} has {} fingerprints",
+                        seg.first,
+                        fps.len()
+                    ));
+                }
+            }
             for (group, lane) in &p.lanes {
                 // A quarantined head (reclaimLimit) is the lane's head, and a live lease on it covers
                 // it alone.
