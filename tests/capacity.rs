@@ -48,7 +48,10 @@ fn sorted(mut keys: Vec<String>) -> Vec<String> {
 /// index page, and the absent key after them.
 fn past_the_pages() -> Vec<String> {
     let paged = PUSHES_PER_PARTITION / ENTRIES_PER_PAGE * ENTRIES_PER_PAGE;
-    assert!(paged < PUSHES_PER_PARTITION, "some segments are past the pages");
+    assert!(
+        paged < PUSHES_PER_PARTITION,
+        "some segments are past the pages"
+    );
     let mut keys: Vec<String> = (1..=PARTITIONS.len() as u64)
         .flat_map(|pid| {
             (paged..=PUSHES_PER_PARTITION)

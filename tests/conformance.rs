@@ -1280,13 +1280,18 @@ fn a_push_writes_its_segment_alone_and_every_kth_the_page_of_entries_too() {
     use queen_edge::core::ENTRIES_PER_PAGE;
     let mut h = Harness::new();
     h.push_n("q", 1);
-    let mut puts_of = |h: &mut Harness| {
+    let puts_of = |h: &mut Harness| {
         let items = (0..100)
             .map(|i| PushItem::new("q", json!({ "i": i })))
             .collect();
         h.broker.push(h.now, items).unwrap();
         let changes = h.commit();
-        let count = |prefix: &str| changes.puts().filter(|(k, _)| k.starts_with(prefix)).count();
+        let count = |prefix: &str| {
+            changes
+                .puts()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .count()
+        };
         (count("s/"), count("x/"), changes.rows())
     };
     // The first push made segment 1 of the partition; pushes 2 .. K-1 write their segment alone.

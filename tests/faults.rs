@@ -204,10 +204,13 @@ fn a_segment_past_the_pages_that_does_not_follow_them_stops_the_open() {
     }
     // The second segment (offset 1) rewritten to hold offset 5.
     let key = queen_edge::core::segment_key(1, 1);
-    let stored = block_on(queen_edge::store::Store::get(&store, std::slice::from_ref(&key)))
-        .unwrap()
-        .remove(0)
-        .unwrap();
+    let stored = block_on(queen_edge::store::Store::get(
+        &store,
+        std::slice::from_ref(&key),
+    ))
+    .unwrap()
+    .remove(0)
+    .unwrap();
     let text = String::from_utf8(stored[1..].to_vec()).unwrap();
     let moved = text.replacen("\"o\":1", "\"o\":5", 1);
     assert_ne!(moved, text, "the segment names its offsets as `o`");

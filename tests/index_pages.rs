@@ -75,7 +75,8 @@ fn drain(engine: &Engine<MemStore, TestHost>, queue: &str, group: &str) -> Vec<i
                 .iter()
                 .map(|m| m.payload.get().parse::<i64>().unwrap()),
         );
-        let acked = block_on(engine.ack(Some(group.to_string()), completed_items(&reply))).expect("ack");
+        let acked =
+            block_on(engine.ack(Some(group.to_string()), completed_items(&reply))).expect("ack");
         assert!(acked.iter().all(|a| a.success));
     }
 }
@@ -193,7 +194,12 @@ fn record_format_2_with_a_backlog_opens_and_drains() {
         .unwrap();
     let format = String::from_utf8(format).unwrap();
     assert!(format.contains("\"version\":3"), "{format}");
-    old.put("m/format", format.replace("\"version\":3", "\"version\":2").into_bytes());
+    old.put(
+        "m/format",
+        format
+            .replace("\"version\":3", "\"version\":2")
+            .into_bytes(),
+    );
     block_on(store.commit(&old)).unwrap();
     assert_eq!(keys(&store, "x/").len(), total);
 

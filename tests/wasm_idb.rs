@@ -533,9 +533,15 @@ async fn pushes_whose_index_page_was_not_written_survive_a_reopen() {
         assert_eq!(pages.len(), 1, "partition a's one full page only");
     }
     let store = open(&name, Durability::Strict).await;
-    let engine = Engine::open(store, PageHost, config()).await.expect("reopen");
+    let engine = Engine::open(store, PageHost, config())
+        .await
+        .expect("reopen");
     for (i, (partition, _)) in counts.iter().enumerate() {
-        assert_eq!(payloads_of(&engine, "g", partition).await, sent[i], "{partition}");
+        assert_eq!(
+            payloads_of(&engine, "g", partition).await,
+            sent[i],
+            "{partition}"
+        );
     }
     drop(engine);
     IdbStore::delete_database(&name).await.expect("delete");

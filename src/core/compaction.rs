@@ -93,7 +93,10 @@ impl Broker {
             }
             let at = p.segments.partition_point(|s| s.first < first);
             let key = index_entry_key(pid, page);
-            let slot = match pages.iter().position(|(q, f, _, _)| (*q, *f) == (pid, page)) {
+            let slot = match pages
+                .iter()
+                .position(|(q, f, _, _)| (*q, *f) == (pid, page))
+            {
                 Some(slot) => slot,
                 None => {
                     let Ok(entries) = decode_index_record(&key, page_bytes) else {

@@ -45,16 +45,22 @@ impl Broker {
             }
             // Index pages: in order, fewer than a page's worth of segments past them, each paged
             // segment in a page that starts at or before it, no page after the paged segments.
-            let paged = p.segments.len().checked_sub(p.unpaged.len()).ok_or_else(|| {
-                format!("partition {pid}: more unpaged segments than segments")
-            })?;
+            let paged = p
+                .segments
+                .len()
+                .checked_sub(p.unpaged.len())
+                .ok_or_else(|| format!("partition {pid}: more unpaged segments than segments"))?;
             if p.unpaged.len() >= super::pages::ENTRIES_PER_PAGE {
                 return Err(format!(
                     "partition {pid}: {} segments wait for a page",
                     p.unpaged.len()
                 ));
             }
-            if p.pages.iter().zip(p.pages.iter().skip(1)).any(|(a, b)| a >= b) {
+            if p.pages
+                .iter()
+                .zip(p.pages.iter().skip(1))
+                .any(|(a, b)| a >= b)
+            {
                 return Err(format!("partition {pid}: index pages out of order"));
             }
             let first_paged = p.segments.front().filter(|_| paged > 0);

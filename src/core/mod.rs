@@ -32,12 +32,12 @@ pub(crate) mod json_text;
 pub mod lane;
 pub mod maintenance;
 pub mod meters;
+mod pages;
 mod pop;
 #[cfg(feature = "twophase")]
 pub mod prepared;
 mod push;
 mod reclaim;
-mod pages;
 mod records;
 pub mod redelivery;
 #[cfg(feature = "ops")]

@@ -49,7 +49,10 @@ pub(super) fn encode_page<'a>(
 
 /// The entries of the index record at `key`: a page's, in its order, or the one entry of a record
 /// format 2 wrote (its first offset in the key).
-pub(super) fn decode_index_record(key: &str, bytes: &[u8]) -> Result<Vec<DecodedEntry>, StoreError> {
+pub(super) fn decode_index_record(
+    key: &str,
+    bytes: &[u8],
+) -> Result<Vec<DecodedEntry>, StoreError> {
     let (_, key_first) = parse_segment_key(key).ok_or_else(|| corrupt(key, "bad key"))?;
     if bytes.first() != Some(&PAGE_VERSION) {
         return Ok(vec![decode_index_entry(key, key_first, bytes)?]);
@@ -71,7 +74,10 @@ pub(super) fn decode_index_record(key: &str, bytes: &[u8]) -> Result<Vec<Decoded
                 return Err(corrupt(key, "index page's entries are not consecutive"));
             }
         } else if first != key_first {
-            return Err(corrupt(key, "index page's first entry differs from its key"));
+            return Err(corrupt(
+                key,
+                "index page's first entry differs from its key",
+            ));
         }
         entries.push(decoded);
         rest = &rest[12 + len as usize..];
@@ -278,7 +284,10 @@ mod tests {
         let back = decode_index_record(&key, &bytes).unwrap();
         assert_eq!(back.len(), 3);
         for (i, e) in back.iter().enumerate() {
-            assert_eq!((e.meta, &e.fingerprints, e.pending), (metas[i], &fps[i], i == 2));
+            assert_eq!(
+                (e.meta, &e.fingerprints, e.pending),
+                (metas[i], &fps[i], i == 2)
+            );
         }
     }
 
@@ -295,7 +304,12 @@ mod tests {
     fn a_damaged_page_is_an_error() {
         let metas = [meta(10, 12, 0), meta(13, 13, 1)];
         let fps: [Vec<u32>; 2] = [vec![1, 2, 3], vec![4]];
-        let bytes = encode_page(metas.iter().zip(fps.iter()).map(|(m, f)| (m, f.as_slice(), false)));
+        let bytes = encode_page(
+            metas
+                .iter()
+                .zip(fps.iter())
+                .map(|(m, f)| (m, f.as_slice(), false)),
+        );
         let key = index_entry_key(7, 10);
         assert!(decode_index_record(&key, &bytes[..bytes.len() - 1]).is_err());
         assert!(decode_index_record(&index_entry_key(7, 9), &bytes).is_err());

@@ -439,8 +439,14 @@ impl Broker {
         self.stored_bytes += bytes.len() as u64;
         self.changes.put(records::segment_key(pid, first), bytes);
         let weight = segment::decoded_weight(&batch);
-        self.cache
-            .insert(pid, first, Rc::new(batch), weight, fingerprints.clone(), true);
+        self.cache.insert(
+            pid,
+            first,
+            Rc::new(batch),
+            weight,
+            fingerprints.clone(),
+            true,
+        );
         // Its index entry goes in a page, written with the partition's next ones (module `pages`).
         self.note_unpaged(pid, fingerprints);
         self.after_append(&queue, pid);

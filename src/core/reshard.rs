@@ -23,8 +23,8 @@
 //! never leaves records it does not understand behind on the wrong shard.
 
 use super::ids::ShardTag;
-use super::pages::decode_index_record;
 use super::maintenance::{BUFFER_PREFIX, MODE_KEY};
+use super::pages::decode_index_record;
 use super::records::{
     dead_letter, dead_letter_key, decode, esc, format_bytes, index_entry_key, json, lane,
     parse_pid, parse_segment_key, partition_key, partition_record, queue_record, read_format,
