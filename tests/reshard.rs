@@ -337,3 +337,26 @@ fn a_queue_imported_twice_is_refused_not_duplicated() {
         again.message
     );
 }
+
+/// A shard whose records a newer build wrote (a higher record format: this build would misread them,
+/// as record format 3's index pages are misread by a format 2 build, which names one segment per page
+/// and none past the pages) is refused by the survey's format check, before anything is moved or
+/// dropped.
+#[test]
+fn a_shard_of_a_newer_record_format_is_refused() {
+    use queen_edge::core::FORMAT_VERSION;
+    use queen_edge::store::StoreErrorKind;
+    let newer = json!({ "version": FORMAT_VERSION + 1, "nextPartitionId": 1 });
+    let records = vec![("m/format".to_string(), serde_json::to_vec(&newer).unwrap())];
+    let e = Survey::of(&records)
+        .unwrap()
+        .check_format()
+        .expect_err("a newer record format must be refused");
+    assert_eq!(e.kind, StoreErrorKind::NewerFormat, "{}", e.message);
+    let current = json!({ "version": FORMAT_VERSION, "nextPartitionId": 1 });
+    let records = vec![(
+        "m/format".to_string(),
+        serde_json::to_vec(&current).unwrap(),
+    )];
+    Survey::of(&records).unwrap().check_format().unwrap();
+}

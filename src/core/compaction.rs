@@ -130,7 +130,8 @@ impl Broker {
             pages[slot].3 = true;
             done += 1;
         }
-        for (pid, page, entries, _) in pages.into_iter().filter(|page| page.3) {
+        for (pid, page, mut entries, _) in pages.into_iter().filter(|page| page.3) {
+            self.refresh_page_entries(pid, &mut entries);
             let bytes = encode_page(
                 entries
                     .iter()
@@ -139,5 +140,25 @@ impl Broker {
             self.changes.put(index_entry_key(pid, page), bytes);
         }
         done
+    }
+
+    /// Sets the entries of a page read back for rewriting to what memory holds for their segments. The
+    /// page may have been read before an earlier pass's rewrite of it landed (two passes whose reads
+    /// overlap): its other entries would then put back what that pass changed (a compressed segment
+    /// stated as waiting, at its old size). Memory holds everything committed or in flight before this
+    /// rewrite, so it is what the page must say. An entry of a segment retention deleted is left as it
+    /// is (the open skips it).
+    #[cfg(feature = "deflate")]
+    fn refresh_page_entries(&self, pid: u64, entries: &mut [super::records::DecodedEntry]) {
+        let Some(p) = self.partitions.get(&pid) else {
+            return;
+        };
+        for entry in entries {
+            let at = p.segments.partition_point(|s| s.first < entry.meta.first);
+            if let Some(meta) = p.segments.get(at).filter(|s| s.first == entry.meta.first) {
+                entry.meta = *meta;
+                entry.pending = meta.first >= p.compress_from;
+            }
+        }
     }
 }

@@ -59,12 +59,12 @@ use rustc_hash::FxHashMap as HashMap;
 use state::*;
 use std::collections::BTreeMap;
 
-/// The namespace and task a queue created without them gets from its name (`ns.task...`).
 pub use pages::ENTRIES_PER_PAGE;
+/// The namespace and task a queue created without them gets from its name (`ns.task...`).
 pub use push::labels_from_name;
 pub use records::{
-    index_entry_key, needs_segment_upgrade, parse_segment_key, segment_key, INDEX_PREFIXES,
-    SEGMENT_PREFIX,
+    index_entry_key, needs_segment_upgrade, parse_segment_key, segment_key, FORMAT_VERSION,
+    INDEX_PREFIXES, SEGMENT_PREFIX,
 };
 pub use state::{Subscription, SubscriptionMode};
 

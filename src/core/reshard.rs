@@ -31,7 +31,7 @@ use super::records::{
     segment_key, unesc, FORMAT_VERSION,
 };
 use super::traces::trace_key;
-use crate::store::{ChangeSet, Record, Store, StoreError};
+use crate::store::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The prefix of migration markers.
@@ -306,13 +306,22 @@ impl Survey {
         (live.len() as u64, live.iter().copied().max().unwrap_or(0))
     }
 
-    /// Refuses a store of an older record format (its segments have no index entries to move).
+    /// Refuses a store of an older record format (its segments have no index entries to move, or not in
+    /// pages), and of a newer one ([`StoreErrorKind::NewerFormat`]: this build would misread its records,
+    /// as a format 2 build names one segment per index page and none past the pages).
     pub fn check_format(&self) -> Result<(), StoreError> {
         match self.format_version {
             Some(v) if v < FORMAT_VERSION => Err(StoreError::other(format!(
                 "this shard's data is in record format {v}: open the broker once with its old SHARDS on \
                  this build (which upgrades it to format {FORMAT_VERSION}), then migrate"
             ))),
+            Some(v) if v > FORMAT_VERSION => Err(StoreError::new(
+                StoreErrorKind::NewerFormat,
+                format!(
+                    "this shard's data is in record format {v}, newer than this build understands \
+                     ({FORMAT_VERSION}): migrate with the build that wrote it"
+                ),
+            )),
             _ => Ok(()),
         }
     }
