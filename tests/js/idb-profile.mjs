@@ -451,7 +451,8 @@ async function requestCosts() {
   })
   const page = await openPage(context, env.url, 'requests')
   // Requests: n the naive queue's add of {i, text}; f the fence's put of {writer: 1} (indexed store);
-  // s a 240 B segment; b a 24 KB segment; c a 4 KB segment; x a 30 B index entry.
+  // s a 240 B segment; b a 24 KB segment; c a 4 KB segment; x a 30 B index entry; i, g, h, e, P, Q index
+  // pages (sizes below).
   const shapes = [
     ['naive push: add {i, text}', 'n'],
     ['segment 240 B', 's'],
@@ -462,7 +463,17 @@ async function requestCosts() {
     ['fence + segment 24 KB', 'fb'],
     ['fence + segment 4 KB + index entry', 'fcx'],
     ['fence + segment 240 B + 4 index entries', 'fsxxxx'],
-    ['fence + segment 240 B + 16 index entries', 'fs' + 'x'.repeat(16)]
+    ['fence + segment 240 B + 16 index entries', 'fs' + 'x'.repeat(16)],
+    // Index pages (record format 3): a push writes fence + segment, and every Kth push the page of K
+    // entries too. Pages of batch-1 segments (entries of 30 B, 42 B in a page) and of 100-message ones
+    // (426 B, 438 B in a page), K = 4, 16, 64.
+    ['fence + segment 240 B', 'fs'],
+    ['fence + segment 240 B + page of 4 (169 B)', 'fsi'],
+    ['fence + segment 240 B + page of 16 (673 B)', 'fsg'],
+    ['fence + segment 240 B + page of 64 (2.7 KB)', 'fsh'],
+    ['fence + segment 24 KB + page of 4 (1.8 KB)', 'fbe'],
+    ['fence + segment 24 KB + page of 16 (7 KB)', 'fbP'],
+    ['fence + segment 24 KB + page of 64 (28 KB)', 'fbQ']
   ]
   const result = await page.evaluate(async ({ name, shapes }) => {
     const db = await new Promise((resolve, reject) => {
@@ -476,7 +487,7 @@ async function requestCosts() {
       r.onerror = () => reject(r.error)
     })
     const text = 'x'.repeat(100)
-    const sizes = { s: 240, b: 24000, c: 4000, x: 30 }
+    const sizes = { s: 240, b: 24000, c: 4000, x: 30, i: 169, g: 673, h: 2689, e: 1753, P: 7009, Q: 28033 }
     let seq = 0
     const commit = (ops) => new Promise((resolve, reject) => {
       const n = seq++
@@ -487,7 +498,7 @@ async function requestCosts() {
       for (const [j, op] of [...ops].entries()) {
         if (op === 'n') tx.objectStore('messages').add({ i: n, text })
         else if (op === 'f') tx.objectStore('meta').put({ writer: 1 }, 'writer/1')
-        else tx.objectStore('records').put(new Uint8Array(sizes[op]).fill(120), key(op === 'x' ? 'x' : 's', j))
+        else tx.objectStore('records').put(new Uint8Array(sizes[op]).fill(120), key('sbc'.includes(op) ? 's' : 'x', j))
         t.push(performance.now())
       }
       tx.commit()
