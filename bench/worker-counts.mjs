@@ -1,8 +1,8 @@
 // Push, pop and ack one request at a time (one connection), each kind accounted apart: workerd CPU per request
 // (`/proc` schedstat of the workerd process read before and after each request, so a pop and the ack that
-// follows it are told apart) and, for queen-edge's builds, the store's commits, SQL statements and rows written
-// per request (`/api/v1/status` `storage`, read in a separate pass so that its own requests are not in the CPU
-// figures). The counts do not move with the machine's load; the CPU does. Each build and the naive queue
+// follows it are told apart) and the store's commits (queen-edge) and rows written per request
+// (`/api/v1/status` `storage`, which both answer; read in a separate pass so that its own requests are not in
+// the CPU figures). The counts do not move with the machine's load; the CPU does. Each build and the naive queue
 // (bench/naive-do) on its own workerd, state on tmpfs, 10 partitions, 64 B payloads, `--passes` alternating
 // passes (median per build). Prints only; not part of scripts/test.
 //
@@ -25,7 +25,6 @@ const request = requester(1);
 const payload = (n) => ({ n, pad: 'x'.repeat(Math.max(0, 64 - JSON.stringify({ n, pad: '' }).length)) });
 
 async function storage(b) {
-  if (!b.counts) return {};
   const res = await request(b.port, 'GET', '/api/v1/status');
   if (res.status !== 200) throw new Error(`${b.name} status ${res.status}: ${res.body.slice(0, 200)}`);
   return JSON.parse(res.body).storage;
@@ -80,9 +79,9 @@ const brokers = [];
 try {
   for (const build of buildsFromArgs(argv)) {
     const w = await startWorker({ persistTo: join(root, build.name), runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
-    brokers.push({ name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop, counts: true });
+    brokers.push({ name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop });
   }
-  if (NAIVE) brokers.push({ ...(await startNaive(join(root, 'naive'), request, 'naive')), counts: false });
+  if (NAIVE) brokers.push(await startNaive(join(root, 'naive'), request, 'naive'));
   const cpu = new Map(brokers.map((b) => [b.name, { push: [], pop: [], ack: [] }]));
   for (const b of brokers) await pass(b, 'warm', false);
   for (let p = 0; p < PASSES; p++) {
@@ -93,16 +92,16 @@ try {
   }
   console.log(`batch ${BATCH}, 64 B, 1 connection, ${REQUESTS} requests of each kind per pass, ${PASSES} passes; `
     + `load average ${load0.toFixed(1)} -> ${os.loadavg()[0].toFixed(1)}`);
-  console.log('| broker | op | workerd CPU us/request, median (min to max) | commits | SQL statements | rows written |');
-  console.log('|---|---|---:|---:|---:|---:|');
+  console.log('| broker | op | workerd CPU us/request, median (min to max) | commits | rows written |');
+  console.log('|---|---|---:|---:|---:|');
   for (const b of brokers) {
-    const counts = b.counts ? await pass(b, 'counted', true) : null;
+    const counts = await pass(b, 'counted', true);
     for (const op of ['push', 'pop', 'ack']) {
       const xs = cpu.get(b.name)[op];
-      const c = counts?.[op];
-      const f = (k) => (c && c[k] !== undefined ? (c[k] / c.requests).toFixed(2) : '');
+      const c = counts[op];
+      const f = (k) => (c[k] !== undefined ? (c[k] / c.requests).toFixed(2) : '');
       console.log(`| ${b.name} | ${op} | ${median(xs).toFixed(0)} (${Math.min(...xs).toFixed(0)} to ${Math.max(...xs).toFixed(0)}) `
-        + `| ${f('commits')} | ${f('statements')} | ${f('rowsWritten')} |`);
+        + `| ${f('commits')} | ${f('rowsWritten')} |`);
     }
   }
 } finally {
