@@ -1,7 +1,7 @@
 // `perf` on workerd at the benchmark's load, for queen-edge's Worker builds and the naive Durable Object queue
 // in the same sitting, split by component with bench/worker-perf-split.py. Each broker runs on its own workerd
-// with V8's perf map (`--perf-basic-prof`), state on tmpfs (or `--state disk`); after a warm-up (1 s of push then pop+ack), the
-// load of bench/worker-ab.mjs (8 connections, 10 partitions): push for --seconds, then pop+ack of what it
+// with V8's perf map (`--perf-basic-prof`), state on tmpfs (or `--state disk`); after a warm-up (1 s of push
+// then pop+ack), the load of bench/worker-ab.mjs (8 connections, 10 partitions): push for --seconds, then pop+ack of what it
 // stored for --seconds. `perf record -g` samples the workerd process during the operation named by --op
 // (`pop+ack` or `push`), and the workerd CPU per message of that same stretch is what the split spreads. The
 // `perf script` texts stay in --out (default a fresh /tmp directory) for `worker-perf-split.py --dump`.
