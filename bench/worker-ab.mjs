@@ -1,5 +1,5 @@
 // Before/after on one machine: two or more builds of the Worker (each served by scripts/serve --build-dir) and the
-// naive Durable Object queue of bench/naive-do/, all on tmpfs, measured in alternating rounds so that the load
+// naive Durable Object queue of bench/naive-do/, all on tmpfs (or `--state disk`), measured in alternating rounds so that the load
 // of a shared machine falls on each alike. Per round and batch size, each broker in turn (the order rotates
 // every round) pushes for --seconds with 8 connections to 10 partitions (64-byte payloads), then pops and
 // acks what it stored (/ack/batch). Prints, per broker, batch and operation, the median over the rounds of the
@@ -7,7 +7,7 @@
 // scripts/test.
 //
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
-//                            [--batches 1,10,100] [--payload 64]
+//                            [--batches 1,10,100] [--payload 64] [--state tmpfs|disk]
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -25,6 +25,10 @@ const ROUNDS = Number(opt('--rounds', 3));
 const SECONDS = Number(opt('--seconds', 2));
 const BATCHES = opt('--batches', '1,10,100').split(',').map(Number);
 const PAYLOAD = Number(opt('--payload', 64));
+// Where the SQLite files live: tmpfs (/dev/shm, the default: the brokers' own cost) or the disk (the temp dir,
+// as scripts/bench-worker's disk rows: each commit's writes and syncs reach the file system).
+const STATE = opt('--state', 'tmpfs');
+if (!['tmpfs', 'disk'].includes(STATE)) throw new Error(`--state is tmpfs or disk, got ${STATE}`);
 const CONNECTIONS = 8;
 const PARTITIONS = 10;
 const request = requester(CONNECTIONS);
@@ -50,7 +54,7 @@ function renice(pids) {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const stateRoot = mkdtempSync(join('/dev/shm', 'queen-edge-ab-'));
+const stateRoot = mkdtempSync(join(STATE === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-ab-'));
 const brokers = [];
 const results = new Map(); // `${broker}|${batch}|${op}` -> [{cpuUsPerMsg, msgsPerSec}]
 const load0 = os.loadavg()[0];
@@ -87,7 +91,7 @@ try {
   request.close();
   rmSync(stateRoot, { recursive: true, force: true });
 }
-console.log(`\nmedian of ${ROUNDS} rounds, ${SECONDS} s each, ${PAYLOAD} B, ${CONNECTIONS} connections, state on tmpfs, nice ${NICE}; `
+console.log(`\nmedian of ${ROUNDS} rounds, ${SECONDS} s each, ${PAYLOAD} B, ${CONNECTIONS} connections, state on ${STATE}, nice ${NICE}; `
   + `load average ${load0.toFixed(1)} at the start, ${os.loadavg()[0].toFixed(1)} at the end`);
 console.log('| batch | op | ' + brokers.map((b) => `${b.name} CPU us/msg | ${b.name} msg/s`).join(' | ') + ' |');
 console.log('|---:|---|' + brokers.map(() => '---:|---:').join('|') + '|');

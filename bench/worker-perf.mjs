@@ -1,14 +1,18 @@
 // `perf` on workerd at the benchmark's load, for queen-edge's Worker builds and the naive Durable Object queue
 // in the same sitting, split by component with bench/worker-perf-split.py. Each broker runs on its own workerd
-// with V8's perf map (`--perf-basic-prof`), state on tmpfs; after a warm-up (1 s of push then pop+ack), the
-// load of bench/worker-ab.mjs (8 connections, 10 partitions): push for --seconds, then pop+ack of what it
+// with V8's perf map (`--perf-basic-prof`), state on tmpfs (or `--state disk`); after a warm-up (1 s of push
+// then pop+ack), the load of bench/worker-ab.mjs (8 connections, 10 partitions): push for --seconds, then pop+ack of what it
 // stored for --seconds. `perf record -g` samples the workerd process during the operation named by --op
 // (`pop+ack` or `push`), and the workerd CPU per message of that same stretch is what the split spreads. The
 // `perf script` texts stay in --out (default a fresh /tmp directory) for `worker-perf-split.py --dump`.
 // Prints only; not part of scripts/test. Needs root (perf, renice).
 //
 //   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--op pop+ack]
-//                              [--batch 100] [--payload 64] [--seconds 4] [--out DIR]
+//                              [--batch 100] [--payload 64] [--seconds 4] [--warm 1] [--state tmpfs|disk]
+//                              [--out DIR]
+//
+// `--warm` is the seconds of each warm-up phase (V8 compiles the wasm's hot functions with TurboFan during the
+// first seconds of load: bench/worker-perf-split.py's JIT row).
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -25,7 +29,12 @@ const OP = opt('--op', 'pop+ack');
 if (!['pop+ack', 'push'].includes(OP)) throw new Error(`--op is pop+ack or push, got ${OP}`);
 const BATCH = Number(opt('--batch', 100));
 const PAYLOAD = Number(opt('--payload', 64));
+// Where the SQLite files live: tmpfs (/dev/shm, the default: the brokers' own cost) or the disk (the temp dir,
+// as scripts/bench-worker's disk rows: each commit's writes and syncs reach the file system).
+const STATE = opt('--state', 'tmpfs');
+if (!['tmpfs', 'disk'].includes(STATE)) throw new Error(`--state is tmpfs or disk, got ${STATE}`);
 const SECONDS = Number(opt('--seconds', 4));
+const WARM = Number(opt('--warm', 1));
 const OUT = resolve(opt('--out', mkdtempSync(join(os.tmpdir(), 'queen-edge-perf-'))));
 const PERF_FLAGS = ['--v8-flag', '--perf-basic-prof'];
 mkdirSync(OUT, { recursive: true });
@@ -55,7 +64,7 @@ async function underPerf(pid, data, fn) {
   return result;
 }
 
-const stateRoot = mkdtempSync(join('/dev/shm', 'queen-edge-perf-'));
+const stateRoot = mkdtempSync(join(STATE === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-perf-'));
 const load0 = os.loadavg()[0];
 const runs = [];
 try {
@@ -67,8 +76,8 @@ try {
   if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive'), request, 'naive', ['--perf-basic-prof']));
   try {
     for (const b of brokers) {
-      const p = await push(b, 'warm', BATCH, 1);
-      await popAck(b, 'warm', BATCH, p.messages, 1);
+      const p = await push(b, 'warm', BATCH, WARM);
+      await popAck(b, 'warm', BATCH, p.messages, WARM);
       renice(b.pid);
     }
     for (const b of brokers) {
@@ -93,6 +102,6 @@ try {
   request.close();
   rmSync(stateRoot, { recursive: true, force: true });
 }
-console.log(`\n${OP}, batch ${BATCH}, ${PAYLOAD} B, ${SECONDS} s, state on tmpfs; load average ${load0.toFixed(1)} at the start, `
+console.log(`\n${OP}, batch ${BATCH}, ${PAYLOAD} B, ${SECONDS} s, state on ${STATE}; load average ${load0.toFixed(1)} at the start, `
   + `${os.loadavg()[0].toFixed(1)} at the end; perf texts in ${OUT}`);
 console.log(execFileSync('python3', [join(ROOT, 'bench', 'worker-perf-split.py'), ...runs.map((r) => `${r.text}=${r.cpuUsPerMsg}`)]).toString());

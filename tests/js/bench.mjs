@@ -37,7 +37,10 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 
 // 234 KB since session 10 (audit2): the correctness fixes of that audit (sealed recorded answers, committed
 // views) measured +1.5 KB over main's 232.2 KB (docs/decisions.md); a ratchet, not a target.
-const BUDGET_GZ = 234 * 1024
+// 237 KB since session 11 (idx-page): index pages (record format 3, the open's probe past the pages) measured
+// +3.3 KB over main's 233.7 KB, for a push commit of one record instead of two (docs/decisions.md, "Index
+// pages (session 11)"); a ratchet, not a target.
+const BUDGET_GZ = 237 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
