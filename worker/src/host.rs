@@ -25,6 +25,10 @@ impl Host for WorkerHost {
         Box::pin(worker::Delay::from(Duration::from_millis(ms)))
     }
 
+    fn gather(&self) -> Option<LocalBoxFuture<'static, ()>> {
+        Some(Box::pin(worker::Delay::from(Duration::from_millis(0))))
+    }
+
     fn entropy(&self) -> u64 {
         random_u64().unwrap_or_else(|| {
             // No crypto (never the case in workerd): fall back to the clock's bits mixed with Math.random.
