@@ -906,3 +906,25 @@ fn a_leader_dropped_while_it_gathers_has_a_member_lead_the_commit() {
     // The dropped leader's push was applied in that group and is committed with it (never answered).
     assert_eq!(stored(&engine, "check"), vec![1, 2]);
 }
+
+#[test]
+fn review_a_reload_waiting_for_a_gathering_leader_that_is_dropped_leads_the_commit_itself() {
+    // `Engine::reload` (and every flush: `read_loaded`, a reload after a failure) holds the gate and
+    // waits for the group in flight. If that group's leader is dropped while it gathers, the flush is
+    // the only one left to lead it: nobody else can take the gate and join.
+    let (store, _host, engine) = open_gathering();
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut leader = Box::pin(push_to(&engine, 1));
+    assert!(leader.as_mut().poll(&mut cx).is_pending(), "it gathers");
+    let mut reload = Box::pin(engine.reload());
+    assert!(
+        reload.as_mut().poll(&mut cx).is_pending(),
+        "the reload waits for the gathered group"
+    );
+    drop(leader);
+    let reloaded = run_bounded(reload).expect("the reload leads the stranded group's commit");
+    assert_eq!(reloaded, Ok(()));
+    assert_eq!(store.commits.get(), 1);
+    assert_eq!(stored(&engine, "check"), vec![1]);
+}

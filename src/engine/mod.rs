@@ -729,7 +729,10 @@ impl<S: Store, H: Host> Engine<S, H> {
             };
             self.lead_commits(false).await;
             // A failure of the group it waited for is that group's members' error, not the caller's.
-            let _ = settled.await;
+            // Awaited as a member does: if that group's leader is dropped before it takes it (its
+            // request cancelled while it gathers), this leads it, as nobody else can join while the
+            // gate is held here.
+            let _ = self.await_commit(settled).await;
         }
         if self.needs_reload.get() {
             self.reload_locked().await?;
