@@ -928,3 +928,58 @@ fn review_a_reload_waiting_for_a_gathering_leader_that_is_dropped_leads_the_comm
     assert_eq!(store.commits.get(), 1);
     assert_eq!(stored(&engine, "check"), vec![1]);
 }
+
+#[test]
+fn review_a_leader_dropped_mid_commit_acknowledges_nothing_applied_on_top_of_that_commit() {
+    // The leader's request is cancelled while its commit is in flight: that commit's outcome is
+    // unknown (here it never happens). The group formed meanwhile was applied on top of it; `Leading`'s
+    // drop calls its members to lead (the gathering change), so one commits it at once. It must not be
+    // acknowledged as if the commit under it had landed: here the first push's segment is missing.
+    let (store, engine) = open();
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut leader = Box::pin(push_one(&engine, 0));
+    assert!(
+        leader.as_mut().poll(&mut cx).is_pending(),
+        "set-up: commit 1 in flight"
+    );
+    let mut member = Box::pin(push_one(&engine, 1));
+    assert!(
+        member.as_mut().poll(&mut cx).is_pending(),
+        "set-up: it joined the next group"
+    );
+    drop(leader);
+    let answered = run_bounded(member).expect("the member is answered, not stranded");
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    let found = block_on(reopened.pop(
+        PopRequest {
+            group: Some("check".into()),
+            batch: Some(1000),
+            ..PopRequest::queue("q")
+        },
+        None,
+    ))
+    .map(|reply| {
+        reply
+            .messages
+            .iter()
+            .map(|m| m.payload.to_value().unwrap()["i"].as_u64().unwrap() as u32)
+            .collect::<Vec<_>>()
+    });
+    if answered.is_ok() {
+        assert_eq!(
+            found,
+            Ok(vec![1]),
+            "push 1 was acknowledged ({answered:?}) but a restart does not find it"
+        );
+    }
+    assert!(
+        matches!(answered, Err(EngineError::Store(_))),
+        "applied on a commit of unknown outcome, push 1 fails: {answered:?}"
+    );
+    // The engine goes on from what the store holds.
+    block_on(push_one(&engine, 2)).unwrap();
+    assert_eq!(engine.counters().reloads, 1);
+    let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
+    assert!(drain(&reopened).contains(&2));
+}

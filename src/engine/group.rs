@@ -10,6 +10,8 @@
 //! were applied on top of changes the store refused), and bumps the *epoch*: a command applied before the
 //! failure that joins after it is refused instead of joining (its effects may rest on refused changes).
 //! The engine then reloads from the store before the next command, as it did for a single failed commit.
+//! A commit whose leader is dropped while the store commits it (its request cancelled) has an unknown
+//! outcome and counts as failed the same way ([`InFlight`]).
 //!
 //! # Held groups and notes (recorded requests)
 //!
@@ -254,6 +256,44 @@ impl Leading<'_> {
     pub(crate) fn failed(&self, outcome: &Settled) {
         self.group.fail_open(outcome);
     }
+
+    /// Marks a commit as started: until [`InFlight::landed`], dropping the guard (the leader's request
+    /// cancelled while the store commits) leaves its outcome unknown, so it is taken as a failure.
+    pub(crate) fn in_flight<'b>(&'b self, needs_reload: &'b Cell<bool>) -> InFlight<'b> {
+        InFlight {
+            group: self.group,
+            needs_reload: Some(needs_reload),
+        }
+    }
+}
+
+/// A commit whose outcome the leader has not learnt yet ([`Leading::in_flight`]). Dropped before
+/// [`InFlight::landed`], the commit may or may not have happened: the open group (applied on top of
+/// it) fails as after a failed commit, and the engine reloads from the store before the next command,
+/// so nothing applied on top of an unknown commit is acknowledged.
+pub(crate) struct InFlight<'a> {
+    group: &'a GroupCommit,
+    /// The engine's reload flag; `None` once the outcome is known.
+    needs_reload: Option<&'a Cell<bool>>,
+}
+
+impl InFlight<'_> {
+    /// The store answered: the leader handles the outcome itself.
+    pub(crate) fn landed(mut self) {
+        self.needs_reload = None;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(needs_reload) = self.needs_reload {
+            needs_reload.set(true);
+            self.group.fail_open(&Err(StoreError::other(
+                "the commit these changes were applied on was abandoned (its request was \
+                 cancelled); its outcome is unknown, and nothing applied on top of it was kept",
+            )));
+        }
+    }
 }
 
 impl Drop for Leading<'_> {
@@ -261,6 +301,7 @@ impl Drop for Leading<'_> {
         self.group.committing.set(false);
         // A leader that ends with a group open it could take was dropped before taking it (its request
         // cancelled while it gathered): its members, waiting for their commit, are called to lead it.
+        // (Dropped while a commit was in flight, [`InFlight`] failed the open group first.)
         let stranded = self
             .group
             .open

@@ -685,6 +685,9 @@ impl<S: Store, H: Host> Engine<S, H> {
                 // right after it is applied): the segments pushed until now are committed with it.
                 let applied_through = self.core.borrow().cache_clock();
                 let writes = !group.changes.is_empty() || !group.notes.is_empty();
+                // Dropped mid-commit (the leading request cancelled), the outcome is unknown: what was
+                // applied on top of it fails and the engine reloads (`group::InFlight`).
+                let in_flight = leading.in_flight(&self.needs_reload);
                 let outcome = if !writes {
                     Ok(())
                 } else if group.notes.is_empty() {
@@ -693,6 +696,7 @@ impl<S: Store, H: Host> Engine<S, H> {
                     // Recorded answers go in the same transaction as the changes they report.
                     self.store.commit_noted(&group.changes, &group.notes).await
                 };
+                in_flight.landed();
                 match &outcome {
                     Ok(()) => {
                         let mut c = self.counters.get();
