@@ -10,6 +10,8 @@
 # native-only suites (30-cargo-test) and would only compile here.
 # Built without the default `deflate` feature and with `talc`, as the npm module ships (plain-JSON
 # segments); DEFLATE segments are covered natively (30-cargo-test) and in workerd (70-worker).
+# Compiled with clippy as the workspace's compiler (scripts/with-clippy): this is where the npm module's
+# configuration, and the wasm32 test code, are linted.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -39,5 +41,5 @@ for f in tests/*.rs; do
 done
 echo "== 40-browser: cargo test --target wasm32-unknown-unknown ${targets[*]}"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
-cargo test --target wasm32-unknown-unknown --no-default-features --features talc "${targets[@]}"
+scripts/with-clippy cargo test --target wasm32-unknown-unknown --no-default-features --features talc "${targets[@]}"
 echo "== 40-browser: ok"
