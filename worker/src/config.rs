@@ -197,7 +197,10 @@ mod tests {
     fn commit_sharing_refuses_any_other_value_naming_the_variable() {
         for bad in ["yes", "ON", "true", "1", "auto", "of"] {
             let err = CommitSharing::parse(Some(bad)).unwrap_err();
-            assert!(err.contains(COMMIT_SHARING_VAR) && err.contains(bad), "{err}");
+            assert!(
+                err.contains(COMMIT_SHARING_VAR) && err.contains(bad),
+                "{err}"
+            );
         }
     }
 }
