@@ -12,6 +12,9 @@ export default [
     ignores: [
       'js/dist/**', 'js/pkg/**', 'www/vendor/**', 'pkg/**', 'target/**', 'worker/build/**', 'worker/target/**',
       'test-artifacts/**', '.wrangler/**', '.venv/**', '.queen-edge/**', 'node_modules/**',
+      // The release builds' staging folders (scripts/build-worker, scripts/build-js), which exist while a build runs
+      // beside this tier in scripts/test.
+      'worker/build.tmp/**', 'js/.dist-*/**',
       // worker-build's entry shim (upstream's but for its default export and the Durable Object classes); a template ($HANDLERS), not a module yet.
       'worker/shim.js'
     ]

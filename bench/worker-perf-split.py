@@ -74,6 +74,9 @@ def component(st):
                  r'ConcurrentMarking|MarkingVisitor|GCTracer|IncrementalMarking|GlobalHandles|MinorMS|'
                  r'ParallelWeakHandles)|cppgc::internal', s):
         return 'GC (V8 and cppgc, wherever it is triggered)'
+    if re.search(r'v8::internal::compiler::|v8::internal::maglev::|v8::internal::baseline::|'
+                 r'wasm::(Liftoff|TurboFan|.*Compil)|CompileJob|Compiler::Compile', s):
+        return 'JIT (V8 compiling JS, and the wasm tiering up to TurboFan)'
     if re.search(r'sqlite3|vdbeCommit|ActorSqlite::commitImpl', s):
         return 'SQLite engine (statement, implicit transaction begin and commit)'
     if re.search(r'SqlStorage::|ActorSqlite', s):
@@ -196,6 +199,12 @@ def main(argv):
         print(f'| {name} | ' + ' | '.join(f'{x:.1f}' for x in v) + f' | {v[0] - v[-1]:+.1f} |')
     print('| total | ' + ' | '.join(f'{r[3]:.1f}' for r in runs) + f' | {runs[0][3] - runs[-1][3]:+.1f} |')
     print('samples: ' + ', '.join(f'{r[0]} {r[1]}' for r in runs))
+    # Wasm still running as Liftoff (baseline) code is slower than after its tier-up: how far it had got.
+    for path, _, _, _ in runs:
+        tiers = collections.Counter(m.group(1) for st in stacks(path) if is_wasm(st[0])
+                                    for m in [re.search(r'-(turbofan|liftoff)\s*$', st[0])] if m)
+        if tiers:
+            print(f'{path}: wasm leaf samples in Liftoff code {tiers["liftoff"]}, in TurboFan code {tiers["turbofan"]}')
 
 
 if __name__ == '__main__':

@@ -8,7 +8,11 @@
 // Prints only; not part of scripts/test. Needs root (perf, renice).
 //
 //   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--op pop+ack]
-//                              [--batch 100] [--payload 64] [--seconds 4] [--state tmpfs|disk] [--out DIR]
+//                              [--batch 100] [--payload 64] [--seconds 4] [--warm 1] [--state tmpfs|disk]
+//                              [--out DIR]
+//
+// `--warm` is the seconds of each warm-up phase (V8 compiles the wasm's hot functions with TurboFan during the
+// first seconds of load: bench/worker-perf-split.py's JIT row).
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -30,6 +34,7 @@ const PAYLOAD = Number(opt('--payload', 64));
 const STATE = opt('--state', 'tmpfs');
 if (!['tmpfs', 'disk'].includes(STATE)) throw new Error(`--state is tmpfs or disk, got ${STATE}`);
 const SECONDS = Number(opt('--seconds', 4));
+const WARM = Number(opt('--warm', 1));
 const OUT = resolve(opt('--out', mkdtempSync(join(os.tmpdir(), 'queen-edge-perf-'))));
 const PERF_FLAGS = ['--v8-flag', '--perf-basic-prof'];
 mkdirSync(OUT, { recursive: true });
@@ -71,8 +76,8 @@ try {
   if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive'), request, 'naive', ['--perf-basic-prof']));
   try {
     for (const b of brokers) {
-      const p = await push(b, 'warm', BATCH, 1);
-      await popAck(b, 'warm', BATCH, p.messages, 1);
+      const p = await push(b, 'warm', BATCH, WARM);
+      await popAck(b, 'warm', BATCH, p.messages, WARM);
       renice(b.pid);
     }
     for (const b of brokers) {

@@ -7,10 +7,37 @@
 //   - a Response: the answer itself (a preflight, a refusal);
 //   - undefined: not decided here (assets, test routes, a JWT whose signature needs Web Crypto, SHARDS > 1,
 //     the shard migration): fastFetch returns undefined and the caller runs the wasm fetch handler.
-import { entryPrecheck } from './index.js';
+// Per isolate, as the precheck's own settings are (EntrySettings in worker/src/lib.rs): which optional headers
+// the decision reads (entryHeaders; a header it never reads is passed as null, not fetched from workerd), and
+// the DurableObjectId of each object name forwarded to (idFromName hashes the name; an id, unlike a stub, is
+// not bound to the request that made it).
+import { entryHeaders, entryPrecheck } from './index.js';
 
 /** The binding of the Broker objects' namespace (BROKER_BINDING in worker/src/lib.rs). */
 const BROKER_BINDING = 'BROKER';
+/** entryHeaders' bits (READS_AUTHORIZATION, READS_BROKER_HEADER in worker/src/entry.rs). */
+const READS_AUTHORIZATION = 1;
+const READS_BROKER_HEADER = 2;
+/** Object ids kept per isolate, at most (a selectable broker's names come from callers). */
+const MAX_IDS = 256;
+
+let reads = -1;
+let idNamespace = null;
+const ids = new Map();
+
+/** The id of the object named `name` in `namespace`, made once per isolate. */
+function objectId(namespace, name) {
+  if (namespace !== idNamespace || ids.size >= MAX_IDS) {
+    ids.clear();
+    idNamespace = namespace;
+  }
+  let id = ids.get(name);
+  if (id === undefined) {
+    id = namespace.idFromName(name);
+    ids.set(name, id);
+  }
+  return id;
+}
 
 /**
  * Serves `request` on the hot path: a Response or a promise of one, or undefined when the wasm fetch
@@ -18,11 +45,13 @@ const BROKER_BINDING = 'BROKER';
  */
 export function fastFetch(request, env) {
   const headers = request.headers;
+  if (reads < 0) reads = entryHeaders(env);
   const decision = entryPrecheck(env, request.method, request.url, headers.get('content-length'),
-    headers.get('authorization'), headers.get('x-queen-broker'));
+    reads & READS_AUTHORIZATION ? headers.get('authorization') : null,
+    reads & READS_BROKER_HEADER ? headers.get('x-queen-broker') : null);
   if (typeof decision === 'string') {
     const namespace = env[BROKER_BINDING];
-    return namespace.get(namespace.idFromName(decision)).fetch(request);
+    return namespace.get(objectId(namespace, decision)).fetch(request);
   }
   return decision;
 }

@@ -139,9 +139,17 @@ export default handlers;
 // (worker/src/respond.rs, `frame`): status, header set, body, built into a `Response` here, in the same call
 // unless the request had to wait (then `serve` returns a Promise of the frame). Internal and test routes
 // (`/__...`), and a body without a declared length or declared longer than the limit (read in Rust, which
-// stops at the limit and answers 413), go to the wasm object's own `fetch` with the `Request`.
+// stops at the limit and answers 413), go to the wasm object's own `fetch` with the `Request`. `fetch` is not
+// an async function: a request without a body that the wasm answers at once (a pop) gets its `Response`
+// back with no promise in between; one with a body gets the promise of its `arrayBuffer()` read.
 const EMPTY_BODY = new Uint8Array(0);
 const frameDecoder = new TextDecoder();
+
+/** A rejection handler that notes a wasm trap (`handleMaybeCritical`) and rejects again. */
+function critical(e) {
+  handleMaybeCritical(e);
+  throw e;
+}
 
 /** `name\nvalue\n` pairs as [name, value] arrays. */
 function headerPairs(text) {
@@ -163,7 +171,7 @@ function durableObjectClass(Wasm) {
         this.args = [state, env];
         this.instanceId = initState.instanceId;
         this.wasm = new Wasm(state, env);
-        this.maxBodyBytes = fast ? this.wasm.maxBodyBytes : 0;
+        this.settingsOf(this.wasm);
       } catch (e) {
         initState.criticalError = true;
         throw e;
@@ -175,34 +183,68 @@ function durableObjectClass(Wasm) {
       if (this.instanceId !== initState.instanceId) {
         this.wasm = new Wasm(...this.args);
         this.instanceId = initState.instanceId;
+        this.settingsOf(this.wasm);
       }
       return this.wasm;
     }
 
+    /** What the fast path keeps of a (new) wasm object: its body limit and which headers it reads. */
+    settingsOf(wasm) {
+      this.maxBodyBytes = fast ? wasm.maxBodyBytes : 0;
+      this.readsAuthorization = fast ? wasm.readsAuthorization : true;
+      this.shardHintWanted = fast;
+    }
+
     /** `fetch` (see below). */
-    async serveObjectRequest(request) {
+    serveObjectRequest(request) {
       try {
         const wasm = this.current();
-        if (!fast) return await wasm.fetch(request);
+        if (!fast) return this.serveInWasm(wasm, request);
         const url = request.url;
-        if (url.startsWith('/__', url.indexOf('/', url.indexOf('://') + 3))) return await wasm.fetch(request);
+        if (url.startsWith('/__', url.indexOf('/', url.indexOf('://') + 3))) return this.serveInWasm(wasm, request);
         const method = request.method;
         const headers = request.headers;
-        let body = EMPTY_BODY;
-        if (method !== 'GET' && method !== 'HEAD') {
-          const declared = headers.get('content-length');
-          if (declared === null) {
-            if (request.body !== null) return await wasm.fetch(request);
-          } else if (Number(declared) > this.maxBodyBytes) {
-            return await wasm.fetch(request);
-          } else if (declared !== '0') {
-            body = new Uint8Array(await request.arrayBuffer());
-          }
+        if (method === 'GET' || method === 'HEAD') return this.serve(wasm, method, url, headers, EMPTY_BODY);
+        const declared = headers.get('content-length');
+        if (declared === null) {
+          if (request.body !== null) return this.serveInWasm(wasm, request);
+          return this.serve(wasm, method, url, headers, EMPTY_BODY);
         }
-        let frame = wasm.serve(method, url, headers.get('authorization'), headers.get('content-type'),
-          headers.get('x-queen-shard'), body);
-        if (!(frame instanceof Uint8Array)) frame = await frame;
-        return this.toResponse(frame);
+        if (Number(declared) > this.maxBodyBytes) return this.serveInWasm(wasm, request);
+        if (declared === '0') return this.serve(wasm, method, url, headers, EMPTY_BODY);
+        return request.arrayBuffer().then((body) => this.serve(wasm, method, url, headers, new Uint8Array(body)));
+      } catch (e) {
+        handleMaybeCritical(e);
+        throw e;
+      }
+    }
+
+    /**
+     * The answer of `wasm.serve` to a request whose body is read: a `Response` when the wasm answered within
+     * the call (no promise, no microtask), else a promise of one. Reads `Authorization` only when the
+     * object's settings use it, and `x-queen-shard` only until the engine is open (`wantsShardHint`).
+     */
+    serve(wasm, method, url, headers, body) {
+      try {
+        let shard = null;
+        if (this.shardHintWanted) {
+          this.shardHintWanted = wasm.wantsShardHint;
+          if (this.shardHintWanted) shard = headers.get('x-queen-shard');
+        }
+        const frame = wasm.serve(method, url, this.readsAuthorization ? headers.get('authorization') : null,
+          headers.get('content-type'), shard, body);
+        if (frame instanceof Uint8Array) return this.toResponse(frame);
+        return frame.then((f) => this.toResponse(f), critical);
+      } catch (e) {
+        handleMaybeCritical(e);
+        throw e;
+      }
+    }
+
+    /** The wasm object's own `fetch`, for the requests `serve` does not take. */
+    async serveInWasm(wasm, request) {
+      try {
+        return await wasm.fetch(request);
       } catch (e) {
         handleMaybeCritical(e);
         throw e;

@@ -218,6 +218,19 @@ pub struct HttpConfig {
     pub encryption: Option<EncryptionKey>,
 }
 
+impl HttpConfig {
+    /// Whether answering a request can depend on its `Authorization` header: bearer tokens or JWT are on.
+    /// When false, [`handle`] and [`precheck`] answer every request as if the header were absent, so a
+    /// runtime may skip reading it (the Worker's JS does).
+    pub fn reads_authorization(&self) -> bool {
+        #[cfg(feature = "jwt")]
+        if self.jwt.is_some() {
+            return true;
+        }
+        self.auth.is_some()
+    }
+}
+
 impl Default for HttpConfig {
     fn default() -> Self {
         HttpConfig {
@@ -414,4 +427,48 @@ pub fn validate_body(
         add_cors(&mut response);
         response
     })
+}
+
+#[cfg(test)]
+mod reads_authorization_tests {
+    use super::*;
+
+    const ROUTES: [(&str, &str); 4] = [
+        ("POST", "/api/v1/push"),
+        ("GET", "/api/v1/pop/queue/q"),
+        ("POST", "/api/v1/ack/batch"),
+        ("DELETE", "/api/v1/resources/queues/q"),
+    ];
+
+    #[test]
+    fn without_tokens_or_jwt_the_header_changes_no_answer() {
+        let config = HttpConfig::default();
+        assert!(!config.reads_authorization());
+        for (method, path) in ROUTES {
+            let without = precheck(&config, method, path, None, None);
+            for header in ["Bearer nope", "Basic x", ""] {
+                assert_eq!(precheck(&config, method, path, Some(header), None), without);
+            }
+        }
+    }
+
+    #[test]
+    fn with_tokens_the_header_is_read() {
+        let config = HttpConfig {
+            auth: Some(AuthConfig {
+                tokens: vec![AuthToken::new("secret", Role::Admin)],
+            }),
+            ..HttpConfig::default()
+        };
+        assert!(config.reads_authorization());
+        for (method, path) in ROUTES {
+            assert_eq!(
+                precheck(&config, method, path, None, None)
+                    .unwrap_err()
+                    .status,
+                401
+            );
+            assert!(precheck(&config, method, path, Some("Bearer secret"), None).is_ok());
+        }
+    }
 }

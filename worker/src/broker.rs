@@ -568,6 +568,23 @@ impl BrokerObject {
         self.broker.config.http.limits.max_body_bytes as f64
     }
 
+    /// Whether [`BrokerObject::serve`] reads its `authorization` argument ([`HttpConfig::reads_authorization`]
+    /// of this object's settings, fixed for its life): when false the shim passes `null` without reading
+    /// the header.
+    ///
+    /// [`HttpConfig::reads_authorization`]: queen_edge::http::HttpConfig::reads_authorization
+    #[wasm_bindgen(getter, js_name = readsAuthorization)]
+    pub fn reads_authorization(&self) -> bool {
+        self.broker.config.http.reads_authorization()
+    }
+
+    /// Whether [`BrokerObject::serve`] still reads its `shard` argument: until the engine is open (it never
+    /// closes again), after which the shim stops reading the header.
+    #[wasm_bindgen(getter, js_name = wantsShardHint)]
+    pub fn wants_shard_hint(&self) -> bool {
+        !self.broker.engine_is_open()
+    }
+
     /// The header set `kind` of a frame as `name\nvalue\n` pairs ([`respond::frame_headers`]).
     #[wasm_bindgen(js_name = frameHeaders)]
     pub fn frame_headers(kind: u8) -> String {

@@ -264,10 +264,8 @@ impl Transaction {
         let body = Closure::<dyn FnMut() -> Result<JsValue, JsValue>>::new(move || {
             let statements = std::mem::take(&mut *pending_in.borrow_mut());
             for st in statements {
-                let cursor = sql
-                    .exec_raw(&st.sql, st.bindings)
-                    .map_err(|e| JsValue::from_str(&e.to_string()))?;
-                written_in.set(written_in.get() + cursor.rows_written() as u64);
+                let written = crate::sql_exec::exec(&sql, &st.sql, st.bindings)?;
+                written_in.set(written_in.get() + written);
             }
             Ok(JsValue::UNDEFINED)
         });
@@ -517,8 +515,7 @@ impl DoStore {
     fn run(&self, mut statements: Vec<Statement>) -> Result<u64, StoreError> {
         if statements.len() == 1 {
             let JsStatement { sql, bindings } = statements.remove(0).into_js();
-            let cursor = self.sql.exec_raw(&sql, bindings).map_err(sql_error)?;
-            return Ok(cursor.rows_written() as u64);
+            return crate::sql_exec::exec(&self.sql, &sql, bindings).map_err(js_error);
         }
         self.run_in_transaction(statements)
     }

@@ -223,6 +223,28 @@ pub fn entry_precheck(
     }
 }
 
+/// [`entry_headers`]: the request's `Authorization` header can change the decision.
+pub const READS_AUTHORIZATION: u32 = 1;
+/// [`entry_headers`]: the request's `X-Queen-Broker` header can change the decision.
+pub const READS_BROKER_HEADER: u32 = 2;
+
+/// Which optional headers [`entry_precheck`] reads in this isolate ([`READS_AUTHORIZATION`],
+/// [`READS_BROKER_HEADER`]), from settings kept for the isolate's life ([`EntrySettings`]): the JS fetch
+/// handler asks once and passes `null` for a header the decision never reads, instead of fetching it
+/// from workerd on every request. `Content-Length` is always read.
+#[wasm_bindgen(js_name = entryHeaders)]
+pub fn entry_headers(env: &Env) -> u32 {
+    let settings = EntrySettings::get(env);
+    let mut reads = 0;
+    if settings.config.http.reads_authorization() {
+        reads |= READS_AUTHORIZATION;
+    }
+    if settings.selectable {
+        reads |= READS_BROKER_HEADER;
+    }
+    reads
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

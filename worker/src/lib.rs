@@ -40,6 +40,7 @@ pub mod shape;
 pub mod shard_guard;
 pub mod sharded;
 pub mod shards;
+pub mod sql_exec;
 pub mod txn_coordinator;
 pub mod txn_participant;
 pub mod txn_plan;
