@@ -10,6 +10,8 @@
 //! were applied on top of changes the store refused), and bumps the *epoch*: a command applied before the
 //! failure that joins after it is refused instead of joining (its effects may rest on refused changes).
 //! The engine then reloads from the store before the next command, as it did for a single failed commit.
+//! A commit whose leader is dropped while the store commits it (its request cancelled) has an unknown
+//! outcome and counts as failed the same way ([`InFlight`]).
 //!
 //! # Held groups and notes (recorded requests)
 //!
@@ -24,10 +26,31 @@
 //! A holder keeps the command gate while it holds (the engine's `Recording`), so nobody holding the gate
 //! waits for a held group; a holder that ends without leading the commit calls a leader
 //! ([`GroupCommit::call_a_leader`]), so the group's other members are not left waiting.
+//!
+//! # Gathering (a store whose commit completes at once)
+//!
+//! A group forms only while a commit is in flight. Over a store whose commit completes in the call that
+//! starts it (Durable Object SQLite), no command ever finds one, so every command commits alone. There
+//! the host offers [`Host::gather`](super::Host::gather): a wait during which the requests it holds are
+//! delivered. A leader that awaits it before taking the open group keeps `committing` set meanwhile, so
+//! the commands applied during the wait join that group and do not lead; the one commit then holds them
+//! all, and answers them all when it settles (a failure fails them all, as above).
+//!
+//! The wait pays only when another request comes during it, and a lone request must not pay it each
+//! time. So the leader gathers while gathering brings company: after a wait that brought nobody (a group
+//! of one member), the next leads commit at once, one after the first such wait, then twice as many
+//! after each further one in a row, at most [`GATHER_PROBE_EVERY`]; the lead after them gathers again,
+//! and a gather that brings company starts over ([`GroupCommit::gather_due`],
+//! [`GroupCommit::gathered`]). Under load a wait that happens to bring nobody costs one lead without
+//! gathering; a lone client waits at fewer and fewer commits, at last at one in `GATHER_PROBE_EVERY + 1`.
 
 use crate::store::{ChangeSet, Note, StoreError};
 use futures::channel::oneshot;
 use std::cell::{Cell, RefCell};
+
+/// The most leads that commit without gathering after gathers that brought no other member, before
+/// the next one gathers again (module documentation, *Gathering*).
+pub const GATHER_PROBE_EVERY: u32 = 16;
 
 /// What a group member learns when its group's commit settles.
 pub(crate) type Settled = Result<(), StoreError>;
@@ -66,6 +89,10 @@ pub(crate) struct GroupCommit {
     /// Members waiting for their commit, told when a held group is released by a request that will
     /// not lead its commit itself ([`GroupCommit::call_a_leader`]).
     leaders_wanted: RefCell<Vec<oneshot::Sender<()>>>,
+    /// Leads left to commit without gathering (module documentation, *Gathering*).
+    gather_skips: Cell<u32>,
+    /// How many leads skip gathering after the next gather that brings nobody.
+    gather_backoff: Cell<u32>,
 }
 
 impl GroupCommit {
@@ -177,6 +204,31 @@ impl GroupCommit {
         Some(Leading { group: self })
     }
 
+    /// Whether a leader that may gather should (module documentation, *Gathering*): counts down the
+    /// leads left to commit at once after a gather that brought nobody.
+    pub(crate) fn gather_due(&self) -> bool {
+        match self.gather_skips.get() {
+            0 => true,
+            left => {
+                self.gather_skips.set(left - 1);
+                false
+            }
+        }
+    }
+
+    /// A gather ended with a group of `members`: one (nobody came) stops gathering for some leads,
+    /// twice as many as the last time in a row, at most [`GATHER_PROBE_EVERY`]; more starts over.
+    pub(crate) fn gathered(&self, members: usize) {
+        if members > 1 {
+            self.gather_skips.set(0);
+            self.gather_backoff.set(1);
+        } else {
+            let skips = self.gather_backoff.get().clamp(1, GATHER_PROBE_EVERY);
+            self.gather_skips.set(skips);
+            self.gather_backoff.set((skips * 2).min(GATHER_PROBE_EVERY));
+        }
+    }
+
     /// True when no commit is in flight and no group is open.
     pub(crate) fn is_idle(&self) -> bool {
         !self.committing.get() && self.open.borrow().is_none()
@@ -204,11 +256,61 @@ impl Leading<'_> {
     pub(crate) fn failed(&self, outcome: &Settled) {
         self.group.fail_open(outcome);
     }
+
+    /// Marks a commit as started: until [`InFlight::landed`], dropping the guard (the leader's request
+    /// cancelled while the store commits) leaves its outcome unknown, so it is taken as a failure.
+    pub(crate) fn in_flight<'b>(&'b self, needs_reload: &'b Cell<bool>) -> InFlight<'b> {
+        InFlight {
+            group: self.group,
+            needs_reload: Some(needs_reload),
+        }
+    }
+}
+
+/// A commit whose outcome the leader has not learnt yet ([`Leading::in_flight`]). Dropped before
+/// [`InFlight::landed`], the commit may or may not have happened: the open group (applied on top of
+/// it) fails as after a failed commit, and the engine reloads from the store before the next command,
+/// so nothing applied on top of an unknown commit is acknowledged.
+pub(crate) struct InFlight<'a> {
+    group: &'a GroupCommit,
+    /// The engine's reload flag; `None` once the outcome is known.
+    needs_reload: Option<&'a Cell<bool>>,
+}
+
+impl InFlight<'_> {
+    /// The store answered: the leader handles the outcome itself.
+    pub(crate) fn landed(mut self) {
+        self.needs_reload = None;
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(needs_reload) = self.needs_reload {
+            needs_reload.set(true);
+            self.group.fail_open(&Err(StoreError::other(
+                "the commit these changes were applied on was abandoned (its request was \
+                 cancelled); its outcome is unknown, and nothing applied on top of it was kept",
+            )));
+        }
+    }
 }
 
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
         self.group.committing.set(false);
+        // A leader that ends with a group open it could take was dropped before taking it (its request
+        // cancelled while it gathered): its members, waiting for their commit, are called to lead it.
+        // (Dropped while a commit was in flight, [`InFlight`] failed the open group first.)
+        let stranded = self
+            .group
+            .open
+            .borrow()
+            .as_ref()
+            .is_some_and(|group| group.holds == 0);
+        if stranded {
+            self.group.call_a_leader();
+        }
     }
 }
 

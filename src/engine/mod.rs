@@ -21,6 +21,7 @@ mod group;
 mod modes;
 mod waiters;
 
+pub use group::GATHER_PROBE_EVERY;
 #[cfg(feature = "ops")]
 pub use modes::PushOutcome;
 
@@ -46,6 +47,14 @@ pub trait Host {
     /// 64 bits of entropy to seed id generation, fresh at every call (called at open and at every
     /// reload; a host that returns the same bits twice risks minting the same lease id twice).
     fn entropy(&self) -> u64;
+    /// A future that completes once the requests the host holds for this broker have been delivered
+    /// (one macrotask in a JS runtime), awaited by a commit's leader before it takes the open group, so
+    /// that the commands of those requests ride in the same commit; `None` (the default): commit at
+    /// once. Worth it where a commit's cost is mostly per commit and nothing else would group them: a
+    /// store whose commit completes in the call that starts it (Durable Object SQLite).
+    fn gather(&self) -> Option<LocalBoxFuture<'static, ()>> {
+        None
+    }
 }
 
 /// Why an engine command failed.
@@ -88,6 +97,9 @@ pub type EngineResult<T> = Result<T, EngineError>;
 pub struct EngineCounters {
     /// Change sets committed.
     pub commits: u64,
+    /// Members of committed groups beyond the first (a commit that answered `n` commands adds `n - 1`):
+    /// how much group commit, gathering included, shared commits.
+    pub shared: u64,
     /// Rows (puts + deletes) committed.
     pub rows_written: u64,
     /// Bytes of values committed.
@@ -284,7 +296,7 @@ impl<S: Store, H: Host> Engine<S, H> {
         if settled.is_empty() {
             return Ok(());
         }
-        self.lead_commits().await;
+        self.lead_commits(false).await;
         for outcome in settled {
             self.await_commit(outcome).await?;
         }
@@ -570,10 +582,10 @@ impl<S: Store, H: Host> Engine<S, H> {
                     if self.config.group_commit {
                         // The next command may be applied while this one waits for its commit.
                         drop(gate);
-                        self.lead_commits().await;
+                        self.lead_commits(true).await;
                     } else {
                         // Committed in this call, under the gate: a group of one.
-                        self.lead_commits().await;
+                        self.lead_commits(false).await;
                         drop(gate);
                     }
                     return self.await_commit(settled).await;
@@ -655,7 +667,7 @@ impl<S: Store, H: Host> Engine<S, H> {
                     )))
                 }
                 Either::Right((_, pending)) => {
-                    self.lead_commits().await;
+                    self.lead_commits(false).await;
                     settled = pending;
                 }
             }
@@ -663,17 +675,35 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Commits open groups until none is left, unless another command is already doing so (module
-    /// `group`). Each group's members are answered when its commit settles.
-    fn lead_commits(&self) -> LocalBoxFuture<'_, ()> {
+    /// `group`). Each group's members are answered when its commit settles. With `gather` (a command
+    /// that released the gate, so others can be applied meanwhile), the leader first awaits the host's
+    /// [`Host::gather`] when the group commit's gathering says it pays (module `group`, *Gathering*).
+    fn lead_commits(&self, gather: bool) -> LocalBoxFuture<'_, ()> {
         Box::pin(async move {
             let Some(leading) = self.group.lead() else {
                 return;
             };
+            let gathered = if gather && self.group.gather_due() {
+                self.host.gather()
+            } else {
+                None
+            };
+            let gathering = gathered.is_some();
+            if let Some(gathered) = gathered {
+                gathered.await;
+            }
+            let mut first = true;
             while let Some(group) = leading.next_group() {
+                if std::mem::take(&mut first) && gathering {
+                    self.group.gathered(group.members.len());
+                }
                 // Every change applied so far is in this group or an earlier one (a command joins
                 // right after it is applied): the segments pushed until now are committed with it.
                 let applied_through = self.core.borrow().cache_clock();
                 let writes = !group.changes.is_empty() || !group.notes.is_empty();
+                // Dropped mid-commit (the leading request cancelled), the outcome is unknown: what was
+                // applied on top of it fails and the engine reloads (`group::InFlight`).
+                let in_flight = leading.in_flight(&self.needs_reload);
                 let outcome = if !writes {
                     Ok(())
                 } else if group.notes.is_empty() {
@@ -682,11 +712,13 @@ impl<S: Store, H: Host> Engine<S, H> {
                     // Recorded answers go in the same transaction as the changes they report.
                     self.store.commit_noted(&group.changes, &group.notes).await
                 };
+                in_flight.landed();
                 match &outcome {
                     Ok(()) => {
                         let mut c = self.counters.get();
                         if writes {
                             c.commits += 1;
+                            c.shared += group.members.len().saturating_sub(1) as u64;
                         }
                         c.rows_written += group.changes.rows() as u64;
                         c.bytes_written += group.changes.bytes() as u64;
@@ -715,9 +747,12 @@ impl<S: Store, H: Host> Engine<S, H> {
             else {
                 continue;
             };
-            self.lead_commits().await;
+            self.lead_commits(false).await;
             // A failure of the group it waited for is that group's members' error, not the caller's.
-            let _ = settled.await;
+            // Awaited as a member does: if that group's leader is dropped before it takes it (its
+            // request cancelled while it gathers), this leads it, as nobody else can join while the
+            // gate is held here.
+            let _ = self.await_commit(settled).await;
         }
         if self.needs_reload.get() {
             self.reload_locked().await?;

@@ -23,7 +23,7 @@ use wasm_bindgen::JsValue;
 use worker::worker_sys::{web_sys, DurableObjectState};
 use worker::{console_error, console_log, ByteStream, Env, Headers, Method, Result, State};
 
-use crate::config::{flag, WorkerConfig};
+use crate::config::{flag, CommitSharing, WorkerConfig};
 use crate::do_store::DoStore;
 use crate::host::WorkerHost;
 use crate::respond;
@@ -163,7 +163,10 @@ impl Broker {
         let mut broker_config = self.config.broker.clone();
         broker_config.shard = queen_edge::core::ids::ShardTag { index, count };
         let store = DoStore::open(&storage).map_err(|e| e.message)?;
-        let engine = Engine::open(store, WorkerHost, broker_config)
+        let host = WorkerHost {
+            share_commits: self.config.commit_sharing == CommitSharing::On,
+        };
+        let engine = Engine::open(store, host, broker_config)
             .await
             .map_err(|e| e.to_string())?;
         let has_data = engine.read(|b, now| b.stats(now).queues) > 0;

@@ -1,9 +1,10 @@
 //! Settings read from the Worker's environment (`[vars]` in `wrangler.toml`, secrets via `wrangler secret`).
 //!
 //! Every setting has a default, so a missing or unparsable variable never stops the broker; the defaults are
-//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`). One exception: a
-//! `QUEEN_ENCRYPTION_KEY` that is set but not 64 hex characters stops the broker (every request answers
-//! 503 saying why), because running without it would refuse or misread encrypted queues.
+//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`). Two exceptions stop
+//! the broker (every request answers 503 saying why): a `QUEEN_ENCRYPTION_KEY` that is set but not 64 hex
+//! characters, because running without it would refuse or misread encrypted queues; and a `COMMIT_SHARING`
+//! that is neither `off` nor `on` ([`CommitSharing`]), so a misspelt setting is never taken for another.
 
 use queen_edge::core::BrokerConfig;
 use queen_edge::http::jwt::{JwtConfig, JwtSettings};
@@ -37,6 +38,38 @@ pub const DEFAULT_MAX_STORED_BYTES: u64 = 8 * 1024 * 1024 * 1024;
 /// The secret holding the AES-256-GCM key of encrypted queues: 64 hex characters (contract §2.4).
 pub const ENCRYPTION_KEY_SECRET: &str = "QUEEN_ENCRYPTION_KEY";
 
+/// The variable that says whether concurrent requests share Durable Object commits ([`CommitSharing`]).
+pub const COMMIT_SHARING_VAR: &str = "COMMIT_SHARING";
+
+/// Whether a commit's leader waits for the requests workerd holds so that they ride in its commit
+/// (`queen_edge::engine::Host::gather`; the engine's group commit, *Gathering*). It pays where a commit
+/// blocks the object (SQLite's `fsync` on a self-hosted workerd with its state on disk) and costs where a
+/// commit is nearly free (state on tmpfs); docs/decisions.md, "Sharing commits when they block", has the
+/// measurements. `wrangler.toml` sets `off` (Cloudflare's commits are not measured); `scripts/serve` turns
+/// it `on` when the state directory is not on tmpfs, unless set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommitSharing {
+    /// Every request's changes commit at once, alone unless a commit is in flight (unset: off).
+    #[default]
+    Off,
+    /// A commit's leader gathers the requests workerd holds before it commits.
+    On,
+}
+
+impl CommitSharing {
+    /// Reads the variable's value: `off`, `on`, or unset (off). Anything else is an error naming the
+    /// variable and the values it takes.
+    pub fn parse(value: Option<&str>) -> Result<Self, String> {
+        match value {
+            None | Some("off") => Ok(CommitSharing::Off),
+            Some("on") => Ok(CommitSharing::On),
+            Some(other) => Err(format!(
+                "{COMMIT_SHARING_VAR} is {other:?}; it takes \"off\" or \"on\""
+            )),
+        }
+    }
+}
+
 /// Everything the Durable Object hands to the engine and the HTTP layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -49,7 +82,10 @@ pub struct WorkerConfig {
     /// when at least one is set), JWT ([`JWT_VARS`], on with `JWT_ENABLED`), and the key of
     /// [`ENCRYPTION_KEY_SECRET`] (none: encrypted queues are refused).
     pub http: HttpConfig,
-    /// Why the broker must not start (a malformed [`ENCRYPTION_KEY_SECRET`]), if it must not.
+    /// `COMMIT_SHARING` ([`CommitSharing`]).
+    pub commit_sharing: CommitSharing,
+    /// Why the broker must not start (a malformed [`ENCRYPTION_KEY_SECRET`] or [`COMMIT_SHARING_VAR`]),
+    /// if it must not.
     pub startup_error: Option<String>,
 }
 
@@ -111,9 +147,17 @@ impl WorkerConfig {
                 Err(e) => startup_error = Some(format!("{ENCRYPTION_KEY_SECRET} is invalid: {e}")),
             }
         }
+        let commit_sharing = match CommitSharing::parse(var(env, COMMIT_SHARING_VAR).as_deref()) {
+            Ok(sharing) => sharing,
+            Err(e) => {
+                startup_error.get_or_insert(e);
+                CommitSharing::Off
+            }
+        };
         WorkerConfig {
             broker,
             http,
+            commit_sharing,
             startup_error,
         }
     }
@@ -136,4 +180,27 @@ pub fn flag(env: &Env, name: &str) -> bool {
 
 fn parsed<T: std::str::FromStr>(env: &Env, name: &str) -> Option<T> {
     var(env, name).and_then(|v| v.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_sharing_takes_off_and_on_and_is_off_when_unset() {
+        assert_eq!(CommitSharing::parse(None), Ok(CommitSharing::Off));
+        assert_eq!(CommitSharing::parse(Some("off")), Ok(CommitSharing::Off));
+        assert_eq!(CommitSharing::parse(Some("on")), Ok(CommitSharing::On));
+    }
+
+    #[test]
+    fn commit_sharing_refuses_any_other_value_naming_the_variable() {
+        for bad in ["yes", "ON", "true", "1", "auto", "of"] {
+            let err = CommitSharing::parse(Some(bad)).unwrap_err();
+            assert!(
+                err.contains(COMMIT_SHARING_VAR) && err.contains(bad),
+                "{err}"
+            );
+        }
+    }
 }

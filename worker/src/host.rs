@@ -7,12 +7,16 @@ use queen_edge::engine::Host;
 use wasm_bindgen::{JsCast, JsValue};
 
 /// Clock from `Date.now()`, sleeps through `setTimeout` (`worker::Delay`), entropy from
-/// `crypto.getRandomValues`.
+/// `crypto.getRandomValues`; with `share_commits` (`COMMIT_SHARING = "on"`, [`crate::config::CommitSharing`]),
+/// a commit's leader gathers through one `setTimeout(0)`, during which workerd delivers the requests it holds.
 ///
 /// In a deployed Worker `Date.now()` advances only across I/O (Spectre mitigation); the engine only needs it
 /// to be monotonic per request, which it is.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct WorkerHost;
+pub struct WorkerHost {
+    /// Whether [`Host::gather`] offers a wait (`COMMIT_SHARING`).
+    pub share_commits: bool,
+}
 
 impl Host for WorkerHost {
     fn now_ms(&self) -> i64 {
@@ -23,6 +27,13 @@ impl Host for WorkerHost {
         // setTimeout takes an i32 of milliseconds.
         let ms = ms.min(i32::MAX as u64);
         Box::pin(worker::Delay::from(Duration::from_millis(ms)))
+    }
+
+    fn gather(&self) -> Option<LocalBoxFuture<'static, ()>> {
+        if !self.share_commits {
+            return None;
+        }
+        Some(Box::pin(worker::Delay::from(Duration::from_millis(0))))
     }
 
     fn entropy(&self) -> u64 {

@@ -176,3 +176,24 @@ test('scripts/serve killed with SIGKILL (no trap runs): its workerd ends too and
   assert.ok(!workerd.some(alive), `workerd ${workerd} outlived scripts/serve killed with SIGKILL`);
   await assert.rejects(fetch(`${s.url}/health`, { signal: AbortSignal.timeout(5_000) }), TypeError, 'nothing answers on the port');
 });
+
+test('scripts/serve: COMMIT_SHARING is on unless the state is on tmpfs, and --var overrides it', { timeout: 60_000 }, async () => {
+  const { execFileSync } = await import('node:child_process');
+  const fsType = (dir) => execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim();
+  const sharing = (state, ...more) => {
+    const config = execFileSync('bash', [join(ROOT, 'scripts', 'serve'), '--build-dir', join(ROOT, 'worker', 'build'),
+      '--state', join(state, 'not-yet-made'), '--print-config', ...more],
+    { encoding: 'utf8', env: { ...process.env, QE_DEV_VARS: join(ROOT, 'no-such.dev.vars') } });
+    return config.match(/name = "COMMIT_SHARING", text = "([^"]*)"/)[1];
+  };
+  const onTmp = tempPersistDir();
+  after(() => onTmp.cleanup());
+  const dirs = [onTmp.dir, '/dev/shm'].filter((d) => { try { fsType(d); return true; } catch { return false; } });
+  for (const dir of dirs) {
+    assert.equal(sharing(dir), fsType(dir) === 'tmpfs' ? 'off' : 'on', `state under ${dir} (${fsType(dir)})`);
+    assert.equal(sharing(dir, '--var', 'COMMIT_SHARING:off'), 'off');
+    assert.equal(sharing(dir, '--var', 'COMMIT_SHARING:on'), 'on');
+  }
+  assert.ok(dirs.some((d) => fsType(d) === 'tmpfs') && dirs.some((d) => fsType(d) !== 'tmpfs'),
+    `no state directory on disk and on tmpfs to check both defaults: ${dirs.map((d) => `${d} ${fsType(d)}`).join(', ')}`);
+});
