@@ -12,6 +12,8 @@
 # segments); DEFLATE segments are covered natively (30-cargo-test) and in workerd (70-worker).
 # Compiled with clippy as the workspace's compiler (scripts/with-clippy): this is where the npm module's
 # configuration, and the wasm32 test code, are linted.
+# It runs beside the tiers that use the release builds (its own target dir and free ports; see scripts/test):
+# scripts/test: beside others
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
