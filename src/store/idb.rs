@@ -994,7 +994,6 @@ impl Pending {
 }
 
 /// A commit whose requests are all issued: [`IdbStore::issue_commit`].
-#[derive(Debug)]
 struct IssuedCommit(TxEnd);
 
 /// The `name` and `message` of a thrown value (a `DOMException`, an `Error`, or anything else).

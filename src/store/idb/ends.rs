@@ -103,14 +103,6 @@ pub(super) struct TxEnd {
     watched: Rc<Watched>,
 }
 
-impl std::fmt::Debug for TxEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TxEnd")
-            .field("ended", &self.slot.ended.get())
-            .finish()
-    }
-}
-
 impl Future for TxEnd {
     type Output = Result<(), JsValue>;
 
