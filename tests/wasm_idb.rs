@@ -305,6 +305,59 @@ async fn stale_writer_commit_fails_and_writes_nothing() {
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
+/// Two commits of one connection in flight at once, a take-over between them (made by hand, between the
+/// two commits' transactions): the first lands, the second is fenced, and each commit gets its own
+/// outcome (a connection's transactions share one `complete` and one `abort` handler, which tell the
+/// event's transaction apart).
+#[wasm_bindgen_test]
+async fn two_commits_in_flight_each_get_their_own_outcome() {
+    use futures::FutureExt;
+    let name = unique_name("in-flight");
+    let store = open(&name, Durability::Strict).await;
+    let epoch = store.take_over().await.expect("take over");
+    // Another connection, open before the first commit is issued, so the claim below is made at once.
+    let other: IdbDatabase = raw::wait(&raw::factory().open(&name).expect("raw open"))
+        .await
+        .dyn_into()
+        .expect("a database");
+
+    let mut first = ChangeSet::default();
+    first.put("f/1", b"first".to_vec());
+    let mut second = ChangeSet::default();
+    second.put("f/2", b"second".to_vec());
+    // Polled once, a commit has issued its transaction and waits for its end.
+    let mut landing = Box::pin(store.commit(&first));
+    assert!((&mut landing).now_or_never().is_none(), "issued, not ended");
+    // The take-over's claim (as `IdbStore::take_over` writes it), ordered after the first commit and
+    // before the second.
+    let claim = other
+        .transaction_with_str_and_mode(META_STORE, IdbTransactionMode::Readwrite)
+        .expect("claim transaction");
+    let meta = claim.object_store(META_STORE).expect("meta");
+    let marker = js_sys::Object::new();
+    js_sys::Reflect::set(&marker, &"writer".into(), &epoch.into()).unwrap();
+    meta.delete(&idb::writer_key(epoch).into()).unwrap();
+    meta.add_with_key(&marker, &idb::claim_key(epoch + 1).into())
+        .unwrap();
+    meta.put_with_key(&(epoch + 1).into(), &"epoch".into())
+        .unwrap();
+    let mut fenced = Box::pin(store.commit(&second));
+    assert!((&mut fenced).now_or_never().is_none(), "issued, not ended");
+
+    let (landed, refused, claimed) = futures::join!(landing, fenced, raw::outcome(&claim));
+    landed.expect("the commit issued before the take-over lands");
+    let err = refused.expect_err("the commit issued after the take-over is fenced");
+    assert!(err.message.contains("took over"), "{err}");
+    claimed.expect("the claim lands");
+    assert_eq!(
+        store.scan("f/").await.expect("scan"),
+        vec![("f/1".to_string(), b"first".to_vec())]
+    );
+    other.close();
+    drop(store);
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
 /// A database a schema-version-1 build wrote (its writer fenced with `claim/<n + 1>` in each commit):
 /// opening it adds the fence index, keeps the data, and the writer fence holds from the first take-over.
 #[wasm_bindgen_test]

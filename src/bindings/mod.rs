@@ -238,12 +238,17 @@ impl Store for FencedStore {
             .iter()
             .map(|(key, bytes)| (key.clone(), Uint8Array::from(bytes.as_slice()).into()))
             .collect();
-        // Zero-padded by hand: a width in a format string pulls padding code into the module.
-        let cutoff = (BrowserHost.now_ms() - ANSWER_RETENTION_MS)
-            .max(0)
-            .to_string();
-        let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
-        let prune_below = format!("{ANSWER_PREFIX}{zeros}{cutoff}");
+        // Pruned only with a note of its own (IdbStore prunes per note's prefix).
+        let prune_below = if records.is_empty() {
+            String::new()
+        } else {
+            // Zero-padded by hand: a width in a format string pulls padding code into the module.
+            let cutoff = (BrowserHost.now_ms() - ANSWER_RETENTION_MS)
+                .max(0)
+                .to_string();
+            let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
+            format!("{ANSWER_PREFIX}{zeros}{cutoff}")
+        };
         let outcome = store
             .commit_recording(changes, &records, &prune_below)
             .await;

@@ -28,6 +28,11 @@
 //! is an `Err` and nothing of the change set is visible. Durability is `strict` by default (the data is
 //! flushed to disk before `complete`); [`Durability::Relaxed`] trades that for speed.
 //!
+//! A connection makes what every commit needs once, when it opens: the `complete` and `abort` handlers
+//! that wake the task awaiting a transaction (module `ends`), the commit's scope and options, the object
+//! store names, and its fence record's key and value for each epoch it commits at. A commit then only
+//! makes its own requests' keys and values.
+//!
 //! # Fencing
 //!
 //! Only one connection may write a database at a time; across tabs the JS wrapper elects it (Web Locks, or
@@ -80,9 +85,12 @@
 //! the upgrade, and aborts otherwise: someone else's database is refused with [`StoreErrorKind::Other`]
 //! and left at its version.
 
+mod ends;
+
 use super::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
+use ends::{TxEnd, TxEnds};
 use js_sys::{Array, Function, JsString, Object, Promise, Reflect, Uint8Array};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -154,8 +162,13 @@ extern "C" {
         options: &Object,
     ) -> Result<JsValue, JsValue>;
 
-    /// An `IDBTransaction`, viewed through the bindings web-sys marks deprecated.
+    /// An `IDBTransaction`, viewed through the bindings web-sys marks deprecated or lacks.
     type TxExt;
+
+    /// `IDBTransaction.objectStore(name)` with a name made once (web-sys takes a `&str`, which makes a
+    /// new JS string at every call).
+    #[wasm_bindgen(catch, method, js_name = objectStore)]
+    fn object_store_named(this: &TxExt, name: &JsValue) -> Result<IdbObjectStore, JsValue>;
 
     /// `IDBTransaction.commit()`: commit as soon as the issued requests are done. web-sys marks it
     /// deprecated; it is standard and absent only in old browsers (where the call fails harmlessly).
@@ -218,6 +231,45 @@ pub struct IdbStore {
     superseded: Cell<bool>,
     /// Keeps the `versionchange` and `close` handler alive while the connection is open.
     _on_versionchange: Closure<dyn FnMut(Event)>,
+    /// The ends of this connection's `readwrite` transactions.
+    ends: TxEnds,
+    /// What every commit uses, made once (module documentation, *Transactions*).
+    made: CommitValues,
+}
+
+/// The JS values of a commit that do not depend on its changes.
+struct CommitValues {
+    /// [`RECORDS_STORE`] and [`META_STORE`].
+    records: JsValue,
+    meta: JsValue,
+    /// Both, the scope of a commit's transaction.
+    scope: JsValue,
+    /// `{durability}` of `readwrite` transactions (none for the browser's default).
+    readwrite_options: Option<Object>,
+    /// The epoch, key and value of the last fence record made ([`IdbStore::fence_of`]).
+    fence: RefCell<Option<(u32, JsValue, JsValue)>>,
+}
+
+impl CommitValues {
+    fn new(durability: Durability) -> Result<CommitValues, JsValue> {
+        let records = JsValue::from_str(RECORDS_STORE);
+        let meta = JsValue::from_str(META_STORE);
+        let readwrite_options = match durability.as_str() {
+            Some(durability) => {
+                let options = Object::new();
+                Reflect::set(&options, &"durability".into(), &durability.into())?;
+                Some(options)
+            }
+            None => None,
+        };
+        Ok(CommitValues {
+            scope: Array::of2(&records, &meta).into(),
+            records,
+            meta,
+            readwrite_options,
+            fence: RefCell::new(None),
+        })
+    }
 }
 
 impl std::fmt::Debug for IdbStore {
@@ -334,6 +386,8 @@ impl IdbStore {
         // `close` fires when the browser closes the connection itself (site data cleared, disk error).
         db.set_onclose(Some(on_versionchange.as_ref().unchecked_ref()));
 
+        let made = CommitValues::new(options.durability)
+            .map_err(|e| js_store_error(StoreErrorKind::Other, "transaction options", &e))?;
         let store = IdbStore {
             db,
             name: name.to_string(),
@@ -342,6 +396,8 @@ impl IdbStore {
             epoch: Cell::new(0),
             superseded: Cell::new(false),
             _on_versionchange: on_versionchange,
+            ends: TxEnds::new(),
+            made,
         };
         store.check_format().await?;
         Ok(store)
@@ -395,7 +451,7 @@ impl IdbStore {
             let current = self.read_epoch().await?;
             let next = current.saturating_add(1);
             let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readwrite)?;
-            let done = TxOutcome::new(&tx);
+            let done = self.ends.watch(&tx);
             let meta = object_store(&tx, META_STORE)?;
             // The marker holds `current` in the fence index: the writer at `current` can never put its
             // fence record again (module documentation, *Fencing*).
@@ -410,7 +466,7 @@ impl IdbStore {
                 return Err(fail(e));
             }
             let _ = tx.unchecked_ref::<TxExt>().commit_now();
-            match done.finish().await {
+            match done.await {
                 Ok(()) => {
                     self.epoch.set(next);
                     self.superseded.set(false);
@@ -481,18 +537,11 @@ impl IdbStore {
         if self.closed.get() {
             return Err(self.closed_error());
         }
-        let tx = match (mode, self.options.durability.as_str()) {
-            (IdbTransactionMode::Readwrite, Some(durability)) => {
-                let options = Object::new();
-                Reflect::set(&options, &"durability".into(), &durability.into()).map_err(|e| {
-                    js_store_error(StoreErrorKind::Other, "transaction options", &e)
-                })?;
-                self.db.unchecked_ref::<DbExt>().transaction_with_options(
-                    store_names,
-                    mode,
-                    &options,
-                )
-            }
+        let tx = match (mode, &self.made.readwrite_options) {
+            (IdbTransactionMode::Readwrite, Some(options)) => self
+                .db
+                .unchecked_ref::<DbExt>()
+                .transaction_with_options(store_names, mode, options),
             _ => self
                 .db
                 .transaction_with_str_sequence_and_mode(store_names, mode),
@@ -652,27 +701,45 @@ impl IdbStore {
         if self.superseded.get() {
             return Err(self.superseded_error());
         }
-        let stores = Array::of2(&RECORDS_STORE.into(), &META_STORE.into());
-        let tx = self.transaction(&stores, IdbTransactionMode::Readwrite)?;
-        let done = TxOutcome::new(&tx);
+        let tx = self.transaction(&self.made.scope, IdbTransactionMode::Readwrite)?;
+        let done = self.ends.watch(&tx);
+        let ext = tx.unchecked_ref::<TxExt>();
         // Every request is issued here, synchronously: no await until the transaction is complete. The
         // fence first (module documentation, *Fencing*): it aborts the whole transaction if a later epoch
         // was claimed.
-        let issued = issue_fence(&tx, self.epoch.get())
-            .and_then(|()| issue_changes(&tx, changes))
+        let issued = self
+            .fence_of(self.epoch.get())
+            .and_then(|(key, value)| {
+                ext.object_store_named(&self.made.meta)?
+                    .put_with_key(&value, &key)
+            })
+            .and_then(|_| issue_changes(&ext.object_store_named(&self.made.records)?, changes))
             .and_then(|()| issue_records(&tx, records, prune_below));
         if let Err(e) = issued {
             let _ = tx.abort();
             return Err(js_store_error(kind_for_commit(&e), "commit", &e));
         }
         // Lets the browser commit without waiting for the end of the task; harmless where unsupported.
-        let _ = tx.unchecked_ref::<TxExt>().commit_now();
+        let _ = ext.commit_now();
         Ok(IssuedCommit(done))
+    }
+
+    /// The key and value of the fence record of a commit at `epoch` (`meta/writer/<epoch>` =
+    /// `{writer: epoch}`), made once per epoch: IndexedDB copies a value when it is put, so one object
+    /// serves every commit.
+    fn fence_of(&self, epoch: u32) -> Result<(JsValue, JsValue), JsValue> {
+        let mut made = self.made.fence.borrow_mut();
+        if let Some((_, key, value)) = made.as_ref().filter(|(at, _, _)| *at == epoch) {
+            return Ok((key.clone(), value.clone()));
+        }
+        let (key, value): (JsValue, JsValue) = (writer_key(epoch).into(), fence_value(epoch)?);
+        *made = Some((epoch, key.clone(), value.clone()));
+        Ok((key, value))
     }
 
     /// Waits for the end of a commit issued by [`IdbStore::issue_commit`] on this store.
     async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
-        issued.0.finish().await.map_err(|e| {
+        issued.0.await.map_err(|e| {
             if self.closed.get() {
                 self.closed_error()
             } else if describe(&e).0 == "ConstraintError" {
@@ -823,15 +890,6 @@ fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, Store
     })
 }
 
-/// Issues the fence of a commit at `epoch`: puts `meta/writer/<epoch>` = `{writer: epoch}`. The put fails
-/// in the unique `writer` index (and its unhandled error aborts the transaction) once the epoch after
-/// `epoch` was claimed: its marker holds the same value.
-fn issue_fence(tx: &IdbTransaction, epoch: u32) -> Result<(), JsValue> {
-    let meta = tx.object_store(META_STORE)?;
-    meta.put_with_key(&fence_value(epoch)?, &writer_key(epoch).into())?;
-    Ok(())
-}
-
 /// Issues the records of [`IdbStore::commit_recording`]: for each, deletes the meta keys in
 /// `[prefix, prune_below)`, where `prefix` is its key up to and including the first `/` (nothing when it
 /// has none; once per prefix), then puts its value at its key.
@@ -862,9 +920,9 @@ fn issue_records(
     Ok(())
 }
 
-/// Issues one request per put and delete. Any synchronous failure is returned; the caller aborts.
-fn issue_changes(tx: &IdbTransaction, changes: &ChangeSet) -> Result<(), JsValue> {
-    let records = tx.object_store(RECORDS_STORE)?;
+/// Issues one request per put and delete in `records`. Any synchronous failure is returned; the caller
+/// aborts.
+fn issue_changes(records: &IdbObjectStore, changes: &ChangeSet) -> Result<(), JsValue> {
     for key in changes.deletes() {
         records.delete(&JsValue::from_str(key))?;
     }
@@ -936,42 +994,7 @@ impl Pending {
 }
 
 /// A commit whose requests are all issued: [`IdbStore::issue_commit`].
-#[derive(Debug)]
-struct IssuedCommit(TxOutcome);
-
-/// A transaction's end: `complete` resolves, `abort` rejects with the transaction's error.
-#[derive(Debug)]
-struct TxOutcome {
-    tx: IdbTransaction,
-    settled: JsFuture,
-}
-
-impl TxOutcome {
-    fn new(tx: &IdbTransaction) -> TxOutcome {
-        let promise = Promise::new(&mut |resolve, reject| {
-            tx.set_oncomplete(Some(&resolve));
-            tx.set_onabort(Some(&reject));
-        });
-        TxOutcome {
-            tx: tx.clone(),
-            settled: JsFuture::from(promise),
-        }
-    }
-
-    async fn finish(self) -> Result<(), JsValue> {
-        let outcome = self.settled.await;
-        self.tx.set_oncomplete(None);
-        self.tx.set_onabort(None);
-        match outcome {
-            Ok(_) => Ok(()),
-            Err(_) => {
-                Err(self.tx.error().map(JsValue::from).unwrap_or_else(|| {
-                    JsValue::from_str("AbortError: the transaction was aborted")
-                }))
-            }
-        }
-    }
-}
+struct IssuedCommit(TxEnd);
 
 /// The `name` and `message` of a thrown value (a `DOMException`, an `Error`, or anything else).
 fn describe(e: &JsValue) -> (String, String) {

@@ -9,7 +9,7 @@
 // bundled by esbuild) and the wasm it fetches, queen_edge_bg.wasm; each raw and gzipped (zlib level 9).
 // The source map (queen-edge.js.map) is printed but not counted: only devtools fetch it. Also printed: what
 // `Queen.open({ views: true })` fetches instead (the views build's glue chunk and wasm). Enforced limit:
-// 238 KB gzipped in all for `Queen.open`; over it, the exit code is 1, always. Issue 11's target is 200 KB
+// 239 KB gzipped in all for `Queen.open`; over it, the exit code is 1, always. Issue 11's target is 200 KB
 // on stable Rust, which this build does not meet yet (printed as a miss; docs/decisions.md, "Over the
 // 200 KB target"): the limit is a ratchet that stops further growth until a size pass brings it back.
 //
@@ -42,7 +42,11 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // pages (session 11)"); a ratchet, not a target.
 // 238 KB since session 11 (lead): shared Durable Object commits (COMMIT_SHARING) brought the engine's gathering
 // and review-gather's two dropped-leader fixes into the browser module too, measured +0.3 KB over 237.0.
-const BUDGET_GZ = 238 * 1024
+// 239 KB since session 12 (idb-b1): one complete/abort handler pair per IndexedDB connection instead of a
+// promise and two callbacks per commit, and the commit's values made once, measured +1.1 KB over main's 237.3 KB
+// for a batch-1 push and pop+ack a few percent faster (docs/decisions.md, "The browser's batch-1 path,
+// session 12"); a ratchet, not a target.
+const BUDGET_GZ = 239 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
