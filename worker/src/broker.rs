@@ -1,8 +1,8 @@
 //! The `Broker` Durable Object: one broker (every queue of it) per object, on SQLite-backed storage.
 //!
-//! The entry Worker (`lib.rs`) forwards `/api/v1/*`, `/health`, `/metrics*` (and, in tests only, `/__test/*`)
-//! here unchanged. The object opens one [`Engine`] over a [`DoStore`] on its first request and keeps it while
-//! the object lives; every request is read into an [`HttpRequest`] and answered by
+//! The entry Worker (`worker/entry.js`, `crate::fetch`) forwards `/api/v1/*`, `/health`, `/metrics*` (and,
+//! in tests only, `/__test/*`) here unchanged. The object opens one [`Engine`] over a [`DoStore`] on its first
+//! request and keeps it while the object lives; every request is read into an [`HttpRequest`] and answered by
 //! `queen_edge::http::handle`. Requests interleave at their awaits (a long-poll parks without blocking
 //! pushes); the engine serialises commands itself.
 //!

@@ -7,7 +7,7 @@
 //!   answer (a preflight, a refusal) or as the name of the object to forward to, and the JS handler forwards
 //!   the request itself (`env.BROKER.get(env.BROKER.idFromName(name)).fetch(request)`): no Rust future,
 //!   no promise glue, no copy of the request. Anything else comes back `undefined`;
-//! - the wasm fetch handler (`lib.rs`) serves the rest: assets, test routes, requests whose JWT must be
+//! - the wasm fetch handler (`crate::fetch`) serves the rest: assets, test routes, requests whose JWT must be
 //!   verified through Web Crypto, `SHARDS` > 1 and the shard migration.
 //!
 //! Either way the route, the caller's access and the declared body size are checked before any Durable
