@@ -2,9 +2,11 @@
 //! a full build turned maintenance mode on: it honours what is stored. Pops claim nothing while pop
 //! maintenance is on; pushes are refused (503) while push maintenance is on or buffered messages wait,
 //! never applied ahead of them; the maintenance and trace routes answer 501 with what to do instead.
-//! Run by `cargo test --test http_lean --no-default-features` (scripts/test.d/30-cargo-test).
+//! Run where the npm module's configuration is built anyway: in 40-browser (wasm32, no default features,
+//! `talc`; in node), beside the crate's other wasm tests. By hand, natively: `cargo test --test http_lean
+//! --no-default-features`.
 
-#![cfg(all(not(target_arch = "wasm32"), not(feature = "ops")))]
+#![cfg(not(feature = "ops"))]
 
 mod http_support;
 
@@ -33,7 +35,8 @@ fn stored_mode(h: &Harness, push: bool, pop: bool, buffered: bool) -> Harness {
     h.restart(HttpConfig::default())
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_build_without_ops_honours_a_stored_maintenance_mode() {
     let h = Harness::new();
     let (status, _) = h.call(

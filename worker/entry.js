@@ -7,7 +7,7 @@
 //   - a Response: the answer itself (a preflight, a refusal);
 //   - undefined: not decided here (assets, test routes, a JWT whose signature needs Web Crypto, SHARDS > 1,
 //     the shard migration): fastFetch returns undefined and the caller runs the wasm fetch handler.
-// Per isolate, as the precheck's own settings are (EntrySettings in worker/src/lib.rs): which optional headers
+// Per isolate, as the precheck's own settings are (EntrySettings in worker/src/fetch.rs): which optional headers
 // the decision reads (entryHeaders; a header it never reads is passed as null, not fetched from workerd), and
 // the DurableObjectId of each object name forwarded to (idFromName hashes the name; an id, unlike a stub, is
 // not bound to the request that made it).

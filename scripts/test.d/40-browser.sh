@@ -9,7 +9,8 @@
 # Only the test files that hold wasm tests (`wasm_bindgen_test`) are built for wasm32: the others are
 # native-only suites (30-cargo-test) and would only compile here.
 # Built without the default `deflate` feature and with `talc`, as the npm module ships (plain-JSON
-# segments); DEFLATE segments are covered natively (30-cargo-test) and in workerd (70-worker).
+# segments); DEFLATE segments are covered natively (30-cargo-test) and in workerd (70-worker). Without `ops`
+# too, so tests/http_lean.rs (the default npm build honours a stored maintenance mode) runs here.
 # Compiled with clippy as the workspace's compiler (scripts/with-clippy): this is where the npm module's
 # configuration, and the wasm32 test code, are linted.
 # It runs beside the tiers that use the release builds (its own target dir and free ports; see scripts/test):

@@ -1,8 +1,8 @@
 //! The `Broker` Durable Object: one broker (every queue of it) per object, on SQLite-backed storage.
 //!
-//! The entry Worker (`lib.rs`) forwards `/api/v1/*`, `/health`, `/metrics*` (and, in tests only, `/__test/*`)
-//! here unchanged. The object opens one [`Engine`] over a [`DoStore`] on its first request and keeps it while
-//! the object lives; every request is read into an [`HttpRequest`] and answered by
+//! The entry Worker (`worker/entry.js`, `crate::fetch`) forwards `/api/v1/*`, `/health`, `/metrics*` (and,
+//! in tests only, `/__test/*`) here unchanged. The object opens one [`Engine`] over a [`DoStore`] on its first
+//! request and keeps it while the object lives; every request is read into an [`HttpRequest`] and answered by
 //! `queen_edge::http::handle`. Requests interleave at their awaits (a long-poll parks without blocking
 //! pushes); the engine serialises commands itself.
 //!
@@ -23,27 +23,19 @@ use wasm_bindgen::JsValue;
 use worker::worker_sys::{web_sys, DurableObjectState};
 use worker::{console_error, console_log, ByteStream, Env, Headers, Method, Result, State};
 
-use crate::config::{flag, CommitSharing, WorkerConfig};
+use crate::config::{CommitSharing, WorkerConfig};
 use crate::do_store::DoStore;
+use crate::frame;
 use crate::host::WorkerHost;
+use crate::path_and_query;
 use crate::respond;
 use crate::run_now::run_now;
 use crate::shard_guard::{self, Decision, Placement, PLACEMENT_KEY};
 use crate::shards::SHARD_HEADER;
+use crate::vars::flag;
 
 /// The engine a `Broker` object runs.
 pub type BrokerEngine = Engine<DoStore, WorkerHost>;
-
-/// The path and the query (without `?`) of a request URL as workerd serialises it
-/// (`http://host/path?query`); a bare `/path?query` works too.
-pub fn path_and_query(url: &str) -> (&str, &str) {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    let target = url[after_scheme..]
-        .find('/')
-        .map_or("/", |i| &url[after_scheme + i..]);
-    let target = target.split_once('#').map_or(target, |(t, _)| t);
-    target.split_once('?').unwrap_or((target, ""))
-}
 
 /// Reads `req` (the body is consumed) into the HTTP layer's request type, reading at most
 /// `max_body_bytes` of body: a longer body (declared or not) is answered 413 (`Err`). A body with a
@@ -137,7 +129,7 @@ impl Broker {
         if let Some(engine) = slot.as_ref() {
             return Ok(engine.clone());
         }
-        let count = crate::shards::shard_count(&self.env)?;
+        let count = crate::vars::shard_count(&self.env)?;
         let storage = self.state.storage();
         let stored: Option<Placement> = storage
             .get(PLACEMENT_KEY)
@@ -357,7 +349,7 @@ impl Broker {
     /// this object's engine opens (with its shard guard) and 503 otherwise.
     async fn serve_internal(&self, path: &str, req: web_sys::Request) -> Result<web_sys::Response> {
         if path.starts_with("/__shard/catalog/") {
-            return crate::catalog::handle(&self.state, req).await;
+            return crate::catalog_object::handle(&self.state, req).await;
         }
         if path.starts_with("/__shard/reshard/") {
             return crate::reshard_object::handle(self, path, req).await;
@@ -485,7 +477,7 @@ impl Broker {
 /// workerd instantiates the class `scripts/build-worker` makes of it with `worker/shim.js`
 /// (`durableObjectClass`). Its `fetch` reads a public API request's body once (`arrayBuffer()`) and calls
 /// [`BrokerObject::serve`] with the method, the URL, the two headers the HTTP layer reads and the body;
-/// the answer comes back as bytes ([`respond::frame`]) from which JS builds the `Response`, in the same
+/// the answer comes back as bytes ([`frame::frame`]) from which JS builds the `Response`, in the same
 /// call when the request needs no real wait ([`run_now`]). Internal and test routes, and bodies without
 /// a declared length or declared longer than the limit, go to [`BrokerObject::fetch`] with workerd's
 /// `Request` as it is (no `worker::Request`, whose constructor copies the `cf` object).
@@ -528,7 +520,7 @@ impl BrokerObject {
     /// Answers one request given as its parts: `method`, the `url` as workerd serialises it, the
     /// `Authorization`, `Content-Type` and `x-queen-shard` headers, and the whole body (within
     /// [`BrokerObject::max_body_bytes`], checked again by the HTTP layer). Returns the answer as a
-    /// [`respond::frame`] (a `Uint8Array`), or a `Promise` of one when the request must wait.
+    /// [`frame::frame`] (a `Uint8Array`), or a `Promise` of one when the request must wait.
     pub fn serve(
         &self,
         method: &str,
@@ -557,7 +549,7 @@ impl BrokerObject {
         let broker = self.broker.clone();
         run_now(async move {
             let answer = broker.answer(request).await;
-            Ok(js_sys::Uint8Array::from(respond::frame(&answer).as_slice()).into())
+            Ok(js_sys::Uint8Array::from(frame::frame(&answer).as_slice()).into())
         })
     }
 
@@ -585,10 +577,10 @@ impl BrokerObject {
         !self.broker.engine_is_open()
     }
 
-    /// The header set `kind` of a frame as `name\nvalue\n` pairs ([`respond::frame_headers`]).
+    /// The header set `kind` of a frame as `name\nvalue\n` pairs ([`frame::frame_headers`]).
     #[wasm_bindgen(js_name = frameHeaders)]
     pub fn frame_headers(kind: u8) -> String {
-        respond::frame_headers(kind)
+        frame::frame_headers(kind)
     }
 
     /// Called by workerd (through the shim) for the requests [`BrokerObject::serve`] does not take.

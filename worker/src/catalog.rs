@@ -2,7 +2,8 @@
 //! pop asks only those shards (not every one).
 //!
 //! It is one more `Broker` object (named `<broker>#catalog`, see [`crate::shards::ShardMap`]) that answers
-//! two internal routes, reached only from the entry Worker (public paths never start with `/__shard/`):
+//! two internal routes (`crate::catalog_object`), reached only from the entry Worker (public paths never
+//! start with `/__shard/`):
 //! - `POST /__shard/catalog/register` `{"labels": [[namespace, task, shard], ...]}`: records the labels
 //!   (durably, before it answers);
 //! - `GET /__shard/catalog/lookup?namespace=&task=`: `{"shards": [...]}`, the shards with a label matching
@@ -13,61 +14,13 @@
 //! (its queue deleted) costs a discovery pop one empty probe of that shard.
 
 use serde::{Deserialize, Serialize};
-use worker::worker_sys::web_sys;
-use worker::{Method, Request, Result, State};
 
-use crate::respond;
-use crate::routing::query_param;
-
-/// The storage key of the label list.
-const LABELS_KEY: &str = "queen-catalog-labels";
+/// The catalog object's storage key of the label list.
+pub const LABELS_KEY: &str = "queen-catalog-labels";
 
 /// One catalog entry: a shard holds (or held) a queue with this namespace and task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Label(pub String, pub String, pub u16);
-
-#[derive(Deserialize)]
-struct Register {
-    labels: Vec<Label>,
-}
-
-/// Answers a catalog route on the catalog object's storage.
-pub async fn handle(state: &State, req: web_sys::Request) -> Result<web_sys::Response> {
-    // Internal and rare (one register per new label per isolate): read through workers-rs's request.
-    let mut req = Request::from(req);
-    let storage = state.storage();
-    let mut labels: Vec<Label> = storage.get(LABELS_KEY).await?.unwrap_or_default();
-    match (req.method(), req.path().as_str()) {
-        (Method::Post, "/__shard/catalog/register") => {
-            let Ok(body) = req.json::<Register>().await else {
-                return respond::error(
-                    400,
-                    "catalog register wants {\"labels\": [[ns, task, shard]]}",
-                );
-            };
-            let before = labels.len();
-            for label in body.labels {
-                if !labels.contains(&label) {
-                    labels.push(label);
-                }
-            }
-            if labels.len() != before {
-                storage.put(LABELS_KEY, &labels).await?;
-            }
-            respond::json(200, &serde_json::json!({ "labels": labels.len() }))
-        }
-        (Method::Get, "/__shard/catalog/lookup") => {
-            let query = req.url()?.query().unwrap_or("").to_string();
-            let namespace = query_param(&query, "namespace");
-            let task = query_param(&query, "task");
-            respond::json(
-                200,
-                &serde_json::json!({ "shards": matching(&labels, namespace.as_deref(), task.as_deref()) }),
-            )
-        }
-        _ => respond::error(404, "no such catalog route"),
-    }
-}
 
 /// The shards (ascending, each once) with a label matching `namespace` and `task` (each when given).
 pub fn matching(labels: &[Label], namespace: Option<&str>, task: Option<&str>) -> Vec<u16> {

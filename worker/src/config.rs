@@ -5,11 +5,12 @@
 //! the broker (every request answers 503 saying why): a `QUEEN_ENCRYPTION_KEY` that is set but not 64 hex
 //! characters, because running without it would refuse or misread encrypted queues; and a `COMMIT_SHARING`
 //! that is neither `off` nor `on` ([`CommitSharing`]), so a misspelt setting is never taken for another.
+//!
+//! The values are read from the `Env` by `crate::vars` (wasm32); what they mean is decided here, without I/O.
 
 use queen_edge::core::BrokerConfig;
 use queen_edge::http::jwt::{JwtConfig, JwtSettings};
 use queen_edge::http::{AuthConfig, AuthToken, EncryptionKey, HttpConfig, Role};
-use worker::Env;
 
 /// Secrets that hold bearer tokens, and the role each grants.
 pub const TOKEN_SECRETS: [(&str, Role); 3] = [
@@ -90,20 +91,27 @@ pub struct WorkerConfig {
 }
 
 impl WorkerConfig {
-    /// Reads the settings from `env`; `worker_id` is reported by `/health`, `now_ms` starts the uptime.
-    pub fn from_env(env: &Env, worker_id: String, now_ms: i64) -> Self {
+    /// Makes the settings from `var`, which gives the value of a variable or secret by name (`None` when it
+    /// is unset or empty); `worker_id` is reported by `/health`, `now_ms` starts the uptime.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>, worker_id: String, now_ms: i64) -> Self {
+        fn parsed<T: std::str::FromStr>(
+            var: impl Fn(&str) -> Option<String>,
+            name: &str,
+        ) -> Option<T> {
+            var(name).and_then(|v| v.parse().ok())
+        }
         let mut broker = BrokerConfig::default();
-        match var(env, "DEFAULT_SUBSCRIPTION_MODE").as_deref() {
+        match var("DEFAULT_SUBSCRIPTION_MODE").as_deref() {
             Some("all") => broker.default_subscription_new = false,
             Some("new") => broker.default_subscription_new = true,
             _ => {}
         }
-        broker.max_stored_bytes = match parsed::<u64>(env, "MAX_STORED_BYTES") {
+        broker.max_stored_bytes = match parsed::<u64>(&var, "MAX_STORED_BYTES") {
             Some(0) => None,
             Some(n) => Some(n),
             None => Some(DEFAULT_MAX_STORED_BYTES),
         };
-        if let Some(v) = parsed(env, "SEGMENT_CACHE_BYTES") {
+        if let Some(v) = parsed(&var, "SEGMENT_CACHE_BYTES") {
             broker.cache_bytes = v;
         }
         let mut http = HttpConfig {
@@ -111,43 +119,43 @@ impl WorkerConfig {
             started_at_ms: now_ms,
             ..HttpConfig::default()
         };
-        if let Some(v) = parsed(env, "MAX_BODY_BYTES") {
+        if let Some(v) = parsed(&var, "MAX_BODY_BYTES") {
             http.limits.max_body_bytes = v;
         }
-        if let Some(v) = parsed(env, "DEFAULT_TIMEOUT") {
+        if let Some(v) = parsed(&var, "DEFAULT_TIMEOUT") {
             http.limits.default_wait_ms = v;
         }
-        if let Some(v) = parsed(env, "MAX_TIMEOUT") {
+        if let Some(v) = parsed(&var, "MAX_TIMEOUT") {
             http.limits.max_wait_ms = v;
         }
         let tokens: Vec<AuthToken> = TOKEN_SECRETS
             .iter()
-            .filter_map(|(name, role)| var(env, name).map(|t| AuthToken::new(t, *role)))
+            .filter_map(|(name, role)| var(name).map(|t| AuthToken::new(t, *role)))
             .collect();
         if !tokens.is_empty() {
             http.auth = Some(AuthConfig { tokens });
         }
-        if flag(env, "JWT_ENABLED") {
+        if is_true(var("JWT_ENABLED").as_deref()) {
             http.jwt = Some(JwtConfig::from_settings(&JwtSettings {
-                algorithm: var(env, "JWT_ALGORITHM"),
-                secret: var(env, "JWT_SECRET"),
-                public_key_pem: var(env, "JWT_PUBLIC_KEY"),
-                jwks_url: var(env, "JWT_JWKS_URL"),
-                issuer: var(env, "JWT_ISSUER"),
-                audience: var(env, "JWT_AUDIENCE"),
-                clock_skew: var(env, "JWT_CLOCK_SKEW"),
-                roles_claim: var(env, "JWT_ROLES_CLAIM"),
-                skip_paths: var(env, "JWT_SKIP_PATHS"),
+                algorithm: var("JWT_ALGORITHM"),
+                secret: var("JWT_SECRET"),
+                public_key_pem: var("JWT_PUBLIC_KEY"),
+                jwks_url: var("JWT_JWKS_URL"),
+                issuer: var("JWT_ISSUER"),
+                audience: var("JWT_AUDIENCE"),
+                clock_skew: var("JWT_CLOCK_SKEW"),
+                roles_claim: var("JWT_ROLES_CLAIM"),
+                skip_paths: var("JWT_SKIP_PATHS"),
             }));
         }
         let mut startup_error = None;
-        if let Some(hex) = var(env, ENCRYPTION_KEY_SECRET) {
+        if let Some(hex) = var(ENCRYPTION_KEY_SECRET) {
             match EncryptionKey::from_hex(&hex) {
                 Ok(key) => http.encryption = Some(key),
                 Err(e) => startup_error = Some(format!("{ENCRYPTION_KEY_SECRET} is invalid: {e}")),
             }
         }
-        let commit_sharing = match CommitSharing::parse(var(env, COMMIT_SHARING_VAR).as_deref()) {
+        let commit_sharing = match CommitSharing::parse(var(COMMIT_SHARING_VAR).as_deref()) {
             Ok(sharing) => sharing,
             Err(e) => {
                 startup_error.get_or_insert(e);
@@ -163,23 +171,9 @@ impl WorkerConfig {
     }
 }
 
-/// The string value of a plain variable or a secret named `name`, if set and non-empty.
-pub fn var(env: &Env, name: &str) -> Option<String> {
-    env.var(name)
-        .map(|v| v.to_string())
-        .or_else(|_| env.secret(name).map(|v| v.to_string()))
-        .ok()
-        .map(|v| v.trim().to_string())
-        .filter(|v| !v.is_empty())
-}
-
-/// True when the variable `name` is `true` or `1` (the contract's boolean rule).
-pub fn flag(env: &Env, name: &str) -> bool {
-    matches!(var(env, name).as_deref(), Some("true") | Some("1"))
-}
-
-fn parsed<T: std::str::FromStr>(env: &Env, name: &str) -> Option<T> {
-    var(env, name).and_then(|v| v.parse().ok())
+/// True for `true` and `1`: the contract's rule for a boolean variable.
+pub fn is_true(value: Option<&str>) -> bool {
+    matches!(value, Some("true") | Some("1"))
 }
 
 #[cfg(test)]

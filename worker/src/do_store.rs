@@ -77,6 +77,12 @@
 //!
 //! `/__test/store/previous-build` and `/__test/store/downgrade` ([`crate::selftest`]) check storage format 1
 //! wrote, with that build's SQL and with a broker's backlog.
+//!
+//! The layout's constants, the statements of a commit ([`plan`]) and the key arithmetic are in
+//! [`crate::do_layout`] (no I/O, so its unit tests run natively).
+//!
+//! [`CHUNK_BYTES`]: crate::do_layout::CHUNK_BYTES
+//! [`MAX_BATCH_BYTES`]: crate::do_layout::MAX_BATCH_BYTES
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -87,78 +93,11 @@ use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{SqlStorage, SqlStorageValue, Storage};
 
-/// Bytes per stored chunk of a value (1 MiB; the Durable Object SQLite row limit is 2 MB).
-pub const CHUNK_BYTES: usize = 1024 * 1024;
-
-/// The on-disk layout version this build writes and understands (2: segments in `queen_seg`).
-pub const FORMAT_VERSION: i64 = 2;
-
-/// Partition ids below `1 << SEG_PID_BITS` and first offsets below `1 << SEG_FIRST_BITS` make a segment key
-/// whose value can live in `queen_seg`: the id `pid << SEG_FIRST_BITS | first` stays under 2^53, which a JS
-/// number (the SQL binding's integers) holds exactly.
-const SEG_PID_BITS: u32 = 21;
-const SEG_FIRST_BITS: u32 = 32;
-/// One past the largest `queen_seg` id.
-const SEG_ID_END: u64 = 1 << (SEG_PID_BITS + SEG_FIRST_BITS);
-
-/// The table of segment values (module documentation, "Layout").
-const SEG_TABLE: &str =
-    "CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)";
-
-/// Puts a row of an upsert into `queen_kv` whose chunk is negative into `queen_seg` instead (id `-1 -
-/// chunk`), deletes whatever `queen_kv` holds under its key (a value of [`CHUNK_BYTES`] or more it had
-/// before), and skips the row (`RAISE(IGNORE)` ends this row's insert, the statement goes on with the next
-/// row). So a commit that puts segments and other records stays one statement. Its name carries a version:
-/// a changed body gets a new name.
-const ROUTE_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_seg_route_v1 \
-     BEFORE INSERT ON queen_kv WHEN NEW.chunk < 0 BEGIN \
-       INSERT INTO queen_seg (id, value) VALUES (-1 - NEW.chunk, NEW.value) \
-         ON CONFLICT (id) DO UPDATE SET value = excluded.value; \
-       DELETE FROM queen_kv WHERE key = NEW.key; \
-       SELECT RAISE(IGNORE); \
-     END";
-
-/// Bound parameters per statement, under SQLite-in-Durable-Objects' limit of 100.
-pub const MAX_BINDINGS: usize = 99;
-
-/// Largest total of bound value bytes batched into one `INSERT` (bigger chunks go alone).
-const MAX_BATCH_BYTES: usize = 256 * 1024;
-
-/// Deletes the chunks after chunk 0 of a key whose chunk 0 is updated with a one-chunk value (shorter than
-/// [`CHUNK_BYTES`], the number in its `WHEN`: see the module documentation). Its name carries a version: a
-/// changed body gets a new name, never an old trigger kept by `IF NOT EXISTS`.
-const SHRINK_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_kv_shrink_v2 \
-     AFTER UPDATE OF value ON queen_kv WHEN NEW.chunk = 0 AND length(NEW.value) < 1048576 BEGIN \
-       DELETE FROM queen_kv WHERE key = NEW.key AND chunk > 0; \
-     END";
-
-/// Drops the trigger of an earlier build of this commit SQL (`queen_kv_shrink_v1`, commit ea7b0ea on branch
-/// worker-sql): it deleted a key's chunks after 0 on every update of chunk 0, which that build's commits
-/// counted on and this build's do not (kept, it would delete and insert again what a multi-chunk put updates in
-/// place). That build, opening storage again, creates it again and commits right with both in place.
-const DROP_EARLIER_TRIGGER: &str = "DROP TRIGGER IF EXISTS queen_kv_shrink_v1";
-
-/// The start of the statement that deletes the old chunks past a multi-chunk value's own (its key and
-/// chunk count follow).
-const TRIM_HEAD: &str = "DELETE FROM queen_kv WHERE key = ? AND chunk >= ";
-
-/// The start and end of a statement that puts chunks.
-const UPSERT_HEAD: &str = "INSERT INTO queen_kv (key, chunk, value) VALUES ";
-const UPSERT_TAIL: &str = " ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value";
-
-/// The start and end of a statement that deletes keys.
-const DELETE_HEAD: &str = "DELETE FROM queen_kv WHERE key IN (";
-const DELETE_TAIL: &str = ")";
-
-/// Deletes the `queen_seg` row of a segment key whose new value, of [`CHUNK_BYTES`] or more, goes to `queen_kv`.
-const SEG_EVICT: &str = "DELETE FROM queen_seg WHERE id = ?";
-
-/// The start of a statement that deletes segment values from `queen_seg` (ends with [`DELETE_TAIL`]).
-const SEG_DELETE_HEAD: &str = "DELETE FROM queen_seg WHERE id IN (";
-
-/// The key of the row [`DoStore::commit_then_fail`] adds: its `NULL` value breaks `queen_kv`'s `NOT NULL`,
-/// so the statement fails at its last row.
-const FAIL_KEY: &str = "queen_kv/commit_then_fail";
+use crate::do_layout::{
+    first_segment_id_from, merge_records, placeholders, plan, prefix_end, segment_id,
+    segment_key_of, Binding, Statement, DROP_EARLIER_TRIGGER, FORMAT_VERSION, MAX_BINDINGS,
+    ROUTE_TRIGGER, SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
+};
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -192,43 +131,26 @@ pub struct DoStore {
     transaction: Rc<Transaction>,
 }
 
-/// One SQL statement with its bound parameters, prepared before the transaction starts; the values are
-/// borrowed from the change set until they are turned into JS values ([`Statement::into_js`]).
-struct Statement<'a> {
-    sql: String,
-    bindings: Vec<Binding<'a>>,
-}
-
-/// A bound parameter.
-#[derive(Debug, Clone, Copy)]
-enum Binding<'a> {
-    Text(&'a str),
-    Blob(&'a [u8]),
-    /// An integer whose magnitude is at most 2^53 (exact as a JS number).
-    Int(i64),
-}
-
 /// A statement with its parameters as JS values (a blob copied once, into a `Uint8Array`).
 struct JsStatement {
     sql: String,
     bindings: Vec<JsValue>,
 }
 
-impl Statement<'_> {
-    fn into_js(self) -> JsStatement {
-        let bindings = self
-            .bindings
-            .into_iter()
-            .map(|b| match b {
-                Binding::Text(text) => JsValue::from_str(text),
-                Binding::Blob(bytes) => js_sys::Uint8Array::from(bytes).into(),
-                Binding::Int(n) => JsValue::from_f64(n as f64),
-            })
-            .collect();
-        JsStatement {
-            sql: self.sql,
-            bindings,
-        }
+/// `statement` with its parameters turned into JS values.
+fn to_js(statement: Statement) -> JsStatement {
+    let bindings = statement
+        .bindings
+        .into_iter()
+        .map(|b| match b {
+            Binding::Text(text) => JsValue::from_str(text),
+            Binding::Blob(bytes) => js_sys::Uint8Array::from(bytes).into(),
+            Binding::Int(n) => JsValue::from_f64(n as f64),
+        })
+        .collect();
+    JsStatement {
+        sql: statement.sql,
+        bindings,
     }
 }
 
@@ -514,7 +436,7 @@ impl DoStore {
     /// or nothing by itself), several inside one `transactionSync`.
     fn run(&self, mut statements: Vec<Statement>) -> Result<u64, StoreError> {
         if statements.len() == 1 {
-            let JsStatement { sql, bindings } = statements.remove(0).into_js();
+            let JsStatement { sql, bindings } = to_js(statements.remove(0));
             return crate::sql_exec::exec(&self.sql, &sql, bindings).map_err(js_error);
         }
         self.run_in_transaction(statements)
@@ -523,7 +445,7 @@ impl DoStore {
     /// Runs `statements` inside one `transactionSync`, returning the rows written.
     fn run_in_transaction(&self, statements: Vec<Statement>) -> Result<u64, StoreError> {
         let t = &self.transaction;
-        *t.pending.borrow_mut() = statements.into_iter().map(Statement::into_js).collect();
+        *t.pending.borrow_mut() = statements.into_iter().map(to_js).collect();
         t.written.set(0);
         let outcome = t
             .transaction_sync
@@ -533,239 +455,6 @@ impl DoStore {
         outcome.map_err(js_error)?;
         Ok(t.written.get())
     }
-}
-
-/// Chunks of `value`: at least one (an empty value is one empty chunk).
-fn chunks(value: &[u8]) -> Vec<&[u8]> {
-    if value.is_empty() {
-        vec![value]
-    } else {
-        value.chunks(CHUNK_BYTES).collect()
-    }
-}
-
-/// The `queen_seg` id of `key` when `key` is a segment key (`s/PID/FIRST`, 16 lower-case hex digits each,
-/// as `queen_edge::core::segment_key` writes it) whose numbers fit ([`SEG_PID_BITS`], [`SEG_FIRST_BITS`]); the
-/// id is `pid << SEG_FIRST_BITS | first`, so ids sort as their keys do. Any other key is `None`.
-pub(crate) fn segment_id(key: &str) -> Option<i64> {
-    let bytes = key.as_bytes();
-    if bytes.len() != 35 || !key.starts_with("s/") || bytes[18] != b'/' {
-        return None;
-    }
-    let hex = |digits: &[u8]| -> Option<u64> {
-        digits.iter().try_fold(0u64, |n, &d| {
-            let v = match d {
-                b'0'..=b'9' => d - b'0',
-                b'a'..=b'f' => d - b'a' + 10,
-                _ => return None,
-            };
-            Some(n << 4 | u64::from(v))
-        })
-    };
-    let pid = hex(&bytes[2..18])?;
-    let first = hex(&bytes[19..35])?;
-    if pid >> SEG_PID_BITS != 0 || first >> SEG_FIRST_BITS != 0 {
-        return None;
-    }
-    Some((pid << SEG_FIRST_BITS | first) as i64)
-}
-
-/// The key of `queen_seg` id `id` (the inverse of [`segment_id`]).
-fn segment_key_of(id: u64) -> String {
-    format!(
-        "s/{:016x}/{:016x}",
-        id >> SEG_FIRST_BITS,
-        id & ((1 << SEG_FIRST_BITS) - 1)
-    )
-}
-
-/// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is (a binary search:
-/// [`segment_key_of`] grows with the id).
-fn first_segment_id_from(bound: &str) -> u64 {
-    let (mut low, mut high) = (0u64, SEG_ID_END);
-    while low < high {
-        let mid = low + (high - low) / 2;
-        if segment_key_of(mid).as_str() >= bound {
-            high = mid;
-        } else {
-            low = mid + 1;
-        }
-    }
-    low
-}
-
-/// `a` and `b`, each in key order and with no key in both, as one list in key order.
-fn merge_records(a: Vec<Record>, b: Vec<Record>) -> Vec<Record> {
-    if b.is_empty() {
-        return a;
-    }
-    if a.is_empty() {
-        return b;
-    }
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    loop {
-        let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => x.0 < y.0,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return out,
-        };
-        out.extend(if take_a { a.next() } else { b.next() });
-    }
-}
-
-/// `?, ?, ..., ?` with `n` placeholders.
-fn placeholders(n: usize) -> String {
-    let mut s = String::with_capacity(n * 3);
-    for i in 0..n {
-        if i > 0 {
-            s.push_str(", ");
-        }
-        s.push('?');
-    }
-    s
-}
-
-/// The statements of a commit of `changes` (module documentation, "Commit"): the deletes, the trims of
-/// multi-chunk values, then every chunk of every put (chunk 0 of a key first), batched by bound parameters and bytes; with `fail`, one more put
-/// row at the end whose `NULL` value fails its statement.
-fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
-    let mut segment_deletes = Batch::new(SEG_DELETE_HEAD, DELETE_TAIL);
-    let mut deletes = Batch::new(DELETE_HEAD, DELETE_TAIL);
-    for key in changes.deletes() {
-        if let Some(id) = segment_id(key) {
-            segment_deletes.row("?", &[Binding::Int(id)], 0);
-        }
-        // A segment key's value of CHUNK_BYTES or more, or one format 1 wrote, is in `queen_kv`.
-        deletes.row("?", &[Binding::Text(key)], 0);
-    }
-    let mut trims = Vec::new();
-    let mut puts = Batch::new(UPSERT_HEAD, UPSERT_TAIL);
-    for (key, value) in changes.puts() {
-        let id = segment_id(key);
-        if let Some(id) = id.filter(|_| value.len() < CHUNK_BYTES) {
-            // ROUTE_TRIGGER puts it in `queen_seg`.
-            puts.row(
-                "(?, ?, ?)",
-                &[
-                    Binding::Text(key),
-                    Binding::Int(-1 - id),
-                    Binding::Blob(value),
-                ],
-                value.len(),
-            );
-            continue;
-        }
-        let parts = chunks(value);
-        if value.len() >= CHUNK_BYTES {
-            trims.push(Statement {
-                sql: format!("{TRIM_HEAD}{}", parts.len()),
-                bindings: vec![Binding::Text(key)],
-            });
-            if let Some(id) = id {
-                trims.push(Statement {
-                    sql: SEG_EVICT.to_string(),
-                    bindings: vec![Binding::Int(id)],
-                });
-            }
-        }
-        for (i, chunk) in parts.into_iter().enumerate() {
-            puts.row(
-                &format!("(?, {i}, ?)"),
-                &[Binding::Text(key), Binding::Blob(chunk)],
-                chunk.len(),
-            );
-        }
-    }
-    if fail {
-        puts.row("(?, 0, NULL)", &[Binding::Text(FAIL_KEY)], 0);
-    }
-    let mut statements = segment_deletes.finish();
-    statements.extend(deletes.finish());
-    statements.extend(trims);
-    statements.extend(puts.finish());
-    statements
-}
-
-/// Rows of one kind (the `tuple`s of [`Batch::row`] between `head` and `tail`) gathered into statements.
-struct Batch<'a> {
-    head: &'static str,
-    tail: &'static str,
-    done: Vec<Statement<'a>>,
-    sql: String,
-    bindings: Vec<Binding<'a>>,
-    rows: usize,
-    bytes: usize,
-}
-
-impl<'a> Batch<'a> {
-    fn new(head: &'static str, tail: &'static str) -> Self {
-        Batch {
-            head,
-            tail,
-            done: Vec::new(),
-            sql: String::new(),
-            bindings: Vec::new(),
-            rows: 0,
-            bytes: 0,
-        }
-    }
-
-    /// Adds one row (`tuple`, with `bindings` for its `?`s and `len` bytes of value), starting a new
-    /// statement when this one would pass [`MAX_BINDINGS`] or [`MAX_BATCH_BYTES`].
-    fn row(&mut self, tuple: &str, bindings: &[Binding<'a>], len: usize) {
-        if self.rows > 0
-            && (self.bindings.len() + bindings.len() > MAX_BINDINGS
-                || self.bytes + len > MAX_BATCH_BYTES)
-        {
-            self.flush();
-        }
-        if self.rows == 0 {
-            self.sql.push_str(self.head);
-        } else {
-            self.sql.push_str(", ");
-        }
-        self.sql.push_str(tuple);
-        self.bindings.extend_from_slice(bindings);
-        self.rows += 1;
-        self.bytes += len;
-    }
-
-    fn flush(&mut self) {
-        if self.rows == 0 {
-            return;
-        }
-        self.sql.push_str(self.tail);
-        self.done.push(Statement {
-            sql: std::mem::take(&mut self.sql),
-            bindings: std::mem::take(&mut self.bindings),
-        });
-        self.rows = 0;
-        self.bytes = 0;
-    }
-
-    fn finish(mut self) -> Vec<Statement<'a>> {
-        self.flush();
-        self.done
-    }
-}
-
-/// The smallest string greater than every string that starts with `prefix`, or `None` when there is none
-/// (empty prefix, or every character is `char::MAX`). Code-point order equals UTF-8 byte order.
-fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
-        let next = match last {
-            '\u{D7FF}' => Some('\u{E000}'),
-            c => char::from_u32(c as u32 + 1),
-        };
-        if let Some(next) = next {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
 }
 
 fn sql_error(e: worker::Error) -> StoreError {
@@ -882,231 +571,5 @@ impl Store for DoStore {
         c.rows_written.set(c.rows_written.get() + written);
         c.statements.set(c.statements.get() + count);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_end_increments_last_char() {
-        assert_eq!(prefix_end("p/"), Some("p0".to_string()));
-        assert_eq!(prefix_end(""), None);
-        assert_eq!(prefix_end("a\u{D7FF}"), Some("a\u{E000}".to_string()));
-        assert_eq!(prefix_end("a\u{10FFFF}"), Some("b".to_string()));
-        assert_eq!(prefix_end("\u{10FFFF}"), None);
-    }
-
-    #[test]
-    fn the_shrink_trigger_skips_values_of_a_full_chunk_or_more() {
-        assert!(SHRINK_TRIGGER.contains(&format!("length(NEW.value) < {CHUNK_BYTES} ")));
-    }
-
-    #[test]
-    fn segment_ids_are_the_segment_keys_that_fit_in_key_order() {
-        let key = |pid: u64, first: u64| format!("s/{pid:016x}/{first:016x}");
-        assert_eq!(segment_id(&key(0, 0)), Some(0));
-        assert_eq!(segment_id(&key(1, 5)), Some((1 << 32) + 5));
-        let top = key((1 << SEG_PID_BITS) - 1, (1 << SEG_FIRST_BITS) - 1);
-        assert_eq!(segment_id(&top), Some(SEG_ID_END as i64 - 1));
-        // Ids and `-1 - id` stay exact as JS numbers.
-        const { assert!(SEG_ID_END <= 1 << 53) };
-        for other in [
-            key(1 << SEG_PID_BITS, 0),
-            key(0, 1 << SEG_FIRST_BITS),
-            key(u64::MAX, u64::MAX),
-            "s/000000000000000A/0000000000000000".to_string(),
-            "s/0000000000000001/000000000000000".to_string(),
-            "s/0000000000000001/0000000000000000x".to_string(),
-            "x/0000000000000001/0000000000000000".to_string(),
-            "s/0000000000000001-0000000000000000".to_string(),
-            "s/+000000000000001/0000000000000000".to_string(),
-        ] {
-            assert_eq!(segment_id(&other), None, "{other}");
-        }
-        for id in [
-            0,
-            1,
-            (1 << 32) - 1,
-            1 << 32,
-            12_345 << 32 | 678,
-            SEG_ID_END - 1,
-        ] {
-            assert_eq!(segment_id(&segment_key_of(id)), Some(id as i64));
-            assert!(segment_key_of(id) < segment_key_of(id + 1) || id + 1 == SEG_ID_END);
-        }
-    }
-
-    #[test]
-    fn the_first_segment_id_from_a_bound_is_the_first_key_at_or_after_it() {
-        assert_eq!(first_segment_id_from(""), 0);
-        assert_eq!(first_segment_id_from("s/"), 0);
-        assert_eq!(first_segment_id_from("s0"), SEG_ID_END);
-        assert_eq!(first_segment_id_from("t"), SEG_ID_END);
-        assert_eq!(first_segment_id_from("s/0000000000000001/"), 1 << 32);
-        assert_eq!(first_segment_id_from("s/00000000000000010"), 2 << 32);
-        assert_eq!(
-            first_segment_id_from("s/0000000000000001/0000000000000005"),
-            (1 << 32) + 5
-        );
-        assert_eq!(
-            first_segment_id_from("s/0000000000000001/0000000000000005x"),
-            (1 << 32) + 6
-        );
-        assert_eq!(first_segment_id_from("s/0000000000200000"), SEG_ID_END);
-        assert_eq!(first_segment_id_from("s/00000000001fffff/1"), SEG_ID_END);
-    }
-
-    #[test]
-    fn merged_records_are_in_key_order() {
-        let r = |k: &str| (k.to_string(), k.as_bytes().to_vec());
-        let merged = merge_records(
-            vec![r("s/"), r("s/1x"), r("s/3")],
-            vec![r("s/0"), r("s/1"), r("s/2"), r("s/4")],
-        );
-        let keys: Vec<&str> = merged.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["s/", "s/0", "s/1", "s/1x", "s/2", "s/3", "s/4"]);
-        assert_eq!(merge_records(Vec::new(), vec![r("a")]), vec![r("a")]);
-    }
-
-    #[test]
-    fn a_push_with_a_segment_is_one_upsert_the_segment_row_routed() {
-        let mut changes = ChangeSet::default();
-        let seg = "s/0000000000000002/0000000000000064".to_string();
-        changes.put(seg.clone(), vec![1; 1000]);
-        changes.put("x/0000000000000002/0000000000000064", vec![2; 30]);
-        changes.put("p/0000000000000002", vec![3; 20]);
-        let statements = plan(&changes, false);
-        assert_eq!(statements.len(), 1);
-        assert_eq!(
-            statements[0].sql,
-            format!("{UPSERT_HEAD}(?, 0, ?), (?, ?, ?), (?, 0, ?){UPSERT_TAIL}")
-        );
-        assert!(
-            matches!(statements[0].bindings[3], Binding::Int(n) if n == -1 - ((2 << 32) + 100))
-        );
-        // A segment key's value of CHUNK_BYTES or more stays in `queen_kv`, its `queen_seg` row deleted.
-        let mut big = ChangeSet::default();
-        big.put(seg.clone(), vec![4; CHUNK_BYTES + 1]);
-        let statements = plan(&big, false);
-        let sqls: Vec<&str> = statements.iter().map(|s| s.sql.as_str()).collect();
-        assert_eq!(sqls[..2], [format!("{TRIM_HEAD}2").as_str(), SEG_EVICT]);
-        assert!(sqls[2..].iter().all(|s| s.starts_with(UPSERT_HEAD)));
-        // A delete of a segment key deletes it from both tables, `queen_seg` first.
-        let mut delete = ChangeSet::default();
-        delete.delete(seg);
-        delete.delete("x/0000000000000002/0000000000000064");
-        let statements = plan(&delete, false);
-        assert_eq!(statements.len(), 2);
-        assert_eq!(
-            statements[0].sql,
-            format!("{SEG_DELETE_HEAD}?{DELETE_TAIL}")
-        );
-        assert_eq!(statements[1].sql, format!("{DELETE_HEAD}?, ?{DELETE_TAIL}"));
-    }
-
-    #[test]
-    fn chunks_of_empty_value_is_one_empty_chunk() {
-        assert_eq!(chunks(&[]).len(), 1);
-        assert_eq!(chunks(&vec![0; CHUNK_BYTES]).len(), 1);
-        assert_eq!(chunks(&vec![0; CHUNK_BYTES + 1]).len(), 2);
-    }
-
-    #[test]
-    fn plan_respects_binding_and_byte_limits() {
-        let mut changes = ChangeSet::default();
-        for i in 0..500 {
-            changes.put(format!("k/{i:04}"), vec![1; 10]);
-            changes.delete(format!("d/{i:04}"));
-        }
-        changes.put("big", vec![7; 3 * CHUNK_BYTES + 1]);
-        let statements = plan(&changes, false);
-        assert!(statements.iter().all(|s| s.bindings.len() <= MAX_BINDINGS));
-        let deletes: Vec<&Statement> = statements
-            .iter()
-            .filter(|s| s.sql.starts_with(DELETE_HEAD))
-            .collect();
-        let puts: Vec<&Statement> = statements
-            .iter()
-            .filter(|s| s.sql.starts_with(UPSERT_HEAD))
-            .collect();
-        assert_eq!(deletes.len() + 1 + puts.len(), statements.len());
-        assert!(deletes.iter().all(|s| s.sql.ends_with(DELETE_TAIL)));
-        assert!(puts
-            .iter()
-            .all(|s| s.sql.starts_with(UPSERT_HEAD) && s.sql.ends_with(UPSERT_TAIL)));
-        // Deletes first, then puts.
-        assert!(statements[..deletes.len()]
-            .iter()
-            .all(|s| s.sql.starts_with(DELETE_HEAD)));
-        let bound = |list: &[&Statement]| -> usize { list.iter().map(|s| s.bindings.len()).sum() };
-        assert_eq!(bound(&deletes), 500, "every delete");
-        assert_eq!(
-            bound(&puts),
-            2 * (500 + 4),
-            "every put, the big one in four chunks"
-        );
-        // A chunk over the byte budget goes alone, and the chunks of a value stay in order.
-        let big: Vec<&&Statement> = puts
-            .iter()
-            .filter(|s| {
-                s.bindings
-                    .iter()
-                    .any(|b| matches!(b, Binding::Blob(v) if v.len() == CHUNK_BYTES))
-            })
-            .collect();
-        assert_eq!(big.len(), 3);
-        assert!(big.iter().all(|s| s.bindings.len() == 2));
-        // The big value's old chunks past its four are trimmed, before any upsert.
-        let trims: Vec<usize> = (0..statements.len())
-            .filter(|&i| statements[i].sql.starts_with(TRIM_HEAD))
-            .collect();
-        assert_eq!(trims.len(), 1);
-        assert_eq!(statements[trims[0]].sql, format!("{TRIM_HEAD}4"));
-        assert_eq!(trims[0], deletes.len());
-        for (i, s) in big.iter().enumerate() {
-            assert!(s.sql.starts_with(&format!("{UPSERT_HEAD}(?, {i}, ?)")));
-        }
-    }
-
-    #[test]
-    fn a_put_only_commit_is_one_upsert_and_the_fail_row_joins_it() {
-        let mut changes = ChangeSet::default();
-        changes.put("s/1", vec![1; 100]);
-        changes.put("x/1", vec![2; 10]);
-        let statements = plan(&changes, false);
-        assert_eq!(statements.len(), 1);
-        assert_eq!(
-            statements[0].sql,
-            format!("{UPSERT_HEAD}(?, 0, ?), (?, 0, ?){UPSERT_TAIL}")
-        );
-        let failing = plan(&changes, true);
-        assert_eq!(failing.len(), 1);
-        assert_eq!(
-            failing[0].sql,
-            format!("{UPSERT_HEAD}(?, 0, ?), (?, 0, ?), (?, 0, NULL){UPSERT_TAIL}")
-        );
-    }
-
-    #[test]
-    fn deletes_and_puts_are_two_statements_deletes_first() {
-        let mut changes = ChangeSet::default();
-        changes.put("s/1", vec![1; 100]);
-        changes.delete("l/1");
-        changes.delete("l/2");
-        let statements = plan(&changes, false);
-        assert_eq!(statements.len(), 2);
-        assert_eq!(statements[0].sql, format!("{DELETE_HEAD}?, ?{DELETE_TAIL}"));
-        assert_eq!(
-            statements[1].sql,
-            format!("{UPSERT_HEAD}(?, 0, ?){UPSERT_TAIL}")
-        );
-        // A delete-only commit that fails: the failing row is a statement of its own after the deletes, so the
-        // commit runs in a transaction.
-        let mut only_deletes = ChangeSet::default();
-        only_deletes.delete("l/1");
-        assert_eq!(plan(&only_deletes, false).len(), 1);
-        assert_eq!(plan(&only_deletes, true).len(), 2);
     }
 }

@@ -7,29 +7,25 @@
 //!   answer (a preflight, a refusal) or as the name of the object to forward to, and the JS handler forwards
 //!   the request itself (`env.BROKER.get(env.BROKER.idFromName(name)).fetch(request)`): no Rust future,
 //!   no promise glue, no copy of the request. Anything else comes back `undefined`;
-//! - the wasm fetch handler (`lib.rs`) serves the rest: assets, test routes, requests whose JWT must be
+//! - the wasm fetch handler (`crate::fetch`) serves the rest: assets, test routes, requests whose JWT must be
 //!   verified through Web Crypto, `SHARDS` > 1 and the shard migration.
 //!
 //! Either way the route, the caller's access and the declared body size are checked before any Durable
 //! Object is woken (docs/decisions.md, "Abuse: objects are not woken for nothing").
 
 use std::borrow::Cow;
-use std::cell::Cell;
 
-use futures::FutureExt;
-use queen_edge::http::jwt::{
-    authenticate, JwtAlgorithm, JwtConfig, JwtOutcome, SignatureVerifier, VerifyError,
-};
-use queen_edge::http::HttpConfig;
+use queen_edge::http::jwt::JwtOutcome;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 use worker::worker_sys::web_sys;
 use worker::Env;
 
-use crate::broker::path_and_query;
+use crate::fetch::EntrySettings;
 use crate::shards::ShardMap;
+use crate::sync_auth::outcome_without_crypto;
 use crate::{
-    is_broker_path, query_param, reshard, respond, valid_broker_name, EntrySettings, BROKER_QUERY,
+    is_broker_path, path_and_query, query_param, reshard, respond, valid_broker_name, BROKER_QUERY,
 };
 
 /// What the entry Worker does with a request to a broker path.
@@ -138,44 +134,6 @@ pub fn broker_name<'a>(
     }
 }
 
-/// A [`SignatureVerifier`] that checks nothing: it notes that a signature had to be checked.
-struct NoCrypto {
-    asked: Cell<bool>,
-}
-
-impl SignatureVerifier for NoCrypto {
-    async fn verify(
-        &self,
-        _config: &JwtConfig,
-        _alg: JwtAlgorithm,
-        _kid: Option<&str>,
-        _signing_input: &[u8],
-        _signature: &[u8],
-    ) -> Result<bool, VerifyError> {
-        self.asked.set(true);
-        Ok(false)
-    }
-}
-
-/// The outcome `authenticate` gives a request when it needs no signature checked (JWT off, a public or
-/// skipped route, no token, a static token, a token refused before its signature: malformed, `alg`
-/// refused): the same value, computed without awaiting. `None` when a signature must be verified (the
-/// caller then takes the async path with Web Crypto).
-pub fn outcome_without_crypto(
-    http: &HttpConfig,
-    method: &str,
-    path: &str,
-    authorization: Option<&str>,
-) -> Option<JwtOutcome> {
-    let verifier = NoCrypto {
-        asked: Cell::new(false),
-    };
-    // The clock is read only after a signature is verified (the claims), which this verifier never
-    // lets happen: the outcome of such a token is thrown away below.
-    let outcome = authenticate(http, &verifier, method, path, authorization, 0).now_or_never()?;
-    (!verifier.asked.get()).then_some(outcome)
-}
-
 /// The entry Worker's synchronous decision for the JS fetch handler (`worker/entry.js`), from the request's
 /// method, URL and three headers: a `Response` to answer with (a preflight, a refusal: no object is
 /// woken), a string (forward the request unchanged to the `BROKER` object of that name), or `undefined`
@@ -243,59 +201,4 @@ pub fn entry_headers(env: &Env) -> u32 {
         reads |= READS_BROKER_HEADER;
     }
     reads
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use queen_edge::http::jwt::JwtSettings;
-    use queen_edge::http::{AuthConfig, AuthToken, Role};
-
-    fn jwt_on() -> HttpConfig {
-        HttpConfig {
-            auth: Some(AuthConfig {
-                tokens: vec![AuthToken::new("static-token", Role::Admin)],
-            }),
-            jwt: Some(JwtConfig::from_settings(&JwtSettings {
-                algorithm: Some("HS256".into()),
-                secret: Some("s3cret".into()),
-                ..JwtSettings::default()
-            })),
-            ..HttpConfig::default()
-        }
-    }
-
-    /// A token of the right form and algorithm (its signature is never checked here).
-    const SIGNED: &str = "Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl";
-
-    #[test]
-    fn no_crypto_when_no_signature_is_checked() {
-        let off = HttpConfig::default();
-        let on = jwt_on();
-        let queues = "/api/v1/resources/queues";
-        let outcome = |config: &HttpConfig, auth: Option<&str>| {
-            outcome_without_crypto(config, "GET", queues, auth)
-        };
-        // JWT off, a public route, no token, a static token: decided here, nothing refused.
-        for decided in [
-            outcome(&off, Some(SIGNED)),
-            outcome(&on, None),
-            outcome(&on, Some("Bearer static-token")),
-            outcome_without_crypto(&on, "GET", "/health", Some(SIGNED)),
-        ] {
-            assert_eq!(
-                decided.expect("decided without crypto").refusal_status(),
-                None
-            );
-        }
-        // A malformed token is refused before any signature: decided here too.
-        assert_eq!(
-            outcome(&on, Some("Bearer not-a-jwt"))
-                .expect("decided without crypto")
-                .refusal_status(),
-            Some(401)
-        );
-        // A token whose signature must be verified goes to the async path.
-        assert_eq!(outcome(&on, Some(SIGNED)), None);
-    }
 }

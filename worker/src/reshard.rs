@@ -24,11 +24,11 @@ use worker::worker_sys::web_sys;
 use worker::{Env, Headers, Method, Request, RequestInit, Result};
 
 use crate::catalog::Label;
-use crate::config::var;
+use crate::fetch::EntrySettings;
 use crate::respond;
 use crate::shard_guard::Placement;
 use crate::shards::{parse_shard_count, ShardMap};
-use crate::EntrySettings;
+use crate::vars::var;
 
 /// The route.
 pub const ROUTE: &str = "/api/v1/system/reshard";
@@ -187,7 +187,7 @@ async fn register(
         .with_headers(headers)
         .with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
     let request = Request::new_with_init("https://catalog/__shard/catalog/register", &init)?;
-    let answer = crate::forward_to_object(request.inner(), env, &map.catalog_name()).await?;
+    let answer = crate::fetch::forward_to_object(request.inner(), env, &map.catalog_name()).await?;
     if answer.status() != 200 {
         return Err(Stop(
             500,

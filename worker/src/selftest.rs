@@ -27,7 +27,8 @@ use serde_json::{json, Value};
 use worker::worker_sys::web_sys::Response;
 use worker::{Method, Request, Result, SqlStorage, SqlStorageValue, State};
 
-use crate::do_store::{DoStore, CHUNK_BYTES};
+use crate::do_layout::CHUNK_BYTES;
+use crate::do_store::DoStore;
 use crate::respond::{error as error_response, json as json_response};
 
 /// The record set the durability check writes and reads back: a small value, an empty one, and one that

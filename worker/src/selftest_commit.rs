@@ -32,7 +32,8 @@ use serde_json::{json, Value};
 use worker::worker_sys::web_sys::Response;
 use worker::{Method, Result, SqlStorage, SqlStorageValue, State};
 
-use crate::do_store::{DoStore, CHUNK_BYTES, FORMAT_VERSION};
+use crate::do_layout::{CHUNK_BYTES, FORMAT_VERSION};
+use crate::do_store::DoStore;
 use crate::respond::json as json_response;
 
 /// Serves `path` when it is one of this module's routes, `None` otherwise.

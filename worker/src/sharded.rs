@@ -14,10 +14,10 @@ use serde_json::{json, Value};
 use worker::worker_sys::web_sys;
 use worker::{Env, Headers, Method, Request, RequestInit, Result};
 
-use crate::broker::path_and_query;
 use crate::catalog::Label;
 use crate::config::WorkerConfig;
 use crate::fanout;
+use crate::path_and_query;
 use crate::respond;
 use crate::routing::{self, query_param, Merge, Plan};
 use crate::shards::{ShardMap, SHARD_HEADER};
@@ -71,7 +71,7 @@ pub async fn send(
         init.with_body(Some(Uint8Array::from(bytes).into()));
     }
     let request = Request::new_with_init(url, &init)?;
-    crate::forward_to_object(request.inner(), env, &map.object_name(shard)).await
+    crate::fetch::forward_to_object(request.inner(), env, &map.object_name(shard)).await
 }
 
 /// Sends an internal request to the catalog object.
@@ -91,7 +91,7 @@ async fn catalog(
         init.with_body(Some(Uint8Array::from(bytes).into()));
     }
     let request = Request::new_with_init(url, &init)?;
-    crate::forward_to_object(request.inner(), env, &map.catalog_name()).await
+    crate::fetch::forward_to_object(request.inner(), env, &map.catalog_name()).await
 }
 
 /// Answers a broker request over the shards of `map`.
@@ -187,7 +187,7 @@ async fn to_coordinator(env: &Env, map: &ShardMap, req: &Incoming) -> Result<web
     init.with_method(Method::Post).with_headers(headers);
     init.with_body(Some(Uint8Array::from(req.body.as_slice()).into()));
     let request = Request::new_with_init("https://txn/__shard/txn/run", &init)?;
-    crate::forward_to_object(request.inner(), env, &map.coordinator_name()).await
+    crate::fetch::forward_to_object(request.inner(), env, &map.coordinator_name()).await
 }
 
 /// Before a push or configure is forwarded: records in the catalog the namespace and task of each queue

@@ -14,22 +14,14 @@
 //! dead-letter ids in their last four hex digits, partition ids as `(id - 1) % SHARDS`.
 
 use queen_edge::core::ids::ShardTag;
-use worker::Env;
-
-use crate::config::var;
 
 /// Header that tells a shard object its index (sent by the entry Worker when `SHARDS` > 1).
 pub const SHARD_HEADER: &str = "x-queen-shard";
 /// The most shards a Worker may run.
 pub const MAX_SHARDS: u16 = 256;
 
-/// The shard count from the var `SHARDS`: 1 when unset; `Err` (the reason) when it is not an integer in
-/// `1..=MAX_SHARDS`.
-pub fn shard_count(env: &Env) -> Result<u16, String> {
-    parse_shard_count(var(env, "SHARDS").as_deref())
-}
-
-/// [`shard_count`] on the raw value.
+/// The shard count from the value of the var `SHARDS` (read by `crate::vars::shard_count`): 1 when unset;
+/// `Err` (the reason) when it is not an integer in `1..=MAX_SHARDS`.
 pub fn parse_shard_count(value: Option<&str>) -> Result<u16, String> {
     match value {
         None => Ok(1),

@@ -39,10 +39,10 @@ use serde_json::{json, Value};
 use worker::worker_sys::web_sys;
 use worker::{Env, Headers, ListOptions, Method, Result, State};
 
-use crate::config::{flag, var};
 use crate::respond;
-use crate::shards::{shard_count, ShardMap};
+use crate::shards::ShardMap;
 use crate::txn_plan::{self, Part};
+use crate::vars::{flag, shard_count, var};
 
 /// Header naming the broker of a transaction the entry Worker sends to the coordinator.
 pub const BROKER_HEADER: &str = "x-queen-txn-broker";
@@ -151,7 +151,7 @@ pub async fn handle(
         "/__shard/txn/run" => run(state, env, req).await,
         "/__shard/txn/status" => {
             let url = req.url();
-            let (_, query) = crate::broker::path_and_query(&url);
+            let (_, query) = crate::path_and_query(&url);
             let Some(id) = crate::routing::query_param(query, "id") else {
                 return respond::error(400, "status wants ?id=");
             };

@@ -89,7 +89,7 @@ async fn ask(env: &Env, owner: &str, id: &str) -> Option<String> {
         String::from(js_sys::encode_uri_component(id))
     );
     let request = worker::Request::new_with_init(&url, &init).ok()?;
-    let response = crate::forward_to_object(request.inner(), env, owner)
+    let response = crate::fetch::forward_to_object(request.inner(), env, owner)
         .await
         .ok()?;
     if response.status() != 200 {
