@@ -35,8 +35,8 @@ fn open() -> (SlowStore, Engine<SlowStore, TestHost>) {
     (store, engine)
 }
 
-fn push_one(
-    engine: &Engine<SlowStore, TestHost>,
+fn push_to<S: Store, H: Host>(
+    engine: &Engine<S, H>,
     i: u32,
 ) -> impl Future<Output = Result<Vec<PushResult>, EngineError>> + '_ {
     engine.push(vec![PushItem {
@@ -45,10 +45,11 @@ fn push_one(
     }])
 }
 
-fn drain(engine: &Engine<SlowStore, TestHost>) -> Vec<u32> {
+/// The payload numbers of every message of queue `q` a new group finds.
+fn stored<S: Store, H: Host>(engine: &Engine<S, H>, group: &str) -> Vec<u32> {
     let reply = block_on(engine.pop(
         PopRequest {
-            group: Some("check".into()),
+            group: Some(group.into()),
             batch: Some(1000),
             ..PopRequest::queue("q")
         },
@@ -65,7 +66,7 @@ fn drain(engine: &Engine<SlowStore, TestHost>) -> Vec<u32> {
 #[test]
 fn concurrent_commands_share_commits_and_each_reply_follows_its_commit() {
     let (store, engine) = open();
-    let results = block_on(join_all((0..20).map(|i| push_one(&engine, i))));
+    let results = block_on(join_all((0..20).map(|i| push_to(&engine, i))));
     assert!(results
         .iter()
         .all(|r| r.as_ref().unwrap()[0].status == PushStatus::Queued));
@@ -74,16 +75,16 @@ fn concurrent_commands_share_commits_and_each_reply_follows_its_commit() {
     assert_eq!(engine.counters().commits, 2);
     // Every answered push is stored: a new engine over the same store finds all of them, in order.
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
-    assert_eq!(drain(&reopened), (0..20).collect::<Vec<_>>());
+    assert_eq!(stored(&reopened, "check"), (0..20).collect::<Vec<_>>());
 }
 
 #[test]
 fn a_failed_group_commit_fails_every_command_in_it_and_keeps_nothing_of_them() {
     let (store, engine) = open();
-    block_on(push_one(&engine, 100)).unwrap();
+    block_on(push_to(&engine, 100)).unwrap();
     // Commit 2 will hold push 0 alone; commit 3 the pushes and the pop applied while 2 was in flight.
     store.fail_commit(3);
-    let pushes = join_all((0..6).map(|i| push_one(&engine, i)));
+    let pushes = join_all((0..6).map(|i| push_to(&engine, i)));
     let pop = engine.pop(
         PopRequest {
             group: Some("eager".into()),
@@ -105,8 +106,8 @@ fn a_failed_group_commit_fails_every_command_in_it_and_keeps_nothing_of_them() {
         "the pop applied on top of the failed pushes fails too: {pop:?}"
     );
     // Nothing of the failed group is visible, and the broker goes on from the store.
-    assert_eq!(drain(&engine), vec![100, 0]);
-    let again = block_on(push_one(&engine, 5)).unwrap();
+    assert_eq!(stored(&engine, "check"), vec![100, 0]);
+    let again = block_on(push_to(&engine, 5)).unwrap();
     assert_eq!(
         (again[0].status.clone(), again[0].offset),
         (PushStatus::Queued, 2)
@@ -138,7 +139,7 @@ fn with_group_commit_off_each_command_commits_in_its_own_call() {
         ..config()
     };
     let engine = block_on(Engine::open(store.clone(), TestHost::new(), off)).unwrap();
-    let results = block_on(join_all((0..20).map(|i| push_one(&engine, i))));
+    let results = block_on(join_all((0..20).map(|i| push_to(&engine, i))));
     assert!(results.iter().all(|r| r.is_ok()));
     assert_eq!(store.commits.get(), 20, "one commit per push");
 }
@@ -241,7 +242,7 @@ fn recorded_answers_are_committed_with_their_changes_in_shared_commits() {
                     engine,
                     &store.inner,
                     &format!("req/{i}"),
-                    push_one(engine, i),
+                    push_to(engine, i),
                 )
                 .await
                 .map(|(r, stored)| {
@@ -249,7 +250,7 @@ fn recorded_answers_are_committed_with_their_changes_in_shared_commits() {
                     r
                 })
             } else {
-                push_one(engine, i).await
+                push_to(engine, i).await
             }
         }
     });
@@ -264,13 +265,13 @@ fn recorded_answers_are_committed_with_their_changes_in_shared_commits() {
         );
     }
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
-    assert_eq!(drain(&reopened), (0..10).collect::<Vec<_>>());
+    assert_eq!(stored(&reopened, "check"), (0..10).collect::<Vec<_>>());
 }
 
 #[test]
 fn a_failed_group_fails_its_recorded_members_and_no_later_commit_writes_their_answers() {
     let (store, engine) = open();
-    block_on(push_one(&engine, 100)).unwrap();
+    block_on(push_to(&engine, 100)).unwrap();
     // Commit 2 holds push 0 alone; commit 3 everything applied while it was in flight, and fails.
     store.fail_commit(3);
     let requests = (0..6).map(|i| {
@@ -281,12 +282,12 @@ fn a_failed_group_fails_its_recorded_members_and_no_later_commit_writes_their_an
                     engine,
                     &store.inner,
                     &format!("req/{i}"),
-                    push_one(engine, i),
+                    push_to(engine, i),
                 )
                 .await
                 .map(|(r, _)| r)
             } else {
-                push_one(engine, i).await
+                push_to(engine, i).await
             }
         }
     });
@@ -307,14 +308,14 @@ fn a_failed_group_fails_its_recorded_members_and_no_later_commit_writes_their_an
         &engine,
         &store.inner,
         "req/6",
-        push_one(&engine, 6),
+        push_to(&engine, 6),
     ))
     .expect("no deadlock");
     assert!(later.unwrap().1, "the later answer is recorded");
     for i in [1, 3, 5] {
         assert_eq!(store.inner.note(&format!("req/{i}")), None, "answer {i}");
     }
-    assert_eq!(drain(&engine), vec![100, 0, 6]);
+    assert_eq!(stored(&engine, "check"), vec![100, 0, 6]);
 }
 
 #[test]
@@ -322,11 +323,11 @@ fn a_recorded_request_waiting_after_its_command_fails_with_the_commit_failed_und
     // The browser's recorded pop on an encrypted queue: the pop is applied (its lease held in a group),
     // then the request waits for the cipher while an earlier commit fails.
     let (store, engine) = open();
-    block_on(push_one(&engine, 100)).unwrap();
+    block_on(push_to(&engine, 100)).unwrap();
     store.fail_commit(2);
     let (cipher_done, cipher) = futures::channel::oneshot::channel::<()>();
     let failing_push = async {
-        let outcome = push_one(&engine, 0).await;
+        let outcome = push_to(&engine, 0).await;
         let _ = cipher_done.send(());
         outcome
     };
@@ -362,18 +363,18 @@ fn a_recorded_request_waiting_after_its_command_fails_with_the_commit_failed_und
 fn a_recorded_request_of_several_commands_with_a_concurrent_read_does_not_deadlock() {
     let (store, engine) = open();
     let two_pushes = recorded(&engine, &store.inner, "req/two", async {
-        push_one(&engine, 0).await?;
-        push_one(&engine, 1).await
+        push_to(&engine, 0).await?;
+        push_to(&engine, 1).await
     });
     let read = engine.read_loaded(|_, now| now);
-    let others = join_all((2..5).map(|i| push_one(&engine, i)));
+    let others = join_all((2..5).map(|i| push_to(&engine, i)));
     let (two, read, others) =
         run_bounded(futures::future::join3(two_pushes, read, others)).expect("no deadlock");
     assert!(two.unwrap().1, "its last command's answer is recorded");
     read.unwrap();
     assert!(others.iter().all(|r| r.is_ok()));
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
-    let mut all = drain(&reopened);
+    let mut all = stored(&reopened, "check");
     all.sort();
     assert_eq!(all, (0..5).collect::<Vec<_>>());
 }
@@ -422,7 +423,7 @@ fn review_an_abandoned_recording_does_not_strand_the_other_members_of_its_group(
         engine: &engine,
         recording: recording.clone(),
         future: Box::pin(async {
-            let pushed = push_one(&engine, 1).await;
+            let pushed = push_to(&engine, 1).await;
             futures::future::pending::<()>().await;
             pushed
         }),
@@ -434,7 +435,7 @@ fn review_an_abandoned_recording_does_not_strand_the_other_members_of_its_group(
         "set-up: it holds its group and waits"
     );
     // A local push joins the held group and waits for its commit.
-    let mut local = Box::pin(push_one(&engine, 2));
+    let mut local = Box::pin(push_to(&engine, 2));
     assert!(
         local.as_mut().poll(&mut cx).is_pending(),
         "set-up: the held group is not committed"
@@ -599,12 +600,12 @@ fn an_abandoned_recording_wakes_a_member_of_its_group_to_lead_the_commit() {
     let (store, engine) = open();
     let waker = futures::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
-    let mut first = Box::pin(push_one(&engine, 0));
+    let mut first = Box::pin(push_to(&engine, 0));
     assert!(
         first.as_mut().poll(&mut cx).is_pending(),
         "set-up: commit 1 in flight"
     );
-    let mut member = Box::pin(push_one(&engine, 2));
+    let mut member = Box::pin(push_to(&engine, 2));
     assert!(
         member.as_mut().poll(&mut cx).is_pending(),
         "set-up: it joined the next group"
@@ -614,7 +615,7 @@ fn an_abandoned_recording_wakes_a_member_of_its_group_to_lead_the_commit() {
         engine: &engine,
         recording: recording.clone(),
         future: Box::pin(async {
-            let pushed = push_one(&engine, 1).await;
+            let pushed = push_to(&engine, 1).await;
             futures::future::pending::<()>().await;
             pushed
         }),
@@ -643,7 +644,7 @@ fn an_abandoned_recording_wakes_a_member_of_its_group_to_lead_the_commit() {
     answered.unwrap().unwrap();
     assert_eq!(store.commits.get(), 2, "the released group is committed");
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
-    assert_eq!(drain(&reopened), vec![0, 2, 1]);
+    assert_eq!(stored(&reopened, "check"), vec![0, 2, 1]);
 }
 
 /// A later command of a recorded request that must be undone (a transaction that rolls back) cannot
@@ -652,7 +653,7 @@ fn an_abandoned_recording_wakes_a_member_of_its_group_to_lead_the_commit() {
 #[test]
 fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothing() {
     let (store, engine) = open();
-    block_on(push_one(&engine, 100)).unwrap();
+    block_on(push_to(&engine, 100)).unwrap();
     let popped = block_on(engine.pop(pop_request("g"), None)).unwrap();
     let m = &popped.messages[0];
     let ack = TxOperation::Ack {
@@ -666,7 +667,7 @@ fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothin
     // The transaction acks the message twice: the second ack fails once the first has applied, so the
     // transaction rolls back (the engine must undo the first).
     let outcome = run_bounded(recorded(&engine, &store.inner, "req/undone", async {
-        push_one(&engine, 0).await?;
+        push_to(&engine, 0).await?;
         engine.transaction(vec![ack.clone(), ack.clone()]).await
     }))
     .expect("no deadlock");
@@ -676,10 +677,10 @@ fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothin
     );
     assert_eq!(store.inner.note("req/undone"), None, "nothing recorded");
     assert_eq!(store.commits.get(), commits, "nothing written");
-    block_on(push_one(&engine, 1)).unwrap();
+    block_on(push_to(&engine, 1)).unwrap();
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
     assert_eq!(
-        drain(&reopened),
+        stored(&reopened, "check"),
         vec![100, 1],
         "push 0 was dropped with its request"
     );
@@ -755,34 +756,6 @@ fn open_gathering() -> (InstantStore, GatherHost, Engine<InstantStore, GatherHos
     };
     let engine = block_on(Engine::open(store.clone(), host.clone(), config())).unwrap();
     (store, host, engine)
-}
-
-fn push_to<S: Store, H: Host>(
-    engine: &Engine<S, H>,
-    i: u32,
-) -> impl Future<Output = Result<Vec<PushResult>, EngineError>> + '_ {
-    engine.push(vec![PushItem {
-        transaction_id: Some(format!("tx-{i}")),
-        ..PushItem::new("q", json!({ "i": i }))
-    }])
-}
-
-/// The payload numbers of every message of queue `q` a new group finds.
-fn stored<S: Store, H: Host>(engine: &Engine<S, H>, group: &str) -> Vec<u32> {
-    let reply = block_on(engine.pop(
-        PopRequest {
-            group: Some(group.into()),
-            batch: Some(1000),
-            ..PopRequest::queue("q")
-        },
-        None,
-    ))
-    .unwrap();
-    reply
-        .messages
-        .iter()
-        .map(|m| m.payload.to_value().unwrap()["i"].as_u64().unwrap() as u32)
-        .collect()
 }
 
 #[test]
@@ -939,12 +912,12 @@ fn review_a_leader_dropped_mid_commit_acknowledges_nothing_applied_on_top_of_tha
     let (store, engine) = open();
     let waker = futures::task::noop_waker();
     let mut cx = Context::from_waker(&waker);
-    let mut leader = Box::pin(push_one(&engine, 0));
+    let mut leader = Box::pin(push_to(&engine, 0));
     assert!(
         leader.as_mut().poll(&mut cx).is_pending(),
         "set-up: commit 1 in flight"
     );
-    let mut member = Box::pin(push_one(&engine, 1));
+    let mut member = Box::pin(push_to(&engine, 1));
     assert!(
         member.as_mut().poll(&mut cx).is_pending(),
         "set-up: it joined the next group"
@@ -979,8 +952,8 @@ fn review_a_leader_dropped_mid_commit_acknowledges_nothing_applied_on_top_of_tha
         "applied on a commit of unknown outcome, push 1 fails: {answered:?}"
     );
     // The engine goes on from what the store holds.
-    block_on(push_one(&engine, 2)).unwrap();
+    block_on(push_to(&engine, 2)).unwrap();
     assert_eq!(engine.counters().reloads, 1);
     let reopened = block_on(Engine::open(store.clone(), TestHost::new(), config())).unwrap();
-    assert!(drain(&reopened).contains(&2));
+    assert!(stored(&reopened, "check").contains(&2));
 }
