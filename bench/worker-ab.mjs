@@ -8,7 +8,9 @@
 //
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
 //                            [--batches 1,10,100] [--payload 64] [--state tmpfs|disk]
+//                            [--var NAME:VAR=VALUE]...
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
+//   --var: a Worker variable for build NAME only, e.g. one DIR under three names with COMMIT_SHARING off, on, auto.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -34,7 +36,7 @@ const PARTITIONS = 10;
 const request = requester(CONNECTIONS);
 
 async function startBuild(build, stateDir) {
-  const w = await startWorker({ persistTo: stateDir, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
+  const w = await startWorker({ persistTo: stateDir, vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
   return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
 }
 
