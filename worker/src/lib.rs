@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auto_sharing;
 pub mod broker;
 pub mod catalog;
 pub mod config;
