@@ -20,12 +20,16 @@
 //! 3. **Probing.** A cycle begins with [`PROBE`]'s epochs, sharing off and on in the order off, on, on,
 //!    off, ... (so a load that drifts during the probe weighs on both alike), each epoch's answers and
 //!    length added to its setting's tally.
-//! 4. **Deciding.** After the probe, sharing is kept on for the next [`KEEP_EPOCHS`] epochs only if its
-//!    tally's rate beats the other's by more than [`MARGIN_PERCENT`]; otherwise (a tie too) it is off,
-//!    where a lone request is answered without a wait.
-//! 5. **Probing again.** After those epochs the cycle starts over with fresh tallies, so a change of load
-//!    or of batch size is followed.
-//! 6. **Before the first decision** the object shares as the probe says (it starts with sharing off).
+//! 4. **Deciding.** After the probe, sharing is kept on for the next epochs only if its tally's rate
+//!    beats the other's by more than [`MARGIN_PERCENT`]; otherwise (a tie too) it is off, where a lone
+//!    request is answered without a wait.
+//! 5. **Keeping longer while probes agree.** The decision is kept for [`KEEP_EPOCHS`] epochs; a probe
+//!    that decides as the one before doubles that, up to [`MAX_KEEP_EPOCHS`], and one that decides
+//!    otherwise starts again from [`KEEP_EPOCHS`]. So the epochs spent probing (half of them in the
+//!    slower setting) shrink while the answer stays the same, and a change is followed within a cycle.
+//! 6. **Probing again.** After the kept epochs the cycle starts over with fresh tallies, so a change of
+//!    load or of batch size is followed.
+//! 7. **Before the first decision** the object shares as the probe says (it starts with sharing off).
 
 /// Shortest epoch, in milliseconds of the object's clock.
 pub const EPOCH_MS: i64 = 100;
@@ -35,8 +39,10 @@ pub const EPOCH_ANSWERS: u32 = 16;
 pub const IDLE_MS: i64 = 250;
 /// Whether each probing epoch shares commits: off and on alike, in an order that cancels a steady drift.
 pub const PROBE: [bool; 8] = [false, true, true, false, false, true, true, false];
-/// Epochs that keep the decision before the next probe.
+/// Epochs that keep a decision before the next probe, at first and after a probe that changed it.
 pub const KEEP_EPOCHS: u32 = 32;
+/// The most epochs a decision is kept, after probes that agreed with it.
+pub const MAX_KEEP_EPOCHS: u32 = 256;
 /// How much faster (in percent of the other rate) sharing must be to be kept on.
 pub const MARGIN_PERCENT: u64 = 5;
 
@@ -64,6 +70,8 @@ pub struct AutoSharing {
     off: Tally,
     /// The last probe's decision.
     decided: bool,
+    /// Epochs the current decision is kept (0 before the first decision).
+    keep: u32,
 }
 
 impl AutoSharing {
@@ -110,10 +118,16 @@ impl AutoSharing {
         }
         self.epoch += 1;
         if self.epoch as usize == PROBE.len() {
-            self.decided = faster_by_margin(self.on, self.off);
+            let decided = faster_by_margin(self.on, self.off);
+            self.keep = if self.keep > 0 && decided == self.decided {
+                (self.keep * 2).min(MAX_KEEP_EPOCHS)
+            } else {
+                KEEP_EPOCHS
+            };
+            self.decided = decided;
             self.on = Tally::default();
             self.off = Tally::default();
-        } else if self.epoch as usize == PROBE.len() + KEEP_EPOCHS as usize {
+        } else if self.epoch as usize == PROBE.len() + self.keep as usize {
             self.epoch = 0;
         }
     }
@@ -291,7 +305,45 @@ mod tests {
     }
 
     #[test]
-    fn rule_5_after_the_kept_epochs_the_probe_starts_over_with_fresh_tallies() {
+    fn rule_5_a_decision_is_kept_twice_as_long_after_each_probe_that_agrees_and_reset_by_one_that_does_not(
+    ) {
+        let mut p = AutoSharing::default();
+        let mut now = 0;
+        let mut kept = Vec::new();
+        // Sharing faster for four cycles, then slower.
+        for (cycle, on_ms) in [2, 2, 2, 2, 5].into_iter().enumerate() {
+            let off_ms = 7 - on_ms;
+            epochs(&mut p, &mut now, PROBE.len(), |s| {
+                if s {
+                    on_ms
+                } else {
+                    off_ms
+                }
+            });
+            kept.push((p.shares(), p.keep));
+            let keep = p.keep as usize;
+            let during = epochs(&mut p, &mut now, keep, |s| if s { on_ms } else { off_ms });
+            assert!(during.iter().all(|&s| s == (on_ms == 2)), "cycle {cycle}");
+            assert_eq!(
+                p.epoch, 0,
+                "cycle {cycle}: the probe starts after {keep} kept epochs"
+            );
+        }
+        let k = KEEP_EPOCHS;
+        assert_eq!(
+            kept,
+            [
+                (true, k),
+                (true, 2 * k),
+                (true, 4 * k),
+                (true, (8 * k).min(MAX_KEEP_EPOCHS)),
+                (false, k)
+            ]
+        );
+    }
+
+    #[test]
+    fn rule_6_after_the_kept_epochs_the_probe_starts_over_with_fresh_tallies() {
         let mut p = AutoSharing::default();
         let mut now = 0;
         // Sharing faster in the first cycle, slower in the second.
@@ -312,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn rule_6_a_new_object_starts_probing_with_sharing_off() {
+    fn rule_7_a_new_object_starts_probing_with_sharing_off() {
         let mut p = AutoSharing::default();
         assert!(!p.shares());
         let mut now = 0;
