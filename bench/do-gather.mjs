@@ -1,12 +1,12 @@
 // How many requests one Durable Object commit carries, and what a request waits: for each build (served by
-// scripts/serve --build-dir, state on tmpfs), in alternating rounds, 1-message pushes and then pop+acks of
+// scripts/serve --build-dir, state on tmpfs or with `--state disk` in the temp dir), in alternating rounds, 1-message pushes and then pop+acks of
 // them (pop batch 1, one /ack/batch each) with C connections for --seconds; prints per build and connection
 // count the medians over the rounds of requests per commit (`/api/v1/status` storage.commits before and
 // after), msg/s, workerd CPU per message and the p50 and p99 latency of a request as the client sees it.
 // Prints only; not part of scripts/test.
 //
-//   node bench/do-gather.mjs --build NAME=DIR [--build NAME=DIR]... [--rounds 3] [--seconds 2]
-//                            [--connections 1,8] [--payload 64]
+//   node bench/do-gather.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--rounds 3] [--seconds 2]
+//                            [--connections 1,8] [--payload 64] [--state tmpfs|disk]
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +20,8 @@ const ROUNDS = Number(opt('--rounds', 3));
 const SECONDS = Number(opt('--seconds', 2));
 const CONNECTIONS = opt('--connections', '1,8').split(',').map(Number);
 const PAYLOAD = Number(opt('--payload', 64));
+const STATE = opt('--state', 'tmpfs');
+if (!['tmpfs', 'disk'].includes(STATE)) throw new Error(`--state is tmpfs or disk, got ${STATE}`);
 const PARTITIONS = 10;
 const request = requester(Math.max(...CONNECTIONS));
 
@@ -95,13 +97,13 @@ async function popAcks(b, queue, connections) {
   });
 }
 
-const stateRoot = mkdtempSync(join('/dev/shm', 'queen-edge-gather-'));
+const stateRoot = mkdtempSync(join(STATE === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-gather-'));
 const brokers = [];
 const results = new Map();
 const load0 = os.loadavg()[0];
 try {
   for (const build of BUILDS) {
-    const w = await startWorker({ persistTo: join(stateRoot, build.name), runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
+    const w = await startWorker({ persistTo: join(stateRoot, build.name), vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
     brokers.push({ name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop });
   }
   for (const b of brokers) { // warm-up

@@ -106,13 +106,25 @@ export function loadDriver({ request, connections, partitions, payloadBytes }) {
   return { push, popAck };
 }
 
-/** The builds named by `--build NAME=DIR` arguments (at least one), each `{ name, dir }` with `dir` absolute. */
+/**
+ * The builds named by `--build NAME=DIR` arguments (at least one), each `{ name, dir, vars }` with `dir` absolute;
+ * `--var NAME:VAR=VALUE` (repeatable) sets a Worker variable for build NAME only (scripts/serve's `--var`), so one
+ * build directory can run under several names with different settings, e.g. `--build off=DIR --var
+ * off:COMMIT_SHARING=off --build on=DIR --var on:COMMIT_SHARING=on`.
+ */
 export function buildsFromArgs(argv) {
   const builds = argv.flatMap((a, i) => (a === '--build' ? [argv[i + 1]] : [])).map((b) => {
     const at = b.indexOf('=');
     if (at < 1) throw new Error(`--build wants NAME=DIR, got ${b}`);
-    return { name: b.slice(0, at), dir: resolve(b.slice(at + 1)) };
+    return { name: b.slice(0, at), dir: resolve(b.slice(at + 1)), vars: {} };
   });
   if (!builds.length) throw new Error('give at least one --build NAME=DIR');
+  for (const v of argv.flatMap((a, i) => (a === '--var' ? [argv[i + 1]] : []))) {
+    const m = /^([^:]+):([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(v ?? '');
+    if (!m) throw new Error(`--var wants NAME:VAR=VALUE, got ${v}`);
+    const build = builds.find((b) => b.name === m[1]);
+    if (!build) throw new Error(`--var ${v}: no --build named ${m[1]}`);
+    build.vars[m[2]] = m[3];
+  }
   return builds;
 }

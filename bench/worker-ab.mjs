@@ -3,12 +3,15 @@
 // of a shared machine falls on each alike. Per round and batch size, each broker in turn (the order rotates
 // every round) pushes for --seconds with 8 connections to 10 partitions (64-byte payloads), then pops and
 // acks what it stored (/ack/batch). Prints, per broker, batch and operation, the median over the rounds of the
-// workerd CPU per message (all of workerd's threads, /proc schedstat) and of msg/s. Prints only; not part of
+// workerd CPU per message (all of workerd's threads, /proc schedstat) and of msg/s, and for each build the Durable
+// Object commits per 100 messages (`/api/v1/status` storage.commits: how much commits were shared). Prints only; not part of
 // scripts/test.
 //
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
 //                            [--batches 1,10,100] [--payload 64] [--state tmpfs|disk]
+//                            [--var NAME:VAR=VALUE]...
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
+//   --var: a Worker variable for build NAME only, e.g. one DIR under three names with COMMIT_SHARING off, on, auto.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -34,9 +37,12 @@ const PARTITIONS = 10;
 const request = requester(CONNECTIONS);
 
 async function startBuild(build, stateDir) {
-  const w = await startWorker({ persistTo: stateDir, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
-  return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
+  const w = await startWorker({ persistTo: stateDir, vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
+  return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop, commits: true };
 }
+
+/** The Durable Object commits broker `b` made so far (`/api/v1/status` storage.commits), or null for the naive queue. */
+const commitsOf = async (b) => (b.commits ? JSON.parse((await request(b.port, 'GET', '/api/v1/status')).body).storage.commits : null);
 
 const { push, popAck } = loadDriver({ request, connections: CONNECTIONS, partitions: PARTITIONS, payloadBytes: PAYLOAD });
 
@@ -74,15 +80,24 @@ try {
       const order = brokers.map((_, i) => brokers[(i + round) % brokers.length]);
       for (const b of order) {
         const queue = `r${round}-b${batch}`;
+        const c0 = await commitsOf(b);
         const p = await push(b, queue, batch, SECONDS);
+        const c1 = await commitsOf(b);
         const pa = await popAck(b, queue, batch, p.messages, SECONDS);
+        const c2 = await commitsOf(b);
+        if (c0 !== null) {
+          p.commitsPer100 = (100 * (c1 - c0)) / Math.max(1, p.messages);
+          pa.commitsPer100 = (100 * (c2 - c1)) / Math.max(1, pa.messages);
+        }
         for (const [op, r] of [['push', p], ['pop+ack', pa]]) {
           const key = `${b.name}|${batch}|${op}`;
           if (!results.has(key)) results.set(key, []);
           results.get(key).push(r);
         }
+        const per100 = (r) => (r.commitsPer100 === undefined ? '' : ` ${r.commitsPer100.toFixed(1)} commits/100 msg`);
         console.log(`[ab] round ${round + 1} batch ${String(batch).padStart(3)} ${b.name.padEnd(10)} push ${p.cpuUsPerMsg.toFixed(1)} us/msg `
-          + `${p.msgsPerSec.toFixed(0)} msg/s, pop+ack ${pa.cpuUsPerMsg.toFixed(1)} us/msg ${pa.msgsPerSec.toFixed(0)} msg/s  (load ${os.loadavg()[0].toFixed(1)})`);
+          + `${p.msgsPerSec.toFixed(0)} msg/s, pop+ack ${pa.cpuUsPerMsg.toFixed(1)} us/msg ${pa.msgsPerSec.toFixed(0)} msg/s  (load ${os.loadavg()[0].toFixed(1)})`
+          + `${per100(p)}${per100(pa)}`);
       }
     }
   }
@@ -101,6 +116,16 @@ for (const batch of BATCHES) {
       const rs = results.get(`${b.name}|${batch}|${op}`) ?? [];
       return `${median(rs.map((r) => r.cpuUsPerMsg)).toFixed(1)} | ${median(rs.map((r) => r.msgsPerSec)).toFixed(0)}`;
     });
+    console.log(`| ${batch} | ${op} | ${cells.join(' | ')} |`);
+  }
+}
+const builds = brokers.filter((b) => b.commits);
+console.log(`\nDurable Object commits per 100 messages, median of ${ROUNDS} rounds`);
+console.log('| batch | op | ' + builds.map((b) => b.name).join(' | ') + ' |');
+console.log('|---:|---|' + builds.map(() => '---:').join('|') + '|');
+for (const batch of BATCHES) {
+  for (const op of ['push', 'pop+ack']) {
+    const cells = builds.map((b) => median((results.get(`${b.name}|${batch}|${op}`) ?? []).map((r) => r.commitsPer100)).toFixed(1));
     console.log(`| ${batch} | ${op} | ${cells.join(' | ')} |`);
   }
 }

@@ -6,7 +6,7 @@
 // (bench/naive-do) on its own workerd, state on tmpfs, 10 partitions, 64 B payloads, `--passes` alternating
 // passes (median per build). Prints only; not part of scripts/test.
 //
-//   node bench/worker-counts.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--batch 1]
+//   node bench/worker-counts.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--no-naive] [--batch 1]
 //                                [--requests 300] [--passes 5]
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -78,7 +78,7 @@ const load0 = os.loadavg()[0];
 const brokers = [];
 try {
   for (const build of buildsFromArgs(argv)) {
-    const w = await startWorker({ persistTo: join(root, build.name), runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
+    const w = await startWorker({ persistTo: join(root, build.name), vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
     brokers.push({ name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop });
   }
   if (NAIVE) brokers.push(await startNaive(join(root, 'naive'), request, 'naive'));

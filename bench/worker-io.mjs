@@ -7,7 +7,7 @@
 // traced call, so those two are only for reading the counts; bench/worker-ab.mjs measures speed). Prints
 // only; not part of scripts/test. Needs strace (and root to trace another process).
 //
-//   node bench/worker-io.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--batch 100] [--payload 64]
+//   node bench/worker-io.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--no-naive] [--batch 100] [--payload 64]
 //                            [--seconds 3] [--state disk|tmpfs]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -57,7 +57,7 @@ const load0 = os.loadavg()[0];
 const brokers = [];
 try {
   for (const build of BUILDS) {
-    const w = await startWorker({ persistTo: join(stateRoot, build.name), runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
+    const w = await startWorker({ persistTo: join(stateRoot, build.name), vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
     brokers.push({ name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop });
   }
   if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive'), request, 'naive'));

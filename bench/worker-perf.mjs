@@ -7,7 +7,7 @@
 // `perf script` texts stay in --out (default a fresh /tmp directory) for `worker-perf-split.py --dump`.
 // Prints only; not part of scripts/test. Needs root (perf, renice).
 //
-//   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--op pop+ack]
+//   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--no-naive] [--op pop+ack]
 //                              [--batch 100] [--payload 64] [--seconds 4] [--warm 1] [--state tmpfs|disk]
 //                              [--out DIR]
 //
@@ -70,7 +70,7 @@ const runs = [];
 try {
   const brokers = [];
   for (const build of BUILDS) {
-    const w = await startWorker({ persistTo: join(stateRoot, build.name), runtime: 'workerd', extraArgs: ['--build-dir', build.dir, ...PERF_FLAGS] });
+    const w = await startWorker({ persistTo: join(stateRoot, build.name), vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir, ...PERF_FLAGS] });
     brokers.push({ name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop });
   }
   if (NAIVE) brokers.push(await startNaive(join(stateRoot, 'naive'), request, 'naive', ['--perf-basic-prof']));

@@ -23,10 +23,11 @@ use wasm_bindgen::JsValue;
 use worker::worker_sys::{web_sys, DurableObjectState};
 use worker::{console_error, console_log, ByteStream, Env, Headers, Method, Result, State};
 
+use crate::auto_sharing::AutoSharing;
 use crate::config::{CommitSharing, WorkerConfig};
 use crate::do_store::DoStore;
 use crate::frame;
-use crate::host::WorkerHost;
+use crate::host::{Sharing, WorkerHost};
 use crate::path_and_query;
 use crate::respond;
 use crate::run_now::run_now;
@@ -114,6 +115,9 @@ pub struct Broker {
     shard_hint: std::cell::RefCell<Option<(u16, String)>>,
     /// Why this object refuses to open (a changed `SHARDS`, see [`crate::shard_guard`]), once decided.
     refusal: std::cell::RefCell<Option<String>>,
+    /// Whether commits are shared (`COMMIT_SHARING`); with `auto`, every answer of [`Broker::answer`] is
+    /// fed to the policy the engine's host asks.
+    sharing: Sharing,
 }
 
 impl Broker {
@@ -156,7 +160,7 @@ impl Broker {
         broker_config.shard = queen_edge::core::ids::ShardTag { index, count };
         let store = DoStore::open(&storage).map_err(|e| e.message)?;
         let host = WorkerHost {
-            share_commits: self.config.commit_sharing == CommitSharing::On,
+            sharing: self.sharing.clone(),
         };
         let engine = Engine::open(store, host, broker_config)
             .await
@@ -428,6 +432,9 @@ impl Broker {
         )
         .await;
         let answer = handle_with_jwt(&engine, &self.config.http, request, &outcome).await;
+        if let Sharing::Auto(policy) = &self.sharing {
+            policy.borrow_mut().answered(js_sys::Date::now() as i64);
+        }
         // A request may have created the first queue of an idle broker.
         self.arm_alarm_if_needed(&engine).await;
         answer
@@ -504,6 +511,13 @@ impl BrokerObject {
         if let Some(error) = &config.startup_error {
             console_error!("broker cannot start: {error}");
         }
+        let sharing = match config.commit_sharing {
+            CommitSharing::Off => Sharing::Off,
+            CommitSharing::On => Sharing::On,
+            CommitSharing::Auto => {
+                Sharing::Auto(Rc::new(std::cell::RefCell::new(AutoSharing::default())))
+            }
+        };
         BrokerObject {
             broker: Rc::new(Broker {
                 state,
@@ -513,6 +527,7 @@ impl BrokerObject {
                 alarm_armed: std::cell::Cell::new(false),
                 shard_hint: std::cell::RefCell::new(None),
                 refusal: std::cell::RefCell::new(None),
+                sharing,
             }),
         }
     }

@@ -4,7 +4,7 @@
 //! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`). Two exceptions stop
 //! the broker (every request answers 503 saying why): a `QUEEN_ENCRYPTION_KEY` that is set but not 64 hex
 //! characters, because running without it would refuse or misread encrypted queues; and a `COMMIT_SHARING`
-//! that is neither `off` nor `on` ([`CommitSharing`]), so a misspelt setting is never taken for another.
+//! that is not `off`, `on` or `auto` ([`CommitSharing`]), so a misspelt setting is never taken for another.
 //!
 //! The values are read from the `Env` by `crate::vars` (wasm32); what they mean is decided here, without I/O.
 
@@ -46,8 +46,8 @@ pub const COMMIT_SHARING_VAR: &str = "COMMIT_SHARING";
 /// (`queen_edge::engine::Host::gather`; the engine's group commit, *Gathering*). It pays where a commit
 /// blocks the object (SQLite's `fsync` on a self-hosted workerd with its state on disk) and costs where a
 /// commit is nearly free (state on tmpfs); docs/decisions.md, "Sharing commits when they block", has the
-/// measurements. `wrangler.toml` sets `off` (Cloudflare's commits are not measured); `scripts/serve` turns
-/// it `on` when the state directory is not on tmpfs, unless set.
+/// measurements. `auto` decides per object at run time ([`crate::auto_sharing`]); `wrangler.toml` sets it
+/// (docs/decisions.md, "Sharing commits automatically").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CommitSharing {
     /// Every request's changes commit at once, alone unless a commit is in flight (unset: off).
@@ -55,17 +55,20 @@ pub enum CommitSharing {
     Off,
     /// A commit's leader gathers the requests workerd holds before it commits.
     On,
+    /// Each object tries both and keeps the one that answers more requests ([`crate::auto_sharing`]).
+    Auto,
 }
 
 impl CommitSharing {
-    /// Reads the variable's value: `off`, `on`, or unset (off). Anything else is an error naming the
-    /// variable and the values it takes.
+    /// Reads the variable's value: `off`, `on`, `auto`, or unset (off). Anything else is an error naming
+    /// the variable and the values it takes.
     pub fn parse(value: Option<&str>) -> Result<Self, String> {
         match value {
             None | Some("off") => Ok(CommitSharing::Off),
             Some("on") => Ok(CommitSharing::On),
+            Some("auto") => Ok(CommitSharing::Auto),
             Some(other) => Err(format!(
-                "{COMMIT_SHARING_VAR} is {other:?}; it takes \"off\" or \"on\""
+                "{COMMIT_SHARING_VAR} is {other:?}; it takes \"off\", \"on\" or \"auto\""
             )),
         }
     }
@@ -181,15 +184,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn commit_sharing_takes_off_and_on_and_is_off_when_unset() {
+    fn commit_sharing_takes_off_on_and_auto_and_is_off_when_unset() {
         assert_eq!(CommitSharing::parse(None), Ok(CommitSharing::Off));
         assert_eq!(CommitSharing::parse(Some("off")), Ok(CommitSharing::Off));
         assert_eq!(CommitSharing::parse(Some("on")), Ok(CommitSharing::On));
+        assert_eq!(CommitSharing::parse(Some("auto")), Ok(CommitSharing::Auto));
     }
 
     #[test]
     fn commit_sharing_refuses_any_other_value_naming_the_variable() {
-        for bad in ["yes", "ON", "true", "1", "auto", "of"] {
+        for bad in ["yes", "ON", "true", "1", "Auto", "automatic", "of"] {
             let err = CommitSharing::parse(Some(bad)).unwrap_err();
             assert!(
                 err.contains(COMMIT_SHARING_VAR) && err.contains(bad),

@@ -1,21 +1,49 @@
 //! [`WorkerHost`]: the engine's [`Host`] inside workerd (clock, timers, entropy).
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
 use queen_edge::engine::Host;
 use wasm_bindgen::{JsCast, JsValue};
 
+use crate::auto_sharing::AutoSharing;
+
 /// Clock from `Date.now()`, sleeps through `setTimeout` (`worker::Delay`), entropy from
-/// `crypto.getRandomValues`; with `share_commits` (`COMMIT_SHARING = "on"`, [`crate::config::CommitSharing`]),
-/// a commit's leader gathers through one `setTimeout(0)`, during which workerd delivers the requests it holds.
+/// `crypto.getRandomValues`; when [`Sharing`] says so, a commit's leader gathers through one
+/// `setTimeout(0)`, during which workerd delivers the requests it holds.
 ///
 /// In a deployed Worker `Date.now()` advances only across I/O (Spectre mitigation); the engine only needs it
 /// to be monotonic per request, which it is.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct WorkerHost {
     /// Whether [`Host::gather`] offers a wait (`COMMIT_SHARING`).
-    pub share_commits: bool,
+    pub sharing: Sharing,
+}
+
+/// Whether commits are shared (`COMMIT_SHARING`, [`crate::config::CommitSharing`]): never, always, or as the
+/// object's [`AutoSharing`] decides now (the `Broker` object feeds it every answer).
+#[derive(Debug, Clone, Default)]
+pub enum Sharing {
+    /// Every commit at once.
+    #[default]
+    Off,
+    /// Every leader gathers (with the engine's backoff for a lone request).
+    On,
+    /// Leaders gather while the policy says so.
+    Auto(Rc<RefCell<AutoSharing>>),
+}
+
+impl Sharing {
+    /// Whether a commit's leader gathers now.
+    pub fn now(&self) -> bool {
+        match self {
+            Sharing::Off => false,
+            Sharing::On => true,
+            Sharing::Auto(policy) => policy.borrow().shares(),
+        }
+    }
 }
 
 impl Host for WorkerHost {
@@ -30,7 +58,7 @@ impl Host for WorkerHost {
     }
 
     fn gather(&self) -> Option<LocalBoxFuture<'static, ()>> {
-        if !self.share_commits {
+        if !self.sharing.now() {
             return None;
         }
         Some(Box::pin(worker::Delay::from(Duration::from_millis(0))))

@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 // Logic without I/O: every target.
+pub mod auto_sharing;
 pub mod catalog;
 pub mod config;
 pub mod do_layout;
