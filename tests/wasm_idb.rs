@@ -28,7 +28,7 @@ async fn conformance_with(durability: Durability) {
     let passed = conformance::run_all(|| open(&name, durability))
         .await
         .unwrap_or_else(|e| panic!("IdbStore ({durability:?}) failed conformance: {e}"));
-    assert_eq!(passed.len(), 11, "every check ran: {passed:?}");
+    assert_eq!(passed.len(), 12, "every check ran: {passed:?}");
     IdbStore::delete_database(&name)
         .await
         .expect("delete test database");

@@ -27,7 +27,8 @@
 //! key` is the byte order the [`Store`] contract asks for. A scan reads the key range from `queen_kv` and the
 //! id range of the same keys from `queen_seg` (none when no segment key can be in it: [`first_segment_id_from`])
 //! and merges them; a get reads the segment keys from `queen_seg` first and whatever it did not find from
-//! `queen_kv`. A row written is one b-tree entry in either table and no second index: rows written is what
+//! `queen_kv`; `first_keys` asks both tables for the first key of each range (two scalar subqueries a range
+//! in one `SELECT`, [`first_keys_columns`]) and takes the smaller. A row written is one b-tree entry in either table and no second index: rows written is what
 //! Cloudflare bills.
 //!
 //! A third table, `queen_meta`, records the layout version ([`FORMAT_VERSION`]); opening storage written by a
@@ -82,7 +83,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use queen_edge::store::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
+use queen_edge::store::{ChangeSet, KeyRange, Record, Store, StoreError, StoreErrorKind};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::{SqlStorage, SqlStorageValue, Storage};
@@ -510,6 +511,61 @@ impl DoStore {
         self.assemble_segments(cursor)
     }
 
+    /// [`Store::first_keys`] of ranges whose columns ([`first_keys_columns`]) fit in one statement.
+    fn first_keys_batch(
+        &self,
+        columns: &[String],
+        bindings: Vec<SqlStorageValue>,
+    ) -> Result<Vec<Option<String>>, StoreError> {
+        let cursor = self
+            .sql
+            .exec(&format!("SELECT {}", columns.join(", ")), bindings)
+            .map_err(sql_error)?;
+        let mut row = Vec::new();
+        for next in cursor.raw() {
+            row = next.map_err(sql_error)?;
+        }
+        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
+        self.counters.rows_read.set(read);
+        if row.len() != columns.len() {
+            return Err(StoreError::other(format!(
+                "first_keys: {} columns for {} asked",
+                row.len(),
+                columns.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(columns.len() / 2);
+        let mut values = row.into_iter();
+        while let (Some(segment), Some(kv)) = (values.next(), values.next()) {
+            let segment = match segment {
+                SqlStorageValue::Integer(id) if (0..SEG_ID_END as i64).contains(&id) => {
+                    Some(segment_key_of(id as u64))
+                }
+                SqlStorageValue::Null => None,
+                other => {
+                    return Err(StoreError::other(format!(
+                        "first_keys: queen_seg id of unexpected type: {other:?}"
+                    )))
+                }
+            };
+            let kv = match kv {
+                SqlStorageValue::String(key) => Some(key),
+                SqlStorageValue::Null => None,
+                other => {
+                    return Err(StoreError::other(format!(
+                        "first_keys: queen_kv key of unexpected type: {other:?}"
+                    )))
+                }
+            };
+            // A key is in one table or the other: the first of the range is the smaller.
+            out.push(match (segment, kv) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            });
+        }
+        Ok(out)
+    }
+
     /// Runs the statements of a commit, returning the rows written: one statement as it is (it applies all
     /// or nothing by itself), several inside one `transactionSync`.
     fn run(&self, mut statements: Vec<Statement>) -> Result<u64, StoreError> {
@@ -592,6 +648,38 @@ fn first_segment_id_from(bound: &str) -> u64 {
         }
     }
     low
+}
+
+/// The two columns of `range` in the `SELECT` of [`Store::first_keys`], with their bindings: the first
+/// `queen_seg` id of the range (`NULL` when no id can lie in it) and the first `queen_kv` key of it, each a
+/// scalar subquery that seeks once in its table's b-tree and reads at most one row.
+fn first_keys_columns(range: &KeyRange) -> ([String; 2], Vec<SqlStorageValue>) {
+    let (prefix, from) = (range.prefix.as_str(), range.from.as_str());
+    // Every key that starts with the prefix is before `from`: nothing can be in the range.
+    if from > prefix && !from.starts_with(prefix) {
+        return (["NULL".into(), "NULL".into()], Vec::new());
+    }
+    let lower = from.max(prefix);
+    let upper = prefix_end(prefix);
+    let mut bindings = Vec::with_capacity(4);
+    let first = first_segment_id_from(lower);
+    let end = upper.as_deref().map_or(SEG_ID_END, first_segment_id_from);
+    let segment = if first < end {
+        bindings.push(SqlStorageValue::Integer(first as i64));
+        bindings.push(SqlStorageValue::Integer((end - 1) as i64));
+        "(SELECT id FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id LIMIT 1)"
+    } else {
+        "NULL"
+    };
+    bindings.push(SqlStorageValue::from(lower));
+    let kv = match upper {
+        Some(upper) => {
+            bindings.push(SqlStorageValue::from(upper));
+            "(SELECT key FROM queen_kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1)"
+        }
+        None => "(SELECT key FROM queen_kv WHERE key >= ? ORDER BY key LIMIT 1)",
+    };
+    ([segment.into(), kv.into()], bindings)
 }
 
 /// `a` and `b`, each in key order and with no key in both, as one list in key order.
@@ -868,6 +956,25 @@ impl Store for DoStore {
             values.push(value);
         }
         Ok(values)
+    }
+
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        let mut out = Vec::with_capacity(ranges.len());
+        let mut columns: Vec<String> = Vec::new();
+        let mut bindings: Vec<SqlStorageValue> = Vec::new();
+        for range in ranges {
+            let (range_columns, range_bindings) = first_keys_columns(range);
+            if bindings.len() + range_bindings.len() > MAX_BINDINGS {
+                out.extend(self.first_keys_batch(&columns, std::mem::take(&mut bindings))?);
+                columns.clear();
+            }
+            columns.extend(range_columns);
+            bindings.extend(range_bindings);
+        }
+        if !columns.is_empty() {
+            out.extend(self.first_keys_batch(&columns, bindings)?);
+        }
+        Ok(out)
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
