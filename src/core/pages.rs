@@ -251,17 +251,13 @@ impl Broker {
     }
 
     /// The damage of `found`, a segment key of partition `pid` stored past offset `end`, where the open
-    /// found no segment (module documentation): names the partition, the missing key and the stored one.
+    /// found no segment (module documentation): [`segment_past_a_gap`] with the partition's names.
     pub fn segment_past_a_gap(&self, pid: u64, end: u64, found: &str) -> StoreError {
         let partition = match self.partitions.get(&pid) {
             Some(p) => format!("partition \"{}\" of queue \"{}\"", p.name, p.queue),
             None => format!("partition {pid}"),
         };
-        StoreError::other(format!(
-            "storage is damaged: segment \"{}\" of {partition} is not stored, but the later \"{found}\" \
-             is: the messages between them are lost",
-            segment_key(pid, end)
-        ))
+        segment_past_a_gap(&partition, pid, end, found)
     }
 
     /// The (partition, offset) right after each partition's indexed end: where a segment whose entry is
@@ -272,6 +268,16 @@ impl Broker {
             .map(|p| (p.id, p.next_offset))
             .collect()
     }
+}
+
+/// The damage of `found`, a segment key of partition `pid` (named by `partition`) stored past offset
+/// `end`, where no segment is (module documentation): names the missing key and the stored one.
+pub fn segment_past_a_gap(partition: &str, pid: u64, end: u64, found: &str) -> StoreError {
+    StoreError::other(format!(
+        "storage is damaged: segment \"{}\" of {partition} is not stored, but the later \"{found}\" \
+         is: the messages between them are lost",
+        segment_key(pid, end)
+    ))
 }
 
 /// The keys of partition `pid`'s segments from offset `end` on: none is stored when no segment is at

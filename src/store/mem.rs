@@ -43,8 +43,8 @@ pub struct ReadCounts {
     pub records_scanned: u64,
     /// Keys asked for by `get`, in call order.
     pub keys_got: Vec<String>,
-    /// Ranges asked for by `first_keys`, in call order.
-    pub ranges: Vec<KeyRange>,
+    /// The ranges of each `first_keys` call, in call order.
+    pub ranges: Vec<Vec<KeyRange>>,
 }
 
 impl MemStore {
@@ -155,11 +155,7 @@ impl Store for MemStore {
     async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
         self.read_fault()?;
         let records = self.inner.records.borrow();
-        self.inner
-            .reads
-            .borrow_mut()
-            .ranges
-            .extend(ranges.iter().cloned());
+        self.inner.reads.borrow_mut().ranges.push(ranges.to_vec());
         Ok(ranges
             .iter()
             .map(|range| {
