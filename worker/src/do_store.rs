@@ -27,10 +27,9 @@
 //! key` is the byte order the [`Store`] contract asks for. A scan reads the key range from `queen_kv` and the
 //! id range of the same keys from `queen_seg` (none when no segment key can be in it: [`first_segment_id_from`])
 //! and merges them; a get reads the segment keys from `queen_seg` first and whatever it did not find from
-//! `queen_kv`; `first_keys` asks both tables for the first key of each range (a row of two scalar subqueries a
-//! range, [`first_keys_row`], the rows of a quarter of [`MAX_BINDINGS`] ranges in one `UNION ALL`) and takes
-//! the smaller. A row written is one b-tree entry in either table and no second index: rows written is what
-//! Cloudflare bills.
+//! `queen_kv`; `first_keys` asks both tables for the first key of each range (a statement of two scalar
+//! subqueries a range, [`first_keys_row`]) and takes the smaller. A row written is one b-tree entry in either
+//! table and no second index: rows written is what Cloudflare bills.
 //!
 //! A third table, `queen_meta`, records the layout version ([`FORMAT_VERSION`]); opening storage written by a
 //! newer layout fails with [`StoreErrorKind::NewerFormat`] instead of misreading it. Format 1 (sessions 6 to
@@ -512,40 +511,27 @@ impl DoStore {
         self.assemble_segments(cursor)
     }
 
-    /// [`Store::first_keys`] of ranges whose rows ([`first_keys_row`], numbered in order from 0) fit in
-    /// one statement: their `SELECT`s joined by `UNION ALL`, one result row each.
-    fn first_keys_batch(
-        &self,
-        rows: &[String],
-        bindings: Vec<SqlStorageValue>,
-    ) -> Result<Vec<Option<String>>, StoreError> {
-        let cursor = self
-            .sql
-            .exec(&rows.join(" UNION ALL "), bindings)
-            .map_err(sql_error)?;
-        let mut out: Vec<Option<Option<String>>> = vec![None; rows.len()];
+    /// The first key of `range` ([`Store::first_keys`]): one statement, [`first_keys_row`].
+    fn first_key(&self, range: &KeyRange) -> Result<Option<String>, StoreError> {
+        let (query, bindings) = first_keys_row(range);
+        let cursor = self.sql.exec(&query, bindings).map_err(sql_error)?;
+        let mut first = None;
         for row in cursor.raw() {
-            let row = row.map_err(sql_error)?;
-            let mut cols = row.into_iter();
-            let (Some(SqlStorageValue::Integer(i)), Some(segment), Some(kv)) =
-                (cols.next(), cols.next(), cols.next())
-            else {
-                return Err(StoreError::other("first_keys: a row of unexpected shape"));
-            };
-            let segment = match segment {
-                SqlStorageValue::Integer(id) if (0..SEG_ID_END as i64).contains(&id) => {
+            let mut cols = row.map_err(sql_error)?.into_iter();
+            let segment = match cols.next() {
+                Some(SqlStorageValue::Integer(id)) if (0..SEG_ID_END as i64).contains(&id) => {
                     Some(segment_key_of(id as u64))
                 }
-                SqlStorageValue::Null => None,
+                Some(SqlStorageValue::Null) => None,
                 other => {
                     return Err(StoreError::other(format!(
                         "first_keys: queen_seg id of unexpected type: {other:?}"
                     )))
                 }
             };
-            let kv = match kv {
-                SqlStorageValue::String(key) => Some(key),
-                SqlStorageValue::Null => None,
+            let kv = match cols.next() {
+                Some(SqlStorageValue::String(key)) => Some(key),
+                Some(SqlStorageValue::Null) => None,
                 other => {
                     return Err(StoreError::other(format!(
                         "first_keys: queen_kv key of unexpected type: {other:?}"
@@ -553,19 +539,14 @@ impl DoStore {
                 }
             };
             // A key is in one table or the other: the first of the range is the smaller.
-            let first = match (segment, kv) {
+            first = match (segment, kv) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            if let Some(slot) = usize::try_from(i).ok().and_then(|i| out.get_mut(i)) {
-                *slot = Some(first);
-            }
         }
         let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
         self.counters.rows_read.set(read);
-        out.into_iter()
-            .map(|first| first.ok_or_else(|| StoreError::other("first_keys: a range got no row")))
-            .collect()
+        Ok(first)
     }
 
     /// Runs the statements of a commit, returning the rows written: one statement as it is (it applies all
@@ -652,14 +633,14 @@ fn first_segment_id_from(bound: &str) -> u64 {
     low
 }
 
-/// The `SELECT` of range number `i` in a statement of [`Store::first_keys`], with its bindings: one row of
-/// `i`, the first `queen_seg` id of the range (`NULL` when no id can lie in it) and the first `queen_kv` key
-/// of it, each a scalar subquery that seeks once in its table's b-tree and reads at most one row.
-fn first_keys_row(i: usize, range: &KeyRange) -> (String, Vec<SqlStorageValue>) {
+/// The statement of [`Store::first_keys`] for `range`, with its bindings: one row of the first `queen_seg`
+/// id of the range (`NULL` when no id can lie in it) and the first `queen_kv` key of it, each a scalar
+/// subquery that seeks once in its table's b-tree and reads at most one row.
+fn first_keys_row(range: &KeyRange) -> (String, Vec<SqlStorageValue>) {
     let (prefix, from) = (range.prefix.as_str(), range.from.as_str());
     // Every key that starts with the prefix is before `from`: nothing can be in the range.
     if from > prefix && !from.starts_with(prefix) {
-        return (format!("SELECT {i}, NULL, NULL"), Vec::new());
+        return ("SELECT NULL, NULL".into(), Vec::new());
     }
     let lower = from.max(prefix);
     let upper = prefix_end(prefix);
@@ -681,7 +662,7 @@ fn first_keys_row(i: usize, range: &KeyRange) -> (String, Vec<SqlStorageValue>) 
         }
         None => "(SELECT key FROM queen_kv WHERE key >= ? ORDER BY key LIMIT 1)",
     };
-    (format!("SELECT {i}, {segment}, {kv}"), bindings)
+    (format!("SELECT {segment}, {kv}"), bindings)
 }
 
 /// `a` and `b`, each in key order and with no key in both, as one list in key order.
@@ -961,19 +942,9 @@ impl Store for DoStore {
     }
 
     async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
-        let mut out = Vec::with_capacity(ranges.len());
-        // A range binds at most four parameters.
-        for batch in ranges.chunks(MAX_BINDINGS / 4) {
-            let mut rows = Vec::with_capacity(batch.len());
-            let mut bindings = Vec::new();
-            for (i, range) in batch.iter().enumerate() {
-                let (row, row_bindings) = first_keys_row(i, range);
-                rows.push(row);
-                bindings.extend(row_bindings);
-            }
-            out.extend(self.first_keys_batch(&rows, bindings)?);
-        }
-        Ok(out)
+        // One statement a range: workerd's SQLite refuses a `SELECT` of 48 subquery columns, and a
+        // `UNION ALL` of 24 rows. Each call is synchronous and reads at most two rows.
+        ranges.iter().map(|range| self.first_key(range)).collect()
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
@@ -1065,26 +1036,24 @@ mod tests {
     }
 
     #[test]
-    fn a_first_keys_row_binds_only_what_its_range_can_hold() {
+    fn a_first_keys_statement_binds_only_what_its_range_can_hold() {
         let range = |prefix: &str, from: &str| KeyRange {
             prefix: prefix.into(),
             from: from.into(),
         };
         // `from` after every key of the prefix: no subquery.
-        let (row, bindings) = first_keys_row(3, &range("fk/", "s/"));
-        assert_eq!((row.as_str(), bindings.len()), ("SELECT 3, NULL, NULL", 0));
+        let (row, bindings) = first_keys_row(&range("fk/", "s/"));
+        assert_eq!((row.as_str(), bindings.len()), ("SELECT NULL, NULL", 0));
         // No segment key can start with `fk/`: `queen_kv` only.
-        let (row, bindings) = first_keys_row(0, &range("fk/", ""));
+        let (row, bindings) = first_keys_row(&range("fk/", ""));
         assert!(
-            row.starts_with("SELECT 0, NULL, (SELECT key FROM queen_kv"),
+            row.starts_with("SELECT NULL, (SELECT key FROM queen_kv"),
             "{row}"
         );
         assert_eq!(bindings.len(), 2);
         // A partition's segments from offset 5 on: both tables, the ids from `pid << 32 | 5`.
-        let (row, bindings) = first_keys_row(
-            1,
-            &range("s/0000000000000002/", &segment_key_of(2 << 32 | 5)),
-        );
+        let (row, bindings) =
+            first_keys_row(&range("s/0000000000000002/", &segment_key_of(2 << 32 | 5)));
         assert!(
             row.contains("queen_seg") && row.contains("queen_kv"),
             "{row}"
