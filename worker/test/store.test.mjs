@@ -64,7 +64,7 @@ test('DoStore passes the storage conformance suite in workerd and keeps data acr
 
     const conf = await getJson(`${w.url}/__test/store/conformance?object=conformance`);
     assert.equal(conf.status, 200, `conformance (2nd run) failed: ${JSON.stringify(conf.body)}`);
-    assert.equal(conf.body.passed.length, 11);
+    assert.equal(conf.body.passed.length, 12);
   } finally {
     await w.stop();
   }
