@@ -117,6 +117,9 @@ fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order(
         past_the_pages(),
         "an open reads no segment but those past the pages"
     );
+    // And, in one call, whether any segment is stored past each partition's absent key (damage).
+    let calls: Vec<usize> = reads.ranges.iter().map(Vec::len).collect();
+    assert_eq!(calls, [PARTITIONS.len()], "one range a partition");
     let segments = PARTITIONS.len() * PUSHES_PER_PARTITION;
     assert!(
         reads.records_scanned < (segments * 2) as u64,

@@ -13,7 +13,7 @@ use futures::future::join_all;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
 use queen_edge::engine::{Engine, EngineError, EngineResult, Host, Recording};
-use queen_edge::store::{ChangeSet, MemStore, Record, Store, StoreError};
+use queen_edge::store::{ChangeSet, KeyRange, MemStore, Record, Store, StoreError};
 use serde_json::json;
 use std::cell::Cell;
 use std::future::Future;
@@ -705,6 +705,9 @@ impl Store for InstantStore {
     }
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.inner.get(keys).await
+    }
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        self.inner.first_keys(ranges).await
     }
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         let n = self.commits.get() + 1;

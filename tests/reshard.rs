@@ -360,3 +360,35 @@ fn a_shard_of_a_newer_record_format_is_refused() {
     )];
     Survey::of(&records).unwrap().check_format().unwrap();
 }
+
+/// A segment missing in the run past a partition's pages while a later one is stored (storage damage)
+/// stops the migration's read of the unpaged segments with an error naming both keys, as it stops the
+/// open: moved without the segments before it the partition would arrive cut short, and the later
+/// segment would stay behind in the source when the queue is dropped.
+#[test]
+fn a_segment_missing_before_a_stored_one_stops_the_migration() {
+    let h = Harness::new();
+    for i in 0..4 {
+        let (status, body) = h.call(
+            "POST",
+            "/api/v1/push",
+            Some(json!({"items": [{"queue": "a", "payload": i}]})),
+        );
+        assert_eq!(status, 201, "{body}");
+    }
+    let (mine, _) = select(&scan(&h.store), "a").unwrap();
+    let keys: Vec<String> = futures::executor::block_on(unpaged_segments(&h.store, &mine))
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys.len(), 4, "four segments past the pages: {keys:?}");
+    let mut damage = queen_edge::store::ChangeSet::default();
+    damage.delete(keys[1].clone());
+    futures::executor::block_on(h.store.commit(&damage)).unwrap();
+    let e = futures::executor::block_on(unpaged_segments(&h.store, &mine))
+        .expect_err("a migration over a missing segment must stop");
+    for part in ["storage is damaged", &keys[1], &keys[2]] {
+        assert!(e.message.contains(part), "{part:?} in {}", e.message);
+    }
+}

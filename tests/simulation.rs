@@ -27,7 +27,7 @@ use futures::future::LocalBoxFuture;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
 use queen_edge::engine::{Engine, EngineError, Host};
-use queen_edge::store::{ChangeSet, MemStore, Record, Store, StoreError};
+use queen_edge::store::{ChangeSet, KeyRange, MemStore, Record, Store, StoreError};
 use serde_json::json;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -74,6 +74,9 @@ impl Store for SimStore {
     }
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.mem.get(keys).await
+    }
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        self.mem.first_keys(ranges).await
     }
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         self.mem.commit(changes).await?;

@@ -21,6 +21,7 @@ async fn mem_store_conformance() {
             "delete_missing",
             "get_keys",
             "segment_shaped_keys",
+            "first_keys",
             "clear"
         ],
         "every check but survives_reopen ran"

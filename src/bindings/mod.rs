@@ -27,7 +27,7 @@ use crate::core::BrokerConfig;
 use crate::engine::{Engine, EngineError, Host, Recording};
 use crate::http::{self, EncryptionKey, HttpConfig, HttpRequest};
 use crate::store::idb::{self, Durability, IdbOptions, IdbStore};
-use crate::store::{ChangeSet, Note, Record, Store, StoreError, StoreErrorKind};
+use crate::store::{ChangeSet, KeyRange, Note, Record, Store, StoreError, StoreErrorKind};
 use futures::future::LocalBoxFuture;
 use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use std::cell::{Cell, RefCell};
@@ -224,6 +224,11 @@ impl Store for FencedStore {
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let store = self.current()?;
         store.get(keys).await
+    }
+
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        let store = self.current()?;
+        store.first_keys(ranges).await
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {

@@ -59,7 +59,7 @@ use rustc_hash::FxHashMap as HashMap;
 use state::*;
 use std::collections::BTreeMap;
 
-pub use pages::ENTRIES_PER_PAGE;
+pub use pages::{segments_from, ENTRIES_PER_PAGE};
 /// The namespace and task a queue created without them gets from its name (`ns.task...`).
 pub use push::labels_from_name;
 pub use records::{

@@ -13,18 +13,23 @@
 //! page names it, and the open finds the segments no page names where they must be, right after their
 //! partition's indexed end, one key at a time ([`Broker::index_found_segment`]). They are the newest of
 //! their partition and fewer than [`ENTRIES_PER_PAGE`]: the open reads at most that many keys a partition.
+//! Where a partition's probe stops (the first absent key), no later segment of it may be stored: commits
+//! are all or nothing and retention deletes from the front, so only damage leaves one (a segment lost in
+//! the middle of the run), and its messages would be lost and their offsets taken by the next push. The
+//! open asks the store for the first key of each partition's segments from there on ([`segments_from`], one
+//! `Store::first_keys` call for every partition) and fails with [`Broker::segment_past_a_gap`] when one is.
 //!
 //! A page is written once. Compression in maintenance rewrites the page of the segments it compresses
 //! (module `compaction`); retention leaves a page whose first segments it deleted as it is (the open
 //! skips entries below the partition's first offset) and deletes it with the last of its segments.
 
 use super::records::{corrupt, decode_index_entry, encode_index_entry, index_entry_key};
-use super::records::{parse_segment_key, DecodedEntry};
+use super::records::{parse_segment_key, partition_segment_prefix, segment_key, DecodedEntry};
 use super::segment;
 use super::state::{Partition, SegmentMeta};
 use super::txindex;
 use super::Broker;
-use crate::store::StoreError;
+use crate::store::{KeyRange, StoreError};
 
 /// How many segments' entries a page holds when a push writes it (docs/decisions.md, "Index pages
 /// (session 11)": the measurement behind the number).
@@ -198,7 +203,7 @@ impl Broker {
         bytes: &[u8],
         keep: bool,
     ) -> Result<u64, StoreError> {
-        let key = super::records::segment_key(pid, first);
+        let key = segment_key(pid, first);
         let messages = segment::decode(bytes).map_err(|e| corrupt(&key, e))?;
         let (Some(head), Some(tail)) = (messages.first(), messages.last()) else {
             return Err(corrupt(&key, "segment holds no messages"));
@@ -245,6 +250,16 @@ impl Broker {
         Ok(meta.last + 1)
     }
 
+    /// The damage of `found`, a segment key of partition `pid` stored past offset `end`, where the open
+    /// found no segment (module documentation): [`segment_past_a_gap`] with the partition's names.
+    pub fn segment_past_a_gap(&self, pid: u64, end: u64, found: &str) -> StoreError {
+        let partition = match self.partitions.get(&pid) {
+            Some(p) => format!("partition \"{}\" of queue \"{}\"", p.name, p.queue),
+            None => format!("partition {pid}"),
+        };
+        segment_past_a_gap(&partition, pid, end, found)
+    }
+
     /// The (partition, offset) right after each partition's indexed end: where a segment whose entry is
     /// in no page would be stored.
     pub fn indexed_ends(&self) -> Vec<(u64, u64)> {
@@ -252,6 +267,25 @@ impl Broker {
             .values()
             .map(|p| (p.id, p.next_offset))
             .collect()
+    }
+}
+
+/// The damage of `found`, a segment key of partition `pid` (named by `partition`) stored past offset
+/// `end`, where no segment is (module documentation): names the missing key and the stored one.
+pub fn segment_past_a_gap(partition: &str, pid: u64, end: u64, found: &str) -> StoreError {
+    StoreError::other(format!(
+        "storage is damaged: segment \"{}\" of {partition} is not stored, but the later \"{found}\" \
+         is: the messages between them are lost",
+        segment_key(pid, end)
+    ))
+}
+
+/// The keys of partition `pid`'s segments from offset `end` on: none is stored when no segment is at
+/// `end` (module documentation).
+pub fn segments_from(pid: u64, end: u64) -> KeyRange {
+    KeyRange {
+        prefix: partition_segment_prefix(pid),
+        from: segment_key(pid, end),
     }
 }
 

@@ -123,6 +123,10 @@ pub fn needs_segment_upgrade(records: &[Record]) -> bool {
 pub fn segment_key(pid: u64, first: u64) -> String {
     format!("s/{pid:016x}/{first:016x}")
 }
+/// The prefix of partition `pid`'s segment keys.
+pub fn partition_segment_prefix(pid: u64) -> String {
+    format!("s/{pid:016x}/")
+}
 /// The key of segment (pid, first)'s index entry.
 pub fn index_entry_key(pid: u64, first: u64) -> String {
     format!("x/{pid:016x}/{first:016x}")

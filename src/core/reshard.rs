@@ -24,7 +24,7 @@
 
 use super::ids::ShardTag;
 use super::maintenance::{BUFFER_PREFIX, MODE_KEY};
-use super::pages::decode_index_record;
+use super::pages::{decode_index_record, segment_past_a_gap, segments_from};
 use super::records::{
     dead_letter, dead_letter_key, decode, esc, format_bytes, index_entry_key, json, lane,
     parse_pid, parse_segment_key, partition_key, partition_record, queue_record, read_format,
@@ -402,24 +402,36 @@ fn indexed_ends(records: &[Record]) -> Result<Vec<(u64, u64)>, StoreError> {
 
 /// The segments of one queue (`mine`, its records as [`select`] gave them) that no index page names
 /// yet, with their values: stored right after their partition's indexed end ([`indexed_ends`]), one
-/// after another (module `pages`). A migration moves and drops them with the others.
+/// after another (module `pages`). A migration moves and drops them with the others. A segment stored
+/// past the first absent key of its partition is damage, an error (as at open): moved without the
+/// segments before it, the partition would arrive cut short.
 pub async fn unpaged_segments<S: Store>(
     store: &S,
     mine: &[Record],
 ) -> Result<Vec<Record>, StoreError> {
     let mut found = Vec::new();
     let mut ends = indexed_ends(mine)?;
+    let mut absent = Vec::with_capacity(ends.len());
     while !ends.is_empty() {
         let keys: Vec<String> = ends.iter().map(|(p, o)| segment_key(*p, *o)).collect();
         let values = store.get(&keys).await?;
         let mut next = Vec::new();
-        for ((pid, _), (key, value)) in ends.into_iter().zip(keys.into_iter().zip(values)) {
-            if let Some(bytes) = value {
-                next.push((pid, segment_end(&key, &bytes)?));
-                found.push((key, bytes));
+        for ((pid, end), (key, value)) in ends.into_iter().zip(keys.into_iter().zip(values)) {
+            match value {
+                Some(bytes) => {
+                    next.push((pid, segment_end(&key, &bytes)?));
+                    found.push((key, bytes));
+                }
+                None => absent.push((pid, end)),
             }
         }
         ends = next;
+    }
+    let ranges: Vec<_> = absent.iter().map(|(p, o)| segments_from(*p, *o)).collect();
+    let stored = store.first_keys(&ranges).await?;
+    if let Some(((pid, end), Some(key))) = absent.iter().zip(stored).find(|(_, k)| k.is_some()) {
+        let partition = format!("partition {pid}");
+        return Err(segment_past_a_gap(&partition, *pid, *end, &key));
     }
     Ok(found)
 }

@@ -27,7 +27,8 @@ pub use modes::PushOutcome;
 
 use crate::core::api::*;
 use crate::core::{
-    needs_segment_upgrade, segment_key, Broker, BrokerConfig, INDEX_PREFIXES, SEGMENT_PREFIX,
+    needs_segment_upgrade, segment_key, segments_from, Broker, BrokerConfig, INDEX_PREFIXES,
+    SEGMENT_PREFIX,
 };
 use crate::store::{ChangeSet, Note, Store, StoreError};
 use futures::channel::oneshot;
@@ -337,19 +338,34 @@ impl<S: Store, H: Host> Engine<S, H> {
     /// Finds the segments stored past each partition's indexed end (pushed after the last index page
     /// was written: module `core::pages`) and indexes them from their own bytes, one key a partition at
     /// a time, until every partition's next key is absent: fewer than `ENTRIES_PER_PAGE` reads a
-    /// partition. Without this the next push would take their offsets and overwrite them.
+    /// partition. Without this the next push would take their offsets and overwrite them. Then one read
+    /// of every partition's segment keys past its absent key: one stored there is damage (a segment
+    /// missing before it), an error rather than a partition cut short there.
     async fn index_unpaged_segments(store: &S, core: &mut Broker) -> EngineResult<()> {
         let mut ends = core.indexed_ends();
+        let mut absent = Vec::with_capacity(ends.len());
         while !ends.is_empty() {
             let keys: Vec<String> = ends.iter().map(|(p, o)| segment_key(*p, *o)).collect();
             let found = store.get(&keys).await?;
             let mut next = Vec::new();
             for ((pid, first), value) in ends.into_iter().zip(found) {
-                if let Some(bytes) = value {
-                    next.push((pid, core.index_found_segment(pid, first, &bytes)?));
+                match value {
+                    Some(bytes) => next.push((pid, core.index_found_segment(pid, first, &bytes)?)),
+                    None => absent.push((pid, first)),
                 }
             }
             ends = next;
+        }
+        if !absent.is_empty() {
+            let ranges: Vec<_> = absent.iter().map(|(p, o)| segments_from(*p, *o)).collect();
+            let stored = store.first_keys(&ranges).await?;
+            if let Some(((pid, end), Some(found))) =
+                absent.iter().zip(stored).find(|(_, k)| k.is_some())
+            {
+                return Err(EngineError::Store(
+                    core.segment_past_a_gap(*pid, *end, &found),
+                ));
+            }
         }
         // A page filled by what was found (only if the pages were shorter when written).
         let pages = core.take_changes();

@@ -63,7 +63,10 @@
 //! the UTF-8 keys. The two agree for keys below U+D800 (all the broker's keys are ASCII); for any other
 //! keys, `scan` re-sorts its result by bytes (a no-op pass on already sorted input), so the contract holds
 //! for every key. The prefix range itself is exact in UTF-16 order: it runs from the prefix up to, not
-//! including, the prefix with its last code unit incremented.
+//! including, the prefix with its last code unit incremented. [`Store::first_keys`] asks `getKey` for the
+//! first key of each range (all requests in one `readonly` transaction), which is the first in byte order
+//! too when the range's lower bound and that key are below U+D800; otherwise it takes the first key at or
+//! after the bound from a `scan` of the prefix.
 //!
 //! # Values
 //!
@@ -87,7 +90,7 @@
 
 mod ends;
 
-use super::{ChangeSet, Record, Store, StoreError, StoreErrorKind};
+use super::{ChangeSet, KeyRange, Record, Store, StoreError, StoreErrorKind};
 use ends::{TxEnd, TxEnds};
 use js_sys::{Array, Function, JsString, Object, Promise, Reflect, Uint8Array};
 use std::cell::{Cell, RefCell};
@@ -661,6 +664,46 @@ impl Store for IdbStore {
         Ok(out)
     }
 
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tx = self.transaction(&RECORDS_STORE.into(), IdbTransactionMode::Readonly)?;
+        let records = object_store(&tx, RECORDS_STORE)?;
+        let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "first_keys", &e);
+        // Every request is issued before the first await: one transaction, one consistent read.
+        let mut pending = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let request = match from_range(range).map_err(fail)? {
+                Some(bound) => Some(Pending::new(&records.get_key(&bound).map_err(fail)?)),
+                None => None,
+            };
+            pending.push(request);
+        }
+        let mut out = Vec::with_capacity(ranges.len());
+        for (range, request) in ranges.iter().zip(pending) {
+            let Some(request) = request else {
+                out.push(None);
+                continue;
+            };
+            let key = request.finish().await.map_err(fail)?;
+            let key = match key.is_undefined() {
+                true => None,
+                false => Some(key.as_string().ok_or_else(|| {
+                    StoreError::other("first_keys: a key in the records store is not a string")
+                })?),
+            };
+            // Byte order and UTF-16 order agree here (module documentation, "Key order").
+            if below_surrogates(&range.from) && key.as_deref().is_none_or(below_surrogates) {
+                out.push(key);
+            } else {
+                let mut keys = self.scan(&range.prefix).await?.into_iter().map(|(k, _)| k);
+                out.push(keys.find(|k| *k >= range.from));
+            }
+        }
+        Ok(out)
+    }
+
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         if changes.is_empty() {
             return Ok(());
@@ -935,26 +978,47 @@ fn issue_changes(records: &IdbObjectStore, changes: &ChangeSet) -> Result<(), Js
 }
 
 /// The key range of all strings starting with `prefix` in IndexedDB (UTF-16 code unit) order, or `None`
-/// for everything. Upper bound: the prefix with trailing U+FFFF units dropped and its last unit
-/// incremented, exclusive.
+/// for everything.
 fn prefix_range(prefix: &str) -> Result<Option<IdbKeyRange>, JsValue> {
     if prefix.is_empty() {
         return Ok(None);
     }
+    bounded(prefix, prefix).map(Some)
+}
+
+/// The IndexedDB key range of the keys of `range` that start at `range.from` or at its prefix, whichever
+/// is later (in byte order, which is IndexedDB's for strings below U+D800), or `None` when no key can be
+/// in it (`from` after every key that starts with the prefix).
+fn from_range(range: &KeyRange) -> Result<Option<IdbKeyRange>, JsValue> {
+    let (prefix, from) = (range.prefix.as_str(), range.from.as_str());
+    if from > prefix && !from.starts_with(prefix) {
+        return Ok(None);
+    }
+    bounded(from.max(prefix), prefix).map(Some)
+}
+
+/// The keys from `lower` on that start with `prefix` (which `lower` starts with). Upper bound: the prefix
+/// with trailing U+FFFF units dropped and its last unit incremented, exclusive; none when nothing is left.
+fn bounded(lower: &str, prefix: &str) -> Result<IdbKeyRange, JsValue> {
     let mut units: Vec<u16> = prefix.encode_utf16().collect();
     while units.last() == Some(&0xFFFF) {
         units.pop();
     }
-    let lower = JsValue::from_str(prefix);
+    let lower = JsValue::from_str(lower);
     match units.last_mut() {
-        None => IdbKeyRange::lower_bound(&lower).map(Some),
+        None => IdbKeyRange::lower_bound(&lower),
         Some(last) => {
             *last += 1;
             // May hold a lone surrogate, which JS strings allow and Rust strings do not.
             let upper: JsValue = JsString::from_char_code(&units).into();
-            IdbKeyRange::bound_with_lower_open_and_upper_open(&lower, &upper, false, true).map(Some)
+            IdbKeyRange::bound_with_lower_open_and_upper_open(&lower, &upper, false, true)
         }
     }
+}
+
+/// True when every character of `key` is below U+D800, where UTF-16 order and byte order agree.
+fn below_surrogates(key: &str) -> bool {
+    key.chars().all(|c| (c as u32) < 0xD800)
 }
 
 /// A request with its `success`/`error` handlers attached at creation, so no event can be missed.

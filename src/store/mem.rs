@@ -1,6 +1,6 @@
 //! [`MemStore`]: the in-memory reference [`Store`], with fault injection for tests.
 
-use super::{ChangeSet, Note, Record, Store, StoreError};
+use super::{ChangeSet, KeyRange, Note, Record, Store, StoreError};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -10,7 +10,7 @@ use std::rc::Rc;
 ///
 /// Fault injection: [`MemStore::fail_next_commits`] makes the next commits fail without writing
 /// ([`MemStore::fail_commit_after`]: one commit, after some succeed),
-/// [`MemStore::fail_next_reads`] the next scans and gets, and [`MemStore::drop_writes`] turns it into a
+/// [`MemStore::fail_next_reads`] the next reads (scans, gets, first keys), and [`MemStore::drop_writes`] turns it into a
 /// canary that reports success but keeps nothing (the simulation must catch it).
 ///
 /// It counts what it is asked to read ([`MemStore::reads`]), so tests can assert what an open or a pop
@@ -43,6 +43,8 @@ pub struct ReadCounts {
     pub records_scanned: u64,
     /// Keys asked for by `get`, in call order.
     pub keys_got: Vec<String>,
+    /// The ranges of each `first_keys` call, in call order.
+    pub ranges: Vec<Vec<KeyRange>>,
 }
 
 impl MemStore {
@@ -67,7 +69,7 @@ impl MemStore {
         self.inner.dropping_writes.set(on);
     }
 
-    /// Makes the next `n` scans or gets fail with an error.
+    /// Makes the next `n` reads (scans, gets or first keys) fail with an error.
     pub fn fail_next_reads(&self, n: u32) {
         self.inner.failing_reads.set(n);
     }
@@ -148,6 +150,24 @@ impl Store for MemStore {
             .keys_got
             .extend(keys.iter().cloned());
         Ok(keys.iter().map(|k| records.get(k).cloned()).collect())
+    }
+
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        self.read_fault()?;
+        let records = self.inner.records.borrow();
+        self.inner.reads.borrow_mut().ranges.push(ranges.to_vec());
+        Ok(ranges
+            .iter()
+            .map(|range| {
+                let from = range.from.as_str().max(range.prefix.as_str());
+                records
+                    .range::<str, _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
+                    .next()
+                    .map(|(key, _)| key)
+                    .filter(|key| key.starts_with(&range.prefix))
+                    .cloned()
+            })
+            .collect())
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {

@@ -31,6 +31,16 @@ pub type Record = (String, Vec<u8>);
 /// their answers this way, so an answer is stored exactly when the changes it reports are.
 pub type Note = (String, Vec<u8>);
 
+/// The keys that start with `prefix` and are `from` or after it (in key order): what
+/// [`Store::first_keys`] looks in. (`from` before `prefix`: every key that starts with `prefix`.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRange {
+    /// Every key of the range starts with it.
+    pub prefix: String,
+    /// The range's lower bound, inclusive.
+    pub from: String,
+}
+
 /// The writes of one command: records to put and keys to delete, applied all or nothing.
 ///
 /// One ordered map from key to its last write in this set (`Some(value)`: put; `None`: delete), so a key
@@ -147,6 +157,8 @@ impl std::error::Error for StoreError {}
 ///   values internally); keys are non-empty UTF-8 strings up to 1 KiB.
 /// - `get(keys)` returns, for each key in order, its value as of the last commit that returned `Ok`, or
 ///   `None` when it is not stored; it is one consistent read of every key.
+/// - `first_keys(ranges)` returns, for each range in order, the first key in byte order that is stored in
+///   it as of the last commit that returned `Ok`, or `None` when none is; it reads no value.
 /// - Calls are made one at a time by the engine; a store need not support concurrent commits.
 #[allow(async_fn_in_trait)]
 pub trait Store {
@@ -157,6 +169,11 @@ pub trait Store {
     /// The values of `keys`, index-aligned (`None`: not stored). How the engine reads segments on
     /// demand: a handful of keys at a time.
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+
+    /// For each of `ranges`, index-aligned, the first key stored in it (`None`: none is). Keys only, at
+    /// most one a range, so its cost is the number of ranges: how the open checks that no segment is
+    /// stored past a partition's end (a missing one before it would be damage).
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError>;
 
     /// Applies `changes` atomically and durably.
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError>;

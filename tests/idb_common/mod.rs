@@ -28,7 +28,7 @@ pub async fn conformance_here(context: &str) {
     })
     .await
     .unwrap_or_else(|e| panic!("IdbStore failed conformance in a {context}: {e}"));
-    assert_eq!(passed.len(), 11, "every check ran: {passed:?}");
+    assert_eq!(passed.len(), 12, "every check ran: {passed:?}");
     IdbStore::delete_database(&name)
         .await
         .expect("delete test database");

@@ -26,7 +26,7 @@ use futures::task::LocalSpawnExt;
 use queen_edge::core::api::*;
 use queen_edge::core::BrokerConfig;
 use queen_edge::engine::{Engine, Host};
-use queen_edge::store::{ChangeSet, MemStore, Record, Store, StoreError};
+use queen_edge::store::{ChangeSet, KeyRange, MemStore, Record, Store, StoreError};
 use serde_json::json;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -155,6 +155,10 @@ impl Store for SlowStore {
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.delay().await;
         self.mem.get(keys).await
+    }
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        self.delay().await;
+        self.mem.first_keys(ranges).await
     }
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         if !self.instant_commits {

@@ -4,7 +4,7 @@
 
 use queen_edge::core::api::*;
 use queen_edge::core::{Broker, BrokerConfig};
-use queen_edge::store::{ChangeSet, MemStore, Note, Record, Store, StoreError};
+use queen_edge::store::{ChangeSet, KeyRange, MemStore, Note, Record, Store, StoreError};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -283,6 +283,9 @@ impl Store for SlowStore {
     }
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         self.inner.get(keys).await
+    }
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        self.inner.first_keys(ranges).await
     }
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
         self.commit_noted(changes, &[]).await

@@ -2,7 +2,7 @@
 //! are rows of `queen_seg` ([`segment_id`]), and the statements a commit runs ([`plan`]). Why it is laid out
 //! so, and how a commit runs them, is in `crate::do_store`'s documentation.
 
-use queen_edge::store::{ChangeSet, Record};
+use queen_edge::store::{ChangeSet, KeyRange, Record};
 
 /// Bytes per stored chunk of a value (1 MiB; the Durable Object SQLite row limit is 2 MB).
 pub const CHUNK_BYTES: usize = 1024 * 1024;
@@ -155,6 +155,43 @@ pub fn first_segment_id_from(bound: &str) -> u64 {
         }
     }
     low
+}
+
+/// The statement of `Store::first_keys` for `range` (`upper`: [`prefix_end`] of its prefix), one row of
+/// the first `queen_seg` id of the range (`NULL` when no id can lie in it) and the first `queen_kv` key of
+/// it, each a scalar subquery that seeks once in its table's b-tree and reads at most one row.
+pub fn first_keys_row<'a>(range: &'a KeyRange, upper: Option<&'a str>) -> Statement<'a> {
+    let (prefix, from) = (range.prefix.as_str(), range.from.as_str());
+    // Every key that starts with the prefix is before `from`: nothing can be in the range.
+    if from > prefix && !from.starts_with(prefix) {
+        return Statement {
+            sql: "SELECT NULL, NULL".into(),
+            bindings: Vec::new(),
+        };
+    }
+    let lower = from.max(prefix);
+    let mut bindings = Vec::with_capacity(4);
+    let first = first_segment_id_from(lower);
+    let end = upper.map_or(SEG_ID_END, first_segment_id_from);
+    let segment = if first < end {
+        bindings.push(Binding::Int(first as i64));
+        bindings.push(Binding::Int((end - 1) as i64));
+        "(SELECT id FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id LIMIT 1)"
+    } else {
+        "NULL"
+    };
+    bindings.push(Binding::Text(lower));
+    let kv = match upper {
+        Some(upper) => {
+            bindings.push(Binding::Text(upper));
+            "(SELECT key FROM queen_kv WHERE key >= ? AND key < ? ORDER BY key LIMIT 1)"
+        }
+        None => "(SELECT key FROM queen_kv WHERE key >= ? ORDER BY key LIMIT 1)",
+    };
+    Statement {
+        sql: format!("SELECT {segment}, {kv}"),
+        bindings,
+    }
 }
 
 /// `a` and `b`, each in key order and with no key in both, as one list in key order.
@@ -403,6 +440,45 @@ mod tests {
         );
         assert_eq!(first_segment_id_from("s/0000000000200000"), SEG_ID_END);
         assert_eq!(first_segment_id_from("s/00000000001fffff/1"), SEG_ID_END);
+    }
+
+    #[test]
+    fn a_first_keys_statement_binds_only_what_its_range_can_hold() {
+        let range = |prefix: &str, from: &str| KeyRange {
+            prefix: prefix.into(),
+            from: from.into(),
+        };
+        let row = |range: &KeyRange| {
+            let upper = prefix_end(&range.prefix);
+            let statement = first_keys_row(range, upper.as_deref());
+            let ints: Vec<i64> = statement
+                .bindings
+                .iter()
+                .filter_map(|b| match b {
+                    Binding::Int(n) => Some(*n),
+                    _ => None,
+                })
+                .collect();
+            (statement.sql, statement.bindings.len(), ints)
+        };
+        // `from` after every key of the prefix: no subquery.
+        let (sql, bound, _) = row(&range("fk/", "s/"));
+        assert_eq!((sql.as_str(), bound), ("SELECT NULL, NULL", 0));
+        // No segment key can start with `fk/`: `queen_kv` only.
+        let (sql, bound, _) = row(&range("fk/", ""));
+        assert!(
+            sql.starts_with("SELECT NULL, (SELECT key FROM queen_kv"),
+            "{sql}"
+        );
+        assert_eq!(bound, 2);
+        // A partition's segments from offset 5 on: both tables, the ids from `pid << 32 | 5`.
+        let (sql, bound, ints) = row(&range("s/0000000000000002/", &segment_key_of(2 << 32 | 5)));
+        assert!(
+            sql.contains("queen_seg") && sql.contains("queen_kv"),
+            "{sql}"
+        );
+        assert_eq!(bound, 4);
+        assert_eq!(ints, vec![2 << 32 | 5, (3 << 32) - 1]);
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //! - `GET /__test/store/upgrade-fails?object=NAME`: an upgrade of format 1 storage whose last statement fails
 //!   (the format row refuses 2) must fail the open and leave the storage exactly as format 1 had it: no
 //!   `queen_seg`, no routing trigger, its segment where it was.
+//! - `POST /__test/store/delete?object=NAME&key=KEY`: deletes the record `KEY` (storage damage, for a test
+//!   of how a broker opening it answers; the broker's engine, if open, does not see it until it reopens).
 //! - `GET /__test/alarm?object=NAME`: whether the object has a maintenance alarm scheduled.
 //! - `/__test/commit/...`: the commit SQL's review checks ([`crate::selftest_commit`]).
 //! - `/__test/full/...`: a database that runs out of space ([`crate::selftest_full`]).
@@ -81,6 +83,17 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
         Err(e) => return json_response(500, &json!({ "ok": false, "error": e.message })),
     };
     match (req.method(), path.as_str()) {
+        (Method::Post, "/__test/store/delete") => {
+            let Some(key) = crate::routing::query_param(&query, "key") else {
+                return error_response(400, "key is required");
+            };
+            let mut changes = ChangeSet::default();
+            changes.delete(key.clone());
+            match store.commit(&changes).await {
+                Ok(()) => json_response(200, &json!({ "ok": true, "deleted": key })),
+                Err(e) => json_response(500, &json!({ "ok": false, "error": e.message })),
+            }
+        }
         (Method::Get, "/__test/store/conformance") => {
             let result = conformance::run_all(|| {
                 let reopened = store.reopen(&state.storage());

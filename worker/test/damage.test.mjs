@@ -1,0 +1,42 @@
+// A broker whose Durable Object storage lost a segment in the middle of a partition's run past its index
+// pages (storage damage: `/__test/store/delete`) refuses to open, naming the missing key and the stored
+// one after it, instead of serving the partition cut short (whose later messages would be lost and their
+// offsets taken by the next push): `/health` answers 503, every other route 503 with that `error`.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startWorker, tempPersistDir, getJson, post } from './harness.mjs';
+
+const state = tempPersistDir();
+after(() => state.cleanup());
+
+// Maintenance (which writes the index pages) not before an hour: the segments stay past the pages.
+const VARS = { QUEEN_TEST_ROUTES: 'true', SHARDS: '1', MAINTENANCE_INTERVAL_MS: '3600000' };
+const segmentKey = (pid, first) => `s/${pid.toString(16).padStart(16, '0')}/${first.toString(16).padStart(16, '0')}`;
+
+test('a segment missing before a stored one stops the open with a 503 naming both keys', async (t) => {
+  let w = await startWorker({ persistTo: state.dir, vars: VARS });
+  try {
+    // One message a push: segment n of the queue's one partition (id 1) starts at offset n, in no page.
+    for (let i = 0; i < 3; i++) {
+      const res = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'damaged', payload: { i } }] }));
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+    }
+    const del = await getJson(
+      `${w.url}/__test/store/delete?object=default&key=${encodeURIComponent(segmentKey(1, 1))}`, { method: 'POST' });
+    assert.equal(del.status, 200, JSON.stringify(del.body));
+  } finally {
+    await w.stop();
+  }
+
+  w = await startWorker({ persistTo: state.dir, vars: VARS, readyStatus: 503 });
+  try {
+    const pop = await getJson(`${w.url}/api/v1/pop/queue/damaged?batch=10&wait=false`);
+    t.diagnostic(`pop after the damage: ${pop.status} ${JSON.stringify(pop.body)}`);
+    assert.equal(pop.status, 503, JSON.stringify(pop.body));
+    for (const part of ['storage is damaged', segmentKey(1, 1), segmentKey(1, 2)]) {
+      assert.ok(pop.body.error.includes(part), `${part} in ${pop.body.error}`);
+    }
+  } finally {
+    await w.stop();
+  }
+});
