@@ -9,7 +9,7 @@
 // bundled by esbuild) and the wasm it fetches, queen_edge_bg.wasm; each raw and gzipped (zlib level 9).
 // The source map (queen-edge.js.map) is printed but not counted: only devtools fetch it. Also printed: what
 // `Queen.open({ views: true })` fetches instead (the views build's glue chunk and wasm). Enforced limit:
-// 239 KB gzipped in all for `Queen.open`; over it, the exit code is 1, always. Issue 11's target is 200 KB
+// 241 KB gzipped in all for `Queen.open`; over it, the exit code is 1, always. Issue 11's target is 200 KB
 // on stable Rust, which this build does not meet yet (printed as a miss; docs/decisions.md, "Over the
 // 200 KB target"): the limit is a ratchet that stops further growth until a size pass brings it back.
 //
@@ -46,7 +46,10 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // promise and two callbacks per commit, and the commit's values made once, measured +1.1 KB over main's 237.3 KB
 // for a batch-1 push and pop+ack a few percent faster (docs/decisions.md, "The browser's batch-1 path,
 // session 12"); a ratchet, not a target.
-const BUDGET_GZ = 239 * 1024
+// 241 KB since session 12 (seg-gap, lead): the open's check that no segment is stored past a missing one
+// (Store::first_keys in IdbStore, the engine's check and its damage error), measured +2.0 KB with idb-b1's change
+// beside it: 240.4 KB in all.
+const BUDGET_GZ = 241 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
