@@ -28,7 +28,9 @@ test('a segment missing before a stored one stops the open with a 503 naming bot
     await w.stop();
   }
 
-  w = await startWorker({ persistTo: state.dir, vars: VARS, readyStatus: 503 });
+  // Ready means /health answers 503 (the open refused the store). A build that missed the damage answers 200
+  // and never becomes ready: a minute, not the harness's default four, says so.
+  w = await startWorker({ persistTo: state.dir, vars: VARS, readyStatus: 503, readyTimeoutMs: 60_000 });
   try {
     const pop = await getJson(`${w.url}/api/v1/pop/queue/damaged?batch=10&wait=false`);
     t.diagnostic(`pop after the damage: ${pop.status} ${JSON.stringify(pop.body)}`);
