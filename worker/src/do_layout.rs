@@ -194,6 +194,81 @@ pub fn first_keys_row<'a>(range: &'a KeyRange, upper: Option<&'a str>) -> Statem
     }
 }
 
+/// Ranges of one batched `Store::first_keys` statement ([`first_keys_plan`]): four bound parameters each.
+pub const FIRST_KEYS_BATCH: usize = MAX_BINDINGS / 4;
+
+/// The statements `Store::first_keys` runs for its ranges ([`first_keys_plan`]).
+pub struct FirstKeysPlan<'a> {
+    /// Statements of rows `(i, first queen_seg id or NULL, first queen_kv key or NULL)`, each with the
+    /// indexes into the ranges of its rows: row `i` answers range `indexes[i]`.
+    pub batches: Vec<(Vec<usize>, Statement<'a>)>,
+    /// Ranges whose prefix has no end ([`prefix_end`] is `None`), each with its [`first_keys_row`].
+    pub alone: Vec<(usize, Statement<'a>)>,
+}
+
+/// The statements of `Store::first_keys` for `ranges` (`uppers[i]`: [`prefix_end`] of range `i`'s prefix).
+/// A range in which no key can lie (`from` past every key of its prefix) gets no statement: its answer is
+/// `None`. The ranges with an upper bound (every range whose prefix is not empty, so every range the engine's
+/// open asks about) go [`FIRST_KEYS_BATCH`] to a statement: a `VALUES` row a range (its index in the batch,
+/// written into the SQL, so full batches share one statement text) and, for each row, the same two scalar
+/// subqueries as [`first_keys_row`], correlated with the row, each one seek that reads at most one row. A
+/// range in which no `queen_seg` id can lie binds the empty id span `1..=0`. (workerd refused a `SELECT` of
+/// two columns a range for 24 ranges and a `UNION ALL` of 24 rows; a multi-row `VALUES` is not a compound
+/// `SELECT` for SQLite's limit, as the commits' multi-row `INSERT`s show.)
+pub fn first_keys_plan<'a>(
+    ranges: &'a [KeyRange],
+    uppers: &'a [Option<String>],
+) -> FirstKeysPlan<'a> {
+    let mut plan = FirstKeysPlan {
+        batches: Vec::new(),
+        alone: Vec::new(),
+    };
+    let mut batched: Vec<(usize, &'a str)> = Vec::new();
+    for (at, (range, upper)) in ranges.iter().zip(uppers).enumerate() {
+        let (prefix, from) = (range.prefix.as_str(), range.from.as_str());
+        if from > prefix && !from.starts_with(prefix) {
+            continue;
+        }
+        match upper {
+            Some(upper) => batched.push((at, upper)),
+            None => plan.alone.push((at, first_keys_row(range, None))),
+        }
+    }
+    for batch in batched.chunks(FIRST_KEYS_BATCH) {
+        let mut rows = String::new();
+        let mut bindings = Vec::with_capacity(batch.len() * 4);
+        for (i, &(at, upper)) in batch.iter().enumerate() {
+            let range = &ranges[at];
+            let lower = range.from.as_str().max(range.prefix.as_str());
+            let (first, end) = (first_segment_id_from(lower), first_segment_id_from(upper));
+            let (low_id, high_id) = if first < end {
+                (first as i64, (end - 1) as i64)
+            } else {
+                (1, 0)
+            };
+            if i > 0 {
+                rows.push_str(", ");
+            }
+            rows.push_str(&format!("({i}, ?, ?, ?, ?)"));
+            bindings.extend([
+                Binding::Int(low_id),
+                Binding::Int(high_id),
+                Binding::Text(lower),
+                Binding::Text(upper),
+            ]);
+        }
+        let sql = format!(
+            "SELECT r.column1, \
+             (SELECT id FROM queen_seg WHERE id BETWEEN r.column2 AND r.column3 ORDER BY id LIMIT 1), \
+             (SELECT key FROM queen_kv WHERE key >= r.column4 AND key < r.column5 ORDER BY key LIMIT 1) \
+             FROM (VALUES {rows}) AS r"
+        );
+        let indexes = batch.iter().map(|&(at, _)| at).collect();
+        plan.batches.push((indexes, Statement { sql, bindings }));
+    }
+    plan
+}
+
 /// `a` and `b`, each in key order and with no key in both, as one list in key order.
 pub fn merge_records(a: Vec<Record>, b: Vec<Record>) -> Vec<Record> {
     if b.is_empty() {
@@ -479,6 +554,92 @@ mod tests {
         );
         assert_eq!(bound, 4);
         assert_eq!(ints, vec![2 << 32 | 5, (3 << 32) - 1]);
+    }
+
+    #[test]
+    fn first_keys_batches_the_ranges_with_an_end_and_skips_the_empty_ones() {
+        let range = |prefix: &str, from: &str| KeyRange {
+            prefix: prefix.into(),
+            from: from.into(),
+        };
+        // The open's ranges: a partition's segments from where its probe stopped.
+        let mut ranges: Vec<KeyRange> = (0..FIRST_KEYS_BATCH as u64 + 2)
+            .map(|pid| {
+                range(
+                    &format!("s/{pid:016x}/"),
+                    &segment_key_of(pid << SEG_FIRST_BITS | 7),
+                )
+            })
+            .collect();
+        ranges.insert(1, range("fk/", "s/")); // nothing can be in it
+        ranges.insert(2, range("", "b")); // no end: alone
+        ranges.insert(3, range("fk/", "")); // no segment id can be in it
+        let uppers: Vec<Option<String>> = ranges.iter().map(|r| prefix_end(&r.prefix)).collect();
+        let plan = first_keys_plan(&ranges, &uppers);
+
+        assert_eq!(plan.alone.len(), 1);
+        assert_eq!(plan.alone[0].0, 2);
+        assert_eq!(plan.alone[0].1.sql, first_keys_row(&ranges[2], None).sql);
+        let batched: Vec<usize> = plan
+            .batches
+            .iter()
+            .flat_map(|(indexes, _)| indexes.clone())
+            .collect();
+        let expected: Vec<usize> = (0..ranges.len()).filter(|&i| i != 1 && i != 2).collect();
+        assert_eq!(batched, expected);
+        assert_eq!(plan.batches.len(), 2);
+        let (indexes, statement) = &plan.batches[0];
+        assert_eq!(indexes.len(), FIRST_KEYS_BATCH);
+        assert!(statement.bindings.len() <= MAX_BINDINGS);
+        assert_eq!(statement.bindings.len(), 4 * indexes.len());
+        assert!(statement
+            .sql
+            .contains(&format!("({}, ?, ?, ?, ?)) AS r", FIRST_KEYS_BATCH - 1)));
+        // Row i binds range indexes[i]'s id span and key bounds.
+        let bound = |statement: &Statement, i: usize| -> (i64, i64, String, String) {
+            match statement.bindings[4 * i..4 * i + 4] {
+                [Binding::Int(low), Binding::Int(high), Binding::Text(lower), Binding::Text(upper)] => {
+                    (low, high, lower.to_string(), upper.to_string())
+                }
+                ref other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            bound(statement, 0),
+            (
+                7,
+                (1 << SEG_FIRST_BITS) - 1,
+                segment_key_of(7),
+                "s/00000000000000000".to_string()
+            )
+        );
+        assert_eq!(
+            bound(statement, 1),
+            (1, 0, "fk/".to_string(), "fk0".to_string())
+        );
+        assert_eq!(
+            bound(statement, 2),
+            (
+                1 << SEG_FIRST_BITS | 7,
+                (2 << SEG_FIRST_BITS) - 1,
+                segment_key_of(1 << SEG_FIRST_BITS | 7),
+                "s/00000000000000010".to_string()
+            )
+        );
+        // The second batch: the rest, numbered from 0 again.
+        let (indexes, last) = &plan.batches[1];
+        assert_eq!(indexes.len(), ranges.len() - 2 - FIRST_KEYS_BATCH);
+        assert!(last
+            .sql
+            .contains("FROM (VALUES (0, ?, ?, ?, ?), (1, ?, ?, ?, ?), (2, ?, ?, ?, ?)) AS r"));
+        // Full batches are one statement text.
+        let more: Vec<KeyRange> = (0..2 * FIRST_KEYS_BATCH as u64)
+            .map(|pid| range(&format!("s/{pid:016x}/"), ""))
+            .collect();
+        let more_uppers: Vec<Option<String>> = more.iter().map(|r| prefix_end(&r.prefix)).collect();
+        let plan = first_keys_plan(&more, &more_uppers);
+        assert_eq!(plan.batches.len(), 2);
+        assert_eq!(plan.batches[0].1.sql, plan.batches[1].1.sql);
     }
 
     #[test]

@@ -27,8 +27,8 @@
 //! key` is the byte order the [`Store`] contract asks for. A scan reads the key range from `queen_kv` and the
 //! id range of the same keys from `queen_seg` (none when no segment key can be in it: [`first_segment_id_from`])
 //! and merges them; a get reads the segment keys from `queen_seg` first and whatever it did not find from
-//! `queen_kv`; `first_keys` asks both tables for the first key of each range (a statement of two scalar
-//! subqueries a range, `crate::do_layout::first_keys_row`) and takes the smaller. A row written is one b-tree entry in either
+//! `queen_kv`; `first_keys` asks both tables for the first key of each range (two scalar subqueries a range,
+//! the ranges batched into statements by `crate::do_layout::first_keys_plan`) and takes the smaller. A row written is one b-tree entry in either
 //! table and no second index: rows written is what Cloudflare bills.
 //!
 //! A third table, `queen_meta`, records the layout version ([`FORMAT_VERSION`]); opening storage written by a
@@ -95,7 +95,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use worker::{SqlStorage, SqlStorageValue, Storage};
 
 use crate::do_layout::{
-    first_keys_row, first_segment_id_from, merge_records, placeholders, plan, prefix_end,
+    first_keys_plan, first_segment_id_from, merge_records, placeholders, plan, prefix_end,
     segment_id, segment_key_of, Binding, Statement, DROP_EARLIER_TRIGGER, FORMAT_VERSION,
     MAX_BINDINGS, ROUTE_TRIGGER, SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
 };
@@ -433,10 +433,17 @@ impl DoStore {
         self.assemble_segments(cursor)
     }
 
-    /// The first key of `range` ([`Store::first_keys`]): one statement, `crate::do_layout::first_keys_row`.
-    fn first_key(&self, range: &KeyRange) -> Result<Option<String>, StoreError> {
-        let upper = prefix_end(&range.prefix);
-        let statement = first_keys_row(range, upper.as_deref());
+    /// Runs a `first_keys` statement of `crate::do_layout::first_keys_plan` (`indexed`: rows `(i, id, key)`;
+    /// otherwise rows `(id, key)` of `crate::do_layout::first_keys_row`, the answer of range 0) and puts the first key of
+    /// each range it answers into `out[indexes[i]]`: the smaller of the two, since a key is in one table or
+    /// the other.
+    fn first_keys_of(
+        &self,
+        statement: Statement,
+        indexed: bool,
+        indexes: &[usize],
+        out: &mut [Option<String>],
+    ) -> Result<(), StoreError> {
         let bindings: Vec<SqlStorageValue> = statement
             .bindings
             .into_iter()
@@ -447,9 +454,22 @@ impl DoStore {
             })
             .collect();
         let cursor = self.sql.exec(&statement.sql, bindings).map_err(sql_error)?;
-        let mut first = None;
         for row in cursor.raw() {
             let mut cols = row.map_err(sql_error)?.into_iter();
+            let at = if indexed {
+                match cols.next() {
+                    Some(SqlStorageValue::Integer(i)) if (i as usize) < indexes.len() => {
+                        indexes[i as usize]
+                    }
+                    other => {
+                        return Err(StoreError::other(format!(
+                            "first_keys: range index of unexpected value: {other:?}"
+                        )))
+                    }
+                }
+            } else {
+                indexes[0]
+            };
             let segment = match cols.next() {
                 Some(SqlStorageValue::Integer(id)) if (0..SEG_ID_END as i64).contains(&id) => {
                     Some(segment_key_of(id as u64))
@@ -470,15 +490,14 @@ impl DoStore {
                     )))
                 }
             };
-            // A key is in one table or the other: the first of the range is the smaller.
-            first = match (segment, kv) {
+            out[at] = match (segment, kv) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
         }
         let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
         self.counters.rows_read.set(read);
-        Ok(first)
+        Ok(())
     }
 
     /// Runs the statements of a commit, returning the rows written: one statement as it is (it applies all
@@ -609,9 +628,16 @@ impl Store for DoStore {
     }
 
     async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
-        // One statement a range: workerd's SQLite refuses a `SELECT` of 48 subquery columns, and a
-        // `UNION ALL` of 24 rows. Each call is synchronous and reads at most two rows.
-        ranges.iter().map(|range| self.first_key(range)).collect()
+        let uppers: Vec<Option<String>> = ranges.iter().map(|r| prefix_end(&r.prefix)).collect();
+        let plan = first_keys_plan(ranges, &uppers);
+        let mut out = vec![None; ranges.len()];
+        for (indexes, statement) in plan.batches {
+            self.first_keys_of(statement, true, &indexes, &mut out)?;
+        }
+        for (at, statement) in plan.alone {
+            self.first_keys_of(statement, false, &[at], &mut out)?;
+        }
+        Ok(out)
     }
 
     async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
