@@ -21,9 +21,7 @@
 //! `"superseded"` (nothing of them was written), and the wrapper steps down to follower.
 
 mod answer;
-mod answer_object;
 mod cipher;
-mod utf8;
 
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, EngineError, Host, Recording};
@@ -302,10 +300,6 @@ struct Inner {
     replayed: Cell<u32>,
     /// The cipher of `config.encryption`, which also seals recorded answers holding opened payloads.
     cipher: Option<cipher::JsCipher>,
-    /// Makes the JS objects of answers.
-    answers: answer_object::AnswerObjects,
-    /// Writes request bodies handed over as strings into wasm memory.
-    utf8: utf8::Utf8Writer,
 }
 
 /// A Queen broker in this page or worker, on the IndexedDB database it was opened with.
@@ -367,12 +361,12 @@ fn js_cipher(options: &JsValue) -> Option<cipher::JsCipher> {
     cipher::JsCipher::new(&cipher)
 }
 
-fn body_bytes(body: &JsValue, utf8: &utf8::Utf8Writer) -> Result<Vec<u8>, JsValue> {
+fn body_bytes(body: &JsValue) -> Result<Vec<u8>, JsValue> {
     if body.is_undefined() || body.is_null() {
         return Ok(Vec::new());
     }
-    if let Some(text) = body.dyn_ref::<js_sys::JsString>() {
-        return Ok(utf8.bytes_of(text));
+    if let Some(text) = body.as_string() {
+        return Ok(text.into_bytes());
     }
     if let Some(bytes) = body.dyn_ref::<Uint8Array>() {
         return Ok(bytes.to_vec());
@@ -486,8 +480,6 @@ impl WasmBroker {
                 closed: Cell::new(false),
                 replayed: Cell::new(0),
                 cipher,
-                answers: answer_object::AnswerObjects::new(),
-                utf8: utf8::Utf8Writer::new(),
             }),
         })
     }
@@ -558,7 +550,7 @@ impl WasmBroker {
         request_id: Option<String>,
     ) -> Promise {
         let inner = self.inner.clone();
-        let body = body_bytes(&body, &inner.utf8);
+        let body = body_bytes(&body);
         let headers = header_pairs(&headers);
         future_to_promise(async move {
             let body = body?;
@@ -567,7 +559,7 @@ impl WasmBroker {
             request.headers = headers;
             request.body = body;
             if inner.closed.get() {
-                return inner.answers.make(&closed_response());
+                return response_object(&closed_response());
             }
             check_superseded(&inner)?;
             let engine = &inner.engine;
@@ -588,7 +580,7 @@ impl WasmBroker {
                         .await
                         .unwrap_or_else(unkept_answer);
                     inner.replayed.set(inner.replayed.get() + 1);
-                    return inner.answers.make(&answer);
+                    return response_object(&answer);
                 }
                 if recorded.is_object() {
                     // Recorded by an earlier build, as the answer object itself.
@@ -635,7 +627,7 @@ impl WasmBroker {
                 // A store failure after the take-over: the fence refused this request's commit.
                 check_superseded(&inner)?;
             }
-            inner.answers.make(&response)
+            response_object(&response)
         })
     }
 
@@ -704,6 +696,20 @@ fn engine_js_error(e: EngineError) -> JsValue {
         EngineError::Store(s) => store_js_error(&s),
         other => js_error("storage", &other.to_string()),
     }
+}
+
+/// The JS shape of an answer: `{ status, headers, body }`.
+fn response_object(response: &http::HttpResponse) -> Result<JsValue, JsValue> {
+    let out = Object::new();
+    Reflect::set(&out, &"status".into(), &JsValue::from(response.status))?;
+    let headers = Object::new();
+    for (name, value) in &response.headers {
+        Reflect::set(&headers, &name.as_str().into(), &value.as_str().into())?;
+    }
+    Reflect::set(&out, &"headers".into(), &headers)?;
+    let body = Uint8Array::from(response.body.as_slice());
+    Reflect::set(&out, &"body".into(), &body)?;
+    Ok(out.into())
 }
 
 /// Rejects with code `"superseded"` once another broker took over the database.
