@@ -142,19 +142,67 @@ pub fn segment_key_of(id: u64) -> String {
     )
 }
 
-/// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is (a binary search:
-/// [`segment_key_of`] grows with the id).
-pub fn first_segment_id_from(bound: &str) -> u64 {
-    let (mut low, mut high) = (0u64, SEG_ID_END);
-    while low < high {
-        let mid = low + (high - low) / 2;
-        if segment_key_of(mid).as_str() >= bound {
-            high = mid;
-        } else {
-            low = mid + 1;
-        }
+/// The characters a segment key that has a `queen_seg` id can hold at `position` (0 to 34), in order: the
+/// keys of the ids are exactly the strings of 35 characters each drawn from its position's set (`s/`, the
+/// partition id's 16 hex digits of which the first ten are `0` and the eleventh `0` or `1`, `/`, the first
+/// offset's 16 hex digits of which the first eight are `0`), and an id is that string read as a
+/// mixed-radix number, so ids sort as their keys do.
+fn segment_key_chars(position: usize) -> &'static [u8] {
+    const HEX: &[u8] = b"0123456789abcdef";
+    match position {
+        0 => b"s",
+        1 | 18 => b"/",
+        12 => b"01",
+        13..=17 | 27..=34 => HEX,
+        _ => b"0",
     }
-    low
+}
+
+/// Length of a segment key that has a `queen_seg` id.
+const SEGMENT_KEY_LEN: usize = 35;
+
+/// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is. The smallest
+/// such key (keys being the strings of [`segment_key_chars`]) is found a position at a time: it follows
+/// `bound` while `bound`'s characters are allowed; at the first one that is not, it takes the next allowed
+/// character there, if any, and the smallest after it; if none is larger, every key with the prefix
+/// matched so far is below `bound`, and the answer is the id after the largest of them. A `bound` that is
+/// a key is its own id; one that has a key as a proper prefix is the id after it.
+pub fn first_segment_id_from(bound: &str) -> u64 {
+    let bound = bound.as_bytes();
+    let mut key = [0u8; SEGMENT_KEY_LEN];
+    let fill = |key: &mut [u8; SEGMENT_KEY_LEN], from: usize, largest: bool| {
+        for (position, slot) in key.iter_mut().enumerate().skip(from) {
+            let chars = segment_key_chars(position);
+            *slot = if largest { chars[chars.len() - 1] } else { chars[0] };
+        }
+    };
+    let id_of = |key: &[u8; SEGMENT_KEY_LEN]| {
+        let key = std::str::from_utf8(key).expect("segment key characters are ASCII");
+        segment_id(key).expect("a key of segment_key_chars has an id") as u64
+    };
+    for position in 0..SEGMENT_KEY_LEN {
+        let chars = segment_key_chars(position);
+        let Some(&c) = bound.get(position) else {
+            fill(&mut key, position, false);
+            return id_of(&key);
+        };
+        if chars.contains(&c) {
+            key[position] = c;
+            continue;
+        }
+        if let Some(&larger) = chars.iter().find(|&&allowed| allowed > c) {
+            key[position] = larger;
+            fill(&mut key, position + 1, false);
+            return id_of(&key);
+        }
+        fill(&mut key, position, true);
+        return id_of(&key) + 1;
+    }
+    if bound.len() == SEGMENT_KEY_LEN {
+        id_of(&key)
+    } else {
+        id_of(&key) + 1
+    }
 }
 
 /// The statement of `Store::first_keys` for `range` (`upper`: [`prefix_end`] of its prefix), one row of
@@ -494,6 +542,61 @@ mod tests {
         ] {
             assert_eq!(segment_id(&segment_key_of(id)), Some(id as i64));
             assert!(segment_key_of(id) < segment_key_of(id + 1) || id + 1 == SEG_ID_END);
+        }
+    }
+
+    /// [`first_segment_id_from`] by its definition: a binary search over the ids, each key written out.
+    fn first_segment_id_by_search(bound: &str) -> u64 {
+        let (mut low, mut high) = (0u64, SEG_ID_END);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if segment_key_of(mid).as_str() >= bound {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        low
+    }
+
+    #[test]
+    fn the_first_segment_id_from_a_bound_is_the_one_a_search_over_the_keys_finds() {
+        let ids = [
+            0,
+            1,
+            5,
+            (1 << 32) - 1,
+            1 << 32,
+            (1 << 32) + 5,
+            12_345 << 32 | 678,
+            0xfffff << 32 | 0xffff_ffff,
+            SEG_ID_END - 2,
+            SEG_ID_END - 1,
+        ];
+        let mut bounds: Vec<String> = ["", "s", "s/", "s0", "r", "t", "s/0", "s/1", "\u{10FFFF}"]
+            .iter()
+            .map(|b| b.to_string())
+            .collect();
+        for id in ids {
+            let key = segment_key_of(id);
+            // The key, each of its prefixes, each prefix with one character changed to each of a few, and
+            // longer strings that start with it.
+            for len in 0..=key.len() {
+                let prefix = &key[..len];
+                bounds.push(prefix.to_string());
+                bounds.push(format!("{prefix}x"));
+                bounds.push(prefix_end(prefix).unwrap_or_default());
+                for c in ['\0', '/', '0', '1', '2', '9', ':', 'a', 'f', 'g', 's', '\u{e9}'] {
+                    bounds.push(format!("{prefix}{c}{}", &key[(len + 1).min(key.len())..]));
+                }
+            }
+        }
+        for bound in &bounds {
+            assert_eq!(
+                first_segment_id_from(bound),
+                first_segment_id_by_search(bound),
+                "{bound:?}"
+            );
         }
     }
 
