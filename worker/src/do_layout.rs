@@ -135,11 +135,7 @@ pub fn segment_id(key: &str) -> Option<i64> {
 
 /// The key of `queen_seg` id `id` (the inverse of [`segment_id`]).
 pub fn segment_key_of(id: u64) -> String {
-    format!(
-        "s/{:016x}/{:016x}",
-        id >> SEG_FIRST_BITS,
-        id & ((1 << SEG_FIRST_BITS) - 1)
-    )
+    queen_edge::core::segment_key(id >> SEG_FIRST_BITS, id & ((1 << SEG_FIRST_BITS) - 1))
 }
 
 /// The characters a segment key that has a `queen_seg` id can hold at `position` (0 to 34), in order: the
@@ -173,7 +169,11 @@ pub fn first_segment_id_from(bound: &str) -> u64 {
     let fill = |key: &mut [u8; SEGMENT_KEY_LEN], from: usize, largest: bool| {
         for (position, slot) in key.iter_mut().enumerate().skip(from) {
             let chars = segment_key_chars(position);
-            *slot = if largest { chars[chars.len() - 1] } else { chars[0] };
+            *slot = if largest {
+                chars[chars.len() - 1]
+            } else {
+                chars[0]
+            };
         }
     };
     let id_of = |key: &[u8; SEGMENT_KEY_LEN]| {
@@ -586,7 +586,9 @@ mod tests {
                 bounds.push(prefix.to_string());
                 bounds.push(format!("{prefix}x"));
                 bounds.push(prefix_end(prefix).unwrap_or_default());
-                for c in ['\0', '/', '0', '1', '2', '9', ':', 'a', 'f', 'g', 's', '\u{e9}'] {
+                for c in [
+                    '\0', '/', '0', '1', '2', '9', ':', 'a', 'f', 'g', 's', '\u{e9}',
+                ] {
                     bounds.push(format!("{prefix}{c}{}", &key[(len + 1).min(key.len())..]));
                 }
             }
