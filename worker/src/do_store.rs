@@ -86,7 +86,7 @@
 //! [`MAX_BATCH_BYTES`]: crate::do_layout::MAX_BATCH_BYTES
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use queen_edge::store::{ChangeSet, KeyRange, Record, Store, StoreError, StoreErrorKind};
@@ -99,6 +99,7 @@ use crate::do_layout::{
     segment_id, segment_key_of, Binding, Statement, DROP_EARLIER_TRIGGER, FORMAT_VERSION,
     MAX_BINDINGS, ROUTE_TRIGGER, SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
 };
+use crate::sql_rows::{Cell as Value, PackedRows};
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -326,45 +327,47 @@ impl DoStore {
         Ok(())
     }
 
+    /// Runs a read statement ([`crate::sql_read`]): its rows, packed, counting the rows SQLite read.
+    fn read(&self, query: &str, bindings: Vec<JsValue>) -> Result<PackedRows, StoreError> {
+        let (rows, read) = crate::sql_read::read(&self.sql, query, bindings).map_err(js_error)?;
+        self.counters
+            .rows_read
+            .set(self.counters.rows_read.get() + read);
+        Ok(rows)
+    }
+
     /// Joins the chunk rows of a `SELECT key, chunk, value ... ORDER BY key, chunk` into records, keeping
-    /// the keys `keep` accepts, and counts the rows read.
-    fn assemble(
-        &self,
-        cursor: worker::SqlCursor,
-        keep: impl Fn(&str) -> bool,
-    ) -> Result<Vec<Record>, StoreError> {
+    /// the keys `keep` accepts.
+    fn assemble(rows: &PackedRows, keep: impl Fn(&str) -> bool) -> Result<Vec<Record>, StoreError> {
+        let cells = cells_of(rows, 3, "queen_kv")?;
         let mut out: Vec<Record> = Vec::new();
         let mut next_chunk = 0i64;
-        for row in cursor.raw() {
-            let row = row.map_err(sql_error)?;
-            let mut cols = row.into_iter();
-            let (Some(SqlStorageValue::String(key)), Some(SqlStorageValue::Integer(chunk)), value) =
-                (cols.next(), cols.next(), cols.next())
-            else {
+        for row in cells.chunks(3) {
+            let (Value::Text(key), Some(chunk)) = (row[0], row[1].int()) else {
                 return Err(StoreError::other(
                     "queen_kv row has unexpected column types",
                 ));
             };
-            let bytes = match value {
-                Some(SqlStorageValue::Blob(b)) => b,
-                Some(SqlStorageValue::Null) | None => Vec::new(),
-                Some(other) => {
+            let bytes: &[u8] = match row[2] {
+                Value::Blob(b) => b,
+                Value::Null => &[],
+                other => {
                     return Err(StoreError::other(format!(
                         "queen_kv value of {key:?} is not a blob: {other:?}"
                     )))
                 }
             };
-            if !keep(&key) {
+            if !keep(key) {
                 continue;
             }
             match out.last_mut() {
-                Some((last, value)) if *last == key => {
+                Some((last, value)) if last == key => {
                     if chunk != next_chunk {
                         return Err(StoreError::other(format!(
                             "queen_kv chunks of {key:?} are not contiguous (saw {chunk}, want {next_chunk})"
                         )));
                     }
-                    value.extend_from_slice(&bytes);
+                    value.extend_from_slice(bytes);
                 }
                 _ => {
                     if chunk != 0 {
@@ -372,34 +375,25 @@ impl DoStore {
                             "queen_kv value of {key:?} starts at chunk {chunk}"
                         )));
                     }
-                    out.push((key, bytes));
+                    out.push((key.to_string(), bytes.to_vec()));
                 }
             }
             next_chunk = chunk + 1;
         }
-        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
-        self.counters.rows_read.set(read);
         Ok(out)
     }
 
-    /// The records of a `SELECT id, value FROM queen_seg ... ORDER BY id`, in key order, and counts the rows
-    /// read.
-    fn assemble_segments(&self, cursor: worker::SqlCursor) -> Result<Vec<Record>, StoreError> {
-        let mut out: Vec<Record> = Vec::new();
-        for row in cursor.raw() {
-            let row = row.map_err(sql_error)?;
-            let mut cols = row.into_iter();
-            match (cols.next(), cols.next()) {
-                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Blob(value)))
-                    if (0..SEG_ID_END as i64).contains(&id) =>
-                {
-                    out.push((segment_key_of(id as u64), value));
-                }
-                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Null) | None)
-                    if (0..SEG_ID_END as i64).contains(&id) =>
-                {
-                    out.push((segment_key_of(id as u64), Vec::new()));
-                }
+    /// The rows `(id, value)` of a `SELECT id, value FROM queen_seg ...`, in the statement's order, each
+    /// handed to `each`.
+    fn segment_rows(rows: &PackedRows, mut each: impl FnMut(u64, &[u8])) -> Result<(), StoreError> {
+        let cells = cells_of(rows, 2, "queen_seg")?;
+        for row in cells.chunks(2) {
+            let id = row[0]
+                .int()
+                .filter(|id| (0..SEG_ID_END as i64).contains(id));
+            match (id, row[1]) {
+                (Some(id), Value::Blob(value)) => each(id as u64, value),
+                (Some(id), Value::Null) => each(id as u64, &[]),
                 other => {
                     return Err(StoreError::other(format!(
                         "queen_seg row has unexpected column types: {other:?}"
@@ -407,9 +401,7 @@ impl DoStore {
                 }
             }
         }
-        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
-        self.counters.rows_read.set(read);
-        Ok(out)
+        Ok(())
     }
 
     /// The segment values of `queen_seg` whose keys lie in `[from, to)` (`to` `None`: no upper bound), in key
@@ -420,17 +412,18 @@ impl DoStore {
         if first >= end {
             return Ok(Vec::new());
         }
-        let cursor = self
-            .sql
-            .exec(
-                "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
-                vec![
-                    SqlStorageValue::Integer(first as i64),
-                    SqlStorageValue::Integer((end - 1) as i64),
-                ],
-            )
-            .map_err(sql_error)?;
-        self.assemble_segments(cursor)
+        let rows = self.read(
+            "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
+            vec![
+                JsValue::from_f64(first as f64),
+                JsValue::from_f64((end - 1) as f64),
+            ],
+        )?;
+        let mut out: Vec<Record> = Vec::new();
+        Self::segment_rows(&rows, |id, value| {
+            out.push((segment_key_of(id), value.to_vec()))
+        })?;
+        Ok(out)
     }
 
     /// Runs a `first_keys` statement of `crate::do_layout::first_keys_plan` (`indexed`: rows `(i, id, key)`;
@@ -444,23 +437,15 @@ impl DoStore {
         indexes: &[usize],
         out: &mut [Option<String>],
     ) -> Result<(), StoreError> {
-        let bindings: Vec<SqlStorageValue> = statement
-            .bindings
-            .into_iter()
-            .map(|b| match b {
-                Binding::Text(text) => SqlStorageValue::from(text),
-                Binding::Int(n) => SqlStorageValue::Integer(n),
-                Binding::Blob(bytes) => SqlStorageValue::Blob(bytes.to_vec()),
-            })
-            .collect();
-        let cursor = self.sql.exec(&statement.sql, bindings).map_err(sql_error)?;
-        for row in cursor.raw() {
-            let mut cols = row.map_err(sql_error)?.into_iter();
+        let JsStatement { sql, bindings } = to_js(statement);
+        let rows = self.read(&sql, bindings)?;
+        let columns = if indexed { 3 } else { 2 };
+        let cells = cells_of(&rows, columns, "first_keys")?;
+        for row in cells.chunks(columns) {
+            let mut cols = row.iter();
             let at = if indexed {
-                match cols.next() {
-                    Some(SqlStorageValue::Integer(i)) if (i as usize) < indexes.len() => {
-                        indexes[i as usize]
-                    }
+                match cols.next().and_then(Value::int) {
+                    Some(i) if (0..indexes.len() as i64).contains(&i) => indexes[i as usize],
                     other => {
                         return Err(StoreError::other(format!(
                             "first_keys: range index of unexpected value: {other:?}"
@@ -471,19 +456,20 @@ impl DoStore {
                 indexes[0]
             };
             let segment = match cols.next() {
-                Some(SqlStorageValue::Integer(id)) if (0..SEG_ID_END as i64).contains(&id) => {
-                    Some(segment_key_of(id as u64))
-                }
-                Some(SqlStorageValue::Null) => None,
-                other => {
-                    return Err(StoreError::other(format!(
-                        "first_keys: queen_seg id of unexpected type: {other:?}"
-                    )))
-                }
+                Some(Value::Null) => None,
+                Some(cell) => match cell.int().filter(|id| (0..SEG_ID_END as i64).contains(id)) {
+                    Some(id) => Some(segment_key_of(id as u64)),
+                    None => {
+                        return Err(StoreError::other(format!(
+                            "first_keys: queen_seg id of unexpected type: {cell:?}"
+                        )))
+                    }
+                },
+                None => unreachable!("rows of first_keys have {columns} cells"),
             };
             let kv = match cols.next() {
-                Some(SqlStorageValue::String(key)) => Some(key),
-                Some(SqlStorageValue::Null) => None,
+                Some(Value::Text(key)) => Some(key.to_string()),
+                Some(Value::Null) => None,
                 other => {
                     return Err(StoreError::other(format!(
                         "first_keys: queen_kv key of unexpected type: {other:?}"
@@ -495,8 +481,6 @@ impl DoStore {
                 (a, b) => a.or(b),
             };
         }
-        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
-        self.counters.rows_read.set(read);
         Ok(())
     }
 
@@ -523,6 +507,22 @@ impl DoStore {
         outcome.map_err(js_error)?;
         Ok(t.written.get())
     }
+}
+
+/// The cells of `rows`, which must be rows of `columns` cells (`table` names them in errors).
+fn cells_of<'a>(
+    rows: &'a PackedRows,
+    columns: usize,
+    table: &str,
+) -> Result<Vec<Value<'a>>, StoreError> {
+    if rows.columns != columns {
+        return Err(StoreError::other(format!(
+            "{table}: rows of {} columns, want {columns}",
+            rows.columns
+        )));
+    }
+    rows.cells()
+        .map_err(|e| StoreError::other(format!("{table}: {e}")))
 }
 
 fn sql_error(e: worker::Error) -> StoreError {
@@ -555,74 +555,80 @@ impl Store for DoStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
         let end = prefix_end(prefix);
         let segments = self.scan_segments(prefix, end.as_deref())?;
-        let cursor = match end {
-            Some(end) => self.sql.exec(
+        let rows = match &end {
+            Some(end) => self.read(
                 "SELECT key, chunk, value FROM queen_kv WHERE key >= ? AND key < ? ORDER BY key, chunk",
-                vec![SqlStorageValue::from(prefix), SqlStorageValue::from(end)],
+                vec![JsValue::from_str(prefix), JsValue::from_str(end)],
             ),
-            None => self.sql.exec(
+            None => self.read(
                 "SELECT key, chunk, value FROM queen_kv WHERE key >= ? ORDER BY key, chunk",
-                vec![SqlStorageValue::from(prefix)],
+                vec![JsValue::from_str(prefix)],
             ),
-        }
-        .map_err(sql_error)?;
-        let records = self.assemble(cursor, |key| key.starts_with(prefix))?;
+        }?;
+        let records = Self::assemble(&rows, |key| key.starts_with(prefix))?;
         Ok(merge_records(records, segments))
     }
 
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let mut found: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        let ids: Vec<SqlStorageValue> = keys
+        // Each distinct key is read once, into the place of its first ask; a key asked for again gets a
+        // copy of it at the end.
+        let mut first_place: HashMap<&str, usize> = HashMap::with_capacity(keys.len());
+        for (at, key) in keys.iter().enumerate() {
+            first_place.entry(key.as_str()).or_insert(at);
+        }
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let mut by_id: Vec<(i64, usize)> = first_place
             .iter()
-            .filter_map(|k| segment_id(k).map(SqlStorageValue::Integer))
+            .filter_map(|(key, &at)| segment_id(key).map(|id| (id, at)))
             .collect();
-        for batch in ids.chunks(MAX_BINDINGS) {
-            let cursor = self
-                .sql
-                .exec(
-                    &format!(
-                        "SELECT id, value FROM queen_seg WHERE id IN ({})",
-                        placeholders(batch.len())
-                    ),
-                    batch.to_vec(),
-                )
-                .map_err(sql_error)?;
-            found.extend(self.assemble_segments(cursor)?);
+        by_id.sort_unstable();
+        for batch in by_id.chunks(MAX_BINDINGS) {
+            let rows = self.read(
+                &format!(
+                    "SELECT id, value FROM queen_seg WHERE id IN ({})",
+                    placeholders(batch.len())
+                ),
+                batch
+                    .iter()
+                    .map(|&(id, _)| JsValue::from_f64(id as f64))
+                    .collect(),
+            )?;
+            Self::segment_rows(&rows, |id, value| {
+                if let Ok(i) = batch.binary_search_by_key(&(id as i64), |&(id, _)| id) {
+                    values[batch[i].1] = Some(value.to_vec());
+                }
+            })?;
         }
         // Every other key, and a segment key `queen_seg` does not hold (a value of CHUNK_BYTES or more, one
         // format 1 wrote, or none).
-        let rest: Vec<&String> = keys.iter().filter(|k| !found.contains_key(*k)).collect();
+        let mut rest: Vec<(&str, usize)> = first_place
+            .iter()
+            .filter(|(_, &at)| values[at].is_none())
+            .map(|(&key, &at)| (key, at))
+            .collect();
+        rest.sort_unstable();
         for batch in rest.chunks(MAX_BINDINGS) {
-            let cursor = self
-                .sql
-                .exec(
-                    &format!(
-                        "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
-                        placeholders(batch.len())
-                    ),
-                    batch
-                        .iter()
-                        .map(|k| SqlStorageValue::from(k.as_str()))
-                        .collect::<Vec<_>>(),
-                )
-                .map_err(sql_error)?;
-            found.extend(self.assemble(cursor, |_| true)?);
-        }
-        // Each value moves out of the map (a segment is tens of kilobytes); a key asked for twice gets a
-        // copy of what its first place got.
-        let mut first_place: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut values: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
-        for key in keys {
-            let value = match found.remove(key) {
-                Some(value) => {
-                    first_place.insert(key, values.len());
-                    Some(value)
+            let rows = self.read(
+                &format!(
+                    "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
+                    placeholders(batch.len())
+                ),
+                batch
+                    .iter()
+                    .map(|&(key, _)| JsValue::from_str(key))
+                    .collect(),
+            )?;
+            for (key, value) in Self::assemble(&rows, |_| true)? {
+                if let Ok(i) = batch.binary_search_by_key(&key.as_str(), |&(key, _)| key) {
+                    values[batch[i].1] = Some(value);
                 }
-                None => first_place
-                    .get(key.as_str())
-                    .and_then(|&at| values[at].clone()),
-            };
-            values.push(value);
+            }
+        }
+        for (at, key) in keys.iter().enumerate() {
+            let first = first_place[key.as_str()];
+            if first != at {
+                values[at] = values[first].clone();
+            }
         }
         Ok(values)
     }
