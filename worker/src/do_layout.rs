@@ -142,7 +142,8 @@ pub fn segment_key_of(id: u64) -> String {
 /// keys of the ids are exactly the strings of 35 characters each drawn from its position's set (`s/`, the
 /// partition id's 16 hex digits of which the first ten are `0` and the eleventh `0` or `1`, `/`, the first
 /// offset's 16 hex digits of which the first eight are `0`), and an id is that string read as a
-/// mixed-radix number, so ids sort as their keys do.
+/// mixed-radix number (a position's digit is its character's place in the set), so ids sort as their keys
+/// do.
 fn segment_key_chars(position: usize) -> &'static [u8] {
     const HEX: &[u8] = b"0123456789abcdef";
     match position {
@@ -158,50 +159,54 @@ fn segment_key_chars(position: usize) -> &'static [u8] {
 const SEGMENT_KEY_LEN: usize = 35;
 
 /// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is. The smallest
-/// such key (keys being the strings of [`segment_key_chars`]) is found a position at a time: it follows
-/// `bound` while `bound`'s characters are allowed; at the first one that is not, it takes the next allowed
-/// character there, if any, and the smallest after it; if none is larger, every key with the prefix
-/// matched so far is below `bound`, and the answer is the id after the largest of them. A `bound` that is
-/// a key is its own id; one that has a key as a proper prefix is the id after it.
+/// such key (keys being the strings of [`segment_key_chars`]) is found a position at a time, its id read
+/// as it goes: it follows `bound` while `bound`'s characters are allowed; at the first one that is not, it
+/// takes the next allowed character there, if any, and the smallest at every later position; if none is
+/// larger, every key with the prefix followed so far is below `bound`, and the answer is the id after the
+/// largest of them. A `bound` that is a key is its own id; one that has a key as a proper prefix is the id
+/// after it.
 pub fn first_segment_id_from(bound: &str) -> u64 {
+    /// What fills the positions after the one where the key left `bound`.
+    #[derive(PartialEq)]
+    enum Rest {
+        Following,
+        Smallest,
+        Largest,
+    }
     let bound = bound.as_bytes();
-    let mut key = [0u8; SEGMENT_KEY_LEN];
-    let fill = |key: &mut [u8; SEGMENT_KEY_LEN], from: usize, largest: bool| {
-        for (position, slot) in key.iter_mut().enumerate().skip(from) {
-            let chars = segment_key_chars(position);
-            *slot = if largest {
-                chars[chars.len() - 1]
-            } else {
-                chars[0]
-            };
-        }
-    };
-    let id_of = |key: &[u8; SEGMENT_KEY_LEN]| {
-        let key = std::str::from_utf8(key).expect("segment key characters are ASCII");
-        segment_id(key).expect("a key of segment_key_chars has an id") as u64
-    };
+    let mut rest = Rest::Following;
+    let mut id = 0u64;
     for position in 0..SEGMENT_KEY_LEN {
         let chars = segment_key_chars(position);
-        let Some(&c) = bound.get(position) else {
-            fill(&mut key, position, false);
-            return id_of(&key);
+        let digit = match rest {
+            Rest::Smallest => 0,
+            Rest::Largest => chars.len() - 1,
+            Rest::Following => match bound.get(position) {
+                None => {
+                    rest = Rest::Smallest;
+                    0
+                }
+                Some(&c) => match chars.iter().position(|&allowed| allowed >= c) {
+                    Some(digit) => {
+                        if chars[digit] != c {
+                            rest = Rest::Smallest;
+                        }
+                        digit
+                    }
+                    None => {
+                        rest = Rest::Largest;
+                        chars.len() - 1
+                    }
+                },
+            },
         };
-        if chars.contains(&c) {
-            key[position] = c;
-            continue;
-        }
-        if let Some(&larger) = chars.iter().find(|&&allowed| allowed > c) {
-            key[position] = larger;
-            fill(&mut key, position + 1, false);
-            return id_of(&key);
-        }
-        fill(&mut key, position, true);
-        return id_of(&key) + 1;
+        id = id * chars.len() as u64 + digit as u64;
     }
-    if bound.len() == SEGMENT_KEY_LEN {
-        id_of(&key)
-    } else {
-        id_of(&key) + 1
+    match rest {
+        Rest::Smallest => id,
+        Rest::Largest => id + 1,
+        Rest::Following if bound.len() == SEGMENT_KEY_LEN => id,
+        Rest::Following => id + 1,
     }
 }
 

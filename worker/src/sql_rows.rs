@@ -144,10 +144,14 @@ mod tests {
         let broken: [fn(&mut PackedRows); 7] = [
             |p| p.columns = 4,
             |p| p.columns = 0,
-            |p| drop(p.numbers.pop()),
+            |p| {
+                p.numbers.pop();
+            },
             |p| p.numbers.push(1.0),
             |p| p.lengths[2] = 3,
-            |p| drop(p.bytes.pop()),
+            |p| {
+                p.bytes.pop();
+            },
             |p| p.tags[5] = 9,
         ];
         for (i, breaks) in broken.iter().enumerate() {
