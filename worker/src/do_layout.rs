@@ -2,6 +2,8 @@
 //! are rows of `queen_seg` ([`segment_id`]), and the statements a commit runs ([`plan`]). Why it is laid out
 //! so, and how a commit runs them, is in `crate::do_store`'s documentation.
 
+use std::fmt::Write;
+
 use queen_edge::store::{ChangeSet, KeyRange, Record};
 
 /// Bytes per stored chunk of a value (1 MiB; the Durable Object SQLite row limit is 2 MB).
@@ -302,7 +304,7 @@ pub fn first_keys_plan<'a>(
             if i > 0 {
                 rows.push_str(", ");
             }
-            rows.push_str(&format!("({i}, ?, ?, ?, ?)"));
+            write!(rows, "({i}, ?, ?, ?, ?)").expect("writing to a String does not fail");
             bindings.extend([
                 Binding::Int(low_id),
                 Binding::Int(high_id),
@@ -483,15 +485,18 @@ impl<'a> Batch<'a> {
 /// The smallest string greater than every string that starts with `prefix`, or `None` when there is none
 /// (empty prefix, or every character is `char::MAX`). Code-point order equals UTF-8 byte order.
 pub fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
+    let mut rest = prefix;
+    while let Some(last) = rest.chars().next_back() {
+        rest = &rest[..rest.len() - last.len_utf8()];
         let next = match last {
             '\u{D7FF}' => Some('\u{E000}'),
             c => char::from_u32(c as u32 + 1),
         };
         if let Some(next) = next {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
+            let mut end = String::with_capacity(rest.len() + next.len_utf8());
+            end.push_str(rest);
+            end.push(next);
+            return Some(end);
         }
     }
     None

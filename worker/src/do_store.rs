@@ -577,12 +577,12 @@ impl Store for DoStore {
             first_place.entry(key.as_str()).or_insert(at);
         }
         let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
-        let mut by_id: Vec<(i64, usize)> = first_place
+        let by_id: HashMap<i64, usize> = first_place
             .iter()
             .filter_map(|(key, &at)| segment_id(key).map(|id| (id, at)))
             .collect();
-        by_id.sort_unstable();
-        for batch in by_id.chunks(MAX_BINDINGS) {
+        let ids: Vec<i64> = by_id.keys().copied().collect();
+        for batch in ids.chunks(MAX_BINDINGS) {
             let rows = self.read(
                 &format!(
                     "SELECT id, value FROM queen_seg WHERE id IN ({})",
@@ -590,37 +590,33 @@ impl Store for DoStore {
                 ),
                 batch
                     .iter()
-                    .map(|&(id, _)| JsValue::from_f64(id as f64))
+                    .map(|&id| JsValue::from_f64(id as f64))
                     .collect(),
             )?;
             Self::segment_rows(&rows, |id, value| {
-                if let Ok(i) = batch.binary_search_by_key(&(id as i64), |&(id, _)| id) {
-                    values[batch[i].1] = Some(value.to_vec());
+                if let Some(&at) = by_id.get(&(id as i64)) {
+                    values[at] = Some(value.to_vec());
                 }
             })?;
         }
         // Every other key, and a segment key `queen_seg` does not hold (a value of CHUNK_BYTES or more, one
         // format 1 wrote, or none).
-        let mut rest: Vec<(&str, usize)> = first_place
+        let rest: Vec<&str> = first_place
             .iter()
             .filter(|(_, &at)| values[at].is_none())
-            .map(|(&key, &at)| (key, at))
+            .map(|(&key, _)| key)
             .collect();
-        rest.sort_unstable();
         for batch in rest.chunks(MAX_BINDINGS) {
             let rows = self.read(
                 &format!(
                     "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
                     placeholders(batch.len())
                 ),
-                batch
-                    .iter()
-                    .map(|&(key, _)| JsValue::from_str(key))
-                    .collect(),
+                batch.iter().map(|&key| JsValue::from_str(key)).collect(),
             )?;
             for (key, value) in Self::assemble(&rows, |_| true)? {
-                if let Ok(i) = batch.binary_search_by_key(&key.as_str(), |&(key, _)| key) {
-                    values[batch[i].1] = Some(value);
+                if let Some(&at) = first_place.get(key.as_str()) {
+                    values[at] = Some(value);
                 }
             }
         }

@@ -21,7 +21,8 @@ export function queenReadRows(sql, query, bindings) {
   const parts = [];
   let total = 0;
   for (const row of cursor.raw()) {
-    for (const v of row) {
+    for (let i = 0; i < row.length; i++) {
+      const v = row[i];
       if (v === null) {
         tags.push(0);
       } else if (typeof v === 'number') {
