@@ -99,7 +99,6 @@ use crate::do_layout::{
     segment_id, segment_key_of, Binding, Statement, DROP_EARLIER_TRIGGER, FORMAT_VERSION,
     MAX_BINDINGS, ROUTE_TRIGGER, SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
 };
-use crate::sql_rows::{Cell as Value, PackedRows};
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -327,47 +326,45 @@ impl DoStore {
         Ok(())
     }
 
-    /// Runs a read statement ([`crate::sql_read`]): its rows, packed, counting the rows SQLite read.
-    fn read(&self, query: &str, bindings: Vec<JsValue>) -> Result<PackedRows, StoreError> {
-        let (rows, read) = crate::sql_read::read(&self.sql, query, bindings).map_err(js_error)?;
-        self.counters
-            .rows_read
-            .set(self.counters.rows_read.get() + read);
-        Ok(rows)
-    }
-
     /// Joins the chunk rows of a `SELECT key, chunk, value ... ORDER BY key, chunk` into records, keeping
-    /// the keys `keep` accepts.
-    fn assemble(rows: &PackedRows, keep: impl Fn(&str) -> bool) -> Result<Vec<Record>, StoreError> {
-        let cells = cells_of(rows, 3, "queen_kv")?;
+    /// the keys `keep` accepts, and counts the rows read.
+    fn assemble(
+        &self,
+        cursor: worker::SqlCursor,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Record>, StoreError> {
         let mut out: Vec<Record> = Vec::new();
         let mut next_chunk = 0i64;
-        for row in cells.chunks(3) {
-            let (Value::Text(key), Some(chunk)) = (row[0], row[1].int()) else {
+        for row in cursor.raw() {
+            let row = row.map_err(sql_error)?;
+            let mut cols = row.into_iter();
+            let (Some(SqlStorageValue::String(key)), Some(SqlStorageValue::Integer(chunk)), value) =
+                (cols.next(), cols.next(), cols.next())
+            else {
                 return Err(StoreError::other(
                     "queen_kv row has unexpected column types",
                 ));
             };
-            let bytes: &[u8] = match row[2] {
-                Value::Blob(b) => b,
-                Value::Null => &[],
-                other => {
+            let bytes = match value {
+                Some(SqlStorageValue::Blob(b)) => b,
+                Some(SqlStorageValue::Null) | None => Vec::new(),
+                Some(other) => {
                     return Err(StoreError::other(format!(
                         "queen_kv value of {key:?} is not a blob: {other:?}"
                     )))
                 }
             };
-            if !keep(key) {
+            if !keep(&key) {
                 continue;
             }
             match out.last_mut() {
-                Some((last, value)) if last == key => {
+                Some((last, value)) if *last == key => {
                     if chunk != next_chunk {
                         return Err(StoreError::other(format!(
                             "queen_kv chunks of {key:?} are not contiguous (saw {chunk}, want {next_chunk})"
                         )));
                     }
-                    value.extend_from_slice(bytes);
+                    value.extend_from_slice(&bytes);
                 }
                 _ => {
                     if chunk != 0 {
@@ -375,25 +372,45 @@ impl DoStore {
                             "queen_kv value of {key:?} starts at chunk {chunk}"
                         )));
                     }
-                    out.push((key.to_string(), bytes.to_vec()));
+                    out.push((key, bytes));
                 }
             }
             next_chunk = chunk + 1;
         }
+        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
+        self.counters.rows_read.set(read);
         Ok(out)
     }
 
-    /// The rows `(id, value)` of a `SELECT id, value FROM queen_seg ...`, in the statement's order, each
-    /// handed to `each`.
-    fn segment_rows(rows: &PackedRows, mut each: impl FnMut(u64, &[u8])) -> Result<(), StoreError> {
-        let cells = cells_of(rows, 2, "queen_seg")?;
-        for row in cells.chunks(2) {
-            let id = row[0]
-                .int()
-                .filter(|id| (0..SEG_ID_END as i64).contains(id));
-            match (id, row[1]) {
-                (Some(id), Value::Blob(value)) => each(id as u64, value),
-                (Some(id), Value::Null) => each(id as u64, &[]),
+    /// The records of a `SELECT id, value FROM queen_seg ... ORDER BY id`, in key order, and counts the rows
+    /// read.
+    fn assemble_segments(&self, cursor: worker::SqlCursor) -> Result<Vec<Record>, StoreError> {
+        let mut out: Vec<Record> = Vec::new();
+        self.segment_rows(cursor, |id, value| out.push((segment_key_of(id), value)))?;
+        Ok(out)
+    }
+
+    /// Hands each row `(id, value)` of a `SELECT id, value FROM queen_seg ...` to `each`, in the
+    /// statement's order, and counts the rows read.
+    fn segment_rows(
+        &self,
+        cursor: worker::SqlCursor,
+        mut each: impl FnMut(u64, Vec<u8>),
+    ) -> Result<(), StoreError> {
+        for row in cursor.raw() {
+            let row = row.map_err(sql_error)?;
+            let mut cols = row.into_iter();
+            match (cols.next(), cols.next()) {
+                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Blob(value)))
+                    if (0..SEG_ID_END as i64).contains(&id) =>
+                {
+                    each(id as u64, value);
+                }
+                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Null) | None)
+                    if (0..SEG_ID_END as i64).contains(&id) =>
+                {
+                    each(id as u64, Vec::new());
+                }
                 other => {
                     return Err(StoreError::other(format!(
                         "queen_seg row has unexpected column types: {other:?}"
@@ -401,6 +418,8 @@ impl DoStore {
                 }
             }
         }
+        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
+        self.counters.rows_read.set(read);
         Ok(())
     }
 
@@ -412,18 +431,17 @@ impl DoStore {
         if first >= end {
             return Ok(Vec::new());
         }
-        let rows = self.read(
-            "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
-            vec![
-                JsValue::from_f64(first as f64),
-                JsValue::from_f64((end - 1) as f64),
-            ],
-        )?;
-        let mut out: Vec<Record> = Vec::new();
-        Self::segment_rows(&rows, |id, value| {
-            out.push((segment_key_of(id), value.to_vec()))
-        })?;
-        Ok(out)
+        let cursor = self
+            .sql
+            .exec(
+                "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
+                vec![
+                    SqlStorageValue::Integer(first as i64),
+                    SqlStorageValue::Integer((end - 1) as i64),
+                ],
+            )
+            .map_err(sql_error)?;
+        self.assemble_segments(cursor)
     }
 
     /// Runs a `first_keys` statement of `crate::do_layout::first_keys_plan` (`indexed`: rows `(i, id, key)`;
@@ -437,15 +455,23 @@ impl DoStore {
         indexes: &[usize],
         out: &mut [Option<String>],
     ) -> Result<(), StoreError> {
-        let JsStatement { sql, bindings } = to_js(statement);
-        let rows = self.read(&sql, bindings)?;
-        let columns = if indexed { 3 } else { 2 };
-        let cells = cells_of(&rows, columns, "first_keys")?;
-        for row in cells.chunks(columns) {
-            let mut cols = row.iter();
+        let bindings: Vec<SqlStorageValue> = statement
+            .bindings
+            .into_iter()
+            .map(|b| match b {
+                Binding::Text(text) => SqlStorageValue::from(text),
+                Binding::Int(n) => SqlStorageValue::Integer(n),
+                Binding::Blob(bytes) => SqlStorageValue::Blob(bytes.to_vec()),
+            })
+            .collect();
+        let cursor = self.sql.exec(&statement.sql, bindings).map_err(sql_error)?;
+        for row in cursor.raw() {
+            let mut cols = row.map_err(sql_error)?.into_iter();
             let at = if indexed {
-                match cols.next().and_then(Value::int) {
-                    Some(i) if (0..indexes.len() as i64).contains(&i) => indexes[i as usize],
+                match cols.next() {
+                    Some(SqlStorageValue::Integer(i)) if (i as usize) < indexes.len() => {
+                        indexes[i as usize]
+                    }
                     other => {
                         return Err(StoreError::other(format!(
                             "first_keys: range index of unexpected value: {other:?}"
@@ -456,20 +482,19 @@ impl DoStore {
                 indexes[0]
             };
             let segment = match cols.next() {
-                Some(Value::Null) => None,
-                Some(cell) => match cell.int().filter(|id| (0..SEG_ID_END as i64).contains(id)) {
-                    Some(id) => Some(segment_key_of(id as u64)),
-                    None => {
-                        return Err(StoreError::other(format!(
-                            "first_keys: queen_seg id of unexpected type: {cell:?}"
-                        )))
-                    }
-                },
-                None => unreachable!("rows of first_keys have {columns} cells"),
+                Some(SqlStorageValue::Integer(id)) if (0..SEG_ID_END as i64).contains(&id) => {
+                    Some(segment_key_of(id as u64))
+                }
+                Some(SqlStorageValue::Null) => None,
+                other => {
+                    return Err(StoreError::other(format!(
+                        "first_keys: queen_seg id of unexpected type: {other:?}"
+                    )))
+                }
             };
             let kv = match cols.next() {
-                Some(Value::Text(key)) => Some(key.to_string()),
-                Some(Value::Null) => None,
+                Some(SqlStorageValue::String(key)) => Some(key),
+                Some(SqlStorageValue::Null) => None,
                 other => {
                     return Err(StoreError::other(format!(
                         "first_keys: queen_kv key of unexpected type: {other:?}"
@@ -481,6 +506,8 @@ impl DoStore {
                 (a, b) => a.or(b),
             };
         }
+        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
+        self.counters.rows_read.set(read);
         Ok(())
     }
 
@@ -507,22 +534,6 @@ impl DoStore {
         outcome.map_err(js_error)?;
         Ok(t.written.get())
     }
-}
-
-/// The cells of `rows`, which must be rows of `columns` cells (`table` names them in errors).
-fn cells_of<'a>(
-    rows: &'a PackedRows,
-    columns: usize,
-    table: &str,
-) -> Result<Vec<Value<'a>>, StoreError> {
-    if rows.columns != columns {
-        return Err(StoreError::other(format!(
-            "{table}: rows of {} columns, want {columns}",
-            rows.columns
-        )));
-    }
-    rows.cells()
-        .map_err(|e| StoreError::other(format!("{table}: {e}")))
 }
 
 fn sql_error(e: worker::Error) -> StoreError {
@@ -555,17 +566,18 @@ impl Store for DoStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
         let end = prefix_end(prefix);
         let segments = self.scan_segments(prefix, end.as_deref())?;
-        let rows = match &end {
-            Some(end) => self.read(
+        let cursor = match end {
+            Some(end) => self.sql.exec(
                 "SELECT key, chunk, value FROM queen_kv WHERE key >= ? AND key < ? ORDER BY key, chunk",
-                vec![JsValue::from_str(prefix), JsValue::from_str(end)],
+                vec![SqlStorageValue::from(prefix), SqlStorageValue::from(end)],
             ),
-            None => self.read(
+            None => self.sql.exec(
                 "SELECT key, chunk, value FROM queen_kv WHERE key >= ? ORDER BY key, chunk",
-                vec![JsValue::from_str(prefix)],
+                vec![SqlStorageValue::from(prefix)],
             ),
-        }?;
-        let records = Self::assemble(&rows, |key| key.starts_with(prefix))?;
+        }
+        .map_err(sql_error)?;
+        let records = self.assemble(cursor, |key| key.starts_with(prefix))?;
         Ok(merge_records(records, segments))
     }
 
@@ -581,21 +593,24 @@ impl Store for DoStore {
             .iter()
             .filter_map(|(key, &at)| segment_id(key).map(|id| (id, at)))
             .collect();
-        let ids: Vec<i64> = by_id.keys().copied().collect();
+        let ids: Vec<SqlStorageValue> = by_id
+            .keys()
+            .map(|&id| SqlStorageValue::Integer(id))
+            .collect();
         for batch in ids.chunks(MAX_BINDINGS) {
-            let rows = self.read(
-                &format!(
-                    "SELECT id, value FROM queen_seg WHERE id IN ({})",
-                    placeholders(batch.len())
-                ),
-                batch
-                    .iter()
-                    .map(|&id| JsValue::from_f64(id as f64))
-                    .collect(),
-            )?;
-            Self::segment_rows(&rows, |id, value| {
+            let cursor = self
+                .sql
+                .exec(
+                    &format!(
+                        "SELECT id, value FROM queen_seg WHERE id IN ({})",
+                        placeholders(batch.len())
+                    ),
+                    batch.to_vec(),
+                )
+                .map_err(sql_error)?;
+            self.segment_rows(cursor, |id, value| {
                 if let Some(&at) = by_id.get(&(id as i64)) {
-                    values[at] = Some(value.to_vec());
+                    values[at] = Some(value);
                 }
             })?;
         }
@@ -607,14 +622,20 @@ impl Store for DoStore {
             .map(|(&key, _)| key)
             .collect();
         for batch in rest.chunks(MAX_BINDINGS) {
-            let rows = self.read(
-                &format!(
-                    "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
-                    placeholders(batch.len())
-                ),
-                batch.iter().map(|&key| JsValue::from_str(key)).collect(),
-            )?;
-            for (key, value) in Self::assemble(&rows, |_| true)? {
+            let cursor = self
+                .sql
+                .exec(
+                    &format!(
+                        "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
+                        placeholders(batch.len())
+                    ),
+                    batch
+                        .iter()
+                        .map(|&key| SqlStorageValue::from(key))
+                        .collect::<Vec<_>>(),
+                )
+                .map_err(sql_error)?;
+            for (key, value) in self.assemble(cursor, |_| true)? {
                 if let Some(&at) = first_place.get(key.as_str()) {
                     values[at] = Some(value);
                 }

@@ -39,7 +39,6 @@ pub mod routing;
 pub mod shape;
 pub mod shard_guard;
 pub mod shards;
-pub mod sql_rows;
 pub mod sync_auth;
 pub mod txn_plan;
 
@@ -76,8 +75,6 @@ pub mod selftest_full;
 pub mod sharded;
 #[cfg(target_arch = "wasm32")]
 pub mod sql_exec;
-#[cfg(target_arch = "wasm32")]
-pub mod sql_read;
 #[cfg(target_arch = "wasm32")]
 pub mod txn_coordinator;
 #[cfg(target_arch = "wasm32")]
