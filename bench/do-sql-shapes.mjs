@@ -69,7 +69,7 @@ try {
       const order = shapes.map((_, i) => shapes[(i + round) % shapes.length]);
       const base = await cpuOf('none', 'none');
       for (const s of order) {
-        if (s === 'naive' && !['push1', 'pop1', 'ack1'].includes(op)) continue;
+        if (s === 'naive' && !['push1', 'pop1', 'ack1', 'seg1p10', 'seg1kp10'].includes(op)) continue;
         const r = await cpuOf(s, op);
         const key = `${s}|${op}`;
         if (!results.has(key)) results.set(key, []);

@@ -74,6 +74,14 @@ const SEG_EVICT: &str = "DELETE FROM queen_seg WHERE id = ?";
 /// The start of a statement that deletes segment values from `queen_seg` (ends with [`DELETE_TAIL`]).
 const SEG_DELETE_HEAD: &str = "DELETE FROM queen_seg WHERE id IN (";
 
+/// The start and end of a statement that puts segment values straight into `queen_seg` ([`Route::Direct`]).
+const SEG_UPSERT_HEAD: &str = "INSERT INTO queen_seg (id, value) VALUES ";
+const SEG_UPSERT_TAIL: &str = " ON CONFLICT (id) DO UPDATE SET value = excluded.value";
+
+/// The row `DoStore::commit_then_fail` adds to a [`Route::Direct`] statement: its `NULL` value breaks
+/// `queen_seg`'s `NOT NULL` (an upsert's `ON CONFLICT` handles only the key's uniqueness).
+const SEG_FAIL_ROW: &str = "(-1, NULL)";
+
 /// The key of the row `DoStore::commit_then_fail` adds: its `NULL` value breaks `queen_kv`'s `NOT NULL`,
 /// so the statement fails at its last row.
 const FAIL_KEY: &str = "queen_kv/commit_then_fail";
@@ -97,6 +105,42 @@ pub enum Binding<'a> {
     /// An integer whose magnitude is at most 2^53 (exact as a JS number).
     Int(i64),
 }
+
+/// How a commit's segment values reach `queen_seg`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Through [`ROUTE_TRIGGER`]: rows of the upsert into `queen_kv`, so that a commit that puts segments and
+    /// other records is one statement, and the key's rows in `queen_kv` are deleted.
+    Trigger,
+    /// Straight into `queen_seg` with one upsert of its own, when every change of the commit is such a put
+    /// ([`segments_only`]). Right only when `queen_kv` holds no row under a segment key (the caller knows:
+    /// `crate::do_store`), since nothing deletes one.
+    Direct,
+}
+
+/// True when every change in `changes` is a put of a segment key with a `queen_seg` id and a value shorter
+/// than [`CHUNK_BYTES`] (a push's commit, but for the index page written every few pushes): the commit can be
+/// one statement into `queen_seg` ([`Route::Direct`]).
+pub fn segments_only(changes: &ChangeSet) -> bool {
+    changes.deletes().next().is_none()
+        && changes.puts().next().is_some()
+        && changes
+            .puts()
+            .all(|(key, value)| value.len() < CHUNK_BYTES && segment_id(key).is_some())
+}
+
+/// True when committing `changes` puts a value under a segment key with a `queen_seg` id into `queen_kv` (a
+/// value of [`CHUNK_BYTES`] or more): from then on `queen_kv` may hold a row under a segment key.
+pub fn puts_segment_in_kv(changes: &ChangeSet) -> bool {
+    changes
+        .puts()
+        .any(|(key, value)| value.len() >= CHUNK_BYTES && segment_id(key).is_some())
+}
+
+/// Whether `queen_kv` holds a row under a key that could be a segment's (keys from `s/` up to `s0`), at most one
+/// row read: `crate::do_store` asks before its first [`Route::Direct`] commit.
+pub const KV_SEGMENT_PROBE: &str =
+    "SELECT 1 FROM queen_kv WHERE key >= 's/' AND key < 's0' LIMIT 1";
 
 /// Chunks of `value`: at least one (an empty value is one empty chunk).
 fn chunks(value: &[u8]) -> Vec<&[u8]> {
@@ -305,8 +349,24 @@ pub fn placeholders(n: usize) -> String {
 /// The statements of a commit of `changes` (`crate::do_store`'s documentation, "Commit"): the deletes, the
 /// trims of multi-chunk values, then every chunk of every put (chunk 0 of a key first), batched by bound
 /// parameters and bytes; with `fail`, one more put row at the end whose `NULL` value fails its statement
-/// (`DoStore::commit_then_fail`).
-pub fn plan(changes: &ChangeSet, fail: bool) -> Vec<Statement<'_>> {
+/// (`DoStore::commit_then_fail`). With [`Route::Direct`] and a commit of [`segments_only`], the upserts go
+/// straight into `queen_seg` instead.
+pub fn plan(changes: &ChangeSet, fail: bool, route: Route) -> Vec<Statement<'_>> {
+    if route == Route::Direct && segments_only(changes) {
+        let mut puts = Batch::new(SEG_UPSERT_HEAD, SEG_UPSERT_TAIL);
+        for (key, value) in changes.puts() {
+            let id = segment_id(key).expect("segments_only: every key has an id");
+            puts.row(
+                "(?, ?)",
+                &[Binding::Int(id), Binding::Blob(value)],
+                value.len(),
+            );
+        }
+        if fail {
+            puts.row(SEG_FAIL_ROW, &[], 0);
+        }
+        return puts.finish();
+    }
     let mut segment_deletes = Batch::new(SEG_DELETE_HEAD, DELETE_TAIL);
     let mut deletes = Batch::new(DELETE_HEAD, DELETE_TAIL);
     for key in changes.deletes() {
@@ -661,7 +721,7 @@ mod tests {
         changes.put(seg.clone(), vec![1; 1000]);
         changes.put("x/0000000000000002/0000000000000064", vec![2; 30]);
         changes.put("p/0000000000000002", vec![3; 20]);
-        let statements = plan(&changes, false);
+        let statements = plan(&changes, false, Route::Trigger);
         assert_eq!(statements.len(), 1);
         assert_eq!(
             statements[0].sql,
@@ -673,7 +733,7 @@ mod tests {
         // A segment key's value of CHUNK_BYTES or more stays in `queen_kv`, its `queen_seg` row deleted.
         let mut big = ChangeSet::default();
         big.put(seg.clone(), vec![4; CHUNK_BYTES + 1]);
-        let statements = plan(&big, false);
+        let statements = plan(&big, false, Route::Trigger);
         let sqls: Vec<&str> = statements.iter().map(|s| s.sql.as_str()).collect();
         assert_eq!(sqls[..2], [format!("{TRIM_HEAD}2").as_str(), SEG_EVICT]);
         assert!(sqls[2..].iter().all(|s| s.starts_with(UPSERT_HEAD)));
@@ -681,13 +741,67 @@ mod tests {
         let mut delete = ChangeSet::default();
         delete.delete(seg);
         delete.delete("x/0000000000000002/0000000000000064");
-        let statements = plan(&delete, false);
+        let statements = plan(&delete, false, Route::Trigger);
         assert_eq!(statements.len(), 2);
         assert_eq!(
             statements[0].sql,
             format!("{SEG_DELETE_HEAD}?{DELETE_TAIL}")
         );
         assert_eq!(statements[1].sql, format!("{DELETE_HEAD}?, ?{DELETE_TAIL}"));
+    }
+
+    #[test]
+    fn a_commit_of_segments_only_goes_straight_to_queen_seg_when_routed_directly() {
+        let seg = |pid: u64, first: u64| format!("s/{pid:016x}/{first:016x}");
+        let mut segments = ChangeSet::default();
+        segments.put(seg(2, 100), vec![1; 1000]);
+        segments.put(seg(3, 7), vec![2; 30]);
+        assert!(segments_only(&segments));
+        let statements = plan(&segments, false, Route::Direct);
+        assert_eq!(statements.len(), 1);
+        assert_eq!(
+            statements[0].sql,
+            format!("{SEG_UPSERT_HEAD}(?, ?), (?, ?){SEG_UPSERT_TAIL}")
+        );
+        assert!(matches!(
+            statements[0].bindings[..],
+            [Binding::Int(a), Binding::Blob(x), Binding::Int(b), Binding::Blob(y)]
+                if a == (2 << 32) + 100 && x.len() == 1000 && b == (3 << 32) + 7 && y.len() == 30
+        ));
+        // The failing row joins the same statement.
+        let failing = plan(&segments, true, Route::Direct);
+        assert_eq!(failing.len(), 1);
+        assert_eq!(
+            failing[0].sql,
+            format!("{SEG_UPSERT_HEAD}(?, ?), (?, ?), {SEG_FAIL_ROW}{SEG_UPSERT_TAIL}")
+        );
+        // Through the trigger it is the upsert into `queen_kv` as before.
+        assert!(plan(&segments, false, Route::Trigger)[0]
+            .sql
+            .starts_with(UPSERT_HEAD));
+        // Anything else in the commit, or a segment that does not fit `queen_seg`: the trigger's one statement.
+        let mut mixed = segments.clone();
+        mixed.put("x/0000000000000002/0000000000000064", vec![3; 20]);
+        let mut deleting = segments.clone();
+        deleting.delete(seg(2, 0));
+        let mut big = ChangeSet::default();
+        big.put(seg(2, 200), vec![4; CHUNK_BYTES]);
+        let mut unfitting = ChangeSet::default();
+        unfitting.put(seg(1 << SEG_PID_BITS, 0), vec![5; 10]);
+        for changes in [&mixed, &deleting, &big, &unfitting, &ChangeSet::default()] {
+            assert!(!segments_only(changes));
+            let direct: Vec<String> = plan(changes, false, Route::Direct)
+                .into_iter()
+                .map(|s| s.sql)
+                .collect();
+            let routed: Vec<String> = plan(changes, false, Route::Trigger)
+                .into_iter()
+                .map(|s| s.sql)
+                .collect();
+            assert_eq!(direct, routed);
+        }
+        assert!(puts_segment_in_kv(&big));
+        assert!(!puts_segment_in_kv(&mixed) && !puts_segment_in_kv(&unfitting));
     }
 
     #[test]
@@ -705,7 +819,7 @@ mod tests {
             changes.delete(format!("d/{i:04}"));
         }
         changes.put("big", vec![7; 3 * CHUNK_BYTES + 1]);
-        let statements = plan(&changes, false);
+        let statements = plan(&changes, false, Route::Trigger);
         assert!(statements.iter().all(|s| s.bindings.len() <= MAX_BINDINGS));
         let deletes: Vec<&Statement> = statements
             .iter()
@@ -759,13 +873,13 @@ mod tests {
         let mut changes = ChangeSet::default();
         changes.put("s/1", vec![1; 100]);
         changes.put("x/1", vec![2; 10]);
-        let statements = plan(&changes, false);
+        let statements = plan(&changes, false, Route::Trigger);
         assert_eq!(statements.len(), 1);
         assert_eq!(
             statements[0].sql,
             format!("{UPSERT_HEAD}(?, 0, ?), (?, 0, ?){UPSERT_TAIL}")
         );
-        let failing = plan(&changes, true);
+        let failing = plan(&changes, true, Route::Trigger);
         assert_eq!(failing.len(), 1);
         assert_eq!(
             failing[0].sql,
@@ -779,7 +893,7 @@ mod tests {
         changes.put("s/1", vec![1; 100]);
         changes.delete("l/1");
         changes.delete("l/2");
-        let statements = plan(&changes, false);
+        let statements = plan(&changes, false, Route::Trigger);
         assert_eq!(statements.len(), 2);
         assert_eq!(statements[0].sql, format!("{DELETE_HEAD}?, ?{DELETE_TAIL}"));
         assert_eq!(
@@ -790,7 +904,7 @@ mod tests {
         // commit runs in a transaction.
         let mut only_deletes = ChangeSet::default();
         only_deletes.delete("l/1");
-        assert_eq!(plan(&only_deletes, false).len(), 1);
-        assert_eq!(plan(&only_deletes, true).len(), 2);
+        assert_eq!(plan(&only_deletes, false, Route::Trigger).len(), 1);
+        assert_eq!(plan(&only_deletes, true, Route::Trigger).len(), 2);
     }
 }

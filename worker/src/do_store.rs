@@ -55,6 +55,14 @@
 //!   (its segment, index entry and partition record) is still one statement, and writes the rows it wrote
 //!   before.
 //!
+//! A commit that only puts segment values with a `queen_seg` id (a push's commit, but for the index page written
+//! every few pushes: `crate::do_layout::segments_only`) skips the trigger: one `INSERT INTO queen_seg (id, value)
+//! VALUES (?, ?), ... ON CONFLICT (id) DO UPDATE SET value = excluded.value` (`Route::Direct`), the same rows
+//! written. That is right only while `queen_kv` holds no row under a segment key, which the trigger would have
+//! deleted: the store asks once, at its first such commit (`KV_SEGMENT_PROBE`, one row read at most), and takes
+//! the trigger from the first commit that puts a segment value of [`CHUNK_BYTES`] or more (into `queen_kv`) on;
+//! storage of format 1 answers the probe yes.
+//!
 //! A put must not leave an old, longer value's later chunks behind:
 //! - a value shorter than [`CHUNK_BYTES`] is one chunk, whose chunk 0 is shorter than a full chunk; when such
 //!   a chunk 0 updates an existing one, the trigger [`SHRINK_TRIGGER`] on `queen_kv` deletes the key's chunks
@@ -96,8 +104,9 @@ use worker::{SqlStorage, SqlStorageValue, Storage};
 
 use crate::do_layout::{
     first_keys_plan, first_segment_id_from, merge_records, placeholders, plan, prefix_end,
-    segment_id, segment_key_of, Binding, Statement, DROP_EARLIER_TRIGGER, FORMAT_VERSION,
-    MAX_BINDINGS, ROUTE_TRIGGER, SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
+    puts_segment_in_kv, segment_id, segment_key_of, segments_only, Binding, Route, Statement,
+    DROP_EARLIER_TRIGGER, FORMAT_VERSION, KV_SEGMENT_PROBE, MAX_BINDINGS, ROUTE_TRIGGER,
+    SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
 };
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
@@ -130,6 +139,9 @@ pub struct DoStore {
     raw: JsValue,
     counters: Rc<Counters>,
     transaction: Rc<Transaction>,
+    /// Whether `queen_kv` may hold a row under a segment key: `None` until the first commit that could take
+    /// [`Route::Direct`] asks ([`KV_SEGMENT_PROBE`]), `Some(true)` from the first commit that puts one there.
+    kv_segments: Rc<Cell<Option<bool>>>,
 }
 
 /// A statement with its parameters as JS values (a blob copied once, into a `Uint8Array`).
@@ -225,6 +237,7 @@ impl DoStore {
             raw,
             counters: Rc::new(Counters::default()),
             transaction,
+            kv_segments: Rc::default(),
         };
         store.exec(
             "CREATE TABLE IF NOT EXISTS queen_kv (key TEXT NOT NULL, chunk INTEGER NOT NULL, \
@@ -303,7 +316,35 @@ impl DoStore {
     /// Test hook: commits `changes` as [`Store::commit`] would, with one more row at the end that fails,
     /// as a commit that breaks halfway would. Must return `Err` and leave nothing of `changes` visible.
     pub(crate) fn commit_then_fail(&self, changes: &ChangeSet) -> Result<(), StoreError> {
-        self.run(plan(changes, true)).map(|_| ())
+        let route = self.route(changes)?;
+        self.run(plan(changes, true, route)).map(|_| ())
+    }
+
+    /// How the segment values of a commit of `changes` reach `queen_seg`: [`Route::Direct`] for a commit of
+    /// segments only while `queen_kv` holds no row under a segment key (asked once, at the first such commit;
+    /// `queen_kv` holds one after a put of a segment value of `CHUNK_BYTES` or more, which this store notes,
+    /// or in storage of format 1), else through the routing trigger, which deletes such a row.
+    fn route(&self, changes: &ChangeSet) -> Result<Route, StoreError> {
+        if puts_segment_in_kv(changes) {
+            self.kv_segments.set(Some(true));
+        }
+        if !segments_only(changes) {
+            return Ok(Route::Trigger);
+        }
+        let held = match self.kv_segments.get() {
+            Some(held) => held,
+            None => {
+                let rows = self
+                    .sql
+                    .exec(KV_SEGMENT_PROBE, None::<Vec<SqlStorageValue>>)
+                    .map_err(sql_error)?
+                    .raw()
+                    .count();
+                self.kv_segments.set(Some(rows > 0));
+                rows > 0
+            }
+        };
+        Ok(if held { Route::Trigger } else { Route::Direct })
     }
 
     /// What this store (and its clones) have done since it was opened.
@@ -644,7 +685,7 @@ impl Store for DoStore {
         if changes.is_empty() {
             return Ok(());
         }
-        let statements = plan(changes, false);
+        let statements = plan(changes, false, self.route(changes)?);
         let count = statements.len() as u64;
         let written = self.run(statements)?;
         let c = &self.counters;

@@ -8,7 +8,8 @@
 //! - `GET /__test/store/durability?object=NAME`: checks that record set byte for byte (after a restart of
 //!   wrangler this proves the commits reached disk).
 //! - `GET /__test/store/atomicity?object=NAME`: a commit whose last row fails must leave no trace, for a
-//!   put-only commit (one statement) and for one that deletes too (two statements in one transaction).
+//!   put-only commit (one statement), for one that deletes too (two statements in one transaction) and for one
+//!   of segments only (one statement into `queen_seg`).
 //! - `GET /__test/store/previous-build?object=NAME`: storage the previous build (format 1, every record in
 //!   `queen_kv`) wrote with its commit SQL (kept here) opens as format 2, which that build's format check
 //!   refuses; its segments and records read back by scan and get, and move to `queen_seg` when written again.
@@ -171,9 +172,14 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
             with_delete.put("atomic/new", b"never".to_vec());
             with_delete.put("atomic/shrink", vec![6; 10]);
             with_delete.delete("atomic/keep");
+            // Segments only: one statement straight into `queen_seg` (no routing trigger), whose last row fails.
+            let mut segments_only = ChangeSet::default();
+            segments_only.put("s/0000000000000007/0000000000000001", b"never".to_vec());
+            segments_only.put("s/0000000000000008/0000000000000000", b"never".to_vec());
             let failed = [
                 store.commit_then_fail(&puts_only),
                 store.commit_then_fail(&with_delete),
+                store.commit_then_fail(&segments_only),
             ];
             let after = match store.scan("atomic/").await {
                 Ok(records) => records,
@@ -407,6 +413,19 @@ async fn previous_build(state: &State) -> std::result::Result<Vec<&'static str>,
     }
     checked
         .push("written again, a previous build's segment moves to queen_seg; deleted, it is gone");
+
+    // A commit of segments only (which skips the routing trigger while queen_kv holds no segment) writing a
+    // previous build's segment again: it must still move, not be left in queen_kv beside its new value.
+    let mut segments = ChangeSet::default();
+    segments.put(seg(1, 0x32), pattern(308, 10));
+    store.commit(&segments).await.map_err(|e| e.message)?;
+    if chunk_rows(&sql, &seg(1, 0x32))? != 0
+        || integer(&sql, "SELECT count(*) FROM queen_seg", None)? != 4
+        || store.get(&[seg(1, 0x32)]).await.map_err(|e| e.message)? != [Some(pattern(308, 10))]
+    {
+        return Err("a commit of segments only left a previous build's segment in queen_kv".into());
+    }
+    checked.push("a commit of segments only moves a previous build's segment too");
     Ok(checked)
 }
 
