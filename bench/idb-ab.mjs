@@ -136,10 +136,8 @@ try {
     // One round at one batch size: every side on a fresh database, their calls interleaved one by one, so
     // drifts of the machine's load hit every side alike. The sides' order is shuffled for every call: with
     // an order that only rotated, each side always ran right after the same other side, and what a call
-    // leaves behind (IndexedDB's own work after a commit, garbage) slowed the side after it. An A/A/A run
-    // of one build three times read the second 1.09x and the third 1.19x the first at batch 100 (11 of 12
-    // rounds); the first ran right after the naive queue's 100 separate records. Milliseconds spent in each
-    // side's calls.
+    // leaves behind (IndexedDB's own work after a commit, garbage) slowed the side after it (docs/decisions.md,
+    // "idb-push", has the A/A/A runs that showed it). Milliseconds spent in each side's calls.
     async function round(batch) {
       const open = sides.map(make);
       for (const s of open) await s.open();

@@ -18,7 +18,7 @@ import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { freePort, startWorker, tempPersistDir, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, cpuNs, requester } from './load.mjs';
+import { buildsFromArgs, cpuNs, inspector, requester } from './load.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
@@ -77,30 +77,6 @@ async function round(build, dir) {
 }
 
 // ---------------------------------------------------------------- profile
-async function inspector(addr) {
-  const list = await (await fetch(`http://${addr}/json`)).json();
-  const target = list.find((t) => t.id === 'main' || /\/main$/.test(t.webSocketDebuggerUrl)) ?? list[0];
-  const ws = new WebSocket(target.webSocketDebuggerUrl);
-  await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = reject; });
-  let id = 0;
-  const pending = new Map();
-  ws.onmessage = (ev) => {
-    const msg = JSON.parse(ev.data);
-    if (msg.id && pending.has(msg.id)) {
-      const { resolve, reject } = pending.get(msg.id);
-      pending.delete(msg.id);
-      if (msg.error) reject(new Error(JSON.stringify(msg.error)));
-      else resolve(msg.result);
-    }
-  };
-  const send = (method, params = {}) => new Promise((resolve, reject) => {
-    const n = ++id;
-    pending.set(n, { resolve, reject });
-    ws.send(JSON.stringify({ id: n, method, params }));
-  });
-  return { send, close: () => ws.close() };
-}
-
 /** Samples by function: self (leaf) and inclusive (anywhere on the stack, once a sample). */
 function analyse(profile) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));

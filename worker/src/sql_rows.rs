@@ -1,9 +1,10 @@
 //! A read statement's rows, each cell read as the type its reader expects: workers-rs's `SqlCursor::raw`
 //! turns every cell into a `SqlStorageValue` by testing one type after another (null, undefined, boolean,
 //! string, number, then a `Uint8Array`, then an `ArrayBuffer`), each test a call from wasm into JS, so a
-//! blob cell cost about ten calls and a row of three cells about thirty; an open of thousands of partitions
-//! reads a row or more for each. Here a reader asks for the type it wants (a call, two for `NULL` or a
-//! blob's copy), and the statement's text comes from [`crate::sql_exec`]'s table of JS strings.
+//! blob cell, tested last, costs the most calls; an open of thousands of partitions reads a row or more for
+//! each. Here a reader asks for the type it wants (a few calls for `NULL` or a blob's copy, one otherwise),
+//! and the statement's text comes from [`crate::sql_exec`]'s table of JS strings (docs/decisions.md,
+//! "do-open", has the counts).
 
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
