@@ -146,7 +146,7 @@ pub fn segment_key_of(id: u64) -> String {
 /// offset's 16 hex digits of which the first eight are `0`), and an id is that string read as a
 /// mixed-radix number (a position's digit is its character's place in the set), so ids sort as their keys
 /// do.
-fn segment_key_chars(position: usize) -> &'static [u8] {
+const fn segment_key_chars(position: usize) -> &'static [u8] {
     const HEX: &[u8] = b"0123456789abcdef";
     match position {
         0 => b"s",
@@ -159,6 +159,21 @@ fn segment_key_chars(position: usize) -> &'static [u8] {
 
 /// Length of a segment key that has a `queen_seg` id.
 const SEGMENT_KEY_LEN: usize = 35;
+
+// The positions' sets spell exactly the ids below [`SEG_ID_END`]: a change of [`SEG_PID_BITS`] or
+// [`SEG_FIRST_BITS`] that [`segment_key_chars`] does not follow stops the build.
+const _: () = {
+    let mut keys = 1u64;
+    let mut position = 0;
+    while position < SEGMENT_KEY_LEN {
+        keys *= segment_key_chars(position).len() as u64;
+        position += 1;
+    }
+    assert!(
+        keys == SEG_ID_END,
+        "segment_key_chars does not spell the ids below SEG_ID_END"
+    );
+};
 
 /// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is. The smallest
 /// such key (keys being the strings of [`segment_key_chars`]) is found a position at a time, its id read
