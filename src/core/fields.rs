@@ -179,8 +179,8 @@ impl Fields {
     }
 }
 
-impl FromCompound for Fields {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for Fields {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut fields = Map::new();
         let mut payload = None;
         while let Some(key) = map.next_key::<String>()? {
@@ -203,21 +203,22 @@ pub(crate) enum Shaped<T> {
 }
 
 /// A type read from a JSON object or a JSON array (the other, and every scalar, is [`Shaped::Not`]).
-pub(crate) trait FromCompound: Sized {
+/// `'de` is the text being read: a type may borrow from it (the push body's payloads).
+pub(crate) trait FromCompound<'de>: Sized {
     /// Reads the object (the default skips it).
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Shaped::Not("an object"))
     }
 
     /// Reads the array (the default skips it).
-    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Shaped::Not("an array"))
     }
 }
 
-impl<'de, T: FromCompound> Deserialize<'de> for Shaped<T> {
+impl<'de, T: FromCompound<'de>> Deserialize<'de> for Shaped<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(ShapedVisitor(PhantomData))
     }
@@ -225,7 +226,7 @@ impl<'de, T: FromCompound> Deserialize<'de> for Shaped<T> {
 
 struct ShapedVisitor<T>(PhantomData<T>);
 
-impl<'de, T: FromCompound> Visitor<'de> for ShapedVisitor<T> {
+impl<'de, T: FromCompound<'de>> Visitor<'de> for ShapedVisitor<T> {
     type Value = Shaped<T>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -388,8 +389,8 @@ pub(crate) fn optional<T>(
 /// A JSON array of `T`, read element by element.
 pub(crate) struct List<T>(pub(crate) Vec<T>);
 
-impl<T: serde::de::DeserializeOwned> FromCompound for List<T> {
-    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de, T: Deserialize<'de>> FromCompound<'de> for List<T> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
         while let Some(item) = seq.next_element()? {
             items.push(item);

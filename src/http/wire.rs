@@ -24,7 +24,9 @@ use crate::core::api::*;
 use crate::core::fields::{json_type, FromCompound, FromJsonStr, List, Shaped, StrField};
 use crate::core::timefmt::parse_iso;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::rc::Rc;
 
 /// The body as JSON. `required`: an empty body is a 400; otherwise it is `None`.
 pub(crate) fn parse_json(body: &[u8], required: bool) -> Result<Option<Value>, HttpError> {
@@ -267,20 +269,31 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
 // Push
 // ---------------------------------------------------------------------------------------------
 
-/// The body as `T`, an object read in one pass (required).
-fn parse_shaped<T: FromCompound>(body: &[u8]) -> Result<T, HttpError> {
+/// The body's text for the readers that parse it in one pass: a 400 when it is empty or not JSON's
+/// UTF-8. Checked once here, so the parser over text skips the check of each string.
+fn body_text(body: &[u8]) -> Result<&str, HttpError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(HttpError::bad_request("Empty request body"));
     }
-    match serde_json::from_slice(body) {
+    std::str::from_utf8(body).map_err(|e| {
+        HttpError::bad_request(format!(
+            "Invalid JSON: invalid UTF-8 at byte {}",
+            e.valid_up_to()
+        ))
+    })
+}
+
+/// `text` as `T`, an object read in one pass (required); `T` may borrow from the text.
+fn parse_shaped<'de, T: FromCompound<'de>>(text: &'de str) -> Result<T, HttpError> {
+    match serde_json::from_str(text) {
         Ok(Shaped::Is(body)) => Ok(body),
         Ok(Shaped::Not(_)) => Err(HttpError::bad_request("Request body must be a JSON object")),
         Err(e) => Err(HttpError::bad_request(format!("Invalid JSON: {e}"))),
     }
 }
 
-/// `items` of a push body or a transaction's push operation.
-type ItemList = Shaped<List<Shaped<ItemIn>>>;
+/// `items` of a push body or a transaction's push operation, borrowing the payloads from the body.
+type ItemList<'de> = Shaped<List<Shaped<ItemIn<'de>>>>;
 
 /// The keys the push and transaction bodies read, matched without allocating.
 enum Key {
@@ -328,12 +341,12 @@ impl<'de> Deserialize<'de> for Key {
 }
 
 /// A push body: `{"items": [...]}`; other keys are skipped (a repeated key: the last one counts).
-pub(crate) struct PushBody {
-    items: Option<ItemList>,
+pub(crate) struct PushBody<'de> {
+    items: Option<ItemList<'de>>,
 }
 
-impl FromCompound for PushBody {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for PushBody<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut items = None;
         while let Some(key) = map.next_key()? {
             match key {
@@ -347,21 +360,22 @@ impl FromCompound for PushBody {
     }
 }
 
-/// One push item as sent: the payload as JSON text, the fields the broker reads as strings or the name
-/// of the JSON type sent instead (checked by [`push_item`]), nothing else kept.
+/// One push item as sent: the payload as JSON text (the part of the body it is, checked by serde_json),
+/// the fields the broker reads as strings or the name of the JSON type sent instead (checked by
+/// [`push_item`]), nothing else kept.
 #[derive(Default)]
-pub(crate) struct ItemIn {
+pub(crate) struct ItemIn<'de> {
     queue: Option<StrField>,
     partition: Option<StrField>,
-    payload: Option<Payload>,
+    payload: Option<&'de RawValue>,
     transaction_id: Option<StrField>,
     trace_id: Option<StrField>,
     namespace: Option<StrField>,
     task: Option<StrField>,
 }
 
-impl FromCompound for ItemIn {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for ItemIn<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut item = ItemIn::default();
         while let Some(key) = map.next_key()? {
             let field = match key {
@@ -387,23 +401,25 @@ impl FromCompound for ItemIn {
 }
 
 /// The items of `list` (`items` at `path`), or the 400 `missing` when it is not an array.
-fn item_list(
-    list: Option<ItemList>,
+fn item_list<'de>(
+    list: Option<ItemList<'de>>,
     missing: impl FnOnce() -> String,
-) -> Result<Vec<Shaped<ItemIn>>, HttpError> {
+) -> Result<Vec<Shaped<ItemIn<'de>>>, HttpError> {
     match list {
         Some(Shaped::Is(List(items))) => Ok(items),
         _ => Err(HttpError::bad_request(missing())),
     }
 }
 
-/// `POST /api/v1/push` body → items (contract §1.2).
+/// `POST /api/v1/push` body → items (contract §1.2). The body's text is copied once into a shared
+/// text, and each payload is a part of it ([`Payload::in_text`]) rather than an allocation of its own.
 pub(crate) fn push_items(
     body: &[u8],
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<PushItem>, HttpError> {
-    let parsed: PushBody = parse_shaped(body)?;
+    let text: Rc<str> = Rc::from(body_text(body)?);
+    let parsed: PushBody = parse_shaped(&text)?;
     let items = item_list(parsed.items, || "items array is required".to_string())?;
     if items.len() > limits.max_items_per_push {
         return Err(HttpError::too_large(format!(
@@ -419,6 +435,7 @@ pub(crate) fn push_items(
         .map(|(i, v)| {
             push_item(
                 v,
+                &text,
                 Path::item("items", i),
                 limits,
                 producer_sub,
@@ -427,6 +444,15 @@ pub(crate) fn push_items(
             )
         })
         .collect()
+}
+
+/// `raw`, which the parser lent from `body`, as a payload that is a part of it.
+fn body_part(body: &Rc<str>, raw: &RawValue) -> Payload {
+    match SharedStr::part_of(body, raw.get()) {
+        Some(part) => Payload::in_text(part),
+        // Not reached: the parser reads the body itself. Copied rather than trusted if it ever is.
+        None => Payload::from(raw.to_owned()),
+    }
 }
 
 /// The size of `payload` as compact JSON, which `max_payload_bytes` limits. Only a payload whose text
@@ -439,9 +465,11 @@ fn compact_size(payload: &Payload) -> usize {
         .map_or(payload.len(), |b| b.len())
 }
 
-/// One push item at `path` (`items[3]`, `operations[1].items[0]`); `missing_payload` when it has none.
+/// One push item at `path` (`items[3]`, `operations[1].items[0]`), read from `body`; `missing_payload`
+/// when it has none.
 pub(crate) fn push_item(
     v: Shaped<ItemIn>,
+    body: &Rc<str>,
     path: Path,
     limits: &Limits,
     producer_sub: Option<&str>,
@@ -474,7 +502,10 @@ pub(crate) fn push_item(
     )?
     .unwrap_or_else(|| DEFAULT_PARTITION.to_string());
     check_name("Partition name", &partition, false, limits)?;
-    let payload = item.payload.unwrap_or_else(missing_payload);
+    let payload = match item.payload {
+        Some(raw) => body_part(body, raw),
+        None => missing_payload(),
+    };
     if measure_payload && payload.len() > limits.max_payload_bytes {
         let size = compact_size(&payload);
         if size > limits.max_payload_bytes {
@@ -602,8 +633,8 @@ impl<'de> Deserialize<'de> for AckKey {
     }
 }
 
-impl FromCompound for AckIn {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for AckIn {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut item = AckIn::default();
         while let Some(key) = map.next_key()? {
             let field = match key {
@@ -632,8 +663,8 @@ pub(crate) struct AckBatchBody {
     consumer_group: Option<StrField>,
 }
 
-impl FromCompound for AckBatchBody {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for AckBatchBody {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut body = AckBatchBody {
             acknowledgments: None,
             consumer_group: None,
@@ -730,7 +761,7 @@ pub(crate) fn batch_ack(
     body: &[u8],
     limits: &Limits,
 ) -> Result<(Option<String>, Vec<AckItem>), HttpError> {
-    let parsed: AckBatchBody = parse_shaped(body)?;
+    let parsed: AckBatchBody = parse_shaped(body_text(body)?)?;
     let items = match parsed.acknowledgments {
         Some(Shaped::Is(List(items))) => items,
         _ => return Err(HttpError::bad_request("acknowledgments array is required")),
@@ -782,14 +813,14 @@ pub(crate) fn extend_seconds(body: &[u8], limits: &Limits) -> Result<u64, HttpEr
 }
 
 /// A transaction body: `operations`, and `kv` and `timers` (refused unless empty); other keys skipped.
-pub(crate) struct TxBody {
-    operations: Option<Shaped<List<Shaped<OpIn>>>>,
+pub(crate) struct TxBody<'de> {
+    operations: Option<Shaped<List<Shaped<OpIn<'de>>>>>,
     kv: Option<Value>,
     timers: Option<Value>,
 }
 
-impl FromCompound for TxBody {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for TxBody<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut body = TxBody {
             operations: None,
             kv: None,
@@ -810,13 +841,13 @@ impl FromCompound for TxBody {
 }
 
 /// One operation as sent: its `items` (a push's, payloads as text) and every other field as a value.
-pub(crate) struct OpIn {
+pub(crate) struct OpIn<'de> {
     fields: Map<String, Value>,
-    items: Option<ItemList>,
+    items: Option<ItemList<'de>>,
 }
 
-impl FromCompound for OpIn {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for OpIn<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut op = OpIn {
             fields: Map::new(),
             items: None,
@@ -838,7 +869,8 @@ pub(crate) fn transaction(
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<TxOperation>, HttpError> {
-    let parsed: TxBody = parse_shaped(body)?;
+    let text: Rc<str> = Rc::from(body_text(body)?);
+    let parsed: TxBody = parse_shaped(&text)?;
     let ops = match parsed.operations {
         Some(Shaped::Is(List(ops))) => ops,
         _ => return Err(HttpError::bad_request("operations array required")),
@@ -905,6 +937,7 @@ pub(crate) fn transaction(
                         // Transaction pushes default a missing payload to `{}` (contract §1.2).
                         push_item(
                             v,
+                            &text,
                             Path::item(&list, j),
                             limits,
                             producer_sub,
@@ -1052,6 +1085,56 @@ mod tests {
             .message
             .starts_with("Invalid JSON: "));
         assert_eq!(parse_optional_object(b"").unwrap(), Map::new());
+    }
+
+    #[test]
+    fn push_payloads_are_parts_of_the_body_as_sent() {
+        let l = Limits::default();
+        let body = br#"{"items": [{"queue": "q", "payload": { "a" : [1, "\u00e9\"", 1e400] } },
+            {"queue": "q", "partition": "p", "payload": null}, {"queue": "q"}]}"#;
+        let items = push_items(body, &l, None).unwrap();
+        assert_eq!(
+            items[0].payload.get(),
+            r#"{ "a" : [1, "\u00e9\"", 1e400] }"#
+        );
+        assert_eq!(items[1].payload.get(), "null");
+        assert!(items[0].payload.is_in_text() && items[1].payload.is_in_text());
+        assert_eq!(items[2].payload.get(), "null", "no payload is null");
+        assert_eq!(items[1].partition, "p");
+        let tx = br#"{"operations": [{"type": "push", "items": [{"queue": "q", "payload": [ 1 ]}, {"queue": "q"}]}]}"#;
+        match &transaction(tx, &l, None).unwrap()[0] {
+            TxOperation::Push(items) => {
+                assert_eq!(items[0].payload.get(), "[ 1 ]");
+                assert!(items[0].payload.is_in_text());
+                assert_eq!(items[1].payload.get(), "{}");
+            }
+            _ => panic!("a push"),
+        }
+    }
+
+    #[test]
+    fn bodies_that_are_not_utf8_are_invalid_json() {
+        let l = Limits::default();
+        let in_payload = b"{\"items\": [{\"queue\": \"q\", \"payload\": \"\xff\"}]}";
+        let e = push_items(in_payload, &l, None).unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (400, "Invalid JSON: invalid UTF-8 at byte 38")
+        );
+        let skipped = b"{\"x\": \"\xff\", \"items\": []}";
+        let e = push_items(skipped, &l, None).unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (400, "Invalid JSON: invalid UTF-8 at byte 7")
+        );
+        assert_eq!(
+            batch_ack(skipped, &l).unwrap_err().message,
+            "Invalid JSON: invalid UTF-8 at byte 7"
+        );
+        assert_eq!(
+            push_items(b" ", &l, None).unwrap_err().message,
+            "Empty request body"
+        );
     }
 
     #[test]

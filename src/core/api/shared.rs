@@ -41,6 +41,13 @@ impl SharedStr {
         })
     }
 
+    /// The part of `text` that `part` borrows from it (a string a parser over `text` lent), sharing its
+    /// allocation; `None` when `part` is not inside `text`.
+    pub fn part_of(text: &Rc<str>, part: &str) -> Option<Self> {
+        let start = (part.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+        Self::within(text, start, start.checked_add(part.len())?)
+    }
+
     /// The whole of `text`.
     fn whole(text: Rc<str>) -> Self {
         // Text held in memory is under 4 GiB (wasm32's whole address space).
@@ -232,6 +239,19 @@ mod tests {
             "not on a character boundary"
         );
         assert_eq!(SharedStr::within(&text, 2, 40), None, "beyond the text");
+        let lent = SharedStr::part_of(&text, &text[7..9]).unwrap();
+        assert!(lent.shares_with(&e) && lent == "é");
+        let elsewhere: Rc<str> = Rc::from("ab");
+        assert_eq!(
+            SharedStr::part_of(&text, &elsewhere),
+            None,
+            "not a part of it"
+        );
+        assert_eq!(
+            SharedStr::part_of(&elsewhere, &text),
+            None,
+            "not a part of it"
+        );
         assert_eq!(SharedStr::default(), "");
     }
 }
