@@ -270,17 +270,22 @@ pub(crate) enum StrField<T = String> {
     Not(&'static str),
 }
 
-/// What a string read by [`StrField`] becomes.
-pub(crate) trait FromJsonStr: Sized {
-    /// From a string the parser lends.
+/// What a string read by [`StrField`] becomes; `'de` is the text being read.
+pub(crate) trait FromJsonStr<'de>: Sized {
+    /// From a string the parser lends for the moment.
     fn from_str(s: &str) -> Self;
     /// From a string the parser built (an escaped one).
     fn from_string(s: String) -> Self {
         Self::from_str(&s)
     }
+    /// From a string of the text itself, which lives as long as the text (a parser over a text in
+    /// memory lends a string without escapes so).
+    fn from_borrowed(s: &'de str) -> Self {
+        Self::from_str(s)
+    }
 }
 
-impl FromJsonStr for String {
+impl FromJsonStr<'_> for String {
     fn from_str(s: &str) -> Self {
         s.to_owned()
     }
@@ -301,7 +306,7 @@ impl<T> StrField<T> {
     }
 }
 
-impl<T: FromJsonStr> StrField<T> {
+impl<'de, T: FromJsonStr<'de>> StrField<T> {
     /// The same field of a parsed `Value` (the readers that still parse a whole object first).
     pub(crate) fn of_value(value: Option<&Value>) -> Option<StrField<T>> {
         value.map(|v| match v {
@@ -312,7 +317,7 @@ impl<T: FromJsonStr> StrField<T> {
     }
 }
 
-impl<'de, T: FromJsonStr> Deserialize<'de> for StrField<T> {
+impl<'de, T: FromJsonStr<'de>> Deserialize<'de> for StrField<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(StrFieldVisitor(PhantomData))
     }
@@ -320,7 +325,7 @@ impl<'de, T: FromJsonStr> Deserialize<'de> for StrField<T> {
 
 struct StrFieldVisitor<T>(PhantomData<T>);
 
-impl<'de, T: FromJsonStr> Visitor<'de> for StrFieldVisitor<T> {
+impl<'de, T: FromJsonStr<'de>> Visitor<'de> for StrFieldVisitor<T> {
     type Value = StrField<T>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -343,6 +348,9 @@ impl<'de, T: FromJsonStr> Visitor<'de> for StrFieldVisitor<T> {
     }
     fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
         Ok(StrField::Str(T::from_string(s)))
+    }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(StrField::Str(T::from_borrowed(s)))
     }
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(StrField::Null)

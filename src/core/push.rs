@@ -167,7 +167,7 @@ impl Broker {
         }
         let pid = self
             .queues
-            .get(&item.queue)
+            .get(item.queue.as_str())
             .and_then(|q| q.partitions.get(partition))
             .copied();
         *last = Some((&item.queue, partition, pid));
@@ -303,10 +303,8 @@ impl Broker {
             };
             last = Some(slot);
             let pid = batches[slot].pid;
-            let sent = item
-                .transaction_id
-                .filter(|t| !t.is_empty())
-                .map(SharedStr::from);
+            // A sent id is a part of the request body until the segment is written (append_segment).
+            let sent = item.transaction_id.filter(|t| !t.is_empty());
             let minted = sent.is_none();
             let transaction_id = match sent {
                 Some(t) => t,

@@ -114,12 +114,12 @@ fn at(path: &str, key: &str) -> String {
 
 /// A string field read as sent ([`StrField`]); absent or `null` is `None`; other types are a 400 with
 /// `wrong_type`.
-fn str_field(
-    field: Option<StrField>,
+fn str_field<T>(
+    field: Option<StrField<T>>,
     key: &str,
     path: Path,
     wrong_type: &str,
-) -> Result<Option<String>, HttpError> {
+) -> Result<Option<T>, HttpError> {
     StrField::text(field)
         .map_err(|_| HttpError::bad_request(format!("{wrong_type}{}", at_path(path, key))))
 }
@@ -360,15 +360,44 @@ impl<'de> FromCompound<'de> for PushBody<'de> {
     }
 }
 
-/// One push item as sent: the payload as JSON text (the part of the body it is, checked by serde_json),
-/// the fields the broker reads as strings or the name of the JSON type sent instead (checked by
-/// [`push_item`]), nothing else kept.
+/// A string of a push body: lent by the parser (a part of the body), or built by it (one with escapes).
+pub(crate) enum BodyStr<'de> {
+    Part(&'de str),
+    Own(String),
+}
+
+impl<'de> FromJsonStr<'de> for BodyStr<'de> {
+    fn from_str(s: &str) -> Self {
+        BodyStr::Own(s.to_owned())
+    }
+    fn from_string(s: String) -> Self {
+        BodyStr::Own(s)
+    }
+    fn from_borrowed(s: &'de str) -> Self {
+        BodyStr::Part(s)
+    }
+}
+
+impl BodyStr<'_> {
+    /// As shared text: a part of `body` (which the parser read) or its own.
+    fn shared(self, body: &Rc<str>) -> SharedStr {
+        match self {
+            // Always a part: the parser reads the body itself. Copied rather than trusted if not.
+            BodyStr::Part(s) => SharedStr::part_of(body, s).unwrap_or_else(|| SharedStr::from(s)),
+            BodyStr::Own(s) => SharedStr::from(s),
+        }
+    }
+}
+
+/// One push item as sent: the payload as JSON text and the queue, partition and transaction id, as parts
+/// of the body where they can be; the fields the broker reads as strings or the name of the JSON type
+/// sent instead (checked by [`push_item`]), nothing else kept.
 #[derive(Default)]
 pub(crate) struct ItemIn<'de> {
-    queue: Option<StrField>,
-    partition: Option<StrField>,
+    queue: Option<StrField<BodyStr<'de>>>,
+    partition: Option<StrField<BodyStr<'de>>>,
     payload: Option<&'de RawValue>,
-    transaction_id: Option<StrField>,
+    transaction_id: Option<StrField<BodyStr<'de>>>,
     trace_id: Option<StrField>,
     namespace: Option<StrField>,
     task: Option<StrField>,
@@ -378,23 +407,18 @@ impl<'de> FromCompound<'de> for ItemIn<'de> {
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut item = ItemIn::default();
         while let Some(key) = map.next_key()? {
-            let field = match key {
-                Key::Payload => {
-                    item.payload = Some(map.next_value()?);
-                    continue;
-                }
-                Key::Queue => &mut item.queue,
-                Key::Partition => &mut item.partition,
-                Key::TransactionId => &mut item.transaction_id,
-                Key::TraceId => &mut item.trace_id,
-                Key::Namespace => &mut item.namespace,
-                Key::Task => &mut item.task,
+            match key {
+                Key::Payload => item.payload = Some(map.next_value()?),
+                Key::Queue => item.queue = Some(map.next_value()?),
+                Key::Partition => item.partition = Some(map.next_value()?),
+                Key::TransactionId => item.transaction_id = Some(map.next_value()?),
+                Key::TraceId => item.trace_id = Some(map.next_value()?),
+                Key::Namespace => item.namespace = Some(map.next_value()?),
+                Key::Task => item.task = Some(map.next_value()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
-                    continue;
                 }
-            };
-            *field = Some(map.next_value()?);
+            }
         }
         Ok(Shaped::Is(item))
     }
@@ -485,7 +509,7 @@ pub(crate) fn push_item(
         }
     };
     let queue = match item.queue {
-        Some(StrField::Str(q)) => q,
+        Some(StrField::Str(q)) => q.shared(body),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "Queue must be a string{}",
@@ -500,7 +524,7 @@ pub(crate) fn push_item(
         path,
         "Partition must be a string",
     )?
-    .unwrap_or_else(|| DEFAULT_PARTITION.to_string());
+    .map_or_else(|| SharedStr::from(DEFAULT_PARTITION), |p| p.shared(body));
     check_name("Partition name", &partition, false, limits)?;
     let payload = match item.payload {
         Some(raw) => body_part(body, raw),
@@ -522,6 +546,7 @@ pub(crate) fn push_item(
         path,
         "TransactionId must be a string",
     )?
+    .map(|t| t.shared(body))
     .filter(|t| !t.is_empty());
     if let Some(t) = &transaction_id {
         check_id("transactionId", t, limits)?;
@@ -590,7 +615,7 @@ impl AckIn {
 
 /// An ack's `status` is read straight into its [`AckStatus`]: no copy of the string unless it is not
 /// one of the statuses.
-impl FromJsonStr for AckStatus {
+impl FromJsonStr<'_> for AckStatus {
     fn from_str(s: &str) -> Self {
         AckStatus::parse(Some(s))
     }
@@ -1101,6 +1126,41 @@ mod tests {
         assert!(items[0].payload.is_in_text() && items[1].payload.is_in_text());
         assert_eq!(items[2].payload.get(), "null", "no payload is null");
         assert_eq!(items[1].partition, "p");
+        assert_eq!(items[0].partition, DEFAULT_PARTITION);
+        // The names are parts of the body too, where the body holds them as they are.
+        let text = std::str::from_utf8(body).unwrap();
+        let base = items[1].payload.get().as_ptr() as usize - text.find("null").unwrap();
+        let place = |s: &str| s.as_ptr() as usize - base;
+        assert_eq!(
+            place(&items[1].queue),
+            text.find(r#""q", "partition""#).unwrap() + 1
+        );
+        assert_eq!(place(&items[1].partition), text.find(r#""p""#).unwrap() + 1);
+        let escaped = push_items(
+            br#"{"items": [{"queue": "\u0071", "transactionId": "t\"1"}]}"#,
+            &l,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                escaped[0].queue.as_str(),
+                escaped[0].transaction_id.as_deref()
+            ),
+            ("q", Some("t\"1"))
+        );
+        let sent = push_items(
+            br#"{"items": [{"queue": "q", "transactionId": "t-1", "payload": 1}]}"#,
+            &l,
+            None,
+        )
+        .unwrap();
+        let detached = sent[0].clone().detached();
+        assert_eq!(detached, sent[0]);
+        assert!(
+            !detached.payload.is_in_text(),
+            "its own texts, not the body's"
+        );
         let tx = br#"{"operations": [{"type": "push", "items": [{"queue": "q", "payload": [ 1 ]}, {"queue": "q"}]}]}"#;
         match &transaction(tx, &l, None).unwrap()[0] {
             TxOperation::Push(items) => {
