@@ -164,25 +164,30 @@ fn json_segment(messages: &[StoredMessage], places: Option<&mut Vec<Places>>) ->
 
 /// [`encode`] for a batch the segment cache will hold: the segment, and the messages as a read of it
 /// gives them back, their ids and payloads parts of one shared copy of the segment's text (an id
-/// written with escapes keeps its own text). So a pushed batch is cached as one text, which is what
-/// the cache's weight ([`decoded_weight`]) counts, and not as the push's own pieces: each payload a
-/// part of its request body (which would keep the whole body alive), each id an allocation.
+/// written with escapes gets a text of its own). So a pushed batch is cached as one text, which is
+/// what the cache's weight ([`decoded_weight`]) counts, and not as the push's own pieces: each payload
+/// and sent id a part of its request body (which would keep the whole body alive), each minted id an
+/// allocation.
 pub fn encode_shared(mut messages: Vec<StoredMessage>) -> (Vec<u8>, Vec<StoredMessage>) {
     debug_assert_eq!(WRITE_FORMAT, SEGMENT_FORMAT_JSON);
     let mut places = Vec::with_capacity(messages.len());
     let segment = json_segment(&messages, Some(&mut places));
     let shared: Rc<str> = Rc::from(segment.as_str());
     let part = |range: Range<usize>| SharedStr::within(&shared, range.start, range.end);
+    let own = |text: &mut SharedStr| *text = std::mem::take(text).detached();
     for (m, at) in messages.iter_mut().zip(places) {
-        if let Some(id) = at.id.and_then(part) {
-            m.id = id;
+        match at.id.and_then(part) {
+            Some(id) => m.id = id,
+            None => own(&mut m.id),
         }
-        if let Some(transaction_id) = at.transaction_id.and_then(part) {
-            m.transaction_id = transaction_id;
+        match at.transaction_id.and_then(part) {
+            Some(transaction_id) => m.transaction_id = transaction_id,
+            None => own(&mut m.transaction_id),
         }
-        if let Some(payload) = part(at.payload) {
-            m.payload = Payload::in_text(payload);
-        }
+        m.payload = match part(at.payload) {
+            Some(payload) => Payload::in_text(payload),
+            None => std::mem::replace(&mut m.payload, Payload::null()).detached(),
+        };
     }
     (segment.into_bytes(), messages)
 }
@@ -808,7 +813,9 @@ mod tests {
         let mut batch: Vec<_> = (0..6)
             .map(|i| msg(i, json!({"i": i, "s": "q\"uote \u{e9}"})))
             .collect();
-        batch[1].transaction_id = "tab\tquote\"".into();
+        // A sent id with escapes, a part of its request body.
+        let body: Rc<str> = Rc::from("[\"tab\tquote\"]");
+        batch[1].transaction_id = SharedStr::within(&body, 2, 11).unwrap();
         batch[2].id = "".into();
         batch[3].trace_id = Some("trace".into());
         batch[4].payload = Payload::from_json(" [1, 2] ".to_string()).unwrap();
@@ -839,7 +846,14 @@ mod tests {
         assert_eq!(
             place(&shared[1].transaction_id),
             None,
-            "an escaped id keeps its own text"
+            "an escaped id is not in the segment"
+        );
+        assert_eq!(shared[1].transaction_id, "tab\tquote");
+        assert!(
+            !shared[1]
+                .transaction_id
+                .shares_with(&batch[1].transaction_id),
+            "and not a part of the body either: a text of its own"
         );
         assert_eq!(decoded_weight(&shared), decoded_weight(&batch));
     }

@@ -72,7 +72,7 @@ impl SharedStr {
 
     /// True when both share one allocation (tests).
     #[cfg(test)]
-    fn shares_with(&self, other: &SharedStr) -> bool {
+    pub(crate) fn shares_with(&self, other: &SharedStr) -> bool {
         Rc::ptr_eq(&self.text, &other.text)
     }
 }
