@@ -112,12 +112,12 @@ impl Payload {
     }
 }
 
-/// A payload's text from a segment as a `RawValue` of its own. The segment reader checked that the text
+/// A payload's text from a larger text as a `RawValue` of its own. Its reader checked that the text
 /// is one JSON value, so this parse (serde_json's, the only way to make a `RawValue`) cannot fail.
 fn own_raw(text: &str) -> Box<RawValue> {
     first_raw_value(text.as_bytes())
         .filter(|(_, end)| *end == text.len())
-        .expect("a segment's payload was checked when the segment was read")
+        .expect("a payload in a larger text was checked when that text was read")
         .0
         .to_owned()
 }
