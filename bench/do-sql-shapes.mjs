@@ -9,10 +9,10 @@
 // no statement is subtracted. Shapes and ops alternate round by round; prints the median per commit and the
 // rows written per commit (`cursor.rowsWritten`). Prints only; not part of scripts/test.
 //
-//   node bench/do-sql-shapes.mjs [--rounds 7] [--commits 200] [--ops push1,pop1,ack1,push10,push100,push100k]
+//   node bench/do-sql-shapes.mjs [--rounds 7] [--commits 200] [--ops push1,pop1,ack1,push10,push100,push100k,seg1p10,seg1kp10]
 //                                [--shapes view,view-when,upsert,upsert+trigger,upsert+delete,upsert+delete-txn,...] [--no-naive]
 //   shapes (bench/do-sql/shapes.js): view, view-when, upsert, upsert+trigger, upsert+delete, upsert+delete-txn,
-//   insert, insert-or-replace, upsert-text, upsert-1key, rowid, seg-rowid, seg-rowid-txn, seg-route, seg-route-nodel,
+//   insert, insert-or-replace, upsert-text, upsert-1key, rowid, seg-rowid, seg-rowid-txn, seg-route, seg-direct, seg-route-nodel,
 //   none; SHAPE/drain ends each cursor with next().
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -69,7 +69,7 @@ try {
       const order = shapes.map((_, i) => shapes[(i + round) % shapes.length]);
       const base = await cpuOf('none', 'none');
       for (const s of order) {
-        if (s === 'naive' && !['push1', 'pop1', 'ack1'].includes(op)) continue;
+        if (s === 'naive' && !['push1', 'pop1', 'ack1', 'seg1p10', 'seg1kp10'].includes(op)) continue;
         const r = await cpuOf(s, op);
         const key = `${s}|${op}`;
         if (!results.has(key)) results.set(key, []);

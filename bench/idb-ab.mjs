@@ -8,7 +8,7 @@
 // queen_edge_bg.wasm). Each round, at each batch size, opens a fresh database for every build and for the
 // naive queue (tests/js/bench.mjs's, the same code) and runs `--calls` sequential pushes of `batch` messages
 // through the fluent API, then as many pops of `batch` + acks, durability strict, the sides' calls
-// interleaved one by one (the first side rotating with each call), so the machine's load drifts hit every
+// interleaved one by one (in an order shuffled for each call), so the machine's load drifts hit every
 // side alike; each side's calls are timed alone. Printed: per batch
 // and build, the median messages/s of push and pop+ack over the rounds, each build over the naive queue of the
 // same round (median of the per-round ratios), and each build after the first against the first: the median
@@ -133,17 +133,23 @@ try {
 
     const sides = [...names, 'naive'];
     const make = (side) => (side === 'naive' ? naive() : queenEdge(modules[side]));
-    // One round at one batch size: every side on a fresh database, their calls interleaved one by one (side
-    // order rotating with the call), so drifts of the machine's load hit every side alike. Milliseconds spent
-    // in each side's calls.
+    // One round at one batch size: every side on a fresh database, their calls interleaved one by one, so
+    // drifts of the machine's load hit every side alike. The sides' order is shuffled for every call: with
+    // an order that only rotated, each side always ran right after the same other side, and what a call
+    // leaves behind (IndexedDB's own work after a commit, garbage) slowed the side after it (docs/decisions.md,
+    // "idb-push", has the A/A/A runs that showed it). Milliseconds spent in each side's calls.
     async function round(batch) {
       const open = sides.map(make);
       for (const s of open) await s.open();
       const ms = sides.map(() => ({ push: 0, popAck: 0 }));
+      const order = sides.map((_, k) => k);
       for (const what of ['push', 'popAck']) {
         for (let i = 0; i < calls; i++) {
-          for (let j = 0; j < sides.length; j++) {
-            const k = (i + j) % sides.length;
+          for (let j = order.length - 1; j > 0; j--) {
+            const r = Math.floor(Math.random() * (j + 1));
+            [order[j], order[r]] = [order[r], order[j]];
+          }
+          for (const k of order) {
             const t0 = now();
             await open[k][what](batch, i);
             ms[k][what] += now() - t0;

@@ -128,3 +128,29 @@ export function buildsFromArgs(argv) {
   }
   return builds;
 }
+
+/** A client of workerd's V8 inspector at `addr` (`scripts/serve --inspector`): `send(method, params)` answers
+ * with the result of one DevTools protocol call; `target` names the isolate it attached to. */
+export async function inspector(addr) {
+  const list = await (await fetch(`http://${addr}/json`)).json();
+  const target = list.find((t) => t.id === 'main' || /\/main$/.test(t.webSocketDebuggerUrl)) ?? list[0];
+  const ws = new WebSocket(target.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = reject; });
+  let id = 0;
+  const pending = new Map();
+  ws.onmessage = (ev) => {
+    const msg = JSON.parse(ev.data);
+    if (msg.id && pending.has(msg.id)) {
+      const { resolve, reject } = pending.get(msg.id);
+      pending.delete(msg.id);
+      if (msg.error) reject(new Error(JSON.stringify(msg.error)));
+      else resolve(msg.result);
+    }
+  };
+  const send = (method, params = {}) => new Promise((resolve, reject) => {
+    const n = ++id;
+    pending.set(n, { resolve, reject });
+    ws.send(JSON.stringify({ id: n, method, params }));
+  });
+  return { send, close: () => ws.close(), target: target.id ?? target.title };
+}

@@ -14,7 +14,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import os from 'node:os';
 import { join } from 'node:path';
 import { freePort, startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { cpuNs, requester } from './load.mjs';
+import { cpuNs, inspector, requester } from './load.mjs';
 
 const argv = process.argv.slice(2);
 const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
@@ -25,31 +25,6 @@ const INTERVAL_US = Number(process.env.QE_PROFILE_INTERVAL_US || 100);
 // cost is the fixed per-request part.
 // QE_PROFILE_CASES=100:64,1:64 picks others.
 const CASES = (process.env.QE_PROFILE_CASES || '100:64,100:1024,1:64').split(',').map((c) => c.split(':').map(Number));
-
-// ---------------------------------------------------------------- inspector client
-async function inspector(addr) {
-  const list = await (await fetch(`http://${addr}/json`)).json();
-  const target = list.find((t) => t.id === 'main' || /\/main$/.test(t.webSocketDebuggerUrl)) ?? list[0];
-  const ws = new WebSocket(target.webSocketDebuggerUrl);
-  await new Promise((resolve, reject) => { ws.onopen = resolve; ws.onerror = reject; });
-  let id = 0;
-  const pending = new Map();
-  ws.onmessage = (ev) => {
-    const msg = JSON.parse(ev.data);
-    if (msg.id && pending.has(msg.id)) {
-      const { resolve, reject } = pending.get(msg.id);
-      pending.delete(msg.id);
-      if (msg.error) reject(new Error(JSON.stringify(msg.error)));
-      else resolve(msg.result);
-    }
-  };
-  const send = (method, params = {}) => new Promise((resolve, reject) => {
-    const n = ++id;
-    pending.set(n, { resolve, reject });
-    ws.send(JSON.stringify({ id: n, method, params }));
-  });
-  return { send, close: () => ws.close(), target: target.id ?? target.title };
-}
 
 // ---------------------------------------------------------------- load
 const request = requester(1);

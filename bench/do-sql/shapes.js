@@ -61,6 +61,9 @@ const SCHEMA = {
   'seg-route': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)',
     ROUTE_TRIGGER],
   // The same trigger without its delete from `queen_kv` (wrong for a key that had a value there: to weigh the delete).
+  // Segment rows straight into `queen_seg` (no routing trigger), one statement; only the segment rows.
+  'seg-direct': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)',
+    ROUTE_TRIGGER],
   'seg-route-nodel': [STALE_TRIGGER, 'CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)',
     ROUTE_TRIGGER.replace('  DELETE FROM queen_kv WHERE key = NEW.key;\n', '')],
   naive: [`CREATE TABLE IF NOT EXISTS msg (id INTEGER PRIMARY KEY, queue TEXT NOT NULL, partition TEXT NOT NULL,
@@ -86,12 +89,19 @@ const OPS = {
   // The same over 10 partitions in turn, as bench/worker-ab.mjs pushes (each commit appends to another one).
   push100p10: (i) => [[`s/${hex(16 + (i % 10))}/${hex(i)}`, 15302], [`x/${hex(16 + (i % 10))}/${hex(i)}`, 426]],
   push100kp10: (i) => [[`s/${hex(32 + (i % 10))}/${hex(i)}`, 111302], [`x/${hex(32 + (i % 10))}/${hex(i)}`, 426]],
+  // A 1-message push of session 13's build (records format 3): its segment alone, over 10 partitions in turn, for
+  // payloads of 64 B and 1 KB.
+  seg1p10: (i) => [[`s/${hex(48 + (i % 10))}/${hex(i)}`, 250]],
+  seg1kp10: (i) => [[`s/${hex(64 + (i % 10))}/${hex(i)}`, 1210]],
 };
 const TEMPLATES = new Map();
 const template = (len) => {
   if (!TEMPLATES.has(len)) TEMPLATES.set(len, bytes(len, len));
   return TEMPLATES.get(len);
 };
+
+// The naive queue's row for a 1 KB payload (`seg1kp10`; every other push op: 64 B).
+const PAYLOAD_1K = JSON.stringify({ n: 1, pad: 'x'.repeat(1024 - JSON.stringify({ n: 1, pad: '' }).length) });
 
 const tuples = (n, one) => Array.from({ length: n }, () => one).join(', ');
 
@@ -180,6 +190,13 @@ export class Shapes extends DurableObject {
           ON CONFLICT (key, chunk) DO UPDATE SET value = excluded.value`, ...rest);
         return;
       }
+      case 'seg-direct': {
+        const segId = (k) => parseInt(k.slice(2, 18), 16) * 2 ** 40 + parseInt(k.slice(19), 16);
+        for (const [k, v] of rows) flat.push(segId(k), v);
+        this.exec(`INSERT INTO queen_seg (id, value) VALUES ${tuples(rows.length, '(?, ?)')}
+          ON CONFLICT (id) DO UPDATE SET value = excluded.value`, ...flat);
+        return;
+      }
       case 'seg-rowid-txn':
       case 'seg-route-nodel':
       case 'seg-route': {
@@ -219,9 +236,9 @@ export class Shapes extends DurableObject {
       }
       case 'naive': {
         // What the naive queue runs for the same operation, per message (batch 1 only).
-        if (op.startsWith('push')) {
+        if (op.startsWith('push') || op.startsWith('seg')) {
           this.exec('INSERT INTO msg (queue, partition, txid, payload) VALUES (?, ?, ?, ?)', 'q', 'p0', `t${this.seq}`,
-            '{"n":1,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}');
+            op === 'seg1kp10' ? PAYLOAD_1K : '{"n":1,"pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}');
         } else if (op === 'pop1') {
           const now = Date.now() + this.seq;
           this.exec(`UPDATE msg SET lease_until = ?, lease = ? WHERE id IN (SELECT id FROM msg

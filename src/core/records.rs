@@ -103,7 +103,26 @@ pub(super) fn queue_key(name: &str) -> String {
     format!("q/{}", esc(name))
 }
 pub(super) fn partition_key(pid: u64) -> String {
-    format!("p/{pid:016x}")
+    numbered_key("p/", &[pid], "")
+}
+
+/// `start`, then each of `numbers` as 16 lower-case hex digits (as `{n:016x}` writes them) followed by a
+/// `/` but the last, then `end`: the keys an open writes for every partition and segment it indexes,
+/// without the formatter's padding machinery.
+fn numbered_key(start: &str, numbers: &[u64], end: &str) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut key = String::with_capacity(start.len() + numbers.len() * 17 + end.len());
+    key.push_str(start);
+    for (i, n) in numbers.iter().enumerate() {
+        if i > 0 {
+            key.push('/');
+        }
+        for shift in (0..16).rev() {
+            key.push(char::from(DIGITS[(n >> (shift * 4) & 0xf) as usize]));
+        }
+    }
+    key.push_str(end);
+    key
 }
 /// True when `records` (the index prefixes) hold format 1 data, whose segments have no index entries
 /// yet: the open must read the segments once to write them.
@@ -121,15 +140,15 @@ pub fn needs_segment_upgrade(records: &[Record]) -> bool {
 
 /// The key of segment (pid, first).
 pub fn segment_key(pid: u64, first: u64) -> String {
-    format!("s/{pid:016x}/{first:016x}")
+    numbered_key("s/", &[pid, first], "")
 }
 /// The prefix of partition `pid`'s segment keys.
 pub fn partition_segment_prefix(pid: u64) -> String {
-    format!("s/{pid:016x}/")
+    numbered_key("s/", &[pid], "/")
 }
 /// The key of segment (pid, first)'s index entry.
 pub fn index_entry_key(pid: u64, first: u64) -> String {
-    format!("x/{pid:016x}/{first:016x}")
+    numbered_key("x/", &[pid, first], "")
 }
 
 /// The (pid, first offset) a segment or index entry key names.
@@ -763,6 +782,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::{json, Value};
+
+    #[test]
+    fn numbered_keys_are_what_the_formatter_writes() {
+        for (pid, first) in [(0, 0), (1, 5), (0xabc, 0xdef0), (u64::MAX, u64::MAX - 1)] {
+            assert_eq!(
+                segment_key(pid, first),
+                format!("s/{pid:016x}/{first:016x}")
+            );
+            assert_eq!(
+                index_entry_key(pid, first),
+                format!("x/{pid:016x}/{first:016x}")
+            );
+            assert_eq!(partition_segment_prefix(pid), format!("s/{pid:016x}/"));
+            assert_eq!(partition_key(pid), format!("p/{pid:016x}"));
+        }
+    }
 
     fn round_trip<T: Serialize + PartialEq + std::fmt::Debug>(
         value: &T,

@@ -2,6 +2,8 @@
 //! are rows of `queen_seg` ([`segment_id`]), and the statements a commit runs ([`plan`]). Why it is laid out
 //! so, and how a commit runs them, is in `crate::do_store`'s documentation.
 
+use std::fmt::Write;
+
 use queen_edge::store::{ChangeSet, KeyRange, Record};
 
 /// Bytes per stored chunk of a value (1 MiB; the Durable Object SQLite row limit is 2 MB).
@@ -135,26 +137,79 @@ pub fn segment_id(key: &str) -> Option<i64> {
 
 /// The key of `queen_seg` id `id` (the inverse of [`segment_id`]).
 pub fn segment_key_of(id: u64) -> String {
-    format!(
-        "s/{:016x}/{:016x}",
-        id >> SEG_FIRST_BITS,
-        id & ((1 << SEG_FIRST_BITS) - 1)
-    )
+    queen_edge::core::segment_key(id >> SEG_FIRST_BITS, id & ((1 << SEG_FIRST_BITS) - 1))
 }
 
-/// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is (a binary search:
-/// [`segment_key_of`] grows with the id).
-pub fn first_segment_id_from(bound: &str) -> u64 {
-    let (mut low, mut high) = (0u64, SEG_ID_END);
-    while low < high {
-        let mid = low + (high - low) / 2;
-        if segment_key_of(mid).as_str() >= bound {
-            high = mid;
-        } else {
-            low = mid + 1;
-        }
+/// The characters a segment key that has a `queen_seg` id can hold at `position` (0 to 34), in order: the
+/// keys of the ids are exactly the strings of 35 characters each drawn from its position's set (`s/`, the
+/// partition id's 16 hex digits of which the first ten are `0` and the eleventh `0` or `1`, `/`, the first
+/// offset's 16 hex digits of which the first eight are `0`), and an id is that string read as a
+/// mixed-radix number (a position's digit is its character's place in the set), so ids sort as their keys
+/// do.
+fn segment_key_chars(position: usize) -> &'static [u8] {
+    const HEX: &[u8] = b"0123456789abcdef";
+    match position {
+        0 => b"s",
+        1 | 18 => b"/",
+        12 => b"01",
+        13..=17 | 27..=34 => HEX,
+        _ => b"0",
     }
-    low
+}
+
+/// Length of a segment key that has a `queen_seg` id.
+const SEGMENT_KEY_LEN: usize = 35;
+
+/// The smallest `queen_seg` id whose key is `bound` or after it, [`SEG_ID_END`] when none is. The smallest
+/// such key (keys being the strings of [`segment_key_chars`]) is found a position at a time, its id read
+/// as it goes: it follows `bound` while `bound`'s characters are allowed; at the first one that is not, it
+/// takes the next allowed character there, if any, and the smallest at every later position; if none is
+/// larger, every key with the prefix followed so far is below `bound`, and the answer is the id after the
+/// largest of them. A `bound` that is a key is its own id; one that has a key as a proper prefix is the id
+/// after it.
+pub fn first_segment_id_from(bound: &str) -> u64 {
+    /// What fills the positions after the one where the key left `bound`.
+    #[derive(PartialEq)]
+    enum Rest {
+        Following,
+        Smallest,
+        Largest,
+    }
+    let bound = bound.as_bytes();
+    let mut rest = Rest::Following;
+    let mut id = 0u64;
+    for position in 0..SEGMENT_KEY_LEN {
+        let chars = segment_key_chars(position);
+        let digit = match rest {
+            Rest::Smallest => 0,
+            Rest::Largest => chars.len() - 1,
+            Rest::Following => match bound.get(position) {
+                None => {
+                    rest = Rest::Smallest;
+                    0
+                }
+                Some(&c) => match chars.iter().position(|&allowed| allowed >= c) {
+                    Some(digit) => {
+                        if chars[digit] != c {
+                            rest = Rest::Smallest;
+                        }
+                        digit
+                    }
+                    None => {
+                        rest = Rest::Largest;
+                        chars.len() - 1
+                    }
+                },
+            },
+        };
+        id = id * chars.len() as u64 + digit as u64;
+    }
+    match rest {
+        Rest::Smallest => id,
+        Rest::Largest => id + 1,
+        Rest::Following if bound.len() == SEGMENT_KEY_LEN => id,
+        Rest::Following => id + 1,
+    }
 }
 
 /// The statement of `Store::first_keys` for `range` (`upper`: [`prefix_end`] of its prefix), one row of
@@ -249,7 +304,7 @@ pub fn first_keys_plan<'a>(
             if i > 0 {
                 rows.push_str(", ");
             }
-            rows.push_str(&format!("({i}, ?, ?, ?, ?)"));
+            write!(rows, "({i}, ?, ?, ?, ?)").expect("writing to a String does not fail");
             bindings.extend([
                 Binding::Int(low_id),
                 Binding::Int(high_id),
@@ -430,15 +485,18 @@ impl<'a> Batch<'a> {
 /// The smallest string greater than every string that starts with `prefix`, or `None` when there is none
 /// (empty prefix, or every character is `char::MAX`). Code-point order equals UTF-8 byte order.
 pub fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(last) = chars.pop() {
+    let mut rest = prefix;
+    while let Some(last) = rest.chars().next_back() {
+        rest = &rest[..rest.len() - last.len_utf8()];
         let next = match last {
             '\u{D7FF}' => Some('\u{E000}'),
             c => char::from_u32(c as u32 + 1),
         };
         if let Some(next) = next {
-            chars.push(next);
-            return Some(chars.into_iter().collect());
+            let mut end = String::with_capacity(rest.len() + next.len_utf8());
+            end.push_str(rest);
+            end.push(next);
+            return Some(end);
         }
     }
     None
@@ -494,6 +552,63 @@ mod tests {
         ] {
             assert_eq!(segment_id(&segment_key_of(id)), Some(id as i64));
             assert!(segment_key_of(id) < segment_key_of(id + 1) || id + 1 == SEG_ID_END);
+        }
+    }
+
+    /// [`first_segment_id_from`] by its definition: a binary search over the ids, each key written out.
+    fn first_segment_id_by_search(bound: &str) -> u64 {
+        let (mut low, mut high) = (0u64, SEG_ID_END);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if segment_key_of(mid).as_str() >= bound {
+                high = mid;
+            } else {
+                low = mid + 1;
+            }
+        }
+        low
+    }
+
+    #[test]
+    fn the_first_segment_id_from_a_bound_is_the_one_a_search_over_the_keys_finds() {
+        let ids = [
+            0,
+            1,
+            5,
+            (1 << 32) - 1,
+            1 << 32,
+            (1 << 32) + 5,
+            12_345 << 32 | 678,
+            0xfffff << 32 | 0xffff_ffff,
+            SEG_ID_END - 2,
+            SEG_ID_END - 1,
+        ];
+        let mut bounds: Vec<String> = ["", "s", "s/", "s0", "r", "t", "s/0", "s/1", "\u{10FFFF}"]
+            .iter()
+            .map(|b| b.to_string())
+            .collect();
+        for id in ids {
+            let key = segment_key_of(id);
+            // The key, each of its prefixes, each prefix with one character changed to each of a few, and
+            // longer strings that start with it.
+            for len in 0..=key.len() {
+                let prefix = &key[..len];
+                bounds.push(prefix.to_string());
+                bounds.push(format!("{prefix}x"));
+                bounds.push(prefix_end(prefix).unwrap_or_default());
+                for c in [
+                    '\0', '/', '0', '1', '2', '9', ':', 'a', 'f', 'g', 's', '\u{e9}',
+                ] {
+                    bounds.push(format!("{prefix}{c}{}", &key[(len + 1).min(key.len())..]));
+                }
+            }
+        }
+        for bound in &bounds {
+            assert_eq!(
+                first_segment_id_from(bound),
+                first_segment_id_by_search(bound),
+                "{bound:?}"
+            );
         }
     }
 

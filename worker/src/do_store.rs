@@ -86,7 +86,7 @@
 //! [`MAX_BATCH_BYTES`]: crate::do_layout::MAX_BATCH_BYTES
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use queen_edge::store::{ChangeSet, KeyRange, Record, Store, StoreError, StoreErrorKind};
@@ -99,6 +99,7 @@ use crate::do_layout::{
     segment_id, segment_key_of, Binding, Statement, DROP_EARLIER_TRIGGER, FORMAT_VERSION,
     MAX_BINDINGS, ROUTE_TRIGGER, SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
 };
+use crate::sql_rows::Rows;
 
 /// Counters of the work a [`DoStore`] has done, for benchmarks and `/metrics`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -326,31 +327,39 @@ impl DoStore {
         Ok(())
     }
 
+    /// Runs a read statement ([`crate::sql_rows`]).
+    fn read(&self, query: &str, bindings: Vec<JsValue>) -> Result<Rows, StoreError> {
+        crate::sql_rows::query(&self.sql, query, bindings).map_err(js_error)
+    }
+
+    /// Counts the rows SQLite read for `rows`, read to its end.
+    fn count_read(&self, rows: &Rows) {
+        let read = self.counters.rows_read.get() + rows.rows_read();
+        self.counters.rows_read.set(read);
+    }
+
     /// Joins the chunk rows of a `SELECT key, chunk, value ... ORDER BY key, chunk` into records, keeping
     /// the keys `keep` accepts, and counts the rows read.
     fn assemble(
         &self,
-        cursor: worker::SqlCursor,
+        mut rows: Rows,
         keep: impl Fn(&str) -> bool,
     ) -> Result<Vec<Record>, StoreError> {
         let mut out: Vec<Record> = Vec::new();
         let mut next_chunk = 0i64;
-        for row in cursor.raw() {
-            let row = row.map_err(sql_error)?;
-            let mut cols = row.into_iter();
-            let (Some(SqlStorageValue::String(key)), Some(SqlStorageValue::Integer(chunk)), value) =
-                (cols.next(), cols.next(), cols.next())
-            else {
+        while let Some(row) = rows.next_row().map_err(js_error)? {
+            let (Some(key), Some(chunk)) = (row.cell(0).text(), row.cell(1).int()) else {
                 return Err(StoreError::other(
                     "queen_kv row has unexpected column types",
                 ));
             };
-            let bytes = match value {
-                Some(SqlStorageValue::Blob(b)) => b,
-                Some(SqlStorageValue::Null) | None => Vec::new(),
-                Some(other) => {
+            let value = row.cell(2);
+            let bytes = match value.blob() {
+                Some(bytes) => bytes,
+                None if value.is_null() => Vec::new(),
+                None => {
                     return Err(StoreError::other(format!(
-                        "queen_kv value of {key:?} is not a blob: {other:?}"
+                        "queen_kv value of {key:?} is not a blob: {value:?}"
                     )))
                 }
             };
@@ -377,39 +386,44 @@ impl DoStore {
             }
             next_chunk = chunk + 1;
         }
-        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
-        self.counters.rows_read.set(read);
+        self.count_read(&rows);
         Ok(out)
     }
 
     /// The records of a `SELECT id, value FROM queen_seg ... ORDER BY id`, in key order, and counts the rows
     /// read.
-    fn assemble_segments(&self, cursor: worker::SqlCursor) -> Result<Vec<Record>, StoreError> {
+    fn assemble_segments(&self, rows: Rows) -> Result<Vec<Record>, StoreError> {
         let mut out: Vec<Record> = Vec::new();
-        for row in cursor.raw() {
-            let row = row.map_err(sql_error)?;
-            let mut cols = row.into_iter();
-            match (cols.next(), cols.next()) {
-                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Blob(value)))
-                    if (0..SEG_ID_END as i64).contains(&id) =>
-                {
-                    out.push((segment_key_of(id as u64), value));
-                }
-                (Some(SqlStorageValue::Integer(id)), Some(SqlStorageValue::Null) | None)
-                    if (0..SEG_ID_END as i64).contains(&id) =>
-                {
-                    out.push((segment_key_of(id as u64), Vec::new()));
-                }
-                other => {
+        self.segment_rows(rows, |id, value| out.push((segment_key_of(id), value)))?;
+        Ok(out)
+    }
+
+    /// Hands each row `(id, value)` of a `SELECT id, value FROM queen_seg ...` to `each`, in the
+    /// statement's order, and counts the rows read.
+    fn segment_rows(
+        &self,
+        mut rows: Rows,
+        mut each: impl FnMut(u64, Vec<u8>),
+    ) -> Result<(), StoreError> {
+        while let Some(row) = rows.next_row().map_err(js_error)? {
+            let id = row
+                .cell(0)
+                .int()
+                .filter(|id| (0..SEG_ID_END as i64).contains(id));
+            let value = row.cell(1);
+            match (id, value.blob()) {
+                (Some(id), Some(bytes)) => each(id as u64, bytes),
+                (Some(id), None) if value.is_null() => each(id as u64, Vec::new()),
+                _ => {
                     return Err(StoreError::other(format!(
-                        "queen_seg row has unexpected column types: {other:?}"
+                        "queen_seg row has unexpected column types: {:?}, {value:?}",
+                        row.cell(0)
                     )))
                 }
             }
         }
-        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
-        self.counters.rows_read.set(read);
-        Ok(out)
+        self.count_read(&rows);
+        Ok(())
     }
 
     /// The segment values of `queen_seg` whose keys lie in `[from, to)` (`to` `None`: no upper bound), in key
@@ -420,17 +434,14 @@ impl DoStore {
         if first >= end {
             return Ok(Vec::new());
         }
-        let cursor = self
-            .sql
-            .exec(
-                "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
-                vec![
-                    SqlStorageValue::Integer(first as i64),
-                    SqlStorageValue::Integer((end - 1) as i64),
-                ],
-            )
-            .map_err(sql_error)?;
-        self.assemble_segments(cursor)
+        let rows = self.read(
+            "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
+            vec![
+                JsValue::from_f64(first as f64),
+                JsValue::from_f64((end - 1) as f64),
+            ],
+        )?;
+        self.assemble_segments(rows)
     }
 
     /// Runs a `first_keys` statement of `crate::do_layout::first_keys_plan` (`indexed`: rows `(i, id, key)`;
@@ -444,49 +455,40 @@ impl DoStore {
         indexes: &[usize],
         out: &mut [Option<String>],
     ) -> Result<(), StoreError> {
-        let bindings: Vec<SqlStorageValue> = statement
-            .bindings
-            .into_iter()
-            .map(|b| match b {
-                Binding::Text(text) => SqlStorageValue::from(text),
-                Binding::Int(n) => SqlStorageValue::Integer(n),
-                Binding::Blob(bytes) => SqlStorageValue::Blob(bytes.to_vec()),
-            })
-            .collect();
-        let cursor = self.sql.exec(&statement.sql, bindings).map_err(sql_error)?;
-        for row in cursor.raw() {
-            let mut cols = row.map_err(sql_error)?.into_iter();
+        let JsStatement { sql, bindings } = to_js(statement);
+        let mut rows = self.read(&sql, bindings)?;
+        let first_cell = if indexed { 1 } else { 0 };
+        while let Some(row) = rows.next_row().map_err(js_error)? {
             let at = if indexed {
-                match cols.next() {
-                    Some(SqlStorageValue::Integer(i)) if (i as usize) < indexes.len() => {
-                        indexes[i as usize]
-                    }
-                    other => {
+                let index = row.cell(0);
+                match index.int() {
+                    Some(i) if (0..indexes.len() as i64).contains(&i) => indexes[i as usize],
+                    _ => {
                         return Err(StoreError::other(format!(
-                            "first_keys: range index of unexpected value: {other:?}"
+                            "first_keys: range index of unexpected value: {index:?}"
                         )))
                     }
                 }
             } else {
                 indexes[0]
             };
-            let segment = match cols.next() {
-                Some(SqlStorageValue::Integer(id)) if (0..SEG_ID_END as i64).contains(&id) => {
-                    Some(segment_key_of(id as u64))
-                }
-                Some(SqlStorageValue::Null) => None,
-                other => {
+            let id = row.cell(first_cell);
+            let segment = match id.int() {
+                Some(id) if (0..SEG_ID_END as i64).contains(&id) => Some(segment_key_of(id as u64)),
+                _ if id.is_null() => None,
+                _ => {
                     return Err(StoreError::other(format!(
-                        "first_keys: queen_seg id of unexpected type: {other:?}"
+                        "first_keys: queen_seg id of unexpected type: {id:?}"
                     )))
                 }
             };
-            let kv = match cols.next() {
-                Some(SqlStorageValue::String(key)) => Some(key),
-                Some(SqlStorageValue::Null) => None,
-                other => {
+            let key = row.cell(first_cell + 1);
+            let kv = match key.text() {
+                Some(key) => Some(key),
+                None if key.is_null() => None,
+                None => {
                     return Err(StoreError::other(format!(
-                        "first_keys: queen_kv key of unexpected type: {other:?}"
+                        "first_keys: queen_kv key of unexpected type: {key:?}"
                     )))
                 }
             };
@@ -495,8 +497,7 @@ impl DoStore {
                 (a, b) => a.or(b),
             };
         }
-        let read = self.counters.rows_read.get() + cursor.rows_read() as u64;
-        self.counters.rows_read.set(read);
+        self.count_read(&rows);
         Ok(())
     }
 
@@ -555,74 +556,76 @@ impl Store for DoStore {
     async fn scan(&self, prefix: &str) -> Result<Vec<Record>, StoreError> {
         let end = prefix_end(prefix);
         let segments = self.scan_segments(prefix, end.as_deref())?;
-        let cursor = match end {
-            Some(end) => self.sql.exec(
+        let rows = match &end {
+            Some(end) => self.read(
                 "SELECT key, chunk, value FROM queen_kv WHERE key >= ? AND key < ? ORDER BY key, chunk",
-                vec![SqlStorageValue::from(prefix), SqlStorageValue::from(end)],
+                vec![JsValue::from_str(prefix), JsValue::from_str(end)],
             ),
-            None => self.sql.exec(
+            None => self.read(
                 "SELECT key, chunk, value FROM queen_kv WHERE key >= ? ORDER BY key, chunk",
-                vec![SqlStorageValue::from(prefix)],
+                vec![JsValue::from_str(prefix)],
             ),
-        }
-        .map_err(sql_error)?;
-        let records = self.assemble(cursor, |key| key.starts_with(prefix))?;
+        }?;
+        let records = self.assemble(rows, |key| key.starts_with(prefix))?;
         Ok(merge_records(records, segments))
     }
 
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let mut found: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        let ids: Vec<SqlStorageValue> = keys
+        // Each distinct key is read once, into the place of its first ask; a key asked for again gets a
+        // copy of it at the end.
+        let mut first_place: HashMap<&str, usize> = HashMap::with_capacity(keys.len());
+        for (at, key) in keys.iter().enumerate() {
+            first_place.entry(key.as_str()).or_insert(at);
+        }
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        let by_id: HashMap<i64, usize> = first_place
             .iter()
-            .filter_map(|k| segment_id(k).map(SqlStorageValue::Integer))
+            .filter_map(|(key, &at)| segment_id(key).map(|id| (id, at)))
             .collect();
+        let ids: Vec<i64> = by_id.keys().copied().collect();
         for batch in ids.chunks(MAX_BINDINGS) {
-            let cursor = self
-                .sql
-                .exec(
-                    &format!(
-                        "SELECT id, value FROM queen_seg WHERE id IN ({})",
-                        placeholders(batch.len())
-                    ),
-                    batch.to_vec(),
-                )
-                .map_err(sql_error)?;
-            found.extend(self.assemble_segments(cursor)?);
+            let rows = self.read(
+                &format!(
+                    "SELECT id, value FROM queen_seg WHERE id IN ({})",
+                    placeholders(batch.len())
+                ),
+                batch
+                    .iter()
+                    .map(|&id| JsValue::from_f64(id as f64))
+                    .collect(),
+            )?;
+            self.segment_rows(rows, |id, value| {
+                if let Some(&at) = by_id.get(&(id as i64)) {
+                    values[at] = Some(value);
+                }
+            })?;
         }
         // Every other key, and a segment key `queen_seg` does not hold (a value of CHUNK_BYTES or more, one
         // format 1 wrote, or none).
-        let rest: Vec<&String> = keys.iter().filter(|k| !found.contains_key(*k)).collect();
+        let rest: Vec<&str> = first_place
+            .iter()
+            .filter(|(_, &at)| values[at].is_none())
+            .map(|(&key, _)| key)
+            .collect();
         for batch in rest.chunks(MAX_BINDINGS) {
-            let cursor = self
-                .sql
-                .exec(
-                    &format!(
-                        "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
-                        placeholders(batch.len())
-                    ),
-                    batch
-                        .iter()
-                        .map(|k| SqlStorageValue::from(k.as_str()))
-                        .collect::<Vec<_>>(),
-                )
-                .map_err(sql_error)?;
-            found.extend(self.assemble(cursor, |_| true)?);
-        }
-        // Each value moves out of the map (a segment is tens of kilobytes); a key asked for twice gets a
-        // copy of what its first place got.
-        let mut first_place: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut values: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
-        for key in keys {
-            let value = match found.remove(key) {
-                Some(value) => {
-                    first_place.insert(key, values.len());
-                    Some(value)
+            let rows = self.read(
+                &format!(
+                    "SELECT key, chunk, value FROM queen_kv WHERE key IN ({}) ORDER BY key, chunk",
+                    placeholders(batch.len())
+                ),
+                batch.iter().map(|&key| JsValue::from_str(key)).collect(),
+            )?;
+            for (key, value) in self.assemble(rows, |_| true)? {
+                if let Some(&at) = first_place.get(key.as_str()) {
+                    values[at] = Some(value);
                 }
-                None => first_place
-                    .get(key.as_str())
-                    .and_then(|&at| values[at].clone()),
-            };
-            values.push(value);
+            }
+        }
+        for (at, key) in keys.iter().enumerate() {
+            let first = first_place[key.as_str()];
+            if first != at {
+                values[at] = values[first].clone();
+            }
         }
         Ok(values)
     }

@@ -76,6 +76,8 @@ pub mod sharded;
 #[cfg(target_arch = "wasm32")]
 pub mod sql_exec;
 #[cfg(target_arch = "wasm32")]
+pub mod sql_rows;
+#[cfg(target_arch = "wasm32")]
 pub mod txn_coordinator;
 #[cfg(target_arch = "wasm32")]
 pub mod txn_participant;

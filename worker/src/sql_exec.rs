@@ -40,7 +40,7 @@ thread_local! {
 }
 
 /// `query` as a JS string, from the table when it is there.
-fn text(query: &str) -> JsValue {
+pub(crate) fn text(query: &str) -> JsValue {
     if query.len() > MAX_TEXT_BYTES {
         return JsValue::from_str(query);
     }
