@@ -173,23 +173,24 @@ pub fn encode_shared(mut messages: Vec<StoredMessage>) -> (Vec<u8>, Vec<StoredMe
     let mut places = Vec::with_capacity(messages.len());
     let segment = json_segment(&messages, Some(&mut places));
     let shared: Rc<str> = Rc::from(segment.as_str());
-    let part = |range: Range<usize>| SharedStr::within(&shared, range.start, range.end);
-    let own = |text: &mut SharedStr| *text = std::mem::take(text).detached();
     for (m, at) in messages.iter_mut().zip(places) {
-        match at.id.and_then(part) {
-            Some(id) => m.id = id,
-            None => own(&mut m.id),
+        share(&shared, at.id, &mut m.id);
+        share(&shared, at.transaction_id, &mut m.transaction_id);
+        // Always a part: the payload's text is written as it is.
+        if let Some(payload) = SharedStr::within(&shared, at.payload.start, at.payload.end) {
+            m.payload = Payload::in_text(payload);
         }
-        match at.transaction_id.and_then(part) {
-            Some(transaction_id) => m.transaction_id = transaction_id,
-            None => own(&mut m.transaction_id),
-        }
-        m.payload = match part(at.payload) {
-            Some(payload) => Payload::in_text(payload),
-            None => std::mem::replace(&mut m.payload, Payload::null()).detached(),
-        };
     }
     (segment.into_bytes(), messages)
+}
+
+/// Points `text` at its place `at` in the segment's `shared` text; one written with escapes (not in the
+/// segment as it is) gets a text of its own instead.
+fn share(shared: &Rc<str>, at: Option<Range<usize>>, text: &mut SharedStr) {
+    *text = match at.and_then(|at| SharedStr::within(shared, at.start, at.end)) {
+        Some(part) => part,
+        None => std::mem::take(text).detached(),
+    };
 }
 
 /// Encodes a batch in a given format ([`SEGMENT_FORMAT_JSON`], or [`SEGMENT_FORMAT_DEFLATE`] in builds

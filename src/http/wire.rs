@@ -271,11 +271,8 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
 // ---------------------------------------------------------------------------------------------
 
 /// The body's text, for the readers whose items keep parts of it (push, transaction): a 400 when it is
-/// empty or not UTF-8 (JSON's encoding).
+/// not UTF-8 (JSON's encoding). An empty body passes: [`parse_shaped`] refuses it.
 fn body_text(body: &[u8]) -> Result<&str, HttpError> {
-    if is_empty(body) {
-        return Err(HttpError::bad_request("Empty request body"));
-    }
     std::str::from_utf8(body).map_err(|e| {
         HttpError::bad_request(format!(
             "Invalid JSON: invalid UTF-8 at byte {}",
@@ -284,15 +281,10 @@ fn body_text(body: &[u8]) -> Result<&str, HttpError> {
     })
 }
 
-/// True when the body holds nothing but whitespace.
-fn is_empty(body: &[u8]) -> bool {
-    body.iter().all(|b| b.is_ascii_whitespace())
-}
-
 /// The body as `T`, an object read in one pass (required); `T` may borrow from the body. Read as bytes,
 /// as every body is: a second serde_json reader (over `str`) would grow the browser module by kilobytes.
 fn parse_shaped<'de, T: FromCompound<'de>>(body: &'de [u8]) -> Result<T, HttpError> {
-    if is_empty(body) {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(HttpError::bad_request("Empty request body"));
     }
     match serde_json::from_slice(body) {
@@ -436,18 +428,23 @@ impl<'de> FromCompound<'de> for ItemIn<'de> {
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut item = ItemIn::default();
         while let Some(key) = map.next_key()? {
-            match key {
-                Key::Payload => item.payload = Some(map.next_value()?),
-                Key::Queue => item.queue = Some(map.next_value()?),
-                Key::Partition => item.partition = Some(map.next_value()?),
-                Key::TransactionId => item.transaction_id = Some(map.next_value()?),
-                Key::TraceId => item.trace_id = Some(map.next_value()?),
-                Key::Namespace => item.namespace = Some(map.next_value()?),
-                Key::Task => item.task = Some(map.next_value()?),
+            let field = match key {
+                Key::Payload => {
+                    item.payload = Some(map.next_value()?);
+                    continue;
+                }
+                Key::Queue => &mut item.queue,
+                Key::Partition => &mut item.partition,
+                Key::TransactionId => &mut item.transaction_id,
+                Key::TraceId => &mut item.trace_id,
+                Key::Namespace => &mut item.namespace,
+                Key::Task => &mut item.task,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
+                    continue;
                 }
-            }
+            };
+            *field = Some(map.next_value()?);
         }
         Ok(Shaped::Is(item))
     }
