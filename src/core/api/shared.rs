@@ -129,6 +129,7 @@ impl std::borrow::Borrow<str> for SharedStr {
 }
 
 impl From<&str> for SharedStr {
+    #[inline(never)]
     fn from(text: &str) -> Self {
         SharedStr::whole(Rc::from(text))
     }
