@@ -185,11 +185,11 @@ pub fn encode_shared(mut messages: Vec<StoredMessage>) -> (Vec<u8>, Vec<StoredMe
 }
 
 /// Points `text` at its place `at` in the segment's `shared` text; one written with escapes (not in the
-/// segment as it is) gets a text of its own instead.
+/// segment as it is) gets a copy of its own instead.
 fn share(shared: &Rc<str>, at: Option<Range<usize>>, text: &mut SharedStr) {
     *text = match at.and_then(|at| SharedStr::within(shared, at.start, at.end)) {
         Some(part) => part,
-        None => std::mem::take(text).detached(),
+        None => SharedStr::from(text.as_str()),
     };
 }
 

@@ -270,10 +270,11 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
 // Push
 // ---------------------------------------------------------------------------------------------
 
-/// The body's text, for the readers whose items keep parts of it (push, transaction): a 400 when it is
-/// not UTF-8 (JSON's encoding). An empty body passes: [`parse_shaped`] refuses it.
-fn body_text(body: &[u8]) -> Result<&str, HttpError> {
-    std::str::from_utf8(body).map_err(|e| {
+/// The body's text in one shared copy, for the readers whose items keep parts of it (push,
+/// transaction): a 400 when it is not UTF-8 (JSON's encoding). An empty body passes: [`parse_shaped`]
+/// refuses it.
+fn body_text(body: &[u8]) -> Result<Rc<str>, HttpError> {
+    std::str::from_utf8(body).map(Rc::from).map_err(|e| {
         HttpError::bad_request(format!(
             "Invalid JSON: invalid UTF-8 at byte {}",
             e.valid_up_to()
@@ -468,7 +469,7 @@ pub(crate) fn push_items(
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<PushItem>, HttpError> {
-    let text: Rc<str> = Rc::from(body_text(body)?);
+    let text = body_text(body)?;
     let parsed: PushBody = parse_shaped(text.as_bytes())?;
     let items = item_list(parsed.items, || "items array is required".to_string())?;
     if items.len() > limits.max_items_per_push {
@@ -923,7 +924,7 @@ pub(crate) fn transaction(
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<TxOperation>, HttpError> {
-    let text: Rc<str> = Rc::from(body_text(body)?);
+    let text = body_text(body)?;
     let parsed: TxBody = parse_shaped(text.as_bytes())?;
     let ops = match parsed.operations {
         Some(Shaped::Is(List(ops))) => ops,

@@ -44,10 +44,10 @@ impl PushItem {
     /// names may be parts of: for what memory keeps longer than the push (the maintenance buffer).
     pub fn detached(self) -> Self {
         PushItem {
-            queue: self.queue.detached(),
-            partition: self.partition.detached(),
+            queue: self.queue.as_str().into(),
+            partition: self.partition.as_str().into(),
             payload: self.payload.detached(),
-            transaction_id: self.transaction_id.map(SharedStr::detached),
+            transaction_id: self.transaction_id.as_deref().map(SharedStr::from),
             ..self
         }
     }

@@ -48,16 +48,6 @@ impl SharedStr {
         Self::within(text, start, start.checked_add(part.len())?)
     }
 
-    /// The same text in an allocation of its own when it is a part of a larger text (for what memory
-    /// keeps longer than the larger text should live).
-    pub fn detached(self) -> Self {
-        if self.start == 0 && self.end as usize == self.text.len() {
-            self
-        } else {
-            SharedStr::from(self.as_str())
-        }
-    }
-
     /// The whole of `text`.
     fn whole(text: Rc<str>) -> Self {
         // Text held in memory is under 4 GiB (wasm32's whole address space).
@@ -262,16 +252,6 @@ mod tests {
             SharedStr::part_of(&elsewhere, &text),
             None,
             "not a part of it"
-        );
-        let own = lent.clone().detached();
-        assert!(
-            own == "é" && !own.shares_with(&lent),
-            "a part gets its own text"
-        );
-        let whole = SharedStr::from("q");
-        assert!(
-            whole.clone().detached().shares_with(&whole),
-            "a whole text stays as it is"
         );
         assert_eq!(SharedStr::default(), "");
     }
