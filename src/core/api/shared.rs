@@ -127,13 +127,13 @@ impl From<&str> for SharedStr {
 
 impl From<String> for SharedStr {
     fn from(text: String) -> Self {
-        SharedStr::whole(Rc::from(text))
+        SharedStr::from(text.as_str())
     }
 }
 
 impl From<&String> for SharedStr {
     fn from(text: &String) -> Self {
-        SharedStr::whole(Rc::from(text.as_str()))
+        SharedStr::from(text.as_str())
     }
 }
 
