@@ -88,11 +88,11 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
         .sum()
 }
 
-/// Where a message's texts are in its segment's text (byte ranges): the id's and the transaction id's
-/// (`None` for one written with escapes, whose text is not in the segment as it is) and the payload's.
+/// Where a message's values are in its segment's text (byte ranges): the id's and the transaction id's
+/// JSON strings (quotes included) and the payload's text.
 struct Places {
-    id: Option<Range<usize>>,
-    transaction_id: Option<Range<usize>>,
+    id: Range<usize>,
+    transaction_id: Range<usize>,
     payload: Range<usize>,
 }
 
@@ -112,9 +112,13 @@ fn write_json(
         t.raw(if i == 0 { "{\"o\":" } else { ",{\"o\":" })
             .uint(m.offset)
             .raw(",\"i\":");
-        let id = string_place(&mut t, &m.id);
+        let id = t.len();
+        t.str(&m.id);
+        let id = id..t.len();
         t.raw(",\"t\":");
-        let transaction_id = string_place(&mut t, &m.transaction_id);
+        let transaction_id = t.len();
+        t.str(&m.transaction_id);
+        let transaction_id = transaction_id..t.len();
         if let Some(r) = &m.trace_id {
             t.raw(",\"r\":").str(r);
         }
@@ -136,14 +140,6 @@ fn write_json(
     }
     t.raw("]");
     t.into_string()
-}
-
-/// Writes `s` as a JSON string and answers where its text is, unless it was escaped.
-fn string_place(t: &mut JsonText, s: &str) -> Option<Range<usize>> {
-    let start = t.len();
-    t.str(s);
-    let text = start + 1..t.len() - 1;
-    (text.len() == s.len()).then_some(text)
 }
 
 /// Encodes a batch of messages (offsets ascending, contiguous) into a segment of [`WRITE_FORMAT`].
@@ -184,13 +180,15 @@ pub fn encode_shared(mut messages: Vec<StoredMessage>) -> (Vec<u8>, Vec<StoredMe
     (segment.into_bytes(), messages)
 }
 
-/// Points `text` at its place `at` in the segment's `shared` text; one written with escapes (not in the
-/// segment as it is) gets a copy of its own instead.
-fn share(shared: &Rc<str>, at: Option<Range<usize>>, text: &mut SharedStr) {
-    *text = match at.and_then(|at| SharedStr::within(shared, at.start, at.end)) {
-        Some(part) => part,
-        None => SharedStr::from(text.as_str()),
+/// Points `text` at its place in the segment's `shared` text, the JSON string at `at`; one written with
+/// escapes (longer there than it is) gets a copy of its own instead.
+fn share(shared: &Rc<str>, at: Range<usize>, text: &mut SharedStr) {
+    let part = if at.len() == text.len() + 2 {
+        SharedStr::within(shared, at.start + 1, at.end - 1)
+    } else {
+        None
     };
+    *text = part.unwrap_or_else(|| SharedStr::from(text.as_str()));
 }
 
 /// Encodes a batch in a given format ([`SEGMENT_FORMAT_JSON`], or [`SEGMENT_FORMAT_DEFLATE`] in builds
