@@ -403,11 +403,8 @@ impl From<BodyStr<'_>> for String {
 impl BodyStr<'_> {
     /// As shared text: a part of `body` (which the parser read) or its own.
     fn shared(self, body: &Rc<str>) -> SharedStr {
-        match self {
-            // Always a part: the parser reads the body itself. Copied rather than trusted if not.
-            BodyStr::Part(s) => SharedStr::part_of(body, s).unwrap_or_else(|| SharedStr::from(s)),
-            BodyStr::Own(s) => SharedStr::from(s),
-        }
+        // A lent string is always a part: the parser reads the body itself; a built one never is.
+        SharedStr::part_of(body, &self).unwrap_or_else(|| SharedStr::from(&*self))
     }
 }
 
