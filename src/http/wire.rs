@@ -403,8 +403,7 @@ impl From<BodyStr<'_>> for String {
 impl BodyStr<'_> {
     /// As shared text: a part of `body` (which the parser read) or its own.
     fn shared(self, body: &Rc<str>) -> SharedStr {
-        // A lent string is always a part: the parser reads the body itself; a built one never is.
-        SharedStr::part_of(body, &self).unwrap_or_else(|| SharedStr::from(&*self))
+        body_str(body, &self)
     }
 }
 
@@ -496,11 +495,13 @@ pub(crate) fn push_items(
 
 /// `raw`, which the parser lent from `body`, as a payload that is a part of it.
 fn body_part(body: &Rc<str>, raw: &RawValue) -> Payload {
-    match SharedStr::part_of(body, raw.get()) {
-        Some(part) => Payload::in_text(part),
-        // Not reached: the parser reads the body itself. Copied rather than trusted if it ever is.
-        None => Payload::from(raw.to_owned()),
-    }
+    Payload::in_text(body_str(body, raw.get()))
+}
+
+/// `s` as shared text: a part of `body` when it is one (a string the parser lent from it: always, for
+/// one it did not build), else a copy of its own.
+fn body_str(body: &Rc<str>, s: &str) -> SharedStr {
+    SharedStr::part_of(body, s).unwrap_or_else(|| SharedStr::from(s))
 }
 
 /// The size of `payload` as compact JSON, which `max_payload_bytes` limits. Only a payload whose text
