@@ -274,12 +274,9 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
 /// transaction): a 400 when it is not UTF-8 (JSON's encoding). An empty body passes: [`parse_shaped`]
 /// refuses it.
 fn body_text(body: &[u8]) -> Result<Rc<str>, HttpError> {
-    std::str::from_utf8(body).map(Rc::from).map_err(|e| {
-        HttpError::bad_request(format!(
-            "Invalid JSON: invalid UTF-8 at byte {}",
-            e.valid_up_to()
-        ))
-    })
+    std::str::from_utf8(body)
+        .map(Rc::from)
+        .map_err(|_| HttpError::bad_request("Invalid JSON: the body is not UTF-8"))
 }
 
 /// The body as `T`, an object read in one pass (required); `T` may borrow from the body. Read as bytes,
