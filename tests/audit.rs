@@ -233,7 +233,7 @@ fn new_groups_get_exactly_what_is_pushed_after_their_first_pop() {
             } else {
                 let partition = format!("p{}", next(5));
                 block_on(engine.push(vec![PushItem {
-                    partition,
+                    partition: partition.into(),
                     ..PushItem::new("q", json!(n))
                 }]))
                 .unwrap();

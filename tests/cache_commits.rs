@@ -42,7 +42,7 @@ fn round(engine: &Engine<SlowStore, TestHost>, r: usize) -> (Vec<(usize, usize)>
     for p in 0..PARTITIONS {
         let items = (0..BATCH)
             .map(|i| PushItem {
-                partition: format!("p{p}"),
+                partition: format!("p{p}").into(),
                 ..PushItem::new("q", json!({ "r": r, "p": p, "i": i, "pad": pad }))
             })
             .collect();

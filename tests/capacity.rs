@@ -72,8 +72,8 @@ fn fill(engine: &Engine<MemStore, TestHost>, host: &TestHost) -> usize {
                 .map(|i| {
                     let seq = push * BATCH + i;
                     PushItem {
-                        partition: partition.to_string(),
-                        transaction_id: Some(transaction_id(partition, seq)),
+                        partition: partition.into(),
+                        transaction_id: Some(transaction_id(partition, seq).into()),
                         ..PushItem::new("orders", json!({ "seq": seq, "pad": pad }))
                     }
                 })
@@ -136,7 +136,7 @@ fn a_backlog_many_times_the_cache_opens_from_the_index_and_drains_once_in_order(
     // Dedup is exact across the restart: an old id is a duplicate of the original message.
     let dup = block_on(engine.push(vec![PushItem {
         partition: "a".into(),
-        transaction_id: Some(transaction_id("a", 7)),
+        transaction_id: Some(transaction_id("a", 7).into()),
         ..PushItem::new("orders", json!("again"))
     }]))
     .expect("push");
@@ -455,7 +455,7 @@ fn format_1_data_is_upgraded_at_open_and_stays_exact() {
     );
     let dup = block_on(engine.push(vec![PushItem {
         partition: "b".into(),
-        transaction_id: Some(transaction_id("b", 1234)),
+        transaction_id: Some(transaction_id("b", 1234).into()),
         ..PushItem::new("orders", json!("again"))
     }]))
     .unwrap();
@@ -594,7 +594,7 @@ fn maintenance_compresses_waiting_segments_and_data_of_the_previous_format_still
     for partition in PARTITIONS {
         let dup = block_on(engine.push(vec![PushItem {
             partition: partition.into(),
-            transaction_id: Some(transaction_id(partition, 77)),
+            transaction_id: Some(transaction_id(partition, 77).into()),
             ..PushItem::new("orders", json!("again"))
         }]))
         .unwrap();
@@ -647,7 +647,7 @@ fn maintenance_compresses_a_backlog_larger_than_one_pass_over_several() {
     while (engine.read(|b, _| b.storage_usage().0)) < 2 * COMPRESS_BYTES_PER_PASS + 1 {
         let items = (0..100)
             .map(|i| PushItem {
-                partition: format!("p{}", i % 10),
+                partition: format!("p{}", i % 10).into(),
                 ..PushItem::new("orders", json!({ "n": pushed + i, "pad": pad }))
             })
             .collect();

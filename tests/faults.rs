@@ -138,7 +138,7 @@ fn a_crash_before_the_index_page_is_written_loses_no_acknowledged_push() {
                     .iter()
                     .map(|v| PushItem {
                         partition: partition.into(),
-                        transaction_id: Some(format!("{partition}-{v}")),
+                        transaction_id: Some(format!("{partition}-{v}").into()),
                         ..PushItem::new("q", json!(v))
                     })
                     .collect();

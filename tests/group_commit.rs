@@ -40,7 +40,7 @@ fn push_to<S: Store, H: Host>(
     i: u32,
 ) -> impl Future<Output = Result<Vec<PushResult>, EngineError>> + '_ {
     engine.push(vec![PushItem {
-        transaction_id: Some(format!("tx-{i}")),
+        transaction_id: Some(format!("tx-{i}").into()),
         ..PushItem::new("q", json!({ "i": i }))
     }])
 }

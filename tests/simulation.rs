@@ -297,7 +297,7 @@ impl Sim {
                 .iter()
                 .map(|p| PushItem {
                     partition: (*p).into(),
-                    transaction_id: Some(format!("rogue-{p}")),
+                    transaction_id: Some(format!("rogue-{p}").into()),
                     ..PushItem::new(QUEUE, json!({ "rogue": p }))
                 })
                 .collect();
@@ -392,7 +392,7 @@ impl Sim {
             };
             items.push(PushItem {
                 partition: partition.into(),
-                transaction_id: Some(tx.clone()),
+                transaction_id: Some(tx.clone().into()),
                 ..PushItem::new(QUEUE, json!({ "tx": tx, "p": partition }))
             });
         }
@@ -423,7 +423,7 @@ impl Sim {
                         })
                     });
                     if let Some(pid) = pid {
-                        let key = (pid, it.transaction_id.clone().unwrap());
+                        let key = (pid, it.transaction_id.clone().unwrap().to_string());
                         if !self.pushed.contains_key(&key) {
                             self.failed_pushes.push(key);
                         }

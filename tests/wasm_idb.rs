@@ -574,7 +574,7 @@ async fn pushes_whose_index_page_was_not_written_survive_a_reopen() {
         for (i, (partition, count)) in counts.iter().enumerate() {
             for n in 0..*count {
                 let item = PushItem {
-                    partition: partition.to_string(),
+                    partition: (*partition).into(),
                     ..PushItem::new("q", serde_json::json!(format!("{partition}{n}")))
                 };
                 let pushed = engine.push(vec![item]).await.expect("push");

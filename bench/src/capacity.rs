@@ -144,7 +144,7 @@ fn main() {
         // Cached: a fresh batch is in the cache right after its push.
         let items = (0..BATCH)
             .map(|k| PushItem {
-                partition: format!("hot-{target_gb}"),
+                partition: format!("hot-{target_gb}").into(),
                 ..PushItem::new("orders", payload(pushed + k))
             })
             .collect();
@@ -195,8 +195,8 @@ fn fill_to(
             .map(|k| {
                 let i = *pushed + k;
                 PushItem {
-                    partition: format!("p{}", i % PARTITIONS),
-                    transaction_id: Some(format!("tx-{i}")),
+                    partition: format!("p{}", i % PARTITIONS).into(),
+                    transaction_id: Some(format!("tx-{i}").into()),
                     ..PushItem::new("orders", payload(i))
                 }
             })

@@ -186,7 +186,7 @@ pub fn run_scenario(
             .map(|_| {
                 n += 1;
                 PushItem {
-                    partition: partition.clone(),
+                    partition: partition.clone().into(),
                     ..PushItem::new("bench", kind.payload(n))
                 }
             })

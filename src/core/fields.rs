@@ -179,8 +179,8 @@ impl Fields {
     }
 }
 
-impl FromCompound for Fields {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for Fields {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut fields = Map::new();
         let mut payload = None;
         while let Some(key) = map.next_key::<String>()? {
@@ -202,22 +202,35 @@ pub(crate) enum Shaped<T> {
     Not(&'static str),
 }
 
+/// Skips the rest of an object: one copy per reader, shared by every type that skips one.
+fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// Skips the rest of an array: one copy per reader, shared by every type that skips one.
+fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
 /// A type read from a JSON object or a JSON array (the other, and every scalar, is [`Shaped::Not`]).
-pub(crate) trait FromCompound: Sized {
+/// `'de` is the text being read: a type may borrow from it (the push body's payloads).
+pub(crate) trait FromCompound<'de>: Sized {
     /// Reads the object (the default skips it).
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Shaped<Self>, A::Error> {
+        skip_map(map)?;
         Ok(Shaped::Not("an object"))
     }
 
     /// Reads the array (the default skips it).
-    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Shaped<Self>, A::Error> {
+        skip_seq(seq)?;
         Ok(Shaped::Not("an array"))
     }
 }
 
-impl<'de, T: FromCompound> Deserialize<'de> for Shaped<T> {
+impl<'de, T: FromCompound<'de>> Deserialize<'de> for Shaped<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(ShapedVisitor(PhantomData))
     }
@@ -225,7 +238,7 @@ impl<'de, T: FromCompound> Deserialize<'de> for Shaped<T> {
 
 struct ShapedVisitor<T>(PhantomData<T>);
 
-impl<'de, T: FromCompound> Visitor<'de> for ShapedVisitor<T> {
+impl<'de, T: FromCompound<'de>> Visitor<'de> for ShapedVisitor<T> {
     type Value = Shaped<T>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -269,17 +282,22 @@ pub(crate) enum StrField<T = String> {
     Not(&'static str),
 }
 
-/// What a string read by [`StrField`] becomes.
-pub(crate) trait FromJsonStr: Sized {
-    /// From a string the parser lends.
+/// What a string read by [`StrField`] becomes; `'de` is the text being read.
+pub(crate) trait FromJsonStr<'de>: Sized {
+    /// From a string the parser lends for the moment.
     fn from_str(s: &str) -> Self;
     /// From a string the parser built (an escaped one).
     fn from_string(s: String) -> Self {
         Self::from_str(&s)
     }
+    /// From a string of the text itself, which lives as long as the text (a parser over a text in
+    /// memory lends a string without escapes so).
+    fn from_borrowed(s: &'de str) -> Self {
+        Self::from_str(s)
+    }
 }
 
-impl FromJsonStr for String {
+impl FromJsonStr<'_> for String {
     fn from_str(s: &str) -> Self {
         s.to_owned()
     }
@@ -300,7 +318,7 @@ impl<T> StrField<T> {
     }
 }
 
-impl<T: FromJsonStr> StrField<T> {
+impl<'de, T: FromJsonStr<'de>> StrField<T> {
     /// The same field of a parsed `Value` (the readers that still parse a whole object first).
     pub(crate) fn of_value(value: Option<&Value>) -> Option<StrField<T>> {
         value.map(|v| match v {
@@ -311,7 +329,7 @@ impl<T: FromJsonStr> StrField<T> {
     }
 }
 
-impl<'de, T: FromJsonStr> Deserialize<'de> for StrField<T> {
+impl<'de, T: FromJsonStr<'de>> Deserialize<'de> for StrField<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(StrFieldVisitor(PhantomData))
     }
@@ -319,7 +337,7 @@ impl<'de, T: FromJsonStr> Deserialize<'de> for StrField<T> {
 
 struct StrFieldVisitor<T>(PhantomData<T>);
 
-impl<'de, T: FromJsonStr> Visitor<'de> for StrFieldVisitor<T> {
+impl<'de, T: FromJsonStr<'de>> Visitor<'de> for StrFieldVisitor<T> {
     type Value = StrField<T>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -343,15 +361,18 @@ impl<'de, T: FromJsonStr> Visitor<'de> for StrFieldVisitor<T> {
     fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
         Ok(StrField::Str(T::from_string(s)))
     }
+    fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Self::Value, E> {
+        Ok(StrField::Str(T::from_borrowed(s)))
+    }
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(StrField::Null)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        skip_seq(seq)?;
         Ok(StrField::Not("an array"))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        skip_map(map)?;
         Ok(StrField::Not("an object"))
     }
 }
@@ -388,8 +409,8 @@ pub(crate) fn optional<T>(
 /// A JSON array of `T`, read element by element.
 pub(crate) struct List<T>(pub(crate) Vec<T>);
 
-impl<T: serde::de::DeserializeOwned> FromCompound for List<T> {
-    fn from_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de, T: Deserialize<'de>> FromCompound<'de> for List<T> {
+    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
         while let Some(item) = seq.next_element()? {
             items.push(item);

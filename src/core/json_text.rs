@@ -8,9 +8,10 @@
 use super::api::Payload;
 use super::timefmt::iso_bytes;
 
-/// A JSON text being written.
+/// A JSON text being written. The buffer is a `String` (every piece written is text), so a segment's
+/// text can be shared as `str` without checking it again (module `segment`).
 pub(crate) struct JsonText {
-    out: Vec<u8>,
+    out: String,
 }
 
 /// A word with every byte equal to `b`.
@@ -49,34 +50,51 @@ fn needs_escape(s: &[u8]) -> bool {
 }
 
 impl JsonText {
-    /// A text written after `prefix` (its bytes are kept as they are).
-    pub(crate) fn after(prefix: Vec<u8>) -> Self {
+    /// A text written after `prefix` (kept as it is).
+    pub(crate) fn after(prefix: String) -> Self {
         JsonText { out: prefix }
     }
 
     /// An empty text with room for `capacity` bytes.
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         JsonText {
-            out: Vec::with_capacity(capacity),
+            out: String::with_capacity(capacity),
         }
     }
 
-    /// Literal JSON text (punctuation, `"key":`), written as it is.
+    /// The length of the text written so far, in bytes (where the next piece starts).
+    pub(crate) fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Literal JSON text (punctuation, `"key":`), written as it is. Not inlined: it is called at every
+    /// key of every answer, and a call is smaller than the append it makes.
+    #[inline(never)]
     pub(crate) fn raw(&mut self, text: &str) -> &mut Self {
-        self.out.extend_from_slice(text.as_bytes());
+        self.out.push_str(text);
+        self
+    }
+
+    /// ASCII bytes (digits, a time's text), written as they are.
+    fn ascii(&mut self, bytes: &[u8]) -> &mut Self {
+        // Always `Ok`: the callers pass ASCII only.
+        self.out
+            .push_str(std::str::from_utf8(bytes).unwrap_or_default());
         self
     }
 
     /// A JSON string.
     pub(crate) fn str(&mut self, s: &str) -> &mut Self {
         if needs_escape(s.as_bytes()) {
-            // Writing a `&str` into a `Vec` cannot fail.
-            let _ = serde_json::to_writer(&mut self.out, s);
+            // A `&str` always serializes.
+            if let Ok(escaped) = serde_json::to_string(s) {
+                self.out.push_str(&escaped);
+            }
         } else {
             self.out.reserve(s.len() + 2);
-            self.out.push(b'"');
-            self.out.extend_from_slice(s.as_bytes());
-            self.out.push(b'"');
+            self.out.push('"');
+            self.out.push_str(s);
+            self.out.push('"');
         }
         self
     }
@@ -92,7 +110,7 @@ impl JsonText {
     /// An integer, negative or not.
     pub(crate) fn int(&mut self, n: i64) -> &mut Self {
         if n < 0 {
-            self.out.push(b'-');
+            self.out.push('-');
         }
         self.uint(n.unsigned_abs())
     }
@@ -109,17 +127,16 @@ impl JsonText {
                 break;
             }
         }
-        self.out.extend_from_slice(&digits[at..]);
-        self
+        self.ascii(&digits[at..])
     }
 
     /// A time as a JSON string, `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` (what `timefmt::iso_micros` writes),
     /// without a `String` in between.
     pub(crate) fn iso_micros(&mut self, ms: i64) -> &mut Self {
         let (digits, len) = iso_bytes(ms, true);
-        self.out.push(b'"');
-        self.out.extend_from_slice(&digits[..len]);
-        self.out.push(b'"');
+        self.out.push('"');
+        self.ascii(&digits[..len]);
+        self.out.push('"');
         self
     }
 
@@ -133,8 +150,13 @@ impl JsonText {
         self.raw(payload.get())
     }
 
-    /// The text written.
+    /// The text written, as bytes.
     pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.out.into_bytes()
+    }
+
+    /// The text written.
+    pub(crate) fn into_string(self) -> String {
         self.out
     }
 }

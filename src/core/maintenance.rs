@@ -150,10 +150,10 @@ pub(super) fn buffer_seq(key: &str) -> Option<u64> {
 pub(super) fn decode_buffered(key: &str, bytes: &[u8]) -> Result<PushItem, StoreError> {
     let read = |f: &mut Fields| -> Result<PushItem, String> {
         Ok(PushItem {
-            queue: f.string("queue")?,
-            partition: f.string("partition")?,
+            queue: f.string("queue")?.into(),
+            partition: f.string("partition")?.into(),
             payload: f.payload()?,
-            transaction_id: Some(f.string("transactionId")?),
+            transaction_id: Some(f.string("transactionId")?.into()),
             trace_id: f.opt_string("traceId")?,
             namespace: f.opt_string("namespace")?,
             task: f.opt_string("task")?,
@@ -270,14 +270,15 @@ impl Broker {
                 self.mode.first_seq = self.mode.next_seq;
             }
             self.mode.next_seq += 1;
-            let mut stored = item.clone();
-            stored.transaction_id = Some(transaction_id.clone());
+            // Kept until maintenance ends: not holding the request's body.
+            let mut stored = item.clone().detached();
+            stored.transaction_id = Some(transaction_id.as_str().into());
             self.mode.buffer_bytes += stored.payload.len() as u64;
             self.mode.buffer.push(stored);
             results.push(BufferedResult {
                 index,
-                queue: item.queue.clone(),
-                partition: item.partition.clone(),
+                queue: item.queue.to_string(),
+                partition: item.partition.to_string(),
                 transaction_id,
             });
         }

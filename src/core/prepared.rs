@@ -184,10 +184,10 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
                         Payload::from_json(i.string("payloadText")?).map_err(|e| e.to_string())?;
                     push_bytes += payload.len() as u64;
                     items.push(PushItem {
-                        queue: i.string("queue")?,
-                        partition: i.string("partition")?,
+                        queue: i.string("queue")?.into(),
+                        partition: i.string("partition")?.into(),
                         payload,
-                        transaction_id: i.opt_string("transactionId")?,
+                        transaction_id: i.opt_string("transactionId")?.map(SharedStr::from),
                         trace_id: i.opt_string("traceId")?,
                         namespace: i.opt_string("namespace")?,
                         task: i.opt_string("task")?,

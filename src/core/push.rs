@@ -167,7 +167,7 @@ impl Broker {
         }
         let pid = self
             .queues
-            .get(&item.queue)
+            .get(item.queue.as_str())
             .and_then(|q| q.partitions.get(partition))
             .copied();
         *last = Some((&item.queue, partition, pid));
@@ -303,10 +303,8 @@ impl Broker {
             };
             last = Some(slot);
             let pid = batches[slot].pid;
-            let sent = item
-                .transaction_id
-                .filter(|t| !t.is_empty())
-                .map(SharedStr::from);
+            // A sent id is a part of the request body until the segment is written (append_segment).
+            let sent = item.transaction_id.filter(|t| !t.is_empty());
             let minted = sent.is_none();
             let transaction_id = match sent {
                 Some(t) => t,
@@ -401,14 +399,15 @@ impl Broker {
     }
 
     /// Stores `batch` (offsets contiguous, from the partition's old end) as one new segment of `pid`:
-    /// the segment goes in the change set (its index entry in a later page), the decoded batch in the cache.
+    /// the segment goes in the change set (its index entry in a later page), the decoded batch in the
+    /// cache, as parts of the segment's text ([`segment::encode_shared`]).
     fn append_segment(&mut self, now: i64, pid: u64, mut batch: Vec<StoredMessage>) {
         if batch.capacity() > batch.len() + batch.len() / 4 {
             batch.shrink_to_fit();
         }
         let first = batch[0].offset;
         let last = batch[batch.len() - 1].offset;
-        let bytes = segment::encode(&batch);
+        let (bytes, batch) = segment::encode_shared(batch);
         let fingerprints: Vec<u32> = batch
             .iter()
             .map(|m| txindex::fingerprint(&m.transaction_id))

@@ -26,6 +26,8 @@ use super::fields::{FieldError, FromCompound, List, Shaped};
 use super::json_text::JsonText;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
+use std::ops::Range;
+use std::rc::Rc;
 
 /// Format 1: DEFLATE-compressed JSON (written by builds with the `deflate` feature).
 pub const SEGMENT_FORMAT_DEFLATE: u8 = 1;
@@ -86,39 +88,107 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
         .sum()
 }
 
+/// Where a message's values are in its segment's text (byte ranges): the id's and the transaction id's
+/// JSON strings (quotes included) and the payload's text.
+struct Places {
+    id: Range<usize>,
+    transaction_id: Range<usize>,
+    payload: Range<usize>,
+}
+
 /// Appends the JSON array of `messages` to `out`: byte for byte what `serde_json` writes for them
 /// through [`StoredMessage`]'s `Serialize` (the fields in its order, `r` and `s` only when set), written
 /// with [`JsonText`] (literal keys, strings copied unless they need escaping, the payload's text as it
 /// is), without `serde_json`'s per-field writer calls or a payload read from a segment checked again.
-fn write_json(messages: &[StoredMessage], out: Vec<u8>) -> Vec<u8> {
+/// With `places`, notes where each message's texts went.
+fn write_json(
+    messages: &[StoredMessage],
+    out: String,
+    mut places: Option<&mut Vec<Places>>,
+) -> String {
     let mut t = JsonText::after(out);
     t.raw("[");
     for (i, m) in messages.iter().enumerate() {
         t.raw(if i == 0 { "{\"o\":" } else { ",{\"o\":" })
             .uint(m.offset)
-            .raw(",\"i\":")
-            .str(&m.id)
-            .raw(",\"t\":")
-            .str(&m.transaction_id);
+            .raw(",\"i\":");
+        let id = t.len();
+        t.str(&m.id);
+        let id = id..t.len();
+        t.raw(",\"t\":");
+        let transaction_id = t.len();
+        t.str(&m.transaction_id);
+        let transaction_id = transaction_id..t.len();
         if let Some(r) = &m.trace_id {
             t.raw(",\"r\":").str(r);
         }
         if let Some(sub) = &m.producer_sub {
             t.raw(",\"s\":").str(sub);
         }
-        t.raw(",\"c\":")
-            .int(m.created_at_ms)
-            .raw(",\"p\":")
-            .payload(&m.payload)
-            .raw("}");
+        t.raw(",\"c\":").int(m.created_at_ms).raw(",\"p\":");
+        let start = t.len();
+        t.payload(&m.payload);
+        let payload = start..t.len();
+        t.raw("}");
+        if let Some(places) = places.as_deref_mut() {
+            places.push(Places {
+                id,
+                transaction_id,
+                payload,
+            });
+        }
     }
     t.raw("]");
-    t.into_bytes()
+    t.into_string()
 }
 
 /// Encodes a batch of messages (offsets ascending, contiguous) into a segment of [`WRITE_FORMAT`].
 pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
     encode_as(WRITE_FORMAT, messages)
+}
+
+/// The segment text of format 2: the format byte, then the JSON array (a format byte below 0x20 is
+/// one character of text).
+fn json_segment(messages: &[StoredMessage], places: Option<&mut Vec<Places>>) -> String {
+    // Written straight into the segment, sized from the payloads (the other fields of a message take
+    // about a hundred bytes), so it is allocated once and never copied.
+    let estimate: usize = messages.iter().map(|m| m.payload.len() + 128).sum();
+    let mut out = String::with_capacity(estimate + 2);
+    out.push(char::from(SEGMENT_FORMAT_JSON));
+    write_json(messages, out, places)
+}
+
+/// [`encode`] for a batch the segment cache will hold: the segment, and the messages as a read of it
+/// gives them back, their ids and payloads parts of one shared copy of the segment's text (an id
+/// written with escapes gets a text of its own). So a pushed batch is cached as one text, which is
+/// what the cache's weight ([`decoded_weight`]) counts, and not as the push's own pieces: each payload
+/// and sent id a part of its request body (which would keep the whole body alive), each minted id an
+/// allocation.
+pub fn encode_shared(mut messages: Vec<StoredMessage>) -> (Vec<u8>, Vec<StoredMessage>) {
+    debug_assert_eq!(WRITE_FORMAT, SEGMENT_FORMAT_JSON);
+    let mut places = Vec::with_capacity(messages.len());
+    let segment = json_segment(&messages, Some(&mut places));
+    let shared: Rc<str> = Rc::from(segment.as_str());
+    for (m, at) in messages.iter_mut().zip(places) {
+        share(&shared, at.id, &mut m.id);
+        share(&shared, at.transaction_id, &mut m.transaction_id);
+        // Always a part: the payload's text is written as it is.
+        if let Some(payload) = SharedStr::within(&shared, at.payload.start, at.payload.end) {
+            m.payload = Payload::in_text(payload);
+        }
+    }
+    (segment.into_bytes(), messages)
+}
+
+/// Points `text` at its place in the segment's `shared` text, the JSON string at `at`; one written with
+/// escapes (longer there than it is) gets a copy of its own instead.
+fn share(shared: &Rc<str>, at: Range<usize>, text: &mut SharedStr) {
+    let part = if at.len() == text.len() + 2 {
+        SharedStr::within(shared, at.start + 1, at.end - 1)
+    } else {
+        None
+    };
+    *text = part.unwrap_or_else(|| SharedStr::from(text.as_str()));
 }
 
 /// Encodes a batch in a given format ([`SEGMENT_FORMAT_JSON`], or [`SEGMENT_FORMAT_DEFLATE`] in builds
@@ -128,14 +198,7 @@ pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
 /// On a format this build cannot write (a programming error: the formats are constants).
 pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
     match format {
-        SEGMENT_FORMAT_JSON => {
-            // Written straight into the segment, sized from the payloads (the other fields of a
-            // message take about a hundred bytes), so it is allocated once and never copied.
-            let estimate: usize = messages.iter().map(|m| m.payload.len() + 128).sum();
-            let mut out = Vec::with_capacity(estimate + 2);
-            out.push(format);
-            write_json(messages, out)
-        }
+        SEGMENT_FORMAT_JSON => json_segment(messages, None).into_bytes(),
         #[cfg(feature = "deflate")]
         SEGMENT_FORMAT_DEFLATE => encode_deflate_at(deflate::DEFLATE_LEVEL, messages),
         _ => panic!("this build cannot write segment format {format}"),
@@ -149,10 +212,10 @@ pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
     JSON_BUFFER.with(|cell| {
         let mut json = cell.borrow_mut();
         json.clear();
-        *json = write_json(messages, std::mem::take(&mut *json));
+        *json = write_json(messages, std::mem::take(&mut *json), None);
         let mut out = Vec::with_capacity(json.len() / 4 + 64);
         out.push(SEGMENT_FORMAT_DEFLATE);
-        deflate::deflate_into(&json, level, &mut out);
+        deflate::deflate_into(json.as_bytes(), level, &mut out);
         out
     })
 }
@@ -160,7 +223,7 @@ pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
 #[cfg(feature = "deflate")]
 thread_local! {
     /// The JSON text of a segment being compressed, reused (a segment's text is a large buffer).
-    static JSON_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    static JSON_BUFFER: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// A stored segment rewritten as format 1 (DEFLATE), for maintenance: `None` when it is format 1
@@ -364,8 +427,8 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
-impl FromCompound for MessageIn {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for MessageIn {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut slots: [Option<Scalar>; P] = Default::default();
         let mut payload = None;
         while let Some(Key(key)) = map.next_key()? {
@@ -512,7 +575,7 @@ fn stored_message(
 /// payload is checked by serde_json as in the general reader (it is one valid JSON value).
 ///
 /// The segment's JSON text is kept once, shared: each message's ids and payload are places in it
-/// ([`SharedStr::within`], [`Payload::in_segment`]), so a segment costs a few allocations, not a few
+/// ([`SharedStr::within`], [`Payload::in_text`]), so a segment costs a few allocations, not a few
 /// per message, to read and to evict.
 mod exact {
     use super::{Payload, SharedStr, StoredMessage};
@@ -588,7 +651,7 @@ mod exact {
                 return None;
             }
             self.at = end;
-            SharedStr::within(self.shared, start, end).map(Payload::in_segment)
+            SharedStr::within(self.shared, start, end).map(Payload::in_text)
         }
     }
 
@@ -741,6 +804,57 @@ mod tests {
                 String::from_utf8(written).unwrap()
             );
         }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_shared_encoding_is_the_segment_and_its_messages_as_parts_of_its_text() {
+        let mut batch: Vec<_> = (0..6)
+            .map(|i| msg(i, json!({"i": i, "s": "q\"uote \u{e9}"})))
+            .collect();
+        // A sent id with escapes, a part of its request body.
+        let body: Rc<str> = Rc::from("[\"tab\tquote\"]");
+        batch[1].transaction_id = SharedStr::within(&body, 2, 11).unwrap();
+        batch[2].id = "".into();
+        batch[3].trace_id = Some("trace".into());
+        batch[4].payload = Payload::from_json(" [1, 2] ".to_string()).unwrap();
+        let (bytes, shared) = encode_shared(batch.clone());
+        assert_eq!(bytes, encode(&batch), "the same segment");
+        assert_eq!(shared, batch, "the same messages");
+        assert_eq!(decode(&bytes).unwrap(), batch);
+        let text = std::str::from_utf8(&bytes).unwrap();
+        // Each part is where the segment's text holds it: within one allocation the size of the text.
+        let base = shared[0].payload.get().as_ptr() as usize - text.find("{\"i\":0").unwrap();
+        let place = |s: &str| {
+            (s.as_ptr() as usize)
+                .checked_sub(base)
+                .filter(|at| at + s.len() <= text.len())
+        };
+        for m in &shared {
+            assert!(m.payload.is_in_text(), "payload {}", m.offset);
+            assert_eq!(
+                place(m.payload.get()).map(|at| &text[at..at + m.payload.len()]),
+                Some(m.payload.get())
+            );
+            assert_eq!(
+                place(&m.id).map(|at| &text[at..at + m.id.len()]),
+                Some(m.id.as_str())
+            );
+        }
+        assert!(place(&shared[0].transaction_id).is_some());
+        assert_eq!(
+            place(&shared[1].transaction_id),
+            None,
+            "an escaped id is not in the segment"
+        );
+        assert_eq!(shared[1].transaction_id, "tab\tquote");
+        assert!(
+            !shared[1]
+                .transaction_id
+                .shares_with(&batch[1].transaction_id),
+            "and not a part of the body either: a text of its own"
+        );
+        assert_eq!(decoded_weight(&shared), decoded_weight(&batch));
     }
 
     fn msg(offset: u64, payload: Value) -> StoredMessage {

@@ -24,7 +24,9 @@ use crate::core::api::*;
 use crate::core::fields::{json_type, FromCompound, FromJsonStr, List, Shaped, StrField};
 use crate::core::timefmt::parse_iso;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::rc::Rc;
 
 /// The body as JSON. `required`: an empty body is a 400; otherwise it is `None`.
 pub(crate) fn parse_json(body: &[u8], required: bool) -> Result<Option<Value>, HttpError> {
@@ -112,12 +114,12 @@ fn at(path: &str, key: &str) -> String {
 
 /// A string field read as sent ([`StrField`]); absent or `null` is `None`; other types are a 400 with
 /// `wrong_type`.
-fn str_field(
-    field: Option<StrField>,
+fn str_field<T>(
+    field: Option<StrField<T>>,
     key: &str,
     path: Path,
     wrong_type: &str,
-) -> Result<Option<String>, HttpError> {
+) -> Result<Option<T>, HttpError> {
     StrField::text(field)
         .map_err(|_| HttpError::bad_request(format!("{wrong_type}{}", at_path(path, key))))
 }
@@ -179,12 +181,13 @@ pub(crate) fn opt_group(
 
 /// [`opt_group`] of a field read as sent.
 fn group_of(
-    field: Option<StrField>,
+    field: Option<StrField<BodyStr>>,
     key: &str,
     path: Path,
     limits: &Limits,
 ) -> Result<Option<String>, HttpError> {
-    let group = str_field(field, key, path, "consumerGroup must be a string or null")?;
+    let group =
+        str_field(field, key, path, "consumerGroup must be a string or null")?.map(String::from);
     match group.as_deref() {
         None | Some("") | Some(QUEUE_MODE_GROUP) => Ok(None),
         Some(g) => {
@@ -267,8 +270,18 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
 // Push
 // ---------------------------------------------------------------------------------------------
 
-/// The body as `T`, an object read in one pass (required).
-fn parse_shaped<T: FromCompound>(body: &[u8]) -> Result<T, HttpError> {
+/// The body's text in one shared copy, for the readers whose items keep parts of it (push,
+/// transaction): a 400 when it is not UTF-8 (JSON's encoding). An empty body passes: [`parse_shaped`]
+/// refuses it.
+fn body_text(body: &[u8]) -> Result<Rc<str>, HttpError> {
+    std::str::from_utf8(body)
+        .map(Rc::from)
+        .map_err(|_| HttpError::bad_request("Invalid JSON: the body is not UTF-8"))
+}
+
+/// The body as `T`, an object read in one pass (required); `T` may borrow from the body. Read as bytes,
+/// as every body is: a second serde_json reader (over `str`) would grow the browser module by kilobytes.
+fn parse_shaped<'de, T: FromCompound<'de>>(body: &'de [u8]) -> Result<T, HttpError> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Err(HttpError::bad_request("Empty request body"));
     }
@@ -279,8 +292,8 @@ fn parse_shaped<T: FromCompound>(body: &[u8]) -> Result<T, HttpError> {
     }
 }
 
-/// `items` of a push body or a transaction's push operation.
-type ItemList = Shaped<List<Shaped<ItemIn>>>;
+/// `items` of a push body or a transaction's push operation, borrowing the payloads from the body.
+type ItemList<'de> = Shaped<List<Shaped<ItemIn<'de>>>>;
 
 /// The keys the push and transaction bodies read, matched without allocating.
 enum Key {
@@ -328,12 +341,12 @@ impl<'de> Deserialize<'de> for Key {
 }
 
 /// A push body: `{"items": [...]}`; other keys are skipped (a repeated key: the last one counts).
-pub(crate) struct PushBody {
-    items: Option<ItemList>,
+pub(crate) struct PushBody<'de> {
+    items: Option<ItemList<'de>>,
 }
 
-impl FromCompound for PushBody {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for PushBody<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut items = None;
         while let Some(key) = map.next_key()? {
             match key {
@@ -347,21 +360,66 @@ impl FromCompound for PushBody {
     }
 }
 
-/// One push item as sent: the payload as JSON text, the fields the broker reads as strings or the name
-/// of the JSON type sent instead (checked by [`push_item`]), nothing else kept.
-#[derive(Default)]
-pub(crate) struct ItemIn {
-    queue: Option<StrField>,
-    partition: Option<StrField>,
-    payload: Option<Payload>,
-    transaction_id: Option<StrField>,
-    trace_id: Option<StrField>,
-    namespace: Option<StrField>,
-    task: Option<StrField>,
+/// A string of a push body: lent by the parser (a part of the body), or built by it (one with escapes).
+pub(crate) enum BodyStr<'de> {
+    Part(&'de str),
+    Own(String),
 }
 
-impl FromCompound for ItemIn {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromJsonStr<'de> for BodyStr<'de> {
+    fn from_str(s: &str) -> Self {
+        BodyStr::Own(s.to_owned())
+    }
+    fn from_string(s: String) -> Self {
+        BodyStr::Own(s)
+    }
+    fn from_borrowed(s: &'de str) -> Self {
+        BodyStr::Part(s)
+    }
+}
+
+impl std::ops::Deref for BodyStr<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            BodyStr::Part(s) => s,
+            BodyStr::Own(s) => s,
+        }
+    }
+}
+
+impl From<BodyStr<'_>> for String {
+    fn from(s: BodyStr) -> String {
+        match s {
+            BodyStr::Part(s) => s.to_owned(),
+            BodyStr::Own(s) => s,
+        }
+    }
+}
+
+impl BodyStr<'_> {
+    /// As shared text: a part of `body` (which the parser read) or its own.
+    fn shared(self, body: &Rc<str>) -> SharedStr {
+        body_str(body, &self)
+    }
+}
+
+/// One push item as sent: the payload as JSON text and the queue, partition and transaction id, as parts
+/// of the body where they can be; the fields the broker reads as strings or the name of the JSON type
+/// sent instead (checked by [`push_item`]), nothing else kept.
+#[derive(Default)]
+pub(crate) struct ItemIn<'de> {
+    queue: Option<StrField<BodyStr<'de>>>,
+    partition: Option<StrField<BodyStr<'de>>>,
+    payload: Option<&'de RawValue>,
+    transaction_id: Option<StrField<BodyStr<'de>>>,
+    trace_id: Option<StrField<BodyStr<'de>>>,
+    namespace: Option<StrField<BodyStr<'de>>>,
+    task: Option<StrField<BodyStr<'de>>>,
+}
+
+impl<'de> FromCompound<'de> for ItemIn<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut item = ItemIn::default();
         while let Some(key) = map.next_key()? {
             let field = match key {
@@ -387,23 +445,25 @@ impl FromCompound for ItemIn {
 }
 
 /// The items of `list` (`items` at `path`), or the 400 `missing` when it is not an array.
-fn item_list(
-    list: Option<ItemList>,
+fn item_list<'de>(
+    list: Option<ItemList<'de>>,
     missing: impl FnOnce() -> String,
-) -> Result<Vec<Shaped<ItemIn>>, HttpError> {
+) -> Result<Vec<Shaped<ItemIn<'de>>>, HttpError> {
     match list {
         Some(Shaped::Is(List(items))) => Ok(items),
         _ => Err(HttpError::bad_request(missing())),
     }
 }
 
-/// `POST /api/v1/push` body → items (contract §1.2).
+/// `POST /api/v1/push` body → items (contract §1.2). The body's text is copied once into a shared
+/// text, and each payload is a part of it ([`Payload::in_text`]) rather than an allocation of its own.
 pub(crate) fn push_items(
     body: &[u8],
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<PushItem>, HttpError> {
-    let parsed: PushBody = parse_shaped(body)?;
+    let text = body_text(body)?;
+    let parsed: PushBody = parse_shaped(text.as_bytes())?;
     let items = item_list(parsed.items, || "items array is required".to_string())?;
     if items.len() > limits.max_items_per_push {
         return Err(HttpError::too_large(format!(
@@ -419,6 +479,7 @@ pub(crate) fn push_items(
         .map(|(i, v)| {
             push_item(
                 v,
+                &text,
                 Path::item("items", i),
                 limits,
                 producer_sub,
@@ -427,6 +488,17 @@ pub(crate) fn push_items(
             )
         })
         .collect()
+}
+
+/// `raw`, which the parser lent from `body`, as a payload that is a part of it.
+fn body_part(body: &Rc<str>, raw: &RawValue) -> Payload {
+    Payload::in_text(body_str(body, raw.get()))
+}
+
+/// `s` as shared text: a part of `body` when it is one (a string the parser lent from it: always, for
+/// one it did not build), else a copy of its own.
+fn body_str(body: &Rc<str>, s: &str) -> SharedStr {
+    SharedStr::part_of(body, s).unwrap_or_else(|| SharedStr::from(s))
 }
 
 /// The size of `payload` as compact JSON, which `max_payload_bytes` limits. Only a payload whose text
@@ -439,9 +511,11 @@ fn compact_size(payload: &Payload) -> usize {
         .map_or(payload.len(), |b| b.len())
 }
 
-/// One push item at `path` (`items[3]`, `operations[1].items[0]`); `missing_payload` when it has none.
+/// One push item at `path` (`items[3]`, `operations[1].items[0]`), read from `body`; `missing_payload`
+/// when it has none.
 pub(crate) fn push_item(
     v: Shaped<ItemIn>,
+    body: &Rc<str>,
     path: Path,
     limits: &Limits,
     producer_sub: Option<&str>,
@@ -457,7 +531,7 @@ pub(crate) fn push_item(
         }
     };
     let queue = match item.queue {
-        Some(StrField::Str(q)) => q,
+        Some(StrField::Str(q)) => q.shared(body),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "Queue must be a string{}",
@@ -472,9 +546,12 @@ pub(crate) fn push_item(
         path,
         "Partition must be a string",
     )?
-    .unwrap_or_else(|| DEFAULT_PARTITION.to_string());
+    .map_or_else(|| SharedStr::from(DEFAULT_PARTITION), |p| p.shared(body));
     check_name("Partition name", &partition, false, limits)?;
-    let payload = item.payload.unwrap_or_else(missing_payload);
+    let payload = match item.payload {
+        Some(raw) => body_part(body, raw),
+        None => missing_payload(),
+    };
     if measure_payload && payload.len() > limits.max_payload_bytes {
         let size = compact_size(&payload);
         if size > limits.max_payload_bytes {
@@ -491,12 +568,14 @@ pub(crate) fn push_item(
         path,
         "TransactionId must be a string",
     )?
+    .map(|t| t.shared(body))
     .filter(|t| !t.is_empty());
     if let Some(t) = &transaction_id {
         check_id("transactionId", t, limits)?;
     }
     let trace_id = str_field(item.trace_id, "traceId", path, "TraceId must be a string")?
-        .filter(|t| !t.is_empty());
+        .filter(|t| !t.is_empty())
+        .map(String::from);
     if let Some(t) = &trace_id {
         if t.len() != 36 || uuid::Uuid::parse_str(t).is_err() {
             return Err(HttpError::bad_request(format!(
@@ -507,11 +586,11 @@ pub(crate) fn push_item(
         }
     }
     // Labels: non-strings are treated as absent (contract §1.7's rule, applied here too).
-    let label = |key: &str, v: Option<StrField>| -> Result<Option<String>, HttpError> {
+    let label = |key: &str, v: Option<StrField<BodyStr>>| -> Result<Option<String>, HttpError> {
         match v {
             Some(StrField::Str(s)) if !s.is_empty() => {
                 check_name(key, &s, false, limits)?;
-                Ok(Some(s))
+                Ok(Some(s.into()))
             }
             _ => Ok(None),
         }
@@ -535,17 +614,17 @@ pub(crate) fn push_item(
 /// The fields an ack reads, as sent (checked by [`ack_fields`]); an `/ack/batch` item is read straight
 /// into it, other keys skipped (a repeated key: the last one counts).
 #[derive(Default)]
-pub(crate) struct AckIn {
-    transaction_id: Option<StrField>,
-    partition_id: Option<StrField>,
+pub(crate) struct AckIn<'de> {
+    transaction_id: Option<StrField<BodyStr<'de>>>,
+    partition_id: Option<StrField<BodyStr<'de>>>,
     status: Option<StrField<AckStatus>>,
-    error: Option<StrField>,
-    lease_id: Option<StrField>,
+    error: Option<StrField<BodyStr<'de>>>,
+    lease_id: Option<StrField<BodyStr<'de>>>,
 }
 
-impl AckIn {
+impl AckIn<'_> {
     /// The ack fields of an object already parsed (the single-ack body, a transaction's ack).
-    fn of(map: &Map<String, Value>) -> AckIn {
+    fn of(map: &Map<String, Value>) -> Self {
         let field = |key: &str| StrField::of_value(map.get(key));
         AckIn {
             transaction_id: field("transactionId"),
@@ -559,7 +638,7 @@ impl AckIn {
 
 /// An ack's `status` is read straight into its [`AckStatus`]: no copy of the string unless it is not
 /// one of the statuses.
-impl FromJsonStr for AckStatus {
+impl FromJsonStr<'_> for AckStatus {
     fn from_str(s: &str) -> Self {
         AckStatus::parse(Some(s))
     }
@@ -602,8 +681,8 @@ impl<'de> Deserialize<'de> for AckKey {
     }
 }
 
-impl FromCompound for AckIn {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for AckIn<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut item = AckIn::default();
         while let Some(key) = map.next_key()? {
             let field = match key {
@@ -627,13 +706,13 @@ impl FromCompound for AckIn {
 }
 
 /// An `/ack/batch` body: `acknowledgments` and `consumerGroup`; other keys are skipped.
-pub(crate) struct AckBatchBody {
-    acknowledgments: Option<Shaped<List<Shaped<AckIn>>>>,
-    consumer_group: Option<StrField>,
+pub(crate) struct AckBatchBody<'de> {
+    acknowledgments: Option<Shaped<List<Shaped<AckIn<'de>>>>>,
+    consumer_group: Option<StrField<BodyStr<'de>>>,
 }
 
-impl FromCompound for AckBatchBody {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for AckBatchBody<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut body = AckBatchBody {
             acknowledgments: None,
             consumer_group: None,
@@ -654,7 +733,7 @@ impl FromCompound for AckBatchBody {
 /// One ack at `path` (the top level for the single-ack body).
 fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpError> {
     let transaction_id = match a.transaction_id {
-        Some(StrField::Str(t)) if !t.is_empty() => t,
+        Some(StrField::Str(t)) if !t.is_empty() => String::from(t),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "transactionId is required{}",
@@ -664,7 +743,7 @@ fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpErro
     };
     check_id("transactionId", &transaction_id, limits)?;
     let partition_id = match a.partition_id {
-        Some(StrField::Str(p)) if !p.is_empty() => p,
+        Some(StrField::Str(p)) if !p.is_empty() => String::from(p),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "partitionId is required to ensure message uniqueness{}",
@@ -693,14 +772,16 @@ fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpErro
         }
     };
     let error = str_field(a.error, "error", path, "error must be a string or null")?
-        .filter(|e| !e.is_empty());
+        .filter(|e| !e.is_empty())
+        .map(String::from);
     let lease_id = str_field(
         a.lease_id,
         "leaseId",
         path,
         "leaseId must be a string or null",
     )?
-    .filter(|l| !l.is_empty());
+    .filter(|l| !l.is_empty())
+    .map(String::from);
     if let Some(l) = &lease_id {
         check_id("leaseId", l, limits)?;
     }
@@ -782,14 +863,14 @@ pub(crate) fn extend_seconds(body: &[u8], limits: &Limits) -> Result<u64, HttpEr
 }
 
 /// A transaction body: `operations`, and `kv` and `timers` (refused unless empty); other keys skipped.
-pub(crate) struct TxBody {
-    operations: Option<Shaped<List<Shaped<OpIn>>>>,
+pub(crate) struct TxBody<'de> {
+    operations: Option<Shaped<List<Shaped<OpIn<'de>>>>>,
     kv: Option<Value>,
     timers: Option<Value>,
 }
 
-impl FromCompound for TxBody {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for TxBody<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut body = TxBody {
             operations: None,
             kv: None,
@@ -810,13 +891,13 @@ impl FromCompound for TxBody {
 }
 
 /// One operation as sent: its `items` (a push's, payloads as text) and every other field as a value.
-pub(crate) struct OpIn {
+pub(crate) struct OpIn<'de> {
     fields: Map<String, Value>,
-    items: Option<ItemList>,
+    items: Option<ItemList<'de>>,
 }
 
-impl FromCompound for OpIn {
-    fn from_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
+impl<'de> FromCompound<'de> for OpIn<'de> {
+    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
         let mut op = OpIn {
             fields: Map::new(),
             items: None,
@@ -838,7 +919,8 @@ pub(crate) fn transaction(
     limits: &Limits,
     producer_sub: Option<&str>,
 ) -> Result<Vec<TxOperation>, HttpError> {
-    let parsed: TxBody = parse_shaped(body)?;
+    let text = body_text(body)?;
+    let parsed: TxBody = parse_shaped(text.as_bytes())?;
     let ops = match parsed.operations {
         Some(Shaped::Is(List(ops))) => ops,
         _ => return Err(HttpError::bad_request("operations array required")),
@@ -905,6 +987,7 @@ pub(crate) fn transaction(
                         // Transaction pushes default a missing payload to `{}` (contract §1.2).
                         push_item(
                             v,
+                            &text,
                             Path::item(&list, j),
                             limits,
                             producer_sub,
@@ -1052,6 +1135,87 @@ mod tests {
             .message
             .starts_with("Invalid JSON: "));
         assert_eq!(parse_optional_object(b"").unwrap(), Map::new());
+    }
+
+    #[test]
+    fn push_payloads_are_parts_of_the_body_as_sent() {
+        let l = Limits::default();
+        let body = br#"{"items": [{"queue": "q", "payload": { "a" : [1, "\u00e9\"", 1e400] } },
+            {"queue": "q", "partition": "p", "payload": null}, {"queue": "q"}]}"#;
+        let items = push_items(body, &l, None).unwrap();
+        assert_eq!(
+            items[0].payload.get(),
+            r#"{ "a" : [1, "\u00e9\"", 1e400] }"#
+        );
+        assert_eq!(items[1].payload.get(), "null");
+        assert!(items[0].payload.is_in_text() && items[1].payload.is_in_text());
+        assert_eq!(items[2].payload.get(), "null", "no payload is null");
+        assert_eq!(items[1].partition, "p");
+        assert_eq!(items[0].partition, DEFAULT_PARTITION);
+        // The names are parts of the body too, where the body holds them as they are.
+        let text = std::str::from_utf8(body).unwrap();
+        let base = items[1].payload.get().as_ptr() as usize - text.find("null").unwrap();
+        let place = |s: &str| s.as_ptr() as usize - base;
+        assert_eq!(
+            place(&items[1].queue),
+            text.find(r#""q", "partition""#).unwrap() + 1
+        );
+        assert_eq!(place(&items[1].partition), text.find(r#""p""#).unwrap() + 1);
+        let escaped = push_items(
+            br#"{"items": [{"queue": "\u0071", "transactionId": "t\"1"}]}"#,
+            &l,
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                escaped[0].queue.as_str(),
+                escaped[0].transaction_id.as_deref()
+            ),
+            ("q", Some("t\"1"))
+        );
+        let sent = push_items(
+            br#"{"items": [{"queue": "q", "transactionId": "t-1", "payload": 1}]}"#,
+            &l,
+            None,
+        )
+        .unwrap();
+        let detached = sent[0].clone().detached();
+        assert_eq!(detached, sent[0]);
+        assert!(
+            !detached.payload.is_in_text(),
+            "its own texts, not the body's"
+        );
+        let tx = br#"{"operations": [{"type": "push", "items": [{"queue": "q", "payload": [ 1 ]}, {"queue": "q"}]}]}"#;
+        match &transaction(tx, &l, None).unwrap()[0] {
+            TxOperation::Push(items) => {
+                assert_eq!(items[0].payload.get(), "[ 1 ]");
+                assert!(items[0].payload.is_in_text());
+                assert_eq!(items[1].payload.get(), "{}");
+            }
+            _ => panic!("a push"),
+        }
+    }
+
+    #[test]
+    fn bodies_that_are_not_utf8_are_invalid_json() {
+        let l = Limits::default();
+        let in_payload = b"{\"items\": [{\"queue\": \"q\", \"payload\": \"\xff\"}]}";
+        let e = push_items(in_payload, &l, None).unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (400, "Invalid JSON: the body is not UTF-8")
+        );
+        let skipped = b"{\"x\": \"\xff\", \"items\": []}";
+        let e = push_items(skipped, &l, None).unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (400, "Invalid JSON: the body is not UTF-8")
+        );
+        assert_eq!(
+            push_items(b" ", &l, None).unwrap_err().message,
+            "Empty request body"
+        );
     }
 
     #[test]

@@ -258,7 +258,7 @@ async fn push(cx: &Ctx, name: String, partition: &str, size: usize) {
                 .insert((partition.to_string(), tx.clone()), (payload.clone(), sent));
             PushItem {
                 partition: partition.into(),
-                transaction_id: Some(tx),
+                transaction_id: Some(tx.into()),
                 ..PushItem::new(QUEUE, payload)
             }
         })

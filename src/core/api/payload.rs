@@ -13,9 +13,11 @@ use super::*;
 /// they are the same JSON value. This is the one type to wrap or change if payloads are ever
 /// transformed on their way in or out (encryption, for one).
 ///
-/// A payload read back from a segment is a part of the segment's JSON text ([`Payload::in_segment`]),
+/// A payload read back from a segment is a part of the segment's JSON text ([`Payload::in_text`]),
 /// shared with the cached segment and every reply that delivers it: no allocation per message on the
-/// way from the store to the reply. [`Payload::detached`] copies it out for what is kept long.
+/// way from the store to the reply. A pushed payload is likewise a part of the request body's text until
+/// its segment is written, and then a part of the segment's. [`Payload::detached`] copies it out for
+/// what is kept long.
 #[derive(Clone)]
 pub struct Payload(Text);
 
@@ -24,8 +26,9 @@ pub struct Payload(Text);
 enum Text {
     /// Its own allocation, checked by serde_json when it was captured.
     Own(Box<RawValue>),
-    /// A part of a segment's JSON text, checked to be one JSON value when the segment was read.
-    InSegment(SharedStr),
+    /// A part of a larger JSON text (a segment's, a request body's), checked by serde_json to be one
+    /// JSON value when that text was read.
+    InText(SharedStr),
 }
 
 impl Payload {
@@ -54,18 +57,24 @@ impl Payload {
         RawValue::from_string(text).map(|raw| Payload(Text::Own(raw)))
     }
 
-    /// A payload that is a part of a segment's text: `text` must be exactly one JSON value, which the
-    /// segment reader checked with serde_json (module `segment`).
-    pub(crate) fn in_segment(text: SharedStr) -> Self {
-        Payload(Text::InSegment(text))
+    /// A payload that is a part of a larger text: `text` must be exactly one JSON value, which its reader
+    /// checked with serde_json (the segment reader, the push body's parser).
+    pub(crate) fn in_text(text: SharedStr) -> Self {
+        Payload(Text::InText(text))
     }
 
-    /// The same payload in its own allocation, not holding the segment it was read from (for what
-    /// memory keeps longer than a reply: a dead letter).
+    /// True when the payload is a part of a larger text ([`Self::in_text`]).
+    #[cfg(test)]
+    pub(crate) fn is_in_text(&self) -> bool {
+        matches!(self.0, Text::InText(_))
+    }
+
+    /// The same payload in its own allocation, not holding the text it was read from (for what memory
+    /// keeps longer than a reply: a dead letter).
     pub fn detached(self) -> Self {
         match self.0 {
             Text::Own(_) => self,
-            Text::InSegment(text) => Payload(Text::Own(own_raw(&text))),
+            Text::InText(text) => Payload(Text::Own(own_raw(&text))),
         }
     }
 
@@ -73,7 +82,7 @@ impl Payload {
     pub fn get(&self) -> &str {
         match &self.0 {
             Text::Own(raw) => raw.get(),
-            Text::InSegment(text) => text,
+            Text::InText(text) => text,
         }
     }
 
@@ -98,17 +107,17 @@ impl Payload {
     pub fn into_raw(self) -> Box<RawValue> {
         match self.0 {
             Text::Own(raw) => raw,
-            Text::InSegment(text) => own_raw(&text),
+            Text::InText(text) => own_raw(&text),
         }
     }
 }
 
-/// A payload's text from a segment as a `RawValue` of its own. The segment reader checked that the text
+/// A payload's text from a larger text as a `RawValue` of its own. Its reader checked that the text
 /// is one JSON value, so this parse (serde_json's, the only way to make a `RawValue`) cannot fail.
 fn own_raw(text: &str) -> Box<RawValue> {
     first_raw_value(text.as_bytes())
         .filter(|(_, end)| *end == text.len())
-        .expect("a segment's payload was checked when the segment was read")
+        .expect("a payload in a larger text was checked when that text was read")
         .0
         .to_owned()
 }
@@ -161,7 +170,7 @@ impl serde::Serialize for Payload {
             Text::Own(raw) => raw.serialize(serializer),
             // serde_json writes raw text only from a `RawValue`: made from the text, checked again
             // (cold paths: a decoded segment written again, a view of a stored message).
-            Text::InSegment(text) => own_raw(text).serialize(serializer),
+            Text::InText(text) => own_raw(text).serialize(serializer),
         }
     }
 }

@@ -6,13 +6,13 @@ use super::*;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushItem {
     /// Target queue (created with push defaults if missing).
-    pub queue: String,
+    pub queue: SharedStr,
     /// Target partition (created if missing); `DEFAULT_PARTITION` when not sent.
-    pub partition: String,
+    pub partition: SharedStr,
     /// Any JSON value, `null` included.
     pub payload: Payload,
     /// Dedup key within the partition; minted when `None` or empty.
-    pub transaction_id: Option<String>,
+    pub transaction_id: Option<SharedStr>,
     /// Optional UUID trace id (validated by the caller).
     pub trace_id: Option<String>,
     /// Namespace label, used only when this push creates the queue.
@@ -25,16 +25,30 @@ pub struct PushItem {
 
 impl PushItem {
     /// A push of `payload` to `queue`'s default partition with nothing else set.
-    pub fn new(queue: impl Into<String>, payload: impl Into<Payload>) -> Self {
+    pub fn new(queue: impl Into<SharedStr>, payload: impl Into<Payload>) -> Self {
         PushItem {
             queue: queue.into(),
-            partition: DEFAULT_PARTITION.to_string(),
+            partition: DEFAULT_PARTITION.into(),
             payload: payload.into(),
             transaction_id: None,
             trace_id: None,
             namespace: None,
             task: None,
             producer_sub: None,
+        }
+    }
+}
+
+impl PushItem {
+    /// The same item holding only its own texts, not the larger text (a request body) its payload and
+    /// names may be parts of: for what memory keeps longer than the push (the maintenance buffer).
+    pub fn detached(self) -> Self {
+        PushItem {
+            queue: self.queue.as_str().into(),
+            partition: self.partition.as_str().into(),
+            payload: self.payload.detached(),
+            transaction_id: self.transaction_id.as_deref().map(SharedStr::from),
+            ..self
         }
     }
 }

@@ -41,6 +41,13 @@ impl SharedStr {
         })
     }
 
+    /// The part of `text` that `part` borrows from it (a string a parser over `text` lent), sharing its
+    /// allocation; `None` when `part` is not inside `text`.
+    pub fn part_of(text: &Rc<str>, part: &str) -> Option<Self> {
+        let start = (part.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+        Self::within(text, start, start.checked_add(part.len())?)
+    }
+
     /// The whole of `text`.
     fn whole(text: Rc<str>) -> Self {
         // Text held in memory is under 4 GiB (wasm32's whole address space).
@@ -55,7 +62,7 @@ impl SharedStr {
 
     /// True when both share one allocation (tests).
     #[cfg(test)]
-    fn shares_with(&self, other: &SharedStr) -> bool {
+    pub(crate) fn shares_with(&self, other: &SharedStr) -> bool {
         Rc::ptr_eq(&self.text, &other.text)
     }
 }
@@ -112,6 +119,7 @@ impl std::borrow::Borrow<str> for SharedStr {
 }
 
 impl From<&str> for SharedStr {
+    #[inline(never)]
     fn from(text: &str) -> Self {
         SharedStr::whole(Rc::from(text))
     }
@@ -119,13 +127,13 @@ impl From<&str> for SharedStr {
 
 impl From<String> for SharedStr {
     fn from(text: String) -> Self {
-        SharedStr::whole(Rc::from(text))
+        SharedStr::from(text.as_str())
     }
 }
 
 impl From<&String> for SharedStr {
     fn from(text: &String) -> Self {
-        SharedStr::whole(Rc::from(text.as_str()))
+        SharedStr::from(text.as_str())
     }
 }
 
@@ -232,6 +240,19 @@ mod tests {
             "not on a character boundary"
         );
         assert_eq!(SharedStr::within(&text, 2, 40), None, "beyond the text");
+        let lent = SharedStr::part_of(&text, &text[7..9]).unwrap();
+        assert!(lent.shares_with(&e) && lent == "é");
+        let elsewhere: Rc<str> = Rc::from("ab");
+        assert_eq!(
+            SharedStr::part_of(&text, &elsewhere),
+            None,
+            "not a part of it"
+        );
+        assert_eq!(
+            SharedStr::part_of(&elsewhere, &text),
+            None,
+            "not a part of it"
+        );
         assert_eq!(SharedStr::default(), "");
     }
 }

@@ -41,10 +41,10 @@ impl Broker {
         remove: Vec<String>,
     ) -> ReplayReply {
         let item = PushItem {
-            queue: letter.queue.clone(),
-            partition: letter.partition.clone(),
+            queue: letter.queue.as_str().into(),
+            partition: letter.partition.as_str().into(),
             payload: letter.payload.clone(),
-            transaction_id: Some(format!("dlq:{}", letter.id)),
+            transaction_id: Some(format!("dlq:{}", letter.id).into()),
             trace_id: letter.trace_id.clone(),
             namespace: None,
             task: None,
