@@ -202,18 +202,30 @@ pub(crate) enum Shaped<T> {
     Not(&'static str),
 }
 
+/// Skips the rest of an object: one copy per reader, shared by every type that skips one.
+fn skip_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// Skips the rest of an array: one copy per reader, shared by every type that skips one.
+fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
 /// A type read from a JSON object or a JSON array (the other, and every scalar, is [`Shaped::Not`]).
 /// `'de` is the text being read: a type may borrow from it (the push body's payloads).
 pub(crate) trait FromCompound<'de>: Sized {
     /// Reads the object (the default skips it).
-    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Shaped<Self>, A::Error> {
+        skip_map(map)?;
         Ok(Shaped::Not("an object"))
     }
 
     /// Reads the array (the default skips it).
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Shaped<Self>, A::Error> {
+        skip_seq(seq)?;
         Ok(Shaped::Not("an array"))
     }
 }
@@ -355,12 +367,12 @@ impl<'de, T: FromJsonStr<'de>> Visitor<'de> for StrFieldVisitor<T> {
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(StrField::Null)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        skip_seq(seq)?;
         Ok(StrField::Not("an array"))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        skip_map(map)?;
         Ok(StrField::Not("an object"))
     }
 }

@@ -92,9 +92,9 @@ impl JsonText {
             }
         } else {
             self.out.reserve(s.len() + 2);
-            self.out.push_str("\"");
+            self.out.push('"');
             self.out.push_str(s);
-            self.out.push_str("\"");
+            self.out.push('"');
         }
         self
     }
@@ -110,7 +110,7 @@ impl JsonText {
     /// An integer, negative or not.
     pub(crate) fn int(&mut self, n: i64) -> &mut Self {
         if n < 0 {
-            self.out.push_str("-");
+            self.out.push('-');
         }
         self.uint(n.unsigned_abs())
     }
@@ -134,9 +134,9 @@ impl JsonText {
     /// without a `String` in between.
     pub(crate) fn iso_micros(&mut self, ms: i64) -> &mut Self {
         let (digits, len) = iso_bytes(ms, true);
-        self.out.push_str("\"");
+        self.out.push('"');
         self.ascii(&digits[..len]);
-        self.out.push_str("\"");
+        self.out.push('"');
         self
     }
 

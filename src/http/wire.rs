@@ -1204,13 +1204,13 @@ mod tests {
         let e = push_items(in_payload, &l, None).unwrap_err();
         assert_eq!(
             (e.status, e.message.as_str()),
-            (400, "Invalid JSON: invalid UTF-8 at byte 38")
+            (400, "Invalid JSON: the body is not UTF-8")
         );
         let skipped = b"{\"x\": \"\xff\", \"items\": []}";
         let e = push_items(skipped, &l, None).unwrap_err();
         assert_eq!(
             (e.status, e.message.as_str()),
-            (400, "Invalid JSON: invalid UTF-8 at byte 7")
+            (400, "Invalid JSON: the body is not UTF-8")
         );
         assert_eq!(
             push_items(b" ", &l, None).unwrap_err().message,
