@@ -1,0 +1,142 @@
+//! Review of `do-text` (session 14): what a request body leaves alive in memory after its answer. A
+//! counting allocator measures the heap the broker keeps after a push (the segment cache), a push in
+//! maintenance (the buffer) and a prepared transaction part (held until its commit or abort), each
+//! sent with a megabyte of text in a field the broker skips: what is kept must be about the messages,
+//! not the body. One test, so that nothing else allocates meanwhile.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+mod http_support;
+
+use http_support::*;
+use queen_edge::http::HttpRequest;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+const PAD: usize = 1 << 20;
+
+/// The bytes still allocated after `f` (its own values dropped).
+fn kept(f: impl FnOnce()) -> isize {
+    let before = LIVE.load(Ordering::Relaxed);
+    f();
+    LIVE.load(Ordering::Relaxed) - before
+}
+
+/// A megabyte of text for a skipped field.
+fn pad() -> String {
+    "x".repeat(PAD)
+}
+
+fn push(h: &Harness, body: String) {
+    let r = h.send(HttpRequest::new("POST", "/api/v1/push").with_json(body.into_bytes()));
+    assert!(r.status < 300, "{}", String::from_utf8_lossy(&r.body));
+}
+
+#[test]
+fn a_request_body_is_not_kept_alive_by_what_the_broker_holds() {
+    let h = Harness::new();
+    // Warm up: the queue, its partition and the first segment exist before the measures.
+    push(
+        &h,
+        r#"{"items": [{"queue": "q", "payload": 0}]}"#.to_string(),
+    );
+    push(
+        &h,
+        r#"{"items": [{"queue": "m", "payload": 0}]}"#.to_string(),
+    );
+
+    // A push: its batch goes to the segment cache.
+    let cached = kept(|| {
+        push(
+            &h,
+            format!(
+                r#"{{"pad": "{}", "items": [{{"queue": "q", "payload": {{"a": 1}}, "transactionId": "t1", "pad": "{}"}}]}}"#,
+                pad(),
+                pad()
+            ),
+        )
+    });
+
+    // A push during maintenance: buffered.
+    let (code, body) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(serde_json::json!({"enabled": true})),
+    );
+    assert_eq!(code, 200, "{body}");
+    let buffered = kept(|| {
+        push(
+            &h,
+            format!(
+                r#"{{"pad": "{}", "items": [{{"queue": "m", "payload": {{"b": 2}}, "transactionId": "t2"}}]}}"#,
+                pad()
+            ),
+        )
+    });
+    let (code, body) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(serde_json::json!({"enabled": false})),
+    );
+    assert_eq!(code, 200, "{body}");
+
+    // A prepared transaction part (a shard's half of a two-phase commit): held until commit or abort.
+    // The pad is inside the item: the Worker's split (worker/src/txn_plan.rs) keeps an item's fields.
+    #[cfg(feature = "twophase")]
+    let prepared = kept(|| {
+        let body = format!(
+            r#"{{"operations": [{{"type": "push", "items": [{{"queue": "q", "payload": {{"c": 3}}, "transactionId": "t3", "pad": "{}"}}]}}]}}"#,
+            pad()
+        );
+        let request = HttpRequest::new("POST", "/internal/prepare").with_json(body.into_bytes());
+        let r = futures::executor::block_on(queen_edge::http::prepared::prepare(
+            &h.engine,
+            &h.config,
+            &request,
+            #[cfg(feature = "jwt")]
+            &queen_edge::http::jwt::JwtOutcome::default(),
+            "part-1",
+            "owner",
+        ));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert!(String::from_utf8_lossy(&r.body).contains("\"prepared\":true"));
+    });
+    #[cfg(not(feature = "twophase"))]
+    let prepared = 0;
+    eprintln!("kept after: push {cached} B, buffered push {buffered} B, prepare {prepared} B");
+    let limit = (PAD / 4) as isize;
+    assert!(cached < limit, "the segment cache kept {cached} bytes");
+    assert!(
+        buffered < limit,
+        "the maintenance buffer kept {buffered} bytes"
+    );
+    assert!(
+        prepared < limit,
+        "a prepared part kept {prepared} bytes: its request body"
+    );
+}
