@@ -327,6 +327,16 @@ impl Broker {
         for (pid, group, _) in &pins {
             self.set_pin(*pid, group, true);
         }
+        // Kept until commit or abort: not holding the request's body.
+        let operations = operations
+            .into_iter()
+            .map(|op| match op {
+                TxOperation::Push(items) => {
+                    TxOperation::Push(items.into_iter().map(PushItem::detached).collect())
+                }
+                other => other,
+            })
+            .collect();
         let prepared = Prepared {
             owner: owner.to_string(),
             prepared_at_ms: now,
