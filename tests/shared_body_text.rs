@@ -1,6 +1,6 @@
-//! Review of `do-text` (session 14): odd payloads and names pushed as raw bytes, popped, acked and
-//! pushed again through a transaction, from the cache and after a restart; every reply's exact bytes
-//! are written to the file named by `REVIEW_TEXT_TRANSCRIPT` (when set) so that two builds can be
+//! Payloads and names kept as parts of the request body (docs/decisions.md, "do-text"): odd payloads
+//! and names pushed as raw bytes, popped, acked and pushed again through a transaction, from the cache and after a restart; every reply's exact bytes
+//! are written to the file named by `QE_REPLY_TRANSCRIPT` (when set) so that two builds can be
 //! compared byte for byte, and each payload must come back exactly as it was sent.
 
 #![cfg(not(target_arch = "wasm32"))]
@@ -33,7 +33,7 @@ impl Transcript {
     }
 
     fn save(&self, name: &str) {
-        if let Ok(dir) = std::env::var("REVIEW_TEXT_TRANSCRIPT") {
+        if let Ok(dir) = std::env::var("QE_REPLY_TRANSCRIPT") {
             std::fs::write(format!("{dir}.{name}"), self.0.borrow().as_bytes()).unwrap();
         }
     }

@@ -1,4 +1,4 @@
-//! Review of `do-text` (session 14): what a request body leaves alive in memory after its answer. A
+//! What a request body leaves alive in memory after its answer (docs/decisions.md, "do-text"). A
 //! counting allocator measures the heap the broker keeps after a push (the segment cache), a push in
 //! maintenance (the buffer) and a prepared transaction part (held until its commit or abort), each
 //! sent with a megabyte of text in a field the broker skips: what is kept must be about the messages,
