@@ -1,7 +1,7 @@
-//! Payloads and names kept as parts of the request body (docs/decisions.md, "do-text"): odd payloads
-//! and names pushed as raw bytes, popped, acked and pushed again through a transaction, from the cache and after a restart; every reply's exact bytes
-//! are written to the file named by `QE_REPLY_TRANSCRIPT` (when set) so that two builds can be
-//! compared byte for byte, and each payload must come back exactly as it was sent.
+//! Payloads and names kept as parts of the request body (docs/decisions.md, "do-text"): odd payloads and
+//! names pushed as raw bytes, popped, acked and pushed again through a transaction, from the cache and after
+//! a restart; every reply's exact bytes are written to the file named by `QE_REPLY_TRANSCRIPT` (when set) so
+//! that two builds can be compared byte for byte, and each payload must come back exactly as it was sent.
 
 #![cfg(not(target_arch = "wasm32"))]
 
