@@ -7,6 +7,7 @@
 //! same length: `seal(plaintexts)` to envelope texts, `open(envelopes)` to plaintext texts or `null`
 //! where one does not open.
 
+use crate::core::json_text::value_text;
 use crate::http::Cipher;
 use futures::future::LocalBoxFuture;
 use js_sys::{Array, Function, Promise, Reflect};
@@ -80,7 +81,7 @@ impl Cipher for JsCipher {
         payloads: Vec<&'a Value>,
     ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>> {
         Box::pin(async move {
-            let texts = payloads.iter().map(|p| p.to_string()).collect();
+            let texts = payloads.iter().copied().map(value_text).collect();
             let sealed = parse_all(&call(&self.seal, texts).await?);
             if sealed.len() != payloads.len() {
                 return Err("the cipher answered a different number of envelopes".into());
@@ -94,7 +95,7 @@ impl Cipher for JsCipher {
 
     fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>> {
         Box::pin(async move {
-            let texts = envelopes.iter().map(|e| e.to_string()).collect();
+            let texts = envelopes.iter().copied().map(value_text).collect();
             match call(&self.open, texts).await {
                 Ok(answers) => parse_all(&answers),
                 Err(_) => Vec::new(),

@@ -8,6 +8,12 @@
 use super::api::Payload;
 use super::timefmt::iso_bytes;
 
+/// `value`'s JSON text, as `serde_json::to_string` writes it: the same text `Value`'s `Display` writes,
+/// without the formatting machinery `Display` brings into the browser module.
+pub(crate) fn value_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).expect("a JSON value serializes")
+}
+
 /// A JSON text being written. The buffer is a `String` (every piece written is text), so a segment's
 /// text can be shared as `str` without checking it again (module `segment`).
 pub(crate) struct JsonText {

@@ -22,6 +22,7 @@ use super::query::clip;
 use super::Limits;
 use crate::core::api::*;
 use crate::core::fields::{json_type, FromCompound, FromJsonStr, List, Shaped, StrField};
+use crate::core::json_text::value_text;
 use crate::core::timefmt::parse_iso;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess};
 use serde_json::value::RawValue;
@@ -208,7 +209,7 @@ pub(crate) fn opt_uint(
     let bad = |v: &Value| {
         HttpError::bad_request(format!(
             "{key} must be an integer between 0 and {max}, got {}{}",
-            clip(&v.to_string()),
+            clip(&value_text(v)),
             at(path, key)
         ))
     };
@@ -245,7 +246,7 @@ fn opt_int(map: &Map<String, Value>, key: &str) -> Result<Option<i64>, HttpError
             .ok_or_else(|| {
                 HttpError::bad_request(format!(
                     "{key} must be an integer, got {}",
-                    clip(&v.to_string())
+                    clip(&value_text(v))
                 ))
             }),
         Some(v) => Err(HttpError::bad_request(format!(
