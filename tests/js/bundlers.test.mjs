@@ -76,8 +76,12 @@ const BRIDGE_STEP = `
   const bridgedName = name + '-bridge'
   const bridged = await Queen.open({ name: bridgedName, bridge: { url: 'http://127.0.0.1:9', queues: ['q'], retryDelayMillis: 100, maxRetryDelayMillis: 200 } })
   await bridged.queue('q').push([{ data: 1 }])
-  await new Promise((r) => setTimeout(r, 800))
-  const s = await bridged.bridge.status()
+  // Between its attempts the bridge is 'retrying'; an attempt in flight reads 'forwarding': wait for the former.
+  let s = await bridged.bridge.status()
+  for (let i = 0; i < 100 && !(s.state === 'retrying' && s.lastError); i++) {
+    await new Promise((r) => setTimeout(r, 50))
+    s = await bridged.bridge.status()
+  }
   await bridged.close()
   await Queen.deleteDatabase(bridgedName, { views: true })
   out.bridge = { state: s.state, pending: s.pending, forwarded: s.forwarded, lastError: /^network:/.test(s.lastError || '') }`
