@@ -10,41 +10,16 @@ mod http_support;
 
 use http_support::*;
 use queen_edge::http::HttpRequest;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        System.alloc(layout)
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        System.dealloc(ptr, layout)
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        System.realloc(ptr, layout, new_size)
-    }
-}
-
-#[global_allocator]
-static A: Counting = Counting;
+#[path = "support/live_heap.rs"]
+mod live_heap;
 
 const PAD: usize = 1 << 20;
 
 /// The bytes still allocated after `f` (its own values dropped).
 fn kept(f: impl FnOnce()) -> isize {
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live_heap::live();
     f();
-    LIVE.load(Ordering::Relaxed) - before
+    live_heap::live() - before
 }
 
 /// A megabyte of text for a skipped field.
