@@ -2,7 +2,7 @@
 // Chromium page: every build is imported from its own URL (its own module instance and wasm), so all of them
 // and the naive queue run in the same minutes, round after round, in rotating order.
 //
-//   node bench/idb-ab.mjs --build a=DIR --build b=DIR [--rounds 8] [--batches 1,10,100] [--calls 200]
+//   node bench/idb-ab.mjs --build a=DIR --build b=DIR [--rounds 8] [--batches 1,10,100] [--calls 200] [--floor]
 //
 // DIR is a staged module (what scripts/build-js puts in js/dist or www/vendor/queen-edge: queen-edge.js and
 // queen_edge_bg.wasm). Each round, at each batch size, opens a fresh database for every build and for the
@@ -14,6 +14,13 @@
 // same round (median of the per-round ratios), and each build after the first against the first: the median
 // of its per-round ratios and the rounds it won. Load averages before and after. Printed only: a measuring
 // tool, never a pass/fail criterion.
+//
+// --floor adds a side that makes the module's IndexedDB commits with no module at all (no wasm, no JS
+// wrapper, no answers): a push is one `readwrite` transaction over `records` and `meta` (durability strict)
+// with the writer fence's put of `{writer: 1}` into `meta` (unique index `writer`, as src/store/idb.rs) and
+// one put of a segment-sized `Uint8Array` (SEGMENT_BYTES a message) into `records`, then `commit()`; a
+// pop+ack is two such commits, each with a lane-sized record instead of the segment. (The module's pushes
+// also put an index page now and then.) What the module adds to a call is its time minus the floor's.
 
 import { loadavg } from 'node:os';
 import { readFile } from 'node:fs/promises';
@@ -28,12 +35,18 @@ const builds = values('--build').map((spec) => {
   return { name: spec.slice(0, eq), dir: resolve(spec.slice(eq + 1)) };
 });
 if (builds.length === 0) {
-  console.error('usage: node bench/idb-ab.mjs --build a=DIR [--build b=DIR ...] [--rounds R] [--batches 1,10,100] [--calls N]');
+  console.error('usage: node bench/idb-ab.mjs --build a=DIR [--build b=DIR ...] [--rounds R] [--batches 1,10,100] [--calls N] [--floor]');
   process.exit(2);
 }
 const rounds = Number(values('--rounds')[0] ?? 8);
 const batches = (values('--batches')[0] ?? '1,10,100').split(',').map(Number);
 const calls = Number(values('--calls')[0] ?? 200);
+const floor = args.includes('--floor');
+// The floor's record sizes, bytes: what a message of these payloads adds to the module's segment, and the
+// module's lane record (counted in the page: docs/decisions.md, "The browser's batch-100 calls against their
+// IndexedDB floor (session 15) — idb-b100").
+const SEGMENT_BYTES = 240;
+const LANE_BYTES = 100;
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const TYPES = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.map': 'application/json' };
@@ -56,7 +69,7 @@ try {
     }
   });
   const page = await openPage(context, env.url, 'idb-ab');
-  result = await page.evaluate(async ({ names, rounds, batches, calls, prefix }) => {
+  result = await page.evaluate(async ({ names, rounds, batches, calls, prefix, floor, segmentBytes, laneBytes }) => {
     const modules = {};
     for (const name of names) modules[name] = await import(`/ab/${name}/queen-edge.js`);
     const text = 'x'.repeat(100);
@@ -131,8 +144,48 @@ try {
       };
     }
 
-    const sides = [...names, 'naive'];
-    const make = (side) => (side === 'naive' ? naive() : queenEdge(modules[side]));
+    // The module's commits without the module (--floor, above).
+    function floorSide() {
+      let db, name;
+      const commit = (key, bytes) => new Promise((res, rej) => {
+        const t = db.transaction(['records', 'meta'], 'readwrite', { durability: 'strict' });
+        t.objectStore('meta').put({ writer: 1 }, 'writer/1');
+        t.objectStore('records').put(new Uint8Array(bytes), key);
+        t.commit();
+        t.oncomplete = res;
+        t.onabort = () => rej(t.error);
+      });
+      let lane;
+      return {
+        async open() {
+          name = `${prefix}-floor-${seq++}`;
+          db = await new Promise((res, rej) => {
+            const r = indexedDB.open(name, 1);
+            r.onupgradeneeded = () => {
+              r.result.createObjectStore('records');
+              r.result.createObjectStore('meta').createIndex('writer', 'writer', { unique: true });
+            };
+            r.onsuccess = () => res(r.result);
+            r.onerror = () => rej(r.error);
+          });
+          lane = new Uint8Array(laneBytes).fill(120);
+        },
+        async push(batch, i) {
+          await commit('seg/' + String(i).padStart(10, '0'), new Uint8Array(batch * segmentBytes).fill(120));
+        },
+        async popAck() {
+          await commit('lane', lane);
+          await commit('lane', lane);
+        },
+        async close() {
+          db.close();
+          await new Promise((res) => { const r = indexedDB.deleteDatabase(name); r.onsuccess = res; r.onerror = res; });
+        }
+      };
+    }
+
+    const sides = [...names, ...(floor ? ['floor'] : []), 'naive'];
+    const make = (side) => (side === 'naive' ? naive() : side === 'floor' ? floorSide() : queenEdge(modules[side]));
     // One round at one batch size: every side on a fresh database, their calls interleaved one by one, so
     // drifts of the machine's load hit every side alike. The sides' order is shuffled for every call: with
     // an order that only rotated, each side always ran right after the same other side, and what a call
@@ -169,7 +222,7 @@ try {
       }
     }
     return out;
-  }, { names: builds.map((b) => b.name), rounds, batches, calls, prefix: uniqueName('ab') });
+  }, { names: builds.map((b) => b.name), rounds, batches, calls, prefix: uniqueName('ab'), floor, segmentBytes: SEGMENT_BYTES, laneBytes: LANE_BYTES });
   await context.close();
 } finally {
   await env.close();
@@ -181,13 +234,18 @@ for (const batch of batches) {
   const r = result[batch];
   console.log(`batch ${batch}: messages/s, median of ${rounds} rounds (vs the naive queue: median of per-round ratios)`);
   for (const what of ['push', 'popAck']) {
-    const cells = [...builds.map((b) => b.name), 'naive'].map((side) => {
+    const cells = [...builds.map((b) => b.name), ...(floor ? ['floor'] : []), 'naive'].map((side) => {
       const m = median(r[side].map((x) => x[what]));
       const vs = side === 'naive' ? '' : ` (${median(r[side].map((x, i) => x[what] / r.naive[i][what])).toFixed(2)}x)`;
       return `${side} ${m.toFixed(0)}${vs}`;
     });
     console.log(`  ${what.padEnd(7)} ${cells.join('   ')}`);
   }
+  // The time to push and pop+ack the same messages, the naive queue's over each side's.
+  const time = (x) => 1 / x.push + 1 / x.popAck;
+  const overNaive = [...builds.map((b) => b.name), ...(floor ? ['floor'] : [])]
+    .map((side) => `${side} ${median(r[side].map((x, i) => time(r.naive[i]) / time(x))).toFixed(2)}x`);
+  console.log(`  combined over the naive queue (median of per-round ratios): ${overNaive.join('   ')}`);
   for (const b of builds.slice(1)) {
     const a = builds[0].name;
     const row = (f) => r[b.name].map((x, i) => f(x) / f(r[a][i]));

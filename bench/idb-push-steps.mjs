@@ -2,7 +2,7 @@
 // push, session 13"): headless Chromium, durability strict, a cross-origin-isolated page (5 us timers), the
 // module of each --build DIR (a staged module: queen-edge.js and queen_edge_bg.wasm) imported from its own URL.
 //
-//   node bench/idb-push-steps.mjs --build a=DIR [--build b=DIR] [--batch 100] [--calls 200] [--light] [--cpu]
+//   node bench/idb-push-steps.mjs --build a=DIR [--build b=DIR] [--batch 100] [--calls 200] [--light] [--cpu [--pop]]
 //
 // Marks, each the first of its kind within a push: the fluent call starts; `JSON.stringify` of the request
 // is entered and returns; the broker's `handle` is called; `IDBDatabase.transaction` is entered and returns;
@@ -12,7 +12,9 @@
 // transaction, `commit()` and `complete` (the other wrappers and the idle probe cost the page tens of us). Printed per build: the median microseconds
 // between consecutive marks and the total (the builds' pushes interleaved one by one). With --cpu, instead a
 // CDP CPU profile of the pushes of each build (self time by category, then the top functions by self and
-// wasm functions by inclusive time, us a push; a profile inflates native and boundary calls: read proportions).
+// wasm functions by inclusive time, us a push; a profile inflates native and boundary calls: read proportions);
+// with --cpu --pop, of pop+ack calls instead (`pop` of `batch` then `ack` of what it returned; the pushes that fill the queue
+// run before the profile starts).
 // A measuring tool: prints only.
 import { loadavg } from 'node:os';
 import { readFile } from 'node:fs/promises';
@@ -29,6 +31,7 @@ const batch = Number(values('--batch')[0] ?? 100);
 const calls = Number(values('--calls')[0] ?? 200);
 const cpu = args.includes('--cpu');
 const light = args.includes('--light');
+const pop = args.includes('--pop');
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const TYPES = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.map': 'application/json' };
 
@@ -49,12 +52,14 @@ try {
     await route.fulfill({ response, headers: { ...response.headers(), ...isolation } });
   });
   const page = await openPage(context, env.url, 'push-steps');
-  await page.evaluate(async ({ names, light }) => {
+  await page.evaluate(async ({ names, light, cpu }) => {
     window.mods = {};
     for (const name of names) window.mods[name] = await import(`/ab/${name}/queen-edge.js`);
     window.marks = null;
     const mark = (k) => { const c = window.marks; if (c && !(k in c)) c[k] = performance.now(); };
     window.mark = mark;
+    // A profile gets no marks: their wrappers would show in it.
+    if (cpu) return;
     const tx = IDBDatabase.prototype.transaction;
     IDBDatabase.prototype.transaction = function (...a) {
       const rw = a[1] === 'readwrite';
@@ -99,7 +104,7 @@ try {
     Reflect.set = function (...a) { const c = window.marks; if (c && 'complete' in c) mark('object0'); return reflectSet.apply(this, a); };
     const decode = TextDecoder.prototype.decode;
     TextDecoder.prototype.decode = function (...a) { const big = a[0] && a[0].length > 200; if (big) mark('decode0'); const r = decode.apply(this, a); if (big) mark('decode1'); return r; };
-  }, { names: builds.map((b) => b.name), light });
+  }, { names: builds.map((b) => b.name), light, cpu });
 
   const result = await page.evaluate(async ({ names, batch, calls, prefix, cpu }) => {
     const text = 'x'.repeat(100);
@@ -157,16 +162,23 @@ try {
     await cdp.send('Profiler.enable');
     await cdp.send('Profiler.setSamplingInterval', { interval: 50 });
     for (const { name } of builds) {
-      await cdp.send('Profiler.start');
-      const wall = await page.evaluate(async ({ name, batch, calls }) => {
+      // With --pop, the pushes run first, off the profile, and the pops + acks of the same messages are profiled.
+      const run = (phase) => page.evaluate(async ({ name, batch, calls, phase }) => {
         const text = 'x'.repeat(100);
         const q = (window.qs ||= {})[name] ||= await window.mods[name].Queen.open({ name: 'cpu-' + name + Math.random() });
         const t0 = performance.now();
-        for (let i = 0; i < calls; i++) await q.queue('bench').push(Array.from({ length: batch }, (_, k) => ({ data: { i: i * batch + k, text } })));
+        for (let i = 0; i < calls; i++) {
+          if (phase === 'push') await q.queue('bench').push(Array.from({ length: batch }, (_, k) => ({ data: { i: i * batch + k, text } })));
+          else await q.ack(await q.queue('bench').batch(batch).wait(false).pop(), true);
+        }
         return performance.now() - t0;
-      }, { name, batch, calls });
+      }, { name, batch, calls, phase });
+      if (pop) await run('push');
+      await cdp.send('Profiler.start');
+      const wall = await run(pop ? 'pop' : 'push');
       const { profile } = await cdp.send('Profiler.stop');
-      summarize(`${name}: ${calls} pushes of ${batch}, ${(wall * 1000 / calls).toFixed(0)} us a push`, profile, calls);
+      const what = pop ? 'pop+ack' : 'push';
+      summarize(`${name}: ${calls} ${what} calls of ${batch}, ${(wall * 1000 / calls).toFixed(0)} us a ${what}`, profile, calls);
     }
   }
 } finally {
@@ -198,7 +210,7 @@ function summarize(title, profile, count) {
     const key = `${(f.functionName || '(anonymous)').replace(/::h[0-9a-f]{16}$/, '')} [${category === 'wasm' ? 'wasm' : f.url ? 'js:' + f.lineNumber : 'native'}]`;
     functions.set(key, (functions.get(key) || 0) + us);
   }
-  console.log(`\n${title} (CPU profile, self time, us a push; load ${load()})`);
+  console.log(`\n${title} (CPU profile, self time, us a call; load ${load()})`);
   for (const [c, us] of [...categories].sort((a, b) => b[1] - a[1])) console.log(`    ${c.padEnd(42)} ${(us / count).toFixed(0).padStart(7)}`);
   console.log('  functions by self time:');
   for (const [f, us] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(`    ${f.slice(0, 110).padEnd(110)} ${(us / count).toFixed(1).padStart(7)}`);
@@ -243,7 +255,7 @@ function summarize(title, profile, count) {
     }
   };
   for (const root of values('--root').concat(['http::handle::{{closure}}'])) {
-    console.log(`  top-down from ${root} (us a push):`);
+    console.log(`  top-down from ${root} (us a call):`);
     print(profile.nodes.filter((n) => label(n) === root), 0);
   }
 }
