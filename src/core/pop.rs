@@ -140,7 +140,7 @@ impl Broker {
                 Some(name) => self.queues[&queue]
                     .partitions
                     .get(name)
-                    .copied()
+                    .map(|pid| **pid)
                     .into_iter()
                     .collect(),
                 None => Vec::new(),
@@ -220,13 +220,16 @@ impl Broker {
                 continue;
             };
             let pids: Vec<u64> = match &req.target {
-                PopTarget::Partition { partition, .. } => {
-                    q.partitions.get(partition).copied().into_iter().collect()
-                }
+                PopTarget::Partition { partition, .. } => q
+                    .partitions
+                    .get(partition)
+                    .map(|pid| **pid)
+                    .into_iter()
+                    .collect(),
                 _ => match self.groups.get(&(queue.clone(), group.clone())) {
                     Some(ready) => ready.iter().collect(),
                     // No ready set yet: every partition may be claimable.
-                    None => q.partitions.values().copied().collect(),
+                    None => q.partitions.values().map(|pid| **pid).collect(),
                 },
             };
             for pid in pids {
