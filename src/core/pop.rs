@@ -4,7 +4,6 @@ use super::api::*;
 use super::meters::Meter;
 use super::state::*;
 use super::Broker;
-use std::collections::BTreeSet;
 
 /// Most partitions autopilot claims in one pop.
 pub const AUTOPILOT_MAX_PARTITIONS: u32 = 16;
@@ -150,7 +149,10 @@ impl Broker {
                     self.claim_partition(now, &queue, pid, conflation, &mut plan, &mut reply);
                 }
             } else {
-                let mut tried = BTreeSet::new();
+                // The partitions tried so far, sorted: a list rather than a `BTreeSet` (a B-tree type of
+                // its own in the browser module). Each round scans the whole ready set against it, so a
+                // sorted insert costs no more than the round already does.
+                let mut tried: Vec<u64> = Vec::new();
                 loop {
                     if plan.budget == 0 || reply.partitions_claimed >= plan.max_partitions {
                         break;
@@ -161,7 +163,7 @@ impl Broker {
                         .get(&(queue.clone(), group.clone()))
                         .map(|s| {
                             s.iter()
-                                .filter(|pid| !tried.contains(pid))
+                                .filter(|pid| tried.binary_search(pid).is_err())
                                 .take(want)
                                 .collect()
                         })
@@ -170,7 +172,9 @@ impl Broker {
                         break;
                     }
                     for pid in batch {
-                        tried.insert(pid);
+                        if let Err(at) = tried.binary_search(&pid) {
+                            tried.insert(at, pid);
+                        }
                         if plan.budget == 0 || reply.partitions_claimed >= plan.max_partitions {
                             break;
                         }
