@@ -5,8 +5,10 @@
 //! it into the browser module (docs/decisions.md, "Browser size, session 7"). `object!` expands to the
 //! same map inserts, each a call of [`put`], and formats the error with `Display` instead (the module
 //! has that anyway); answers are plain data with string keys, which always serialize. Objects only:
-//! `{"key": value, ...}`, where a value is an expression or a nested `{...}`. The view routes, which the
-//! default build leaves out, keep `json!`.
+//! `{"key": value, ...}`, where a value is an expression or a nested `{...}`. A value that is a `Value`
+//! already (an answer built elsewhere, a list of them) is added with [`set`] after: [`value`] would copy it
+//! through serde's `Value` serializer, code the browser module has no other use for. The view routes,
+//! which the default build leaves out, keep `json!`.
 
 use serde_json::Value;
 
