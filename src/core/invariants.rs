@@ -233,8 +233,8 @@ mod tests {
             .unwrap();
         assert_eq!(reply.messages.len(), 1);
         b.ensure_group_index("q", "g");
-        let p0 = b.queues["q"].partitions["p0"];
-        let p1 = b.queues["q"].partitions["p1"];
+        let p0 = *b.queues["q"].partitions["p0"];
+        let p1 = *b.queues["q"].partitions["p1"];
         b.check_invariants().expect("a healthy broker passes");
         (b, p0, p1)
     }

@@ -453,7 +453,7 @@ impl Broker {
         let pids: Vec<u64> = self
             .queues
             .get(queue)
-            .map(|q| q.partitions.values().copied().collect())
+            .map(|q| q.partitions.values().map(|pid| **pid).collect())
             .unwrap_or_default();
         for pid in pids {
             self.refresh(queue, group, pid);

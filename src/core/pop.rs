@@ -4,7 +4,6 @@ use super::api::*;
 use super::meters::Meter;
 use super::state::*;
 use super::Broker;
-use std::collections::BTreeSet;
 
 /// Most partitions autopilot claims in one pop.
 pub const AUTOPILOT_MAX_PARTITIONS: u32 = 16;
@@ -140,7 +139,7 @@ impl Broker {
                 Some(name) => self.queues[&queue]
                     .partitions
                     .get(name)
-                    .copied()
+                    .map(|pid| **pid)
                     .into_iter()
                     .collect(),
                 None => Vec::new(),
@@ -150,7 +149,10 @@ impl Broker {
                     self.claim_partition(now, &queue, pid, conflation, &mut plan, &mut reply);
                 }
             } else {
-                let mut tried = BTreeSet::new();
+                // The partitions tried so far, sorted: a list rather than a `BTreeSet` (a B-tree type of
+                // its own in the browser module). Each round scans the whole ready set against it, so a
+                // sorted insert costs no more than the round already does.
+                let mut tried: Vec<u64> = Vec::new();
                 loop {
                     if plan.budget == 0 || reply.partitions_claimed >= plan.max_partitions {
                         break;
@@ -161,7 +163,7 @@ impl Broker {
                         .get(&(queue.clone(), group.clone()))
                         .map(|s| {
                             s.iter()
-                                .filter(|pid| !tried.contains(pid))
+                                .filter(|pid| tried.binary_search(pid).is_err())
                                 .take(want)
                                 .collect()
                         })
@@ -170,7 +172,9 @@ impl Broker {
                         break;
                     }
                     for pid in batch {
-                        tried.insert(pid);
+                        if let Err(at) = tried.binary_search(&pid) {
+                            tried.insert(at, pid);
+                        }
                         if plan.budget == 0 || reply.partitions_claimed >= plan.max_partitions {
                             break;
                         }
@@ -220,13 +224,16 @@ impl Broker {
                 continue;
             };
             let pids: Vec<u64> = match &req.target {
-                PopTarget::Partition { partition, .. } => {
-                    q.partitions.get(partition).copied().into_iter().collect()
-                }
+                PopTarget::Partition { partition, .. } => q
+                    .partitions
+                    .get(partition)
+                    .map(|pid| **pid)
+                    .into_iter()
+                    .collect(),
                 _ => match self.groups.get(&(queue.clone(), group.clone())) {
                     Some(ready) => ready.iter().collect(),
                     // No ready set yet: every partition may be claimable.
-                    None => q.partitions.values().copied().collect(),
+                    None => q.partitions.values().map(|pid| **pid).collect(),
                 },
             };
             for pid in pids {

@@ -63,14 +63,14 @@ impl Broker {
     /// The id of partition `name` of `queue` (which must exist), creating the partition if needed.
     pub(super) fn ensure_partition(&mut self, now: i64, queue: &str, name: &str) -> u64 {
         if let Some(pid) = self.queues.get(queue).and_then(|q| q.partitions.get(name)) {
-            return *pid;
+            return **pid;
         }
         let pid = self.config.shard.next_partition_id(self.next_partition_id);
         self.next_partition_id = pid + 1;
         self.partitions
             .insert(pid, Box::new(Partition::new(pid, queue, name, now)));
         if let Some(q) = self.queues.get_mut(queue) {
-            q.partitions.insert(name.to_string(), pid);
+            q.partitions.insert(name.to_string(), Box::new(pid));
         }
         self.save_partition(pid);
         self.save_format();
@@ -169,7 +169,7 @@ impl Broker {
             .queues
             .get(item.queue.as_str())
             .and_then(|q| q.partitions.get(partition))
-            .copied();
+            .map(|pid| **pid);
         *last = Some((&item.queue, partition, pid));
         pid
     }

@@ -494,7 +494,7 @@ impl Broker {
         }
         for p in self.partitions.values() {
             if let Some(q) = self.queues.get_mut(&p.queue) {
-                q.partitions.insert(p.name.clone(), p.id);
+                q.partitions.insert(p.name.clone(), Box::new(p.id));
             }
         }
         self.attach_segments(entries, migrated)?;

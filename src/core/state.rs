@@ -33,8 +33,10 @@ pub struct QueueRecord {
 pub struct Queue {
     /// The stored part.
     pub record: QueueRecord,
-    /// Partition name -> partition id.
-    pub partitions: BTreeMap<String, u64>,
+    /// Partition name -> partition id. The ids are boxed as the broker's maps box their values (module
+    /// `core`, `Broker`): the map is then the same `BTreeMap<String, Box<_>>` code as theirs instead of
+    /// a B-tree copy of its own in the browser module.
+    pub partitions: BTreeMap<String, Box<u64>>,
 }
 
 /// A partition's stored metadata (its messages live in segments).

@@ -20,7 +20,6 @@ use crate::core::timefmt::{iso_millis, parse_iso};
 use crate::engine::PushOutcome;
 use crate::engine::{Engine, EngineError, Host};
 use crate::store::Store;
-use serde_json::Value;
 
 /// A key prefix no record uses: `/health` scans it to check that the store answers.
 pub(super) const HEALTH_PROBE_PREFIX: &str = "\u{7f}health-probe/";
@@ -348,8 +347,8 @@ impl Route {
                 let target = wire::seek_target(body)?;
                 let reply = engine.seek(&group, &queue, target).await?;
                 let (to_end, ts) = match target {
-                    SeekTarget::End => (true, Value::Null),
-                    SeekTarget::Timestamp(ms) => (false, Value::String(iso_millis(ms))),
+                    SeekTarget::End => (true, None),
+                    SeekTarget::Timestamp(ms) => (false, Some(iso_millis(ms))),
                 };
                 Ok(json_response(
                     200,

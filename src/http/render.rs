@@ -236,9 +236,9 @@ pub(crate) fn tx_reply(r: &TxReply) -> Value {
                 "success": a.success,
                 "transactionId": a.transaction_id,
                 "partitionId": a.partition_id,
-                "error": if a.success { Value::Null } else {
-                    Value::String(a.error.clone().filter(|e| !e.is_empty()).unwrap_or_else(|| "Ack refused".into()))
-                },
+                "error": (!a.success).then(|| {
+                    a.error.clone().filter(|e| !e.is_empty()).unwrap_or_else(|| "Ack refused".into())
+                }),
                 "dlq": a.dlq,
                 "leaseReleased": a.lease_released,
             }),
@@ -247,8 +247,8 @@ pub(crate) fn tx_reply(r: &TxReply) -> Value {
     let mut body = object!({
         "transactionId": r.transaction_id,
         "success": r.success,
-        "results": results,
     });
+    set(&mut body, "results", Value::Array(results));
     if !r.success {
         let error = r
             .error
@@ -285,15 +285,16 @@ pub(crate) fn options(o: &QueueOptions) -> Value {
 
 /// The `/configure` answer.
 pub(crate) fn configure_reply(r: &ConfigureReply) -> Value {
-    object!({
+    let mut reply = object!({
         "configured": true,
         "queueId": r.queue_id,
         "partitionId": r.partition_id,
         "queue": r.queue,
         "namespace": r.namespace,
         "task": r.task,
-        "options": options(&r.options),
-    })
+    });
+    set(&mut reply, "options", options(&r.options));
+    reply
 }
 
 /// One dead letter (contract §1.8): `createdAt` equals `failedAt`; `producerSub` is always null.

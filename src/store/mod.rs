@@ -45,28 +45,30 @@ pub struct KeyRange {
 ///
 /// One ordered map from key to its last write in this set (`Some(value)`: put; `None`: delete), so a key
 /// is never both put and deleted and a commit is deterministic. (One map rather than a put map and a
-/// delete set: one B-tree key/value type fewer in the browser module, docs/decisions.md.)
+/// delete set, and its writes boxed as the core's maps box their values: the map is then the same
+/// `BTreeMap<String, Box<_>>` code as theirs, not a B-tree copy of its own in the browser module,
+/// docs/decisions.md.)
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ChangeSet {
-    writes: BTreeMap<String, Option<Vec<u8>>>,
+    writes: BTreeMap<String, Box<Option<Vec<u8>>>>,
 }
 
 impl ChangeSet {
     /// Records `value` under `key`, replacing any earlier put or delete of it in this set.
     pub fn put(&mut self, key: impl Into<String>, value: Vec<u8>) {
-        self.writes.insert(key.into(), Some(value));
+        self.writes.insert(key.into(), Box::new(Some(value)));
     }
 
     /// Records the removal of `key`, replacing any earlier put of it in this set.
     pub fn delete(&mut self, key: impl Into<String>) {
-        self.writes.insert(key.into(), None);
+        self.writes.insert(key.into(), Box::new(None));
     }
 
     /// The records to write, in key order.
     pub fn puts(&self) -> impl Iterator<Item = (&String, &Vec<u8>)> + '_ {
         self.writes
             .iter()
-            .filter_map(|(key, value)| value.as_ref().map(|v| (key, v)))
+            .filter_map(|(key, value)| value.as_ref().as_ref().map(|v| (key, v)))
     }
 
     /// The keys to remove, in key order.

@@ -22,7 +22,7 @@ impl Broker {
             .ok_or_else(|| CoreError::not_found(format!("Queue {queue} not found")))?
             .partitions
             .values()
-            .copied()
+            .map(|pid| **pid)
             .collect();
         let mut updated = 0;
         for pid in pids {
@@ -64,7 +64,7 @@ impl Broker {
             .queues
             .get(queue)
             .and_then(|q| q.partitions.get(partition))
-            .copied()
+            .map(|pid| **pid)
             .ok_or_else(|| CoreError::not_found("Partition not found"))?;
         let cursor = self.partitions[&pid].next_offset as i64 - 1;
         self.seek_lane(now, pid, &group, cursor);
@@ -142,7 +142,7 @@ impl Broker {
             let pids: Vec<u64> = self
                 .queues
                 .get(queue)
-                .map(|q| q.partitions.values().copied().collect())
+                .map(|q| q.partitions.values().map(|pid| **pid).collect())
                 .unwrap_or_default();
             for pid in pids {
                 let untouched = self.partitions[&pid]

@@ -45,7 +45,7 @@ impl Broker {
             return false;
         };
         self.changes.delete(queue_key(queue));
-        for pid in q.partitions.values() {
+        for pid in q.partitions.values().map(|pid| &**pid) {
             if let Some(p) = self.partitions.remove(pid) {
                 self.changes.delete(partition_key(*pid));
                 for seg in &p.segments {

@@ -21,7 +21,11 @@ impl Broker {
                 let age_ms = o.retention_s.saturating_mul(1000).min(i64::MAX as u64) as i64;
                 self.forget_deliveries(&queue, Some(now.saturating_sub(age_ms)));
             }
-            let pids: Vec<u64> = self.queues[&queue].partitions.values().copied().collect();
+            let pids: Vec<u64> = self.queues[&queue]
+                .partitions
+                .values()
+                .map(|pid| **pid)
+                .collect();
             for pid in pids {
                 let p = &self.partitions[&pid];
                 let mut new_first = p.first_offset;
