@@ -270,8 +270,13 @@ impl Broker {
                 self.mode.first_seq = self.mode.next_seq;
             }
             self.mode.next_seq += 1;
-            // Kept until maintenance ends: not holding the request's body.
-            let mut stored = item.clone().detached();
+            // Kept until maintenance ends: not holding the request's body. The transaction id is the minted
+            // or given one, set after detaching so that it is copied once.
+            let mut stored = PushItem {
+                transaction_id: None,
+                ..item.clone()
+            }
+            .detached();
             stored.transaction_id = Some(transaction_id.as_str().into());
             self.mode.buffer_bytes += stored.payload.len() as u64;
             self.mode.buffer.push(stored);
