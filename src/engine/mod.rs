@@ -49,7 +49,7 @@ pub trait Host {
     /// reload; a host that returns the same bits twice risks minting the same lease id twice).
     fn entropy(&self) -> u64;
     /// A future that completes once the requests the host holds for this broker have been delivered
-    /// (a few macrotasks in a JS runtime), awaited by a commit's leader before it takes the open group, so
+    /// (one macrotask in a JS runtime), awaited by a commit's leader before it takes the open group, so
     /// that the commands of those requests ride in the same commit; `None` (the default): commit at
     /// once. Worth it where a commit's cost is mostly per commit and nothing else would group them: a
     /// store whose commit completes in the call that starts it (Durable Object SQLite).

@@ -10,21 +10,9 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use crate::auto_sharing::AutoSharing;
 
-/// How many event-loop turns (`setTimeout(0)`, one after the other) a commit's leader gathers for.
-///
-/// While a commit blocks the object (SQLite's `fsync` on a self-hosted workerd with its state on disk),
-/// the other clients' requests wait in workerd; after it they reach the object over several turns of
-/// the event loop (a request goes through the entry Worker and the hop to the object before its body
-/// is read), not all in the first. A leader that yields for one turn takes only those already there;
-/// a few turns let more of them ride in its commit, so fewer commits are made per request. A lone
-/// request pays the turns only at the leads the engine's backoff still gathers at
-/// (`queen_edge::engine`'s group commit, *Gathering*). The count is measured, not derived:
-/// docs/decisions.md, "More requests per shared commit on disk".
-pub const GATHER_TURNS: u32 = 4;
-
 /// Clock from `Date.now()`, sleeps through `setTimeout` (`worker::Delay`), entropy from
-/// `crypto.getRandomValues`; when [`Sharing`] says so, a commit's leader gathers through
-/// [`GATHER_TURNS`] `setTimeout(0)`s in a row, during which workerd delivers the requests it holds.
+/// `crypto.getRandomValues`; when [`Sharing`] says so, a commit's leader gathers through one
+/// `setTimeout(0)`, during which workerd delivers the requests it holds.
 ///
 /// In a deployed Worker `Date.now()` advances only across I/O (Spectre mitigation); the engine only needs it
 /// to be monotonic per request, which it is.
@@ -73,11 +61,7 @@ impl Host for WorkerHost {
         if !self.sharing.now() {
             return None;
         }
-        Some(Box::pin(async {
-            for _ in 0..GATHER_TURNS {
-                worker::Delay::from(Duration::from_millis(0)).await;
-            }
-        }))
+        Some(Box::pin(worker::Delay::from(Duration::from_millis(0))))
     }
 
     fn entropy(&self) -> u64 {
