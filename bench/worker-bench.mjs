@@ -35,9 +35,11 @@ async function startQueenEdge(stateDir) {
   return { name: 'queen-edge', port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
 }
 
-async function rowsWritten(b) {
+/** The broker's storage counters (`GET /api/v1/status`): rows written, and Durable Object commits (queen-edge
+ * only; the naive queue commits once per request). */
+async function storageCounters(b) {
   const r = await request(b.port, 'GET', '/api/v1/status');
-  return JSON.parse(r.body).storage.rowsWritten;
+  return JSON.parse(r.body).storage;
 }
 
 // ---------------------------------------------------------------- runs
@@ -54,19 +56,22 @@ const pct = (xs, p) => {
 };
 
 async function measure(b, fn) {
-  const rows0 = await rowsWritten(b);
+  const s0 = await storageCounters(b);
   const cpu0 = cpuNs(b.pid);
   const t0 = performance.now();
   const r = await fn();
   const elapsed = (performance.now() - t0) / 1000;
   const cpu = cpuNs(b.pid) - cpu0;
-  const rows = (await rowsWritten(b)) - rows0;
+  const s1 = await storageCounters(b);
   const m = Math.max(1, r.messages);
   return {
-    ...r, elapsed, msgsPerSec: r.messages / elapsed, cpuUsPerMsg: cpu / 1000 / m, rowsPerMsg: rows / m,
-    cpuShare: cpu / 1e9 / elapsed,
+    ...r, elapsed, msgsPerSec: r.messages / elapsed, cpuUsPerMsg: cpu / 1000 / m,
+    rowsPerMsg: (s1.rowsWritten - s0.rowsWritten) / m, cpuShare: cpu / 1e9 / elapsed,
+    commitsPer100: s0.commits === undefined ? null : (100 * (s1.commits - s0.commits)) / m,
   };
 }
+
+const per100 = (r) => (r.commitsPer100 === null ? '' : `  commits ${r.commitsPer100.toFixed(2)}/100 msg`);
 
 async function pushRun(b, queue, batch, size, seconds = SECONDS) {
   return measure(b, async () => {
@@ -171,7 +176,7 @@ for (const storage of STORAGE) {
           const queue = `q${size}-${batch}`;
           const push = await pushRun(b, queue, batch, size);
           console.log(`${tag(b)} push    ${push.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${push.cpuUsPerMsg.toFixed(1)} us/msg`
-            + `  rows ${push.rowsPerMsg.toFixed(3)}/msg  p50 ${push.p50?.toFixed(1)} ms  p99 ${push.p99?.toFixed(1)} ms`
+            + `  rows ${push.rowsPerMsg.toFixed(3)}/msg${per100(push)}  p50 ${push.p50?.toFixed(1)} ms  p99 ${push.p99?.toFixed(1)} ms`
             + `${push.failed ? `  failed ${push.failed}` : ''}`);
           cell[b.name] = { push, queue };
         }
@@ -179,7 +184,7 @@ for (const storage of STORAGE) {
           const { queue, push } = cell[b.name];
           const pa = await popAckRun(b, queue, batch, push.messages);
           console.log(`${tag(b)} pop+ack ${pa.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${pa.cpuUsPerMsg.toFixed(1)} us/msg`
-            + `  rows ${pa.rowsPerMsg.toFixed(3)}/msg  p50 ${pa.p50?.toFixed(1)} ms  p99 ${pa.p99?.toFixed(1)} ms`
+            + `  rows ${pa.rowsPerMsg.toFixed(3)}/msg${per100(pa)}  p50 ${pa.p50?.toFixed(1)} ms  p99 ${pa.p99?.toFixed(1)} ms`
             + `  (${pa.messages} of ${push.messages}${pa.drained ? ', drained' : ''}, ${pa.empty} empty pops)${pa.failed ? `  failed ${pa.failed}` : ''}`);
           cell[b.name].popack = pa;
         }
@@ -228,6 +233,9 @@ md.push(`- Load: node \`http\` with keep-alive, ${CONNECTIONS} connections, on t
   + "the process's start (V8 compiles the hot wasm functions in the background during the first seconds).");
 md.push('- **CPU us/msg**: CPU time of the whole workerd process (all threads: HTTP, entry Worker, object, SQLite) '
   + 'during the row, from `/proc/PID/task/*/schedstat`, divided by messages. The load generator is not in it.');
+md.push('- **commits/100 msg**: queen-edge\'s Durable Object commits per 100 messages (`storage.commits` of '
+  + '`GET /api/v1/status`); at one commit per request it is 100 / batch for push and twice that for pop+ack (a pop '
+  + 'and an ack), less when requests share commits. The naive queue commits once per request.');
 md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `storage.rowsWritten` '
   + '(`GET /api/v1/status`; one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` table, or in '
   + '`queen_seg`, the rowid table of segments since session 10; neither has a secondary index, so one b-tree '
@@ -244,19 +252,20 @@ md.push('');
 for (const run of runs) {
   md.push(`### State on ${run.storage === 'tmpfs' ? 'tmpfs' : 'disk'}: ${run.fs}`);
   md.push('');
-  md.push('| payload | batch | broker | push msg/s | pop+ack msg/s | push CPU us/msg | pop+ack CPU us/msg | push rows/msg | pop+ack rows/msg | push p50 / p99 ms | pop+ack req p50 / p99 ms |');
-  md.push('|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  md.push('| payload | batch | broker | push msg/s | pop+ack msg/s | push CPU us/msg | pop+ack CPU us/msg | push rows/msg | pop+ack rows/msg | commits/100 msg push / pop+ack | push p50 / p99 ms | pop+ack req p50 / p99 ms |');
+  md.push('|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const c of run.results) {
     for (const name of names) {
       const { push, popack: pa } = c[name];
       md.push(`| ${c.size} B | ${c.batch} | ${name} | ${k(push.msgsPerSec)} | ${k(pa.msgsPerSec)}${pa.drained ? ' (d)' : ''} | `
         + `${f1(push.cpuUsPerMsg)} | ${f1(pa.cpuUsPerMsg)} | ${f3(push.rowsPerMsg)} | ${f3(pa.rowsPerMsg)} | `
+        + `${push.commitsPer100 === null ? '' : `${f3(push.commitsPer100)} / ${f3(pa.commitsPer100)}`} | `
         + `${push.p50.toFixed(1)} / ${push.p99.toFixed(1)} | ${pa.p50?.toFixed(1)} / ${pa.p99?.toFixed(1)} |`);
     }
     const q = c['queen-edge'];
     const n = c['naive DO queue'];
     md.push(`| | | *queen-edge / naive* | *${ratio(q.push.msgsPerSec, n.push.msgsPerSec)}* | *${ratio(q.popack.msgsPerSec, n.popack.msgsPerSec)}* | `
-      + `*${ratio(q.push.cpuUsPerMsg, n.push.cpuUsPerMsg)}* | *${ratio(q.popack.cpuUsPerMsg, n.popack.cpuUsPerMsg)}* | | | | |`);
+      + `*${ratio(q.push.cpuUsPerMsg, n.push.cpuUsPerMsg)}* | *${ratio(q.popack.cpuUsPerMsg, n.popack.cpuUsPerMsg)}* | | | | | |`);
   }
   md.push('');
 }

@@ -3,11 +3,12 @@
 // follows it are told apart) and the store's commits (queen-edge) and rows written per request
 // (`/api/v1/status` `storage`, which both answer; read in a separate pass so that its own requests are not in
 // the CPU figures). The counts do not move with the machine's load; the CPU does. Each build and the naive queue
-// (bench/naive-do) on its own workerd, state on tmpfs, 10 partitions, 64 B payloads, `--passes` alternating
-// passes (median per build). Prints only; not part of scripts/test.
+// (bench/naive-do) on its own workerd, state on tmpfs (or the disk, `--state disk`: each commit then reaches the
+// file system, and with one connection every request commits alone), 10 partitions, 64 B payloads, `--passes`
+// alternating passes (median per build). Prints only; not part of scripts/test.
 //
 //   node bench/worker-counts.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--no-naive] [--batch 1]
-//                                [--requests 300] [--passes 5]
+//                                [--requests 300] [--passes 5] [--state tmpfs|disk]
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +22,8 @@ const BATCH = Number(opt('--batch', 1));
 const REQUESTS = Number(opt('--requests', 300));
 const PASSES = Number(opt('--passes', 5));
 const NAIVE = !argv.includes('--no-naive');
+const STATE = opt('--state', 'tmpfs');
+if (!['tmpfs', 'disk'].includes(STATE)) throw new Error(`--state is tmpfs or disk, got ${STATE}`);
 const request = requester(1);
 const payload = (n) => ({ n, pad: 'x'.repeat(Math.max(0, 64 - JSON.stringify({ n, pad: '' }).length)) });
 
@@ -73,7 +76,7 @@ async function pass(b, queue, counting) {
 }
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)]; };
-const root = mkdtempSync(join('/dev/shm', 'queen-edge-counts-'));
+const root = mkdtempSync(join(STATE === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-counts-'));
 const load0 = os.loadavg()[0];
 const brokers = [];
 try {
@@ -90,7 +93,7 @@ try {
       for (const op of ['push', 'pop', 'ack']) cpu.get(b.name)[op].push(acc[op].cpu / acc[op].requests);
     }
   }
-  console.log(`batch ${BATCH}, 64 B, 1 connection, ${REQUESTS} requests of each kind per pass, ${PASSES} passes; `
+  console.log(`batch ${BATCH}, 64 B, 1 connection, ${REQUESTS} requests of each kind per pass, ${PASSES} passes, state on ${STATE}; `
     + `load average ${load0.toFixed(1)} -> ${os.loadavg()[0].toFixed(1)}`);
   console.log('| broker | op | workerd CPU us/request, median (min to max) | commits | rows written |');
   console.log('|---|---|---:|---:|---:|');
