@@ -1,4 +1,5 @@
-// What the worker benchmarks share: a keep-alive HTTP client for a local port and the CPU time of a process.
+// What the worker benchmarks share: a keep-alive HTTP client for a local port, the CPU time of a process, the
+// push and pop+ack load, a broker's storage counters, and the arithmetic of alternating rounds.
 import http from 'node:http';
 import { readFileSync, readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -38,12 +39,14 @@ export function cpuNs(pid) {
 /**
  * The load of the worker benchmarks over `request` (a `requester`): `connections` clients, `partitions`
  * partitions, payloads of `payloadBytes` as JSON text. A broker `b` is `{ name, port, pid }`; each run returns
- * `{ messages, msgsPerSec, cpuUsPerMsg }` (workerd CPU of `b.pid` over the run, per message).
+ * `{ messages, elapsed, msgsPerSec, cpuUsPerMsg, latencies }` (workerd CPU of `b.pid` over the run, per message;
+ * `latencies`: each request's time in ms). An answer other than the expected status throws.
  * - `push(b, queue, batch, seconds)`: each client sends `batch` messages to one partition (round robin) per
  *   request, for `seconds`.
  * - `popAck(b, queue, batch, available, seconds)`: each client pops `batch` queue-wide (`wait=false`) and acks
  *   what it got in one `/ack/batch`, until `available` messages are acked or `seconds` pass; an empty pop
- *   waits 1 ms.
+ *   waits 1 ms. Its result adds `empty` (empty pops) and `drained` (all `available` acked in time); its
+ *   `latencies` hold the pops' and the acks' alike.
  */
 export function loadDriver({ request, connections, partitions, payloadBytes }) {
   const payload = (n) => {
@@ -51,16 +54,23 @@ export function loadDriver({ request, connections, partitions, payloadBytes }) {
     return { n, pad: 'x'.repeat(Math.max(0, payloadBytes - base)) };
   };
   const measure = async (b, fn) => {
+    const latencies = [];
+    const timed = async (...args) => {
+      const t = performance.now();
+      const res = await request(...args);
+      latencies.push(performance.now() - t);
+      return res;
+    };
     const cpu0 = cpuNs(b.pid);
     const t0 = performance.now();
-    const messages = await fn();
+    const r = await fn(timed);
     const elapsed = (performance.now() - t0) / 1000;
     const cpu = cpuNs(b.pid) - cpu0;
-    return { messages, msgsPerSec: messages / elapsed, cpuUsPerMsg: cpu / 1000 / Math.max(1, messages) };
+    return { ...r, elapsed, msgsPerSec: r.messages / elapsed, cpuUsPerMsg: cpu / 1000 / Math.max(1, r.messages), latencies };
   };
   const clients = (fn) => Promise.all(Array.from({ length: connections }, fn));
 
-  const push = (b, queue, batch, seconds) => measure(b, async () => {
+  const push = (b, queue, batch, seconds) => measure(b, async (timed) => {
     let n = 0;
     let reqNo = 0;
     let messages = 0;
@@ -73,21 +83,23 @@ export function loadDriver({ request, connections, partitions, payloadBytes }) {
           const i = n++;
           items.push({ queue, partition, transactionId: `${queue}-${i}`, payload: payload(i) });
         }
-        const res = await request(b.port, 'POST', '/api/v1/push', JSON.stringify({ items }));
+        const res = await timed(b.port, 'POST', '/api/v1/push', JSON.stringify({ items }));
         if (res.status !== 201) throw new Error(`${b.name} push ${res.status}: ${res.body.slice(0, 200)}`);
         messages += batch;
       }
     });
-    return messages;
+    return { messages };
   });
 
-  const popAck = (b, queue, batch, available, seconds) => measure(b, async () => {
+  const popAck = (b, queue, batch, available, seconds) => measure(b, async (timed) => {
     let messages = 0;
+    let empty = 0;
     const deadline = performance.now() + seconds * 1000;
     await clients(async () => {
       while (performance.now() < deadline && messages < available) {
-        const pop = await request(b.port, 'GET', `/api/v1/pop/queue/${queue}?batch=${batch}&wait=false`);
+        const pop = await timed(b.port, 'GET', `/api/v1/pop/queue/${queue}?batch=${batch}&wait=false`);
         if (pop.status === 204) {
+          empty++;
           await new Promise((r) => setTimeout(r, 1));
           continue;
         }
@@ -95,15 +107,56 @@ export function loadDriver({ request, connections, partitions, payloadBytes }) {
         const acknowledgments = JSON.parse(pop.body).messages.map((m) => ({
           transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
         }));
-        const ack = await request(b.port, 'POST', '/api/v1/ack/batch', JSON.stringify({ acknowledgments }));
+        const ack = await timed(b.port, 'POST', '/api/v1/ack/batch', JSON.stringify({ acknowledgments }));
         if (ack.status !== 200) throw new Error(`${b.name} ack ${ack.status}: ${ack.body.slice(0, 200)}`);
         messages += JSON.parse(ack.body).filter((r) => r.success).length;
       }
     });
-    return messages;
+    return { messages, empty, drained: messages >= available };
   });
 
   return { push, popAck };
+}
+
+/**
+ * `run()`'s result (a `loadDriver` run on broker `b`) with what `b`'s storage counters (`GET /api/v1/status`,
+ * `storage`) moved by meanwhile: `rowsPerMsg`, rows written per message, and `commitsPer100`, Durable Object
+ * commits per 100 messages (null for a broker that does not count commits: the naive queue commits once per
+ * request). The counters are read outside the run, so their requests are not in its CPU time.
+ */
+export async function withStorage(request, b, run) {
+  const counters = async () => JSON.parse((await request(b.port, 'GET', '/api/v1/status')).body).storage;
+  const s0 = await counters();
+  const r = await run();
+  const s1 = await counters();
+  const m = Math.max(1, r.messages);
+  return {
+    ...r,
+    rowsPerMsg: (s1.rowsWritten - s0.rowsWritten) / m,
+    commitsPer100: s0.commits === undefined ? null : (100 * (s1.commits - s0.commits)) / m,
+  };
+}
+
+// ---------------------------------------------------------------- rounds
+/** The order in which `items` take their turn in round `round`: rotated by one each round, so that in
+ * alternating rounds each goes first (and after each of the others) alike. */
+export const roundOrder = (items, round) => items.map((_, i) => items[(i + round) % items.length]);
+
+/** The median of `xs` (the upper one of an even count). */
+export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** The `p`-th percentile of `xs` (nearest rank), or null for none. */
+export const percentile = (xs, p) => {
+  if (!xs.length) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
+};
+
+/** Paired rounds of two brokers: the median of the per-round ratios `a[i] / b[i]`, and in how many rounds `a`
+ * was ahead (`higherIsBetter`: a above b; otherwise a below b). */
+export function pairedRatio(a, b, higherIsBetter = true) {
+  const ratios = a.map((x, i) => x / b[i]);
+  return { ratio: median(ratios), ahead: ratios.filter((r) => (higherIsBetter ? r > 1 : r < 1)).length, rounds: ratios.length };
 }
 
 /**

@@ -17,7 +17,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, loadDriver, requester } from './load.mjs';
+import { buildsFromArgs, loadDriver, median, requester, roundOrder, withStorage } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -41,9 +41,6 @@ async function startBuild(build, stateDir) {
   return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop, commits: true };
 }
 
-/** The Durable Object commits broker `b` made so far (`/api/v1/status` storage.commits), or null for the naive queue. */
-const commitsOf = async (b) => (b.commits ? JSON.parse((await request(b.port, 'GET', '/api/v1/status')).body).storage.commits : null);
-
 const { push, popAck } = loadDriver({ request, connections: CONNECTIONS, partitions: PARTITIONS, payloadBytes: PAYLOAD });
 
 // Every thread of every workerd and of this client at QE_AB_NICE (default -10; needs root; 0 to skip), so that
@@ -59,7 +56,6 @@ function renice(pids) {
   } catch { console.log('[ab] could not renice (not root?): measured processes share the CPU at normal priority'); }
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const stateRoot = mkdtempSync(join(STATE === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-ab-'));
 const brokers = [];
 const results = new Map(); // `${broker}|${batch}|${op}` -> [{cpuUsPerMsg, msgsPerSec}]
@@ -77,24 +73,16 @@ try {
   renice([process.pid, ...brokers.map((b) => b.pid)]);
   for (let round = 0; round < ROUNDS; round++) {
     for (const batch of BATCHES) {
-      const order = brokers.map((_, i) => brokers[(i + round) % brokers.length]);
-      for (const b of order) {
+      for (const b of roundOrder(brokers, round)) {
         const queue = `r${round}-b${batch}`;
-        const c0 = await commitsOf(b);
-        const p = await push(b, queue, batch, SECONDS);
-        const c1 = await commitsOf(b);
-        const pa = await popAck(b, queue, batch, p.messages, SECONDS);
-        const c2 = await commitsOf(b);
-        if (c0 !== null) {
-          p.commitsPer100 = (100 * (c1 - c0)) / Math.max(1, p.messages);
-          pa.commitsPer100 = (100 * (c2 - c1)) / Math.max(1, pa.messages);
-        }
+        const p = await withStorage(request, b, () => push(b, queue, batch, SECONDS));
+        const pa = await withStorage(request, b, () => popAck(b, queue, batch, p.messages, SECONDS));
         for (const [op, r] of [['push', p], ['pop+ack', pa]]) {
           const key = `${b.name}|${batch}|${op}`;
           if (!results.has(key)) results.set(key, []);
           results.get(key).push(r);
         }
-        const per100 = (r) => (r.commitsPer100 === undefined ? '' : ` ${r.commitsPer100.toFixed(1)} commits/100 msg`);
+        const per100 = (r) => (r.commitsPer100 === null ? '' : ` ${r.commitsPer100.toFixed(1)} commits/100 msg`);
         console.log(`[ab] round ${round + 1} batch ${String(batch).padStart(3)} ${b.name.padEnd(10)} push ${p.cpuUsPerMsg.toFixed(1)} us/msg `
           + `${p.msgsPerSec.toFixed(0)} msg/s, pop+ack ${pa.cpuUsPerMsg.toFixed(1)} us/msg ${pa.msgsPerSec.toFixed(0)} msg/s  (load ${os.loadavg()[0].toFixed(1)})`
           + `${per100(p)}${per100(pa)}`);
