@@ -1,7 +1,9 @@
 // The load generator behind scripts/bench-worker (read that script's header first). Starts queen-edge on bare
 // workerd through scripts/serve and the naive Durable Object queue (bench/naive-do/naive.js) on the same
-// workerd binary, then for each payload size and batch size, interleaving the two brokers: push for a fixed
-// time, then pop+ack the messages that push stored. Writes a markdown section to --out and prints progress.
+// workerd binary, then for each payload size and batch size, in alternating rounds (the brokers' order rotating
+// each round, a fresh queue each round): push for a fixed time, then pop+ack the messages that push stored. The
+// table gives each row's medians over its rounds and the median of the per-round ratios, so that the load of a
+// shared machine falls on both brokers alike. Writes a markdown section to --out and prints progress.
 //
 //   node bench/worker-bench.mjs [--quick] [--out FILE]
 import { execFileSync } from 'node:child_process';
@@ -9,13 +11,17 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import { join } from 'node:path';
 import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { cpuNs, requester } from './load.mjs';
+import { loadDriver, median, pairedRatio, percentile, requester, roundOrder, withStorage } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
 const QUICK = argv.includes('--quick');
 const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
+// A row's push time per broker, split over ROUNDS rounds of SECONDS / ROUNDS each (pop+ack stops at the same).
 const SECONDS = Number(process.env.QE_BENCH_SECONDS || (QUICK ? 1.5 : 4));
+const ROUNDS = Number(process.env.QE_BENCH_ROUNDS || 3);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error(`QE_BENCH_ROUNDS wants a whole number of at least 1, got ${process.env.QE_BENCH_ROUNDS}`);
+const ROUND_SECONDS = SECONDS / ROUNDS;
 const CONNECTIONS = 8;
 const PARTITIONS = 10;
 const BATCHES = [1, 10, 100];
@@ -25,118 +31,18 @@ const PAYLOADS = [64, 1024];
 const STORAGE = (process.env.QE_BENCH_STORAGE || 'disk,tmpfs').split(',')
   .filter((s) => s === 'disk' || (s === 'tmpfs' && existsSync('/dev/shm')));
 
-// ---------------------------------------------------------------- HTTP client (keep-alive, one socket per worker)
 const request = requester(CONNECTIONS);
+const drivers = new Map(PAYLOADS.map((size) => [size, loadDriver({ request, connections: CONNECTIONS, partitions: PARTITIONS, payloadBytes: size })]));
 
-// ---------------------------------------------------------------- CPU of a process (all threads, ns)
-// ---------------------------------------------------------------- the two brokers
 async function startQueenEdge(stateDir) {
   const w = await startWorker({ persistTo: stateDir, runtime: 'workerd' });
   return { name: 'queen-edge', port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
 }
 
-/** The broker's storage counters (`GET /api/v1/status`): rows written, and Durable Object commits (queen-edge
- * only; the naive queue commits once per request). */
-async function storageCounters(b) {
-  const r = await request(b.port, 'GET', '/api/v1/status');
-  return JSON.parse(r.body).storage;
-}
-
-// ---------------------------------------------------------------- runs
-/** A JSON payload whose serialized form is exactly `size` bytes. */
-function payload(size, n) {
-  const base = JSON.stringify({ n, pad: '' }).length;
-  return { n, pad: 'x'.repeat(Math.max(0, size - base)) };
-}
-
-const pct = (xs, p) => {
-  if (!xs.length) return null;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-
-async function measure(b, fn) {
-  const s0 = await storageCounters(b);
-  const cpu0 = cpuNs(b.pid);
-  const t0 = performance.now();
-  const r = await fn();
-  const elapsed = (performance.now() - t0) / 1000;
-  const cpu = cpuNs(b.pid) - cpu0;
-  const s1 = await storageCounters(b);
-  const m = Math.max(1, r.messages);
-  return {
-    ...r, elapsed, msgsPerSec: r.messages / elapsed, cpuUsPerMsg: cpu / 1000 / m,
-    rowsPerMsg: (s1.rowsWritten - s0.rowsWritten) / m, cpuShare: cpu / 1e9 / elapsed,
-    commitsPer100: s0.commits === undefined ? null : (100 * (s1.commits - s0.commits)) / m,
-  };
-}
-
-const per100 = (r) => (r.commitsPer100 === null ? '' : `  commits ${r.commitsPer100.toFixed(2)}/100 msg`);
-
-async function pushRun(b, queue, batch, size, seconds = SECONDS) {
-  return measure(b, async () => {
-    let n = 0;
-    let reqNo = 0;
-    let messages = 0;
-    let failed = 0;
-    const lat = [];
-    const deadline = performance.now() + seconds * 1000;
-    await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-      while (performance.now() < deadline) {
-        const partition = `p${reqNo++ % PARTITIONS}`;
-        const items = [];
-        for (let k = 0; k < batch; k++) {
-          const i = n++;
-          items.push({ queue, partition, transactionId: `${queue}-${i}`, payload: payload(size, i) });
-        }
-        const t = performance.now();
-        const res = await request(b.port, 'POST', '/api/v1/push', JSON.stringify({ items }));
-        lat.push(performance.now() - t);
-        if (res.status === 201) messages += batch;
-        else if (failed++ < 3) console.error(`[bench] ${b.name} push ${res.status}: ${res.body.slice(0, 200)}`);
-      }
-    }));
-    return { messages, failed, p50: pct(lat, 50), p99: pct(lat, 99) };
-  });
-}
-
-async function popAckRun(b, queue, batch, available, seconds = SECONDS) {
-  return measure(b, async () => {
-    let messages = 0;
-    let empty = 0;
-    let failed = 0;
-    const lat = [];
-    const deadline = performance.now() + seconds * 1000;
-    await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-      while (performance.now() < deadline && messages < available) {
-        let t = performance.now();
-        const pop = await request(b.port, 'GET', `/api/v1/pop/queue/${queue}?batch=${batch}&wait=false`);
-        lat.push(performance.now() - t);
-        if (pop.status === 204) {
-          empty++;
-          await new Promise((r) => setTimeout(r, 1));
-          continue;
-        }
-        if (pop.status !== 200) {
-          if (failed++ < 3) console.error(`[bench] ${b.name} pop ${pop.status}: ${pop.body.slice(0, 200)}`);
-          continue;
-        }
-        const acknowledgments = JSON.parse(pop.body).messages.map((m) => ({
-          transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId, status: 'completed',
-        }));
-        t = performance.now();
-        const ack = await request(b.port, 'POST', '/api/v1/ack/batch', JSON.stringify({ acknowledgments }));
-        lat.push(performance.now() - t);
-        if (ack.status !== 200) {
-          if (failed++ < 3) console.error(`[bench] ${b.name} ack ${ack.status}: ${ack.body.slice(0, 200)}`);
-          continue;
-        }
-        messages += JSON.parse(ack.body).filter((r) => r.success).length;
-      }
-    }));
-    return { messages, failed, empty, drained: messages >= available, p50: pct(lat, 50), p99: pct(lat, 99) };
-  });
-}
+/** Push for `seconds`, then (`popAckRun`) pop+ack what it stored, with the storage counters of each. */
+const pushRun = (b, queue, batch, size, seconds) => withStorage(request, b, () => drivers.get(size).push(b, queue, batch, seconds));
+const popAckRun = (b, queue, batch, size, available, seconds) =>
+  withStorage(request, b, () => drivers.get(size).popAck(b, queue, batch, available, seconds));
 
 /** Before the rows: `WARMUP_SECONDS` of push then pop+ack per batch size on a queue of its own, not counted,
  * so that the rows measure a warmed-up process (V8's JIT and its background compilation of the wasm, which
@@ -145,9 +51,33 @@ const WARMUP_SECONDS = Number(process.env.QE_BENCH_WARMUP_SECONDS || 1);
 async function warmUp(b) {
   for (const batch of BATCHES) {
     const push = await pushRun(b, `warmup-${batch}`, batch, 64, WARMUP_SECONDS);
-    await popAckRun(b, `warmup-${batch}`, batch, push.messages, WARMUP_SECONDS);
+    await popAckRun(b, `warmup-${batch}`, batch, 64, push.messages, WARMUP_SECONDS);
   }
 }
+
+/** One row's rounds of one broker and operation, summed up: medians over the rounds of the per-round figures,
+ * latency percentiles over all the rounds' requests together, and (pop+ack) in how many rounds it drained. */
+function summary(rounds) {
+  const med = (key) => median(rounds.map((r) => r[key]));
+  const latencies = rounds.flatMap((r) => r.latencies);
+  return {
+    rounds,
+    msgsPerSec: med('msgsPerSec'),
+    cpuUsPerMsg: med('cpuUsPerMsg'),
+    rowsPerMsg: med('rowsPerMsg'),
+    commitsPer100: rounds[0].commitsPer100 === null ? null : med('commitsPer100'),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    messages: rounds.reduce((n, r) => n + r.messages, 0),
+    drainedRounds: rounds.filter((r) => r.drained).length,
+    empty: rounds.reduce((n, r) => n + (r.empty ?? 0), 0),
+  };
+}
+
+const per100 = (r) => (r.commitsPer100 === null ? '' : `  commits ${r.commitsPer100.toFixed(2)}/100 msg`);
+const line = (r) => `${r.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${r.cpuUsPerMsg.toFixed(1)} us/msg`
+  + `  rows ${r.rowsPerMsg.toFixed(3)}/msg${per100(r)}  p50 ${r.latencies.length ? percentile(r.latencies, 50).toFixed(1) : '-'} ms`
+  + `  p99 ${r.latencies.length ? percentile(r.latencies, 99).toFixed(1) : '-'} ms`;
 
 // ---------------------------------------------------------------- main
 const fsOf = (dir) => {
@@ -171,23 +101,27 @@ for (const storage of STORAGE) {
     for (const size of PAYLOADS) {
       for (const batch of BATCHES) {
         const cell = { size, batch };
-        const tag = (b) => `[bench] ${storage.padEnd(5)} ${b.name.padEnd(14)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)}`;
-        for (const b of brokers) {
-          const queue = `q${size}-${batch}`;
-          const push = await pushRun(b, queue, batch, size);
-          console.log(`${tag(b)} push    ${push.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${push.cpuUsPerMsg.toFixed(1)} us/msg`
-            + `  rows ${push.rowsPerMsg.toFixed(3)}/msg${per100(push)}  p50 ${push.p50?.toFixed(1)} ms  p99 ${push.p99?.toFixed(1)} ms`
-            + `${push.failed ? `  failed ${push.failed}` : ''}`);
-          cell[b.name] = { push, queue };
+        const rounds = Object.fromEntries(brokers.map((b) => [b.name, { push: [], popack: [] }]));
+        const tag = (b, round) => `[bench] ${storage.padEnd(5)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)} `
+          + `round ${round + 1}/${ROUNDS} ${b.name.padEnd(14)}`;
+        for (let round = 0; round < ROUNDS; round++) {
+          const order = roundOrder(brokers, round);
+          const queue = `q${size}-${batch}-r${round}`;
+          const pushed = new Map();
+          for (const b of order) {
+            const push = await pushRun(b, queue, batch, size, ROUND_SECONDS);
+            console.log(`${tag(b, round)} push    ${line(push)}`);
+            pushed.set(b.name, push.messages);
+            rounds[b.name].push.push(push);
+          }
+          for (const b of order) {
+            const pa = await popAckRun(b, queue, batch, size, pushed.get(b.name), ROUND_SECONDS);
+            console.log(`${tag(b, round)} pop+ack ${line(pa)}  (${pa.messages} of ${pushed.get(b.name)}`
+              + `${pa.drained ? ', drained' : ''}, ${pa.empty} empty pops)  load ${os.loadavg()[0].toFixed(1)}`);
+            rounds[b.name].popack.push(pa);
+          }
         }
-        for (const b of brokers) {
-          const { queue, push } = cell[b.name];
-          const pa = await popAckRun(b, queue, batch, push.messages);
-          console.log(`${tag(b)} pop+ack ${pa.msgsPerSec.toFixed(0).padStart(6)} msg/s  cpu ${pa.cpuUsPerMsg.toFixed(1)} us/msg`
-            + `  rows ${pa.rowsPerMsg.toFixed(3)}/msg${per100(pa)}  p50 ${pa.p50?.toFixed(1)} ms  p99 ${pa.p99?.toFixed(1)} ms`
-            + `  (${pa.messages} of ${push.messages}${pa.drained ? ', drained' : ''}, ${pa.empty} empty pops)${pa.failed ? `  failed ${pa.failed}` : ''}`);
-          cell[b.name].popack = pa;
-        }
+        for (const b of brokers) cell[b.name] = { push: summary(rounds[b.name].push), popack: summary(rounds[b.name].popack) };
         run.results.push(cell);
       }
     }
@@ -203,7 +137,14 @@ const load1 = os.loadavg();
 const k = (v) => (v >= 10_000 ? `${(v / 1000).toFixed(1)}k` : v >= 1000 ? `${(v / 1000).toFixed(2)}k` : v.toFixed(0));
 const f1 = (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(1));
 const f3 = (v) => (v >= 1 ? v.toFixed(2) : v.toFixed(3));
-const ratio = (a, b) => (b > 0 ? `${(a / b).toFixed(2)}x` : 'n/a');
+/** The ratio cell of one operation and figure: the median of the per-round ratios queen-edge / naive, and in how
+ * many rounds queen-edge was ahead (more msg/s, or less CPU). */
+const ratioCell = (q, n, key, higherIsBetter) => {
+  const r = pairedRatio(q.rounds.map((x) => x[key]), n.rounds.map((x) => x[key]), higherIsBetter);
+  return Number.isFinite(r.ratio) ? `*${r.ratio.toFixed(2)}x, ${r.ahead}/${r.rounds}*` : '*n/a*';
+};
+/** A pop+ack rate's mark: (d) when every round drained what its push stored in time, (d k/R) when k rounds did. */
+const drainedMark = (pa) => (pa.drainedRounds === ROUNDS ? ' (d)' : pa.drainedRounds ? ` (d ${pa.drainedRounds}/${ROUNDS})` : '');
 const workerdVersion = JSON.parse(readFileSync(join(ROOT, 'node_modules/@cloudflare/workerd-linux-64/package.json'), 'utf8')).version;
 const cpu = os.cpus()[0]?.model?.trim() ?? 'unknown CPU';
 const machine = `${os.cpus().length} cores, ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; ${os.type()} ${os.release()}; `
@@ -212,7 +153,8 @@ const md = [];
 md.push('<!-- worker:begin -->');
 md.push('## Worker on bare workerd, against a naive Durable Object queue');
 md.push('');
-md.push(`Written by \`scripts/bench-worker${QUICK ? ' --quick' : ''}\` (${SECONDS} s per push measurement), `
+md.push(`Written by \`scripts/bench-worker${QUICK ? ' --quick' : ''}\` (${ROUNDS} rounds of ${+ROUND_SECONDS.toFixed(2)} s per `
+  + `push measurement, ${SECONDS} s per row and broker), `
   + `measured ${new Date().toISOString().slice(0, 16)}Z. Machine: ${machine}.`);
 md.push('');
 md.push('- **queen-edge**: the built Worker (`worker/build`) and its `Broker` Durable Object on bare workerd, started by '
@@ -224,15 +166,25 @@ md.push('- **naive DO queue**: `bench/naive-do/naive.js`, a hand-written JavaScr
   + 'message; no dedup, no consumer groups, no retries), behind the same kind of entry Worker, on the same workerd '
   + 'binary (its own process and config).');
 md.push(`- Load: node \`http\` with keep-alive, ${CONNECTIONS} connections, on the same machine. Push: each request `
-  + `sends \`batch\` messages to one of ${PARTITIONS} partitions (round robin) of a fresh queue, for ${SECONDS} s. `
-  + 'Pop+ack: each connection pops `batch` queue-wide (`wait=false`, no consumer group) and acks what it got in '
-  + `one \`/api/v1/ack/batch\`, until the messages the push row stored are all acked or ${SECONDS} s pass; an `
+  + `sends \`batch\` messages to one of ${PARTITIONS} partitions (round robin) of a fresh queue, for `
+  + `${+ROUND_SECONDS.toFixed(2)} s. Pop+ack: each connection pops \`batch\` queue-wide (\`wait=false\`, no consumer `
+  + 'group) and acks what it got in one `/api/v1/ack/batch`, until the messages that round\'s push stored are all '
+  + `acked or ${+ROUND_SECONDS.toFixed(2)} s pass; an `
   + 'empty pop (every partition leased by the other connections) waits 1 ms. Payload: a JSON object serialized '
   + 'to exactly 64 or 1,024 bytes. Before the rows, each broker warms up (not counted): '
   + `${WARMUP_SECONDS} s of push then of pop+ack per batch size on a queue of its own, so that no row carries `
   + "the process's start (V8 compiles the hot wasm functions in the background during the first seconds).");
+md.push(`- **Rounds**: each row is measured in ${ROUNDS} alternating rounds (\`QE_BENCH_ROUNDS\`), each on a fresh `
+  + 'queue: both brokers push in turn, then both pop+ack in the same order, which rotates every round (in one '
+  + 'round queen-edge goes first, in the next the naive queue). Each push lasts the row\'s time divided by the '
+  + `rounds (${SECONDS} s / ${ROUNDS}), so a run takes about as long as one measurement per row would. msg/s, CPU `
+  + 'us/msg, rows/msg and commits/100 msg are the medians of the rounds\' figures; the latency percentiles are '
+  + 'taken over all the rounds\' requests together (as many requests as one measurement of the whole time, and a '
+  + 'p99 that a median of short rounds would understate). The *queen-edge / naive* row is the median of the '
+  + 'ratios of the same round (queen-edge\'s figure over the naive queue\'s, both measured minutes apart at most), '
+  + 'then in how many rounds queen-edge was ahead: more msg/s, or less CPU per message.');
 md.push('- **CPU us/msg**: CPU time of the whole workerd process (all threads: HTTP, entry Worker, object, SQLite) '
-  + 'during the row, from `/proc/PID/task/*/schedstat`, divided by messages. The load generator is not in it.');
+  + 'during each round\'s measurement, from `/proc/PID/task/*/schedstat`, divided by messages. The load generator is not in it.');
 md.push('- **commits/100 msg**: queen-edge\'s Durable Object commits per 100 messages (`storage.commits` of '
   + '`GET /api/v1/status`); at one commit per request it is 100 / batch for push and twice that for pop+ack (a pop '
   + 'and an ack), less when requests share commits. The naive queue commits once per request.');
@@ -246,8 +198,8 @@ md.push('- **State**: each broker\'s SQLite files in a fresh temporary directory
   + 'tmpfs (`/dev/shm`). On the disk, workerd\'s SQLite reaches the disk at each commit, and on this machine that '
   + 'dominates small batches; tmpfs shows what the brokers themselves cost.');
 md.push(`- Load average (1 min) ${load0[0].toFixed(1)} at the start and ${load1[0].toFixed(1)} at the end of the run, `
-  + 'on 2 cores: other work shared the machine, so repeated runs differ; the two brokers of a row ran back to '
-  + 'back, which keeps their ratio fairer than the absolute figures.');
+  + 'on 2 cores: other work shared the machine, so repeated runs differ; the brokers of a row alternate round '
+  + 'by round, which keeps their ratio fairer than the absolute figures, and the rounds ahead say how steady it was.');
 md.push('');
 for (const run of runs) {
   md.push(`### State on ${run.storage === 'tmpfs' ? 'tmpfs' : 'disk'}: ${run.fs}`);
@@ -257,23 +209,24 @@ for (const run of runs) {
   for (const c of run.results) {
     for (const name of names) {
       const { push, popack: pa } = c[name];
-      md.push(`| ${c.size} B | ${c.batch} | ${name} | ${k(push.msgsPerSec)} | ${k(pa.msgsPerSec)}${pa.drained ? ' (d)' : ''} | `
+      md.push(`| ${c.size} B | ${c.batch} | ${name} | ${k(push.msgsPerSec)} | ${k(pa.msgsPerSec)}${drainedMark(pa)} | `
         + `${f1(push.cpuUsPerMsg)} | ${f1(pa.cpuUsPerMsg)} | ${f3(push.rowsPerMsg)} | ${f3(pa.rowsPerMsg)} | `
         + `${push.commitsPer100 === null ? '' : `${f3(push.commitsPer100)} / ${f3(pa.commitsPer100)}`} | `
         + `${push.p50.toFixed(1)} / ${push.p99.toFixed(1)} | ${pa.p50?.toFixed(1)} / ${pa.p99?.toFixed(1)} |`);
     }
     const q = c['queen-edge'];
     const n = c['naive DO queue'];
-    md.push(`| | | *queen-edge / naive* | *${ratio(q.push.msgsPerSec, n.push.msgsPerSec)}* | *${ratio(q.popack.msgsPerSec, n.popack.msgsPerSec)}* | `
-      + `*${ratio(q.push.cpuUsPerMsg, n.push.cpuUsPerMsg)}* | *${ratio(q.popack.cpuUsPerMsg, n.popack.cpuUsPerMsg)}* | | | | | |`);
+    md.push(`| | | *queen-edge / naive* | ${ratioCell(q.push, n.push, 'msgsPerSec', true)} | ${ratioCell(q.popack, n.popack, 'msgsPerSec', true)} | `
+      + `${ratioCell(q.push, n.push, 'cpuUsPerMsg', false)} | ${ratioCell(q.popack, n.popack, 'cpuUsPerMsg', false)} | | | | | |`);
   }
   md.push('');
 }
 const empties = runs.flatMap((run) => run.results.flatMap((c) => names
   .filter((nm) => c[nm].popack.empty > 0)
   .map((nm) => `${run.storage} ${nm} ${c.size} B batch ${c.batch}: ${c[nm].popack.empty}`)));
-md.push('(d): the pop+ack row acked everything its push row stored before its time was up (its rate is then '
-  + `messages / time to drain). Empty pops (every partition leased by other connections): ${empties.length ? empties.join('; ') : 'none'}.`);
+md.push('(d): in every round, pop+ack acked everything that round\'s push stored before its time was up (its rate '
+  + 'is then messages / time to drain); (d k/R): in k of the R rounds. Empty pops (every partition leased by other '
+  + `connections), summed over the rounds: ${empties.length ? empties.join('; ') : 'none'}.`);
 md.push('');
 md.push('Reference, not measured here: **Queen 0.15 + PostgreSQL 15**, same machine type, 8 clients, 10 partitions, '
   + '64-byte payloads, push then pop+ack with `/ack/batch`: push / pop+ack msg/s 29.0k / 13.4k at batch 100, '
