@@ -142,8 +142,12 @@ export async function withStorage(request, b, run) {
  * alternating rounds each goes first (and after each of the others) alike. */
 export const roundOrder = (items, round) => items.map((_, i) => items[(i + round) % items.length]);
 
-/** The median of `xs` (the upper one of an even count). */
-export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/** The median of `xs` (of an even count, the mean of the middle two). */
+export const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+};
 
 /** The `p`-th percentile of `xs` (nearest rank), or null for none. */
 export const percentile = (xs, p) => {
