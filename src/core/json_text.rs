@@ -115,25 +115,14 @@ impl JsonText {
 
     /// An integer, negative or not.
     pub(crate) fn int(&mut self, n: i64) -> &mut Self {
-        if n < 0 {
-            self.out.push('-');
-        }
-        self.uint(n.unsigned_abs())
+        self.out.push_str(itoa::Buffer::new().format(n));
+        self
     }
 
-    /// A non-negative integer.
-    pub(crate) fn uint(&mut self, mut n: u64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.ascii(&digits[at..])
+    /// A non-negative integer, written by `itoa` (what `serde_json` writes integers with).
+    pub(crate) fn uint(&mut self, n: u64) -> &mut Self {
+        self.out.push_str(itoa::Buffer::new().format(n));
+        self
     }
 
     /// A time as a JSON string, `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` (what `timefmt::iso_micros` writes),
