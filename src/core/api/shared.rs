@@ -68,6 +68,12 @@ impl SharedStr {
         }
     }
 
+    /// True when `other` is this very text (a clone of it, or the same part of the same text), without
+    /// comparing the text: an answer that writes a partition's names once tells its entries apart by it.
+    pub fn is_same_part(&self, other: &SharedStr) -> bool {
+        Rc::ptr_eq(&self.text, &other.text) && (self.start, self.end) == (other.start, other.end)
+    }
+
     /// True when both share one allocation (tests).
     #[cfg(test)]
     pub(crate) fn shares_with(&self, other: &SharedStr) -> bool {
@@ -227,6 +233,11 @@ mod tests {
         assert_eq!(a.len(), 7);
         assert_eq!(format!("{a}/{a:?}"), "queue-1/\"queue-1\"");
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"queue-1\"");
+        assert!(a.is_same_part(&b));
+        assert!(
+            !a.is_same_part(&SharedStr::from("queue-1")),
+            "equal text, another allocation"
+        );
         assert_eq!(String::from(b), "queue-1");
     }
 
@@ -238,6 +249,10 @@ mod tests {
         let e = SharedStr::within(&text, 7, 9).unwrap();
         assert_eq!((ab.as_str(), e.as_str()), ("ab", "é"));
         assert!(ab.shares_with(&e) && ab.shares_with(&ab.clone()));
+        assert!(
+            ab.is_same_part(&ab.clone()) && !ab.is_same_part(&e),
+            "parts of one text"
+        );
         let whole_ab = SharedStr::from("ab");
         assert_eq!(ab, whole_ab);
         assert!(ab < e && whole_ab < e);
