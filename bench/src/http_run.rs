@@ -2,11 +2,40 @@
 //! pop+acks as [`crate::run_scenario`], but each call is a request to `queen_edge::http::handle` with
 //! the JSON body a client sends (as `bench/worker-ab.mjs` builds it), so the request readers and the
 //! reply writers are timed with the engine. Bodies are built off the clock.
+//!
+//! Each request is sent by its own function ([`push_call`], [`pop_call`], [`ack_call`]), never inlined,
+//! so an instruction count can be limited to one kind of call (`valgrind --tool=callgrind
+//! --toggle-collect='*http_run::push_call*'`).
 
 use crate::{open, PayloadKind};
 use futures::executor::block_on;
-use queen_edge::http::{handle, HttpConfig, HttpRequest};
+use queen_edge::http::{handle, HttpConfig, HttpRequest, HttpResponse};
+use queen_edge::store::MemStore;
 use serde_json::Value;
+
+type BenchEngine = queen_edge::engine::Engine<MemStore, crate::BenchHost>;
+
+/// Sends one push request; it must be accepted.
+#[inline(never)]
+pub fn push_call(engine: &BenchEngine, config: &HttpConfig, request: HttpRequest) -> HttpResponse {
+    let response = block_on(handle(engine, config, request));
+    assert_eq!(response.status, 201, "push: {:?}", response.json());
+    response
+}
+
+/// Sends one pop request.
+#[inline(never)]
+pub fn pop_call(engine: &BenchEngine, config: &HttpConfig, request: HttpRequest) -> HttpResponse {
+    block_on(handle(engine, config, request))
+}
+
+/// Sends one ack request; it must succeed.
+#[inline(never)]
+pub fn ack_call(engine: &BenchEngine, config: &HttpConfig, request: HttpRequest) -> HttpResponse {
+    let response = block_on(handle(engine, config, request));
+    assert_eq!(response.status, 200, "ack: {:?}", response.json());
+    response
+}
 
 /// Push and pop+ack time per message, in microseconds.
 pub struct HttpRow {
@@ -65,9 +94,9 @@ pub fn run_http_scenario(
         let request = HttpRequest::new("POST", "/api/v1/push").with_json(body);
         phase("push");
         let start = clock_ms();
-        let response = block_on(handle(&engine, &config, request));
+        let response = push_call(&engine, &config, request);
         push_ms += clock_ms() - start;
-        assert_eq!(response.status, 201, "push: {:?}", response.json());
+        drop(response);
         host.now.set(host.now.get() + 1);
     }
 
@@ -77,11 +106,7 @@ pub fn run_http_scenario(
     while consumed < n {
         phase("pop+ack");
         let start = clock_ms();
-        let response = block_on(handle(
-            &engine,
-            &config,
-            HttpRequest::new("GET", &pop_target),
-        ));
+        let response = pop_call(&engine, &config, HttpRequest::new("GET", &pop_target));
         pop_ms += clock_ms() - start;
         if response.status != 200 {
             break;
@@ -110,9 +135,9 @@ pub fn run_http_scenario(
         let request = HttpRequest::new("POST", "/api/v1/ack/batch").with_json(body);
         phase("pop+ack");
         let start = clock_ms();
-        let response = block_on(handle(&engine, &config, request));
+        let response = ack_call(&engine, &config, request);
         pop_ms += clock_ms() - start;
-        assert_eq!(response.status, 200, "ack: {:?}", response.json());
+        drop(response);
         consumed += count;
     }
     assert_eq!(consumed, n, "every pushed message is consumed once");

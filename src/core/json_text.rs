@@ -55,6 +55,11 @@ fn needs_escape(s: &[u8]) -> bool {
         .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
+/// Where a piece of an answer that repeats from one entry to the next was written last
+/// ([`JsonText::repeat`]); nowhere yet by default.
+#[derive(Default)]
+pub(crate) struct Repeat(Option<std::ops::Range<usize>>);
+
 impl JsonText {
     /// A text written after `prefix` (kept as it is).
     pub(crate) fn after(prefix: String) -> Self {
@@ -115,25 +120,14 @@ impl JsonText {
 
     /// An integer, negative or not.
     pub(crate) fn int(&mut self, n: i64) -> &mut Self {
-        if n < 0 {
-            self.out.push('-');
-        }
-        self.uint(n.unsigned_abs())
+        self.out.push_str(itoa::Buffer::new().format(n));
+        self
     }
 
-    /// A non-negative integer.
-    pub(crate) fn uint(&mut self, mut n: u64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.ascii(&digits[at..])
+    /// A non-negative integer, written by `itoa` (what `serde_json` writes integers with).
+    pub(crate) fn uint(&mut self, n: u64) -> &mut Self {
+        self.out.push_str(itoa::Buffer::new().format(n));
+        self
     }
 
     /// A time as a JSON string, `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` (what `timefmt::iso_micros` writes),
@@ -149,6 +143,37 @@ impl JsonText {
     /// `true` or `false`.
     pub(crate) fn bool(&mut self, b: bool) -> &mut Self {
         self.raw(if b { "true" } else { "false" })
+    }
+
+    /// `s` as a JSON string after `key`, then again after `alias` (an answer's snake and camel case
+    /// keys): checked for escapes once, then copied.
+    pub(crate) fn str_twice(&mut self, key: &str, alias: &str, s: &str) -> &mut Self {
+        self.raw(key);
+        let start = self.out.len();
+        self.str(s);
+        let end = self.out.len();
+        self.raw(alias);
+        self.out.extend_from_within(start..end);
+        self
+    }
+
+    /// What `write` writes, or, when `same` says it would write what it wrote last time through
+    /// `repeat` (the same partition's names on the next entry of an answer), a copy of that text.
+    pub(crate) fn repeat(
+        &mut self,
+        repeat: &mut Repeat,
+        same: bool,
+        write: impl FnOnce(&mut Self),
+    ) -> &mut Self {
+        match &repeat.0 {
+            Some(last) if same => self.out.extend_from_within(last.clone()),
+            _ => {
+                let start = self.out.len();
+                write(self);
+                repeat.0 = Some(start..self.out.len());
+            }
+        }
+        self
     }
 
     /// A payload: its JSON text as stored.
@@ -211,6 +236,25 @@ mod tests {
                 "{b}"
             );
         }
+    }
+
+    #[test]
+    fn repeated_pieces_are_copied_only_when_the_same() {
+        let mut repeat = Repeat::default();
+        let written = text(|t| {
+            t.str_twice("{\"a\":", ",\"A\":", "x\"y");
+            // `same` before anything was written: written, not copied.
+            t.repeat(&mut repeat, true, |t| {
+                t.raw(",").str("p1");
+            });
+            t.repeat(&mut repeat, true, |_| unreachable!("copied"));
+            t.repeat(&mut repeat, false, |t| {
+                t.raw(",").str("p2");
+            });
+            t.repeat(&mut repeat, true, |_| unreachable!("copied"));
+            t.raw("}");
+        });
+        assert_eq!(written, r#"{"a":"x\"y","A":"x\"y","p1","p1","p2","p2"}"#);
     }
 
     #[test]

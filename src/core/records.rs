@@ -95,8 +95,22 @@ struct FormatRecord {
     next_partition_id: u64,
 }
 
+/// `name` with `%` written `%25` and `/` written `%2F`, so a name is one segment of a key.
 pub(super) fn esc(name: &str) -> String {
-    name.replace('%', "%25").replace('/', "%2F")
+    let mut out = String::with_capacity(name.len());
+    push_escaped(&mut out, name);
+    out
+}
+
+/// Appends [`esc`]`(name)` to `key`.
+fn push_escaped(key: &mut String, name: &str) {
+    for c in name.chars() {
+        match c {
+            '%' => key.push_str("%25"),
+            '/' => key.push_str("%2F"),
+            c => key.push(c),
+        }
+    }
 }
 
 pub(super) fn queue_key(name: &str) -> String {
@@ -245,8 +259,12 @@ pub(super) fn decode_index_entry(
         pending,
     })
 }
+/// `l/{pid:016x}/{esc(group)}`, written without the formatter (a pop and an ack write one each).
 pub(super) fn lane_key(pid: u64, group: &str) -> String {
-    format!("l/{pid:016x}/{}", esc(group))
+    let mut key = numbered_key("l/", &[pid], "/");
+    key.reserve(group.len());
+    push_escaped(&mut key, group);
+    key
 }
 pub(super) fn subscription_key(queue: &str, group: &str) -> String {
     format!("g/{}/{}", esc(queue), esc(group))
@@ -796,6 +814,11 @@ mod tests {
             );
             assert_eq!(partition_segment_prefix(pid), format!("s/{pid:016x}/"));
             assert_eq!(partition_key(pid), format!("p/{pid:016x}"));
+            for group in ["", "g", "__QUEUE_MODE__", "a/b%c", "%/%/", "é/€%"] {
+                let escaped = group.replace('%', "%25").replace('/', "%2F");
+                assert_eq!(lane_key(pid, group), format!("l/{pid:016x}/{escaped}"));
+                assert_eq!(esc(group), escaped);
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! per-field serializer calls), dead letters as borrowed structs serialized by `serde_json`. Each payload
 //! is written as the JSON text it was stored as.
 
-use super::json_text::JsonText;
+use super::json_text::{JsonText, Repeat};
 use super::object::{object, set};
 use crate::core::api::*;
 use crate::core::timefmt::{iso_micros, iso_millis};
@@ -30,11 +30,16 @@ fn push_status(status: &PushStatus) -> &'static str {
 
 /// The push answer (contract §1.2): one result per item, snake_case plus the camelCase aliases. A
 /// duplicate has no `trace_id` and no `offset`; a queued result has both (`trace_id` may be `null`).
+///
+/// The results of one partition share its names ([`SharedStr::is_same_part`]): they are written for
+/// the first and copied for the next ones.
 pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
     let mut t = JsonText::with_capacity(64 + results.len() * 480);
+    let (mut partition_id, mut names) = (Repeat::default(), Repeat::default());
     t.raw("[");
     for (i, r) in results.iter().enumerate() {
         let queued = r.status == PushStatus::Queued;
+        let previous = i.checked_sub(1).map(|p| &results[p]);
         t.raw(if i == 0 {
             "{\"index\":"
         } else {
@@ -43,25 +48,31 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
         .uint(r.index as u64)
         .raw(",\"status\":")
         .str(push_status(&r.status))
-        .raw(",\"transaction_id\":")
-        .str(&r.transaction_id)
-        .raw(",\"transactionId\":")
-        .str(&r.transaction_id)
-        .raw(",\"message_id\":")
-        .str(&r.message_id)
-        .raw(",\"messageId\":")
-        .str(&r.message_id)
-        .raw(",\"partition_id\":")
-        .str(&r.partition_id)
-        .raw(",\"partitionId\":")
-        .str(&r.partition_id);
+        .str_twice(
+            ",\"transaction_id\":",
+            ",\"transactionId\":",
+            &r.transaction_id,
+        )
+        .str_twice(",\"message_id\":", ",\"messageId\":", &r.message_id)
+        .repeat(
+            &mut partition_id,
+            previous.is_some_and(|p| p.partition_id.is_same_part(&r.partition_id)),
+            |t| {
+                t.str_twice(",\"partition_id\":", ",\"partitionId\":", &r.partition_id);
+            },
+        );
         if queued {
             t.raw(",\"trace_id\":").opt_str(r.trace_id.as_deref());
         }
-        t.raw(",\"queueName\":")
-            .str(&r.queue)
-            .raw(",\"partition\":")
-            .str(&r.partition);
+        let same_names = previous.is_some_and(|p| {
+            p.queue.is_same_part(&r.queue) && p.partition.is_same_part(&r.partition)
+        });
+        t.repeat(&mut names, same_names, |t| {
+            t.raw(",\"queueName\":")
+                .str(&r.queue)
+                .raw(",\"partition\":")
+                .str(&r.partition);
+        });
         if queued {
             t.raw(",\"offset\":").uint(r.offset);
         }
@@ -71,8 +82,23 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
     t.into_bytes()
 }
 
-/// One delivered message (contract §1.3, appendix D15): the payload is `data`.
-fn delivered(t: &mut JsonText, m: &DeliveredMessage) {
+/// One delivered message (contract §1.3, appendix D15): the payload is `data`. `previous`, the message
+/// written before it in the answer: its creation time and its partition's names and lease, when the
+/// same, are copied from what was written for it.
+fn delivered(
+    t: &mut JsonText,
+    m: &DeliveredMessage,
+    previous: Option<&DeliveredMessage>,
+    repeats: &mut [Repeat; 2],
+) {
+    let [created_at, names] = repeats;
+    let same_names = previous.is_some_and(|p| {
+        p.queue.is_same_part(&m.queue)
+            && p.partition.is_same_part(&m.partition)
+            && p.partition_id.is_same_part(&m.partition_id)
+            && p.lease_id.is_same_part(&m.lease_id)
+            && p.consumer_group.is_same_part(&m.consumer_group)
+    });
     t.raw("{\"id\":")
         .str(&m.id)
         .raw(",\"transactionId\":")
@@ -84,17 +110,25 @@ fn delivered(t: &mut JsonText, m: &DeliveredMessage) {
         .raw(",\"producerSub\":")
         .opt_str(m.producer_sub.as_deref())
         .raw(",\"createdAt\":")
-        .iso_micros(m.created_at_ms)
-        .raw(",\"queue\":")
-        .str(&m.queue)
-        .raw(",\"partition\":")
-        .str(&m.partition)
-        .raw(",\"partitionId\":")
-        .str(&m.partition_id)
-        .raw(",\"leaseId\":")
-        .str(&m.lease_id)
-        .raw(",\"consumerGroup\":")
-        .str(&m.consumer_group)
+        .repeat(
+            created_at,
+            previous.is_some_and(|p| p.created_at_ms == m.created_at_ms),
+            |t| {
+                t.iso_micros(m.created_at_ms);
+            },
+        )
+        .repeat(names, same_names, |t| {
+            t.raw(",\"queue\":")
+                .str(&m.queue)
+                .raw(",\"partition\":")
+                .str(&m.partition)
+                .raw(",\"partitionId\":")
+                .str(&m.partition_id)
+                .raw(",\"leaseId\":")
+                .str(&m.lease_id)
+                .raw(",\"consumerGroup\":")
+                .str(&m.consumer_group);
+        })
         .raw(",\"deliveryAttempt\":")
         .uint(m.delivery_attempt.into())
         .raw(",\"offset\":")
@@ -120,11 +154,13 @@ pub(crate) fn pop_reply(r: &PopReply, conflation_requested: bool) -> Vec<u8> {
         .raw(",\"consumerGroup\":")
         .str(&r.consumer_group)
         .raw(",\"messages\":[");
+    let mut repeats = Default::default();
     for (i, m) in r.messages.iter().enumerate() {
-        if i > 0 {
+        let previous = i.checked_sub(1).map(|p| &r.messages[p]);
+        if previous.is_some() {
             t.raw(",");
         }
-        delivered(&mut t, m);
+        delivered(&mut t, m, previous, &mut repeats);
     }
     t.raw("],\"partitionsClaimed\":")
         .uint(r.partitions_claimed.into());
@@ -569,9 +605,49 @@ mod tests {
             .collect()
     }
 
+    /// Messages as a pop hands them out: runs that share their partition's names and lease (clones of
+    /// one text) and their creation time, broken by a message that differs in one of them only.
+    fn runs_of_shared_messages() -> Vec<DeliveredMessage> {
+        let base = sample_messages();
+        let mut out: Vec<DeliveredMessage> = Vec::new();
+        for (k, from) in [0, 0, 0, 0, 1, 0, 0, 2, 2].into_iter().enumerate() {
+            let mut m = base[from].clone();
+            m.id = format!("id-{k}").into();
+            // Pairs of messages share a time.
+            m.created_at_ms += (k / 2) as i64;
+            match k {
+                // Another lease, the rest of the names shared.
+                2 => m.lease_id = "lease-2".into(),
+                // Equal text in another allocation: written again, the same.
+                3 => m.queue = String::from(&m.queue).into(),
+                // Another group.
+                6 => m.consumer_group = "g2".into(),
+                _ => {}
+            }
+            out.push(m);
+        }
+        out
+    }
+
     #[test]
     fn pop_replies_are_written_as_before() {
         let messages = sample_messages();
+        let shared = PopReply {
+            lease_id: "lease-1".into(),
+            consumer_group: "__QUEUE_MODE__".into(),
+            messages: runs_of_shared_messages(),
+            partitions_claimed: 2,
+            queue: None,
+            partition: None,
+            partition_id: None,
+            conflation: false,
+            conflation_conflict: false,
+            autopilot: None,
+        };
+        assert_eq!(
+            String::from_utf8(pop_reply(&shared, false)).unwrap(),
+            serde_json::to_string(&old_pop_reply(&shared, false)).unwrap()
+        );
         let replies = [
             PopReply {
                 lease_id: "lease-1".into(),
@@ -636,6 +712,32 @@ mod tests {
             serde_json::to_string(&SeqOf(&push, old_push_result)).unwrap()
         );
         assert_eq!(push_results(&[]), b"[]");
+        // As a push hands them out: a partition's results share its names (clones of one text); runs
+        // broken by a result that differs in one name only.
+        let (pid, queue, partition) = (
+            SharedStr::from("7"),
+            SharedStr::from("q"),
+            SharedStr::from("p"),
+        );
+        let shared: Vec<PushResult> = (0..8)
+            .map(|i| {
+                let mut r = push[i % 4].clone();
+                r.index = i;
+                (r.partition_id, r.queue, r.partition) =
+                    (pid.clone(), queue.clone(), partition.clone());
+                match i {
+                    3 => r.partition_id = "8".into(),
+                    5 => r.queue = "q2".into(),
+                    6 => r.partition = "p2".into(),
+                    _ => {}
+                }
+                r
+            })
+            .collect();
+        assert_eq!(
+            String::from_utf8(push_results(&shared)).unwrap(),
+            serde_json::to_string(&SeqOf(&shared, old_push_result)).unwrap()
+        );
         let acks: Vec<AckResult> = (0..4)
             .map(|i| AckResult {
                 index: i,

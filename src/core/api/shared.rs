@@ -21,13 +21,21 @@ pub struct SharedStr {
 }
 
 impl SharedStr {
-    /// The text.
+    /// The text. Read at nearly every step of a push, pop and ack, so it is inlined and does not check
+    /// its bounds again: they were checked once, when it was made.
+    #[inline]
     pub fn as_str(&self) -> &str {
-        // Always `Some`: the bounds were checked when it was made (`within`, `whole`). `get` rather
-        // than indexing: no panic path at every place that reads the text.
-        self.text
-            .get(self.start as usize..self.end as usize)
-            .unwrap_or_default()
+        let range = self.start as usize..self.end as usize;
+        debug_assert!(
+            self.text.get(range.clone()).is_some(),
+            "a part on character boundaries"
+        );
+        // SAFETY: `start..end` lies within `text` on character boundaries. The only constructors are
+        // `within`, which returns `None` unless `text.get(start..end)` is `Some` (and both bounds fit in
+        // `u32` unchanged), and `whole`, which takes `0..text.len()`. The fields are private and never
+        // changed after construction, and `text` is an immutable `Rc<str>`, so the range stays valid for
+        // as long as `self` lives. (Checked in tests by `every_part_reads_as_the_checked_slice`.)
+        unsafe { self.text.get_unchecked(range) }
     }
 
     /// The part `start..end` of `text`, sharing its allocation; `None` when that is not a part of it on
@@ -58,6 +66,12 @@ impl SharedStr {
             start: 0,
             end,
         }
+    }
+
+    /// True when `other` is this very text (a clone of it, or the same part of the same text), without
+    /// comparing the text: an answer that writes a partition's names once tells its entries apart by it.
+    pub fn is_same_part(&self, other: &SharedStr) -> bool {
+        Rc::ptr_eq(&self.text, &other.text) && (self.start, self.end) == (other.start, other.end)
     }
 
     /// True when both share one allocation (tests).
@@ -219,6 +233,11 @@ mod tests {
         assert_eq!(a.len(), 7);
         assert_eq!(format!("{a}/{a:?}"), "queue-1/\"queue-1\"");
         assert_eq!(serde_json::to_string(&a).unwrap(), "\"queue-1\"");
+        assert!(a.is_same_part(&b));
+        assert!(
+            !a.is_same_part(&SharedStr::from("queue-1")),
+            "equal text, another allocation"
+        );
         assert_eq!(String::from(b), "queue-1");
     }
 
@@ -230,6 +249,10 @@ mod tests {
         let e = SharedStr::within(&text, 7, 9).unwrap();
         assert_eq!((ab.as_str(), e.as_str()), ("ab", "é"));
         assert!(ab.shares_with(&e) && ab.shares_with(&ab.clone()));
+        assert!(
+            ab.is_same_part(&ab.clone()) && !ab.is_same_part(&e),
+            "parts of one text"
+        );
         let whole_ab = SharedStr::from("ab");
         assert_eq!(ab, whole_ab);
         assert!(ab < e && whole_ab < e);
@@ -254,5 +277,30 @@ mod tests {
             "not a part of it"
         );
         assert_eq!(SharedStr::default(), "");
+    }
+
+    /// `as_str` reads without checking its bounds: every part any constructor accepts must read as the
+    /// checked slice, and every part off a character boundary or beyond the text must be refused.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn every_part_reads_as_the_checked_slice() {
+        let text: Rc<str> = Rc::from("aé😀\u{0}z");
+        for start in 0..=text.len() + 1 {
+            for end in 0..=text.len() + 1 {
+                let checked = text.get(start..end);
+                let part = SharedStr::within(&text, start, end);
+                assert_eq!(
+                    part.as_ref().map(SharedStr::as_str),
+                    checked,
+                    "{start}..{end}"
+                );
+                if let Some(part) = part {
+                    let lent = SharedStr::part_of(&text, part.as_str()).unwrap();
+                    assert_eq!(lent.as_str(), part.as_str());
+                }
+            }
+        }
+        let whole = SharedStr::from(String::from("é😀"));
+        assert_eq!(whole.as_str(), "é😀");
     }
 }
