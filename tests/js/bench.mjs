@@ -54,7 +54,10 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // 228 KB since session 15 (size-200): B-tree maps of three fewer key/value types (the change set's writes and a
 // queue's partition ids boxed, a pop's tried partitions in a sorted list), one call per `object!` field and no
 // copy of a `Value` through serde's `Value` serializer (-4.8 KB): 227.8 KB in all.
-const BUDGET_GZ = 228 * 1024
+// 229 KB since session 15 (core-hot, lead): push and pop answers copy the text that repeats (snake and camel
+// aliases, a partition's names) instead of writing it again, +0.6 KB for about a third fewer instructions per
+// popped message: 228.2 KB in all.
+const BUDGET_GZ = 229 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
