@@ -47,7 +47,7 @@ const popAckRun = (b, queue, batch, size, available, seconds) =>
 /** Before the rows: `WARMUP_SECONDS` of push then pop+ack per batch size on a queue of its own, not counted,
  * so that the rows measure a warmed-up process (V8's JIT and its background compilation of the wasm, which
  * otherwise lands on the first rows, SQLite's cache). */
-const WARMUP_SECONDS = Number(process.env.QE_BENCH_WARMUP_SECONDS || 1);
+const WARMUP_SECONDS = Number(process.env.QE_BENCH_WARMUP_SECONDS || 3);
 async function warmUp(b) {
   for (const batch of BATCHES) {
     const push = await pushRun(b, `warmup-${batch}`, batch, 64, WARMUP_SECONDS);
