@@ -58,12 +58,7 @@ fn a_request_body_is_not_kept_alive_by_what_the_broker_holds() {
     });
 
     // A push during maintenance: buffered.
-    let (code, body) = h.call(
-        "POST",
-        "/api/v1/system/maintenance",
-        Some(serde_json::json!({"enabled": true})),
-    );
-    assert_eq!(code, 200, "{body}");
+    set_maintenance(&h, true);
     let buffered = kept(|| {
         push(
             &h,
@@ -73,12 +68,7 @@ fn a_request_body_is_not_kept_alive_by_what_the_broker_holds() {
             ),
         )
     });
-    let (code, body) = h.call(
-        "POST",
-        "/api/v1/system/maintenance",
-        Some(serde_json::json!({"enabled": false})),
-    );
-    assert_eq!(code, 200, "{body}");
+    set_maintenance(&h, false);
 
     // A prepared transaction part (a shard's half of a two-phase commit): held until commit or abort.
     // The pad is inside the item: the Worker's split (worker/src/txn_plan.rs) keeps an item's fields.
@@ -114,4 +104,14 @@ fn a_request_body_is_not_kept_alive_by_what_the_broker_holds() {
         prepared < limit,
         "a prepared part kept {prepared} bytes: its request body"
     );
+}
+
+/// Turns maintenance mode on or off, expecting 200.
+fn set_maintenance(h: &Harness, enabled: bool) {
+    let (code, body) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(serde_json::json!({ "enabled": enabled })),
+    );
+    assert_eq!(code, 200, "{body}");
 }
