@@ -73,11 +73,6 @@ impl JsonText {
         }
     }
 
-    /// The length of the text written so far, in bytes (where the next piece starts).
-    pub(crate) fn len(&self) -> usize {
-        self.out.len()
-    }
-
     /// Literal JSON text (punctuation, `"key":`), written as it is. Not inlined: it is called at every
     /// key of every answer, and a call is smaller than the append it makes.
     #[inline(never)]

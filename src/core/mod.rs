@@ -247,7 +247,7 @@ impl Broker {
         self.cache.insert(
             pid,
             first,
-            std::rc::Rc::new(messages),
+            std::rc::Rc::from(messages),
             weight,
             fingerprints,
             false,

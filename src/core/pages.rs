@@ -244,7 +244,7 @@ impl Broker {
             let weight = segment::decoded_weight(&messages);
             let fps = fingerprints.clone();
             self.cache
-                .insert(pid, first, std::rc::Rc::new(messages), weight, fps, false);
+                .insert(pid, first, std::rc::Rc::from(messages), weight, fps, false);
         }
         self.note_unpaged(pid, fingerprints);
         Ok(meta.last + 1)

@@ -400,11 +400,9 @@ impl Broker {
 
     /// Stores `batch` (offsets contiguous, from the partition's old end) as one new segment of `pid`:
     /// the segment goes in the change set (its index entry in a later page), the decoded batch in the
-    /// cache, as parts of the segment's text ([`segment::encode_shared`]).
-    fn append_segment(&mut self, now: i64, pid: u64, mut batch: Vec<StoredMessage>) {
-        if batch.capacity() > batch.len() + batch.len() / 4 {
-            batch.shrink_to_fit();
-        }
+    /// cache, its texts parts of one text ([`segment::encode_shared`]) and the messages one slice of
+    /// their exact length (no spare capacity of the batch kept).
+    fn append_segment(&mut self, now: i64, pid: u64, batch: Vec<StoredMessage>) {
         let first = batch[0].offset;
         let last = batch[batch.len() - 1].offset;
         let (bytes, batch) = segment::encode_shared(batch);
@@ -441,7 +439,7 @@ impl Broker {
         self.cache.insert(
             pid,
             first,
-            Rc::new(batch),
+            Rc::from(batch),
             weight,
             fingerprints.clone(),
             true,

@@ -26,7 +26,6 @@ use super::fields::{FieldError, FromCompound, List, Shaped};
 use super::json_text::JsonText;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
-use std::ops::Range;
 use std::rc::Rc;
 
 /// Format 1: DEFLATE-compressed JSON (written by builds with the `deflate` feature).
@@ -88,55 +87,31 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
         .sum()
 }
 
-/// Where a message's values are in its segment's text (byte ranges): the id's and the transaction id's
-/// JSON strings (quotes included) and the payload's text.
-struct Places {
-    id: Range<usize>,
-    transaction_id: Range<usize>,
-    payload: Range<usize>,
-}
-
 /// Appends the JSON array of `messages` to `out`: byte for byte what `serde_json` writes for them
 /// through [`StoredMessage`]'s `Serialize` (the fields in its order, `r` and `s` only when set), written
 /// with [`JsonText`] (literal keys, strings copied unless they need escaping, the payload's text as it
 /// is), without `serde_json`'s per-field writer calls or a payload read from a segment checked again.
-/// With `places`, notes where each message's texts went.
-fn write_json(
-    messages: &[StoredMessage],
-    out: String,
-    mut places: Option<&mut Vec<Places>>,
-) -> String {
+fn write_json(messages: &[StoredMessage], out: String) -> String {
     let mut t = JsonText::after(out);
     t.raw("[");
     for (i, m) in messages.iter().enumerate() {
         t.raw(if i == 0 { "{\"o\":" } else { ",{\"o\":" })
             .uint(m.offset)
-            .raw(",\"i\":");
-        let id = t.len();
-        t.str(&m.id);
-        let id = id..t.len();
-        t.raw(",\"t\":");
-        let transaction_id = t.len();
-        t.str(&m.transaction_id);
-        let transaction_id = transaction_id..t.len();
+            .raw(",\"i\":")
+            .str(&m.id)
+            .raw(",\"t\":")
+            .str(&m.transaction_id);
         if let Some(r) = &m.trace_id {
             t.raw(",\"r\":").str(r);
         }
         if let Some(sub) = &m.producer_sub {
             t.raw(",\"s\":").str(sub);
         }
-        t.raw(",\"c\":").int(m.created_at_ms).raw(",\"p\":");
-        let start = t.len();
-        t.payload(&m.payload);
-        let payload = start..t.len();
-        t.raw("}");
-        if let Some(places) = places.as_deref_mut() {
-            places.push(Places {
-                id,
-                transaction_id,
-                payload,
-            });
-        }
+        t.raw(",\"c\":")
+            .int(m.created_at_ms)
+            .raw(",\"p\":")
+            .payload(&m.payload)
+            .raw("}");
     }
     t.raw("]");
     t.into_string()
@@ -149,46 +124,59 @@ pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
 
 /// The segment text of format 2: the format byte, then the JSON array (a format byte below 0x20 is
 /// one character of text).
-fn json_segment(messages: &[StoredMessage], places: Option<&mut Vec<Places>>) -> String {
+fn json_segment(messages: &[StoredMessage]) -> String {
     // Written straight into the segment, sized from the payloads (the other fields of a message take
     // about a hundred bytes), so it is allocated once and never copied.
     let estimate: usize = messages.iter().map(|m| m.payload.len() + 128).sum();
     let mut out = String::with_capacity(estimate + 2);
     out.push(char::from(SEGMENT_FORMAT_JSON));
-    write_json(messages, out, places)
+    write_json(messages, out)
 }
 
 /// [`encode`] for a batch the segment cache will hold: the segment, and the messages as a read of it
-/// gives them back, their ids and payloads parts of one shared copy of the segment's text (an id
-/// written with escapes gets a text of its own). So a pushed batch is cached as one text, which is
-/// what the cache's weight ([`decoded_weight`]) counts, and not as the push's own pieces: each payload
-/// and sent id a part of its request body (which would keep the whole body alive), each minted id an
-/// allocation.
+/// gives them back, their ids, transaction ids, trace ids and payloads parts of one text that holds just
+/// those, one after the other. So a pushed batch is cached as one allocation of its messages' own texts,
+/// not as the push's own pieces (each payload and sent id a part of its request body, which would keep
+/// the whole body alive; each minted id an allocation of its own), and not as a copy of the whole
+/// segment: its keys, offsets and times are in the messages' other fields, and the cache never reads
+/// them as text (docs/decisions.md, "What a pushed segment keeps in memory").
 pub fn encode_shared(mut messages: Vec<StoredMessage>) -> (Vec<u8>, Vec<StoredMessage>) {
     debug_assert_eq!(WRITE_FORMAT, SEGMENT_FORMAT_JSON);
-    let mut places = Vec::with_capacity(messages.len());
-    let segment = json_segment(&messages, Some(&mut places));
-    let shared: Rc<str> = Rc::from(segment.as_str());
-    for (m, at) in messages.iter_mut().zip(places) {
-        share(&shared, at.id, &mut m.id);
-        share(&shared, at.transaction_id, &mut m.transaction_id);
-        // Always a part: the payload's text is written as it is.
-        if let Some(payload) = SharedStr::within(&shared, at.payload.start, at.payload.end) {
-            m.payload = Payload::in_text(payload);
+    let segment = json_segment(&messages);
+    let length: usize = messages
+        .iter()
+        .map(|m| {
+            m.id.len()
+                + m.transaction_id.len()
+                + m.trace_id.as_ref().map_or(0, |t| t.len())
+                + m.payload.len()
+        })
+        .sum();
+    let mut text = String::with_capacity(length);
+    for m in &messages {
+        text.push_str(&m.id);
+        text.push_str(&m.transaction_id);
+        if let Some(t) = &m.trace_id {
+            text.push_str(t);
         }
+        text.push_str(m.payload.get());
+    }
+    let shared: Rc<str> = Rc::from(text);
+    let mut at = 0;
+    let mut next = |part: &str| {
+        let start = at;
+        at += part.len();
+        SharedStr::within(&shared, start, at).unwrap_or_else(|| SharedStr::from(part))
+    };
+    for m in &mut messages {
+        m.id = next(&m.id);
+        m.transaction_id = next(&m.transaction_id);
+        if let Some(t) = &mut m.trace_id {
+            *t = next(t);
+        }
+        m.payload = Payload::in_text(next(m.payload.get()));
     }
     (segment.into_bytes(), messages)
-}
-
-/// Points `text` at its place in the segment's `shared` text, the JSON string at `at`; one written with
-/// escapes (longer there than it is) gets a copy of its own instead.
-fn share(shared: &Rc<str>, at: Range<usize>, text: &mut SharedStr) {
-    let part = if at.len() == text.len() + 2 {
-        SharedStr::within(shared, at.start + 1, at.end - 1)
-    } else {
-        None
-    };
-    *text = part.unwrap_or_else(|| SharedStr::from(text.as_str()));
 }
 
 /// Encodes a batch in a given format ([`SEGMENT_FORMAT_JSON`], or [`SEGMENT_FORMAT_DEFLATE`] in builds
@@ -198,7 +186,7 @@ fn share(shared: &Rc<str>, at: Range<usize>, text: &mut SharedStr) {
 /// On a format this build cannot write (a programming error: the formats are constants).
 pub fn encode_as(format: u8, messages: &[StoredMessage]) -> Vec<u8> {
     match format {
-        SEGMENT_FORMAT_JSON => json_segment(messages, None).into_bytes(),
+        SEGMENT_FORMAT_JSON => json_segment(messages).into_bytes(),
         #[cfg(feature = "deflate")]
         SEGMENT_FORMAT_DEFLATE => encode_deflate_at(deflate::DEFLATE_LEVEL, messages),
         _ => panic!("this build cannot write segment format {format}"),
@@ -212,7 +200,7 @@ pub fn encode_deflate_at(level: u8, messages: &[StoredMessage]) -> Vec<u8> {
     JSON_BUFFER.with(|cell| {
         let mut json = cell.borrow_mut();
         json.clear();
-        *json = write_json(messages, std::mem::take(&mut *json), None);
+        *json = write_json(messages, std::mem::take(&mut *json));
         let mut out = Vec::with_capacity(json.len() / 4 + 64);
         out.push(SEGMENT_FORMAT_DEFLATE);
         deflate::deflate_into(json.as_bytes(), level, &mut out);
@@ -808,7 +796,7 @@ mod tests {
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-    fn a_shared_encoding_is_the_segment_and_its_messages_as_parts_of_its_text() {
+    fn a_shared_encoding_is_the_segment_and_its_messages_as_parts_of_one_text_of_their_own() {
         let mut batch: Vec<_> = (0..6)
             .map(|i| msg(i, json!({"i": i, "s": "q\"uote \u{e9}"})))
             .collect();
@@ -822,37 +810,48 @@ mod tests {
         assert_eq!(bytes, encode(&batch), "the same segment");
         assert_eq!(shared, batch, "the same messages");
         assert_eq!(decode(&bytes).unwrap(), batch);
-        let text = std::str::from_utf8(&bytes).unwrap();
-        // Each part is where the segment's text holds it: within one allocation the size of the text.
-        let base = shared[0].payload.get().as_ptr() as usize - text.find("{\"i\":0").unwrap();
-        let place = |s: &str| {
-            (s.as_ptr() as usize)
-                .checked_sub(base)
-                .filter(|at| at + s.len() <= text.len())
-        };
-        for m in &shared {
-            assert!(m.payload.is_in_text(), "payload {}", m.offset);
-            assert_eq!(
-                place(m.payload.get()).map(|at| &text[at..at + m.payload.len()]),
-                Some(m.payload.get())
+        // Every text of every message is a part of one text that holds just them, in order: no copy of
+        // the segment's keys, offsets and times, and nothing of the request body.
+        let parts: Vec<&SharedStr> = shared
+            .iter()
+            .flat_map(|m| {
+                let payload = m.payload.shared().expect("a part of a text");
+                [
+                    Some(&m.id),
+                    Some(&m.transaction_id),
+                    m.trace_id.as_ref(),
+                    Some(payload),
+                ]
+            })
+            .flatten()
+            .collect();
+        let first = parts[0];
+        let mut at = parts[0].as_ptr() as usize;
+        for part in &parts {
+            assert!(
+                part.shares_with(first),
+                "{:?} in the one text",
+                part.as_str()
             );
             assert_eq!(
-                place(&m.id).map(|at| &text[at..at + m.id.len()]),
-                Some(m.id.as_str())
+                part.as_ptr() as usize,
+                at,
+                "{:?} right after the one before",
+                part.as_str()
             );
+            at += part.len();
         }
-        assert!(place(&shared[0].transaction_id).is_some());
-        assert_eq!(
-            place(&shared[1].transaction_id),
-            None,
-            "an escaped id is not in the segment"
+        let length: usize = parts.iter().map(|p| p.len()).sum();
+        assert!(
+            length < bytes.len() / 2,
+            "the parts, not the segment: {length} of {}",
+            bytes.len()
         );
-        assert_eq!(shared[1].transaction_id, "tab\tquote");
         assert!(
             !shared[1]
                 .transaction_id
                 .shares_with(&batch[1].transaction_id),
-            "and not a part of the body either: a text of its own"
+            "not a part of the body"
         );
         assert_eq!(decoded_weight(&shared), decoded_weight(&batch));
     }

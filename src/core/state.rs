@@ -420,7 +420,7 @@ struct CacheInner {
 
 #[derive(Debug)]
 struct CachedSegment {
-    messages: Rc<Vec<StoredMessage>>,
+    messages: Rc<[StoredMessage]>,
     /// The transaction-id fingerprint of each message, index-aligned: a lookup by transaction id
     /// compares these before it compares any id.
     fingerprints: Vec<u32>,
@@ -451,7 +451,7 @@ impl SegmentCache {
     }
 
     /// The decoded segment (pid, first), or `None` (recorded as a miss) when it is not loaded.
-    pub fn get(&self, pid: u64, first: u64) -> Option<Rc<Vec<StoredMessage>>> {
+    pub fn get(&self, pid: u64, first: u64) -> Option<Rc<[StoredMessage]>> {
         let mut inner = self.inner.borrow_mut();
         inner.clock += 1;
         let clock = inner.clock;
@@ -558,7 +558,7 @@ impl SegmentCache {
         &self,
         pid: u64,
         first: u64,
-        messages: Rc<Vec<StoredMessage>>,
+        messages: Rc<[StoredMessage]>,
         weight: usize,
         fingerprints: Vec<u32>,
         pushed: bool,
@@ -708,7 +708,7 @@ mod tests {
     fn the_cache_evicts_passed_then_farthest_pushed_then_least_recently_read_never_uncommitted() {
         let cache = SegmentCache::new(800);
         let put = |first: u64, pushed: bool| {
-            cache.insert(1, first, Rc::new(Vec::new()), 200, Vec::new(), pushed);
+            cache.insert(1, first, Rc::from(Vec::new()), 200, Vec::new(), pushed);
         };
         put(0, false); // read from the store
         put(1, true);

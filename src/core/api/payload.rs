@@ -16,8 +16,8 @@ use super::*;
 /// A payload read back from a segment is a part of the segment's JSON text ([`Payload::in_text`]),
 /// shared with the cached segment and every reply that delivers it: no allocation per message on the
 /// way from the store to the reply. A pushed payload is likewise a part of the request body's text until
-/// its segment is written, and then a part of the segment's. [`Payload::detached`] copies it out for
-/// what is kept long.
+/// its segment is written, and then a part of the one text the cache keeps of that segment's messages
+/// (`segment::encode_shared`). [`Payload::detached`] copies it out for what is kept long.
 #[derive(Clone)]
 pub struct Payload(Text);
 
@@ -67,6 +67,15 @@ impl Payload {
     #[cfg(test)]
     pub(crate) fn is_in_text(&self) -> bool {
         matches!(self.0, Text::InText(_))
+    }
+
+    /// The larger text the payload is a part of ([`Self::in_text`]), if it is one (tests).
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> Option<&SharedStr> {
+        match &self.0 {
+            Text::InText(text) => Some(text),
+            Text::Own(_) => None,
+        }
     }
 
     /// The same payload in its own allocation, not holding the text it was read from (for what memory
