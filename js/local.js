@@ -74,10 +74,27 @@ export function loadWasm(wasmUrl, views = false) {
     wasmReady[kind] = loading.catch((error) => {
       wasmReady[kind] = null
       const which = views ? 'queen-edge wasm module (with views)' : 'queen-edge wasm module'
-      throw new QueenError('unavailable', `could not load the ${which}: ` + (error.message || error), { cause: error })
+      const why = lacksWasmSimd() ? ': this browser lacks WebAssembly SIMD, which the module is built with ' +
+        '(Chrome 91, Firefox 89, Safari 16.4 or later)' : ''
+      throw new QueenError('unavailable', `could not load the ${which}${why}: ` + (error.message || error),
+        { cause: error })
     })
   }
   return wasmReady[kind]
+}
+
+// The smallest module that uses a SIMD instruction (`i8x16.splat` then `i8x16.popcnt`; wasm-feature-detect's
+// probe): checked only after a load failed, to say why.
+const SIMD_PROBE = [0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15,
+  253, 98, 11]
+
+/** True when this runtime's WebAssembly rejects SIMD instructions (scripts/build-js builds with simd128). */
+export function lacksWasmSimd() {
+  try {
+    return !WebAssembly.validate(new Uint8Array(SIMD_PROBE))
+  } catch {
+    return false
+  }
 }
 
 const encoder = new TextEncoder()

@@ -842,7 +842,7 @@ const tests = [
     await context.close()
   }],
 
-  ['clear errors: newer format, IndexedDB unavailable', async ({ browser, url }) => {
+  ['clear errors: newer format, IndexedDB unavailable, a module that cannot load', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'errors')
     const name = uniqueName('errors')
@@ -906,6 +906,32 @@ const tests = [
       return answer
     }, url + '/vendor/queen-edge/queen-edge.js')
     assertEq([unavailable.name, unavailable.code], ['QueenError', 'unavailable'], `IndexedDB unavailable: ${unavailable.message}`)
+
+    // A wasm module that cannot load says so; when the runtime rejects WebAssembly SIMD (stubbed here: every
+    // browser the tests run has it), the message says that this is why. Each frame is a fresh module
+    // instance, so neither reuses a loaded module.
+    const failedLoad = (stubSimd) => page.evaluate(async ({ moduleUrl, stubSimd }) => {
+      const frame = document.createElement('iframe')
+      frame.srcdoc = `<script type="module">
+        if (${stubSimd}) WebAssembly.validate = () => false
+        const { Queen } = await import('${moduleUrl}')
+        Queen.open({ name: 'no-wasm', wasmUrl: '/no-such-module.wasm' }).then(
+          () => parent.postMessage({ opened: true }, '*'),
+          (e) => parent.postMessage({ name: e.name, code: e.code, message: e.message }, '*'))
+      </` + 'script>'
+      const answer = new Promise((resolve) => window.addEventListener('message', (e) => resolve(e.data), { once: true }))
+      document.body.appendChild(frame)
+      const data = await answer
+      frame.remove()
+      return data
+    }, { moduleUrl: url + '/vendor/queen-edge/queen-edge.js', stubSimd })
+    const noSimd = await failedLoad(true)
+    assertEq([noSimd.name, noSimd.code], ['QueenError', 'unavailable'], `no SIMD: ${noSimd.message}`)
+    assert(/lacks WebAssembly SIMD/.test(noSimd.message), `the message says SIMD is missing: ${noSimd.message}`)
+    const missing = await failedLoad(false)
+    assertEq([missing.name, missing.code], ['QueenError', 'unavailable'], `missing module: ${missing.message}`)
+    assert(/could not load the queen-edge wasm module/.test(missing.message) && !/SIMD/.test(missing.message),
+      `a missing module is not blamed on SIMD: ${missing.message}`)
     await context.close()
   }],
 
