@@ -73,18 +73,53 @@ pub struct StoredMessage {
     pub payload: Payload,
 }
 
-/// The weight of a decoded segment in the cache: about its bytes as JSON text.
+/// The allocator's bookkeeping and rounding per allocation, an estimate (dlmalloc and talc keep a header of
+/// a word or two and round sizes up to two words): counted in each allocation a cached segment holds.
+pub const ALLOCATION_OVERHEAD: usize = 2 * std::mem::size_of::<usize>();
+
+/// An `Rc`'s strong and weak counts, which share its allocation.
+pub const RC_COUNTS: usize = 2 * std::mem::size_of::<usize>();
+
+/// What a decoded segment's messages hold in memory, in bytes, as the segment cache counts them against its
+/// budget: each message's own fields (`size_of::<StoredMessage>()`) and every text they keep alive, each
+/// allocation once and whole (a segment read from the store keeps its whole JSON text; a pushed one the
+/// text of [`encode_shared`]; a payload of its own its own allocation), with the allocator's bookkeeping.
+/// The cache adds its per-segment structures (`SegmentCache::insert`). The budget is the memory the cache
+/// may take, so this must not undercount (tests/cache_weight.rs checks it against a counting allocator).
 pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
-    messages
+    // (address, length) of each shared text, each once: parts of one text come one after the other, so
+    // only a new text is listed, and the list stays short.
+    let mut texts: Vec<(usize, usize)> = Vec::new();
+    let mut last = 0;
+    let mut own = 0;
+    let mut held = |part: &SharedStr| {
+        let (address, length) = part.allocation();
+        if address != last {
+            last = address;
+            texts.push((address, length));
+        }
+    };
+    for m in messages {
+        held(&m.id);
+        held(&m.transaction_id);
+        if let Some(t) = &m.trace_id {
+            held(t);
+        }
+        if let Some(sub) = &m.producer_sub {
+            held(sub);
+        }
+        match m.payload.shared() {
+            Some(part) => held(part),
+            None => own += m.payload.len() + ALLOCATION_OVERHEAD,
+        }
+    }
+    texts.sort_unstable();
+    texts.dedup_by_key(|t| t.0);
+    let shared: usize = texts
         .iter()
-        .map(|m| {
-            64 + m.id.len()
-                + m.transaction_id.len()
-                + m.trace_id.as_ref().map_or(0, |t| t.len())
-                + m.producer_sub.as_ref().map_or(0, |s| s.len())
-                + m.payload.len()
-        })
-        .sum()
+        .map(|&(_, length)| length + RC_COUNTS + ALLOCATION_OVERHEAD)
+        .sum();
+    std::mem::size_of_val(messages) + own + shared
 }
 
 /// Appends the JSON array of `messages` to `out`: byte for byte what `serde_json` writes for them
@@ -853,7 +888,10 @@ mod tests {
                 .shares_with(&batch[1].transaction_id),
             "not a part of the body"
         );
-        assert_eq!(decoded_weight(&shared), decoded_weight(&batch));
+        assert!(
+            decoded_weight(&shared) <= decoded_weight(&batch),
+            "one text weighs no more than the push's pieces"
+        );
     }
 
     fn msg(offset: u64, payload: Value) -> StoredMessage {

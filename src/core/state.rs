@@ -2,7 +2,7 @@
 
 use super::api::{Payload, QueueOptions, SharedStr};
 pub use super::lane::Lane;
-use super::segment::StoredMessage;
+use super::segment::{self, StoredMessage};
 pub use super::txindex::TxIndex;
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
@@ -442,7 +442,8 @@ const PUSHED_RANK: u64 = u64::MAX >> 1;
 const READ_RANK: u64 = 1 << 63;
 
 impl SegmentCache {
-    /// An empty cache that [`Self::trim`] keeps under `budget_bytes` (weights are decoded JSON bytes).
+    /// An empty cache that [`Self::trim`] keeps under `budget_bytes` (weights are the memory a segment
+    /// holds: `segment::decoded_weight` and the slot, see [`Self::insert`]).
     pub fn new(budget_bytes: usize) -> Self {
         SegmentCache {
             budget_bytes,
@@ -551,7 +552,17 @@ impl SegmentCache {
         self.inner.borrow().slots.contains_key(&(pid, first))
     }
 
-    /// Keeps a decoded segment; `weight` is its decoded size in bytes, `fingerprints` the
+    /// The memory a slot holds beside its messages' (`segment::decoded_weight`): the map's entry, the
+    /// message slice's `Rc` counts, `fingerprints` fingerprints.
+    fn slot_weight(fingerprints: usize) -> usize {
+        std::mem::size_of::<((u64, u64), CachedSegment)>()
+            + segment::RC_COUNTS
+            + fingerprints * std::mem::size_of::<u32>()
+            + 2 * segment::ALLOCATION_OVERHEAD
+    }
+
+    /// Keeps a decoded segment; `weight` is what its messages hold (`segment::decoded_weight`; the slot's
+    /// own memory is added here), `fingerprints` the
     /// transaction-id fingerprint of each message (index-aligned). `pushed`: written by a push, not read
     /// (evicted before read segments, the farthest from its partition's head first).
     pub fn insert(
@@ -564,6 +575,7 @@ impl SegmentCache {
         pushed: bool,
     ) {
         debug_assert_eq!(messages.len(), fingerprints.len());
+        let weight = weight + Self::slot_weight(fingerprints.capacity());
         let mut inner = self.inner.borrow_mut();
         inner.clock += 1;
         let clock = inner.clock;
@@ -706,7 +718,9 @@ mod tests {
 
     #[test]
     fn the_cache_evicts_passed_then_farthest_pushed_then_least_recently_read_never_uncommitted() {
-        let cache = SegmentCache::new(800);
+        // Each segment weighs 200 bytes of messages and its slot: four fit.
+        let weight = 200 + SegmentCache::slot_weight(0);
+        let cache = SegmentCache::new(4 * weight);
         let put = |first: u64, pushed: bool| {
             cache.insert(1, first, Rc::from(Vec::new()), 200, Vec::new(), pushed);
         };
@@ -718,9 +732,9 @@ mod tests {
         // Over budget, but nothing pushed is committed: only the read segment may go.
         put(4, true);
         cache.trim(|_, first, _| first);
-        assert_eq!(cache.usage(), (800, 4));
+        assert_eq!(cache.usage(), (4 * weight, 4));
         assert!(!cache.contains(1, 0) && cache.contains(1, 4));
-        // Committed: the farthest pushed go first (distance here: the first offset; low water 700).
+        // Committed: the farthest pushed go first (distance here: the first offset).
         cache.committed_through(cache.clock());
         put(5, true);
         cache.trim(|_, first, _| first);

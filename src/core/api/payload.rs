@@ -69,8 +69,7 @@ impl Payload {
         matches!(self.0, Text::InText(_))
     }
 
-    /// The larger text the payload is a part of ([`Self::in_text`]), if it is one (tests).
-    #[cfg(test)]
+    /// The larger text the payload is a part of ([`Self::in_text`]), if it is one.
     pub(crate) fn shared(&self) -> Option<&SharedStr> {
         match &self.0 {
             Text::InText(text) => Some(text),

@@ -74,6 +74,12 @@ impl SharedStr {
         Rc::ptr_eq(&self.text, &other.text) && (self.start, self.end) == (other.start, other.end)
     }
 
+    /// The address and length of the whole text this part keeps alive (what a cache counts once for all
+    /// its parts).
+    pub fn allocation(&self) -> (usize, usize) {
+        (self.text.as_ptr() as usize, self.text.len())
+    }
+
     /// True when both share one allocation (tests).
     #[cfg(test)]
     pub(crate) fn shares_with(&self, other: &SharedStr) -> bool {
