@@ -639,6 +639,7 @@ impl Broker {
                 )));
             }
             p.txids = TxIndex::from_entries(fingerprints_of);
+            self.txids_indexed += 1;
         }
         Ok(())
     }
