@@ -280,7 +280,7 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
 // ---------------------------------------------------------------------------------------------
 
 /// The body's text in one shared copy, for the readers whose items keep parts of it (push,
-/// transaction): a 400 when it is not UTF-8 ([`body_utf8`]). An empty body passes: [`parse_shaped`]
+/// transaction, ack batch): a 400 when it is not UTF-8 ([`body_utf8`]). An empty body passes: [`parse_shaped`]
 /// refuses it.
 fn body_text(body: &[u8]) -> Result<Rc<str>, HttpError> {
     body_utf8(body).map(Rc::from)
@@ -736,10 +736,20 @@ impl<'de> FromCompound<'de> for AckBatchBody<'de> {
     }
 }
 
-/// One ack at `path` (the top level for the single-ack body).
-fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpError> {
+/// One ack at `path` (the top level for the single-ack body). `body`: the text the strings were read
+/// from, when they were (an `/ack/batch` body): the item's ids are parts of it.
+fn ack_fields(
+    a: AckIn,
+    path: Path,
+    limits: &Limits,
+    body: Option<&Rc<str>>,
+) -> Result<AckItem, HttpError> {
+    let shared = |s: BodyStr| match body {
+        Some(body) => s.shared(body),
+        None => SharedStr::from(String::from(s)),
+    };
     let transaction_id = match a.transaction_id {
-        Some(StrField::Str(t)) if !t.is_empty() => String::from(t),
+        Some(StrField::Str(t)) if !t.is_empty() => shared(t),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "transactionId is required{}",
@@ -749,7 +759,7 @@ fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpErro
     };
     check_id("transactionId", &transaction_id, limits)?;
     let partition_id = match a.partition_id {
-        Some(StrField::Str(p)) if !p.is_empty() => String::from(p),
+        Some(StrField::Str(p)) if !p.is_empty() => shared(p),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "partitionId is required to ensure message uniqueness{}",
@@ -787,7 +797,7 @@ fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpErro
         "leaseId must be a string or null",
     )?
     .filter(|l| !l.is_empty())
-    .map(String::from);
+    .map(shared);
     if let Some(l) = &lease_id {
         check_id("leaseId", l, limits)?;
     }
@@ -807,7 +817,7 @@ pub(crate) fn single_ack(
 ) -> Result<(Option<String>, AckItem), HttpError> {
     let map = parse_object(body)?;
     let group = opt_group(&map, "consumerGroup", "", limits)?;
-    let item = ack_fields(AckIn::of(&map), Path::TOP, limits)?;
+    let item = ack_fields(AckIn::of(&map), Path::TOP, limits, None)?;
     Ok((group, item))
 }
 
@@ -817,7 +827,8 @@ pub(crate) fn batch_ack(
     body: &[u8],
     limits: &Limits,
 ) -> Result<(Option<String>, Vec<AckItem>), HttpError> {
-    let parsed: AckBatchBody = parse_shaped(body_utf8(body)?)?;
+    let text = body_text(body)?;
+    let parsed: AckBatchBody = parse_shaped(&text)?;
     let items = match parsed.acknowledgments {
         Some(Shaped::Is(List(items))) => items,
         _ => return Err(HttpError::bad_request("acknowledgments array is required")),
@@ -841,7 +852,7 @@ pub(crate) fn batch_ack(
         .map(|(i, v)| {
             let path = Path::item("acknowledgments", i);
             match v {
-                Shaped::Is(item) => ack_fields(item, path, limits),
+                Shaped::Is(item) => ack_fields(item, path, limits, Some(&text)),
                 Shaped::Not(kind) => Err(HttpError::bad_request(format!(
                     "{path} must be an object, got {kind}"
                 ))),
@@ -1006,7 +1017,7 @@ pub(crate) fn transaction(
             }
             "ack" => {
                 let group = opt_group(&op.fields, "consumerGroup", &path, limits)?;
-                let item = ack_fields(AckIn::of(&op.fields), Path::named(&path), limits)?;
+                let item = ack_fields(AckIn::of(&op.fields), Path::named(&path), limits, None)?;
                 out.push(TxOperation::Ack { item, group });
             }
             other => {
