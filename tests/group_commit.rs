@@ -658,7 +658,7 @@ fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothin
     let m = &popped.messages[0];
     let ack = TxOperation::Ack {
         item: AckItem {
-            lease_id: Some(popped.lease_id.clone()),
+            lease_id: Some(popped.lease_id.as_str().into()),
             ..AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed)
         },
         group: Some("g".into()),

@@ -56,13 +56,13 @@ fn pop_payloads(engine: &TestEngine, queue: &str) -> Vec<serde_json::Value> {
 
 fn ack_op(m: &DeliveredMessage) -> TxOperation {
     let mut item = AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed);
-    item.lease_id = Some(m.lease_id.to_string());
+    item.lease_id = Some(m.lease_id.clone());
     TxOperation::Ack { item, group: None }
 }
 
 fn ack_now(engine: &TestEngine, m: &DeliveredMessage) -> AckResult {
     let mut item = AckItem::new(&m.transaction_id, &m.partition_id, AckStatus::Completed);
-    item.lease_id = Some(m.lease_id.to_string());
+    item.lease_id = Some(m.lease_id.clone());
     block_on(engine.ack(None, vec![item])).unwrap().remove(0)
 }
 

@@ -53,9 +53,8 @@ impl Broker {
             let partition_id = match &last_pid {
                 Some(shared) if *shared == item.partition_id => shared.clone(),
                 _ => {
-                    let shared = SharedStr::from(item.partition_id.as_str());
-                    last_pid = Some(shared.clone());
-                    shared
+                    last_pid = Some(item.partition_id.clone());
+                    item.partition_id.clone()
                 }
             };
             let in_span = self.find_in_lease_span(
@@ -69,7 +68,7 @@ impl Broker {
                 Some((pid, offset, shared)) => (Some((pid, offset)), shared),
                 None => (
                     self.find_retained(&item.partition_id, &item.transaction_id),
-                    SharedStr::from(item.transaction_id.as_str()),
+                    item.transaction_id.clone(),
                 ),
             };
             results.push(AckResult {

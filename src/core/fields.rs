@@ -37,7 +37,8 @@ pub(crate) type FieldError = String;
 impl Fields {
     /// Parses `bytes` as one JSON object.
     pub(crate) fn parse(bytes: &[u8]) -> Result<Self, FieldError> {
-        match serde_json::from_slice(bytes).map_err(|e| e.to_string())? {
+        let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8".to_string())?;
+        match serde_json::from_str(text).map_err(|e| e.to_string())? {
             Shaped::Is(fields) => Ok(fields),
             Shaped::Not(kind) => Err(format!("expected a JSON object, found {kind}")),
         }
@@ -489,7 +490,7 @@ mod tests {
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn string_fields_name_what_else_was_sent() {
         let read = |json: &str| -> Vec<String> {
-            let fields: Vec<StrField> = serde_json::from_slice(json.as_bytes()).unwrap();
+            let fields: Vec<StrField> = serde_json::from_str(json).unwrap();
             fields
                 .into_iter()
                 .map(|f| match f {
@@ -541,5 +542,6 @@ mod tests {
         );
         assert!(Fields::parse(b"{").is_err());
         assert!(Fields::parse(b"[1,]").is_err());
+        assert_eq!(Fields::parse(b"{\"a\":\"\xff\"}").unwrap_err(), "not UTF-8");
     }
 }

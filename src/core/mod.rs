@@ -61,7 +61,7 @@ use std::collections::BTreeMap;
 
 pub use pages::{segments_from, ENTRIES_PER_PAGE};
 /// The namespace and task a queue created without them gets from its name (`ns.task...`).
-pub use push::labels_from_name;
+pub use push::{labels_from_name, PushLookup};
 pub use records::{
     index_entry_key, needs_segment_upgrade, parse_segment_key, segment_key, FORMAT_VERSION,
     INDEX_PREFIXES, SEGMENT_PREFIX,
@@ -143,6 +143,8 @@ pub struct Broker {
     /// Queues that gained claimable work during the current command, each once.
     woken: Vec<String>,
     discard: bool,
+    /// How many segments' transaction ids were indexed (`PushLookup` relies on it).
+    txids_indexed: u64,
     /// The delivery log of the queues that keep one (module `deliveries`).
     deliveries: deliveries::DeliveryLog,
     /// Each queue's recent throughput and backlog (module `history`).
@@ -183,6 +185,7 @@ impl Broker {
             changes: ChangeSet::default(),
             woken: Vec::new(),
             discard: false,
+            txids_indexed: 0,
             deliveries: Default::default(),
             #[cfg(feature = "views")]
             history: Default::default(),

@@ -237,6 +237,7 @@ impl Broker {
         p.next_offset = meta.last + 1;
         p.txids.add(meta.seq, fingerprints.iter().copied());
         p.segments.push_back(meta);
+        self.txids_indexed += 1;
         self.stored_bytes += u64::from(meta.stored_bytes);
         self.now_ms = self.now_ms.max(meta.created_ms);
         // The engine's open holds no message bytes (a pop reads the segment again).

@@ -200,11 +200,11 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
                 let status = a.string("status")?;
                 operations.push(TxOperation::Ack {
                     item: AckItem {
-                        transaction_id: a.string("transactionId")?,
-                        partition_id: a.string("partitionId")?,
+                        transaction_id: a.string("transactionId")?.into(),
+                        partition_id: a.string("partitionId")?.into(),
                         status: AckStatus::parse(Some(&status)),
                         error: a.opt_string("error")?,
-                        lease_id: a.opt_string("leaseId")?,
+                        lease_id: a.opt_string("leaseId")?.map(SharedStr::from),
                     },
                     group: a.opt_string("group")?,
                 });

@@ -21,6 +21,21 @@ struct Batch {
     partition_id: SharedStr,
 }
 
+/// What [`Broker::look_up_push`] found for a push's items, before the engine loads what it names.
+pub struct PushLookup {
+    /// The segments the push will read that are not loaded.
+    pub segments: Vec<(u64, u64)>,
+    /// Set when no sent transaction id had a candidate segment (module `txindex`): then no item can
+    /// be a duplicate of a stored message for as long as no transaction id is indexed since, which
+    /// the broker's count `txids_indexed`, the value here, tells. Every place that indexes ids counts
+    /// (`append_segment` for a push, `index_segment` and `attach_segments` for an open); an index
+    /// otherwise only loses entries (trimmed segments, deleted partitions), which makes no candidate.
+    /// So the answer cannot be stale: whatever runs between the lookup and the push (the tick's
+    /// timers, a drain of the maintenance buffer, another push) either indexes nothing or changes
+    /// the count, and then the push looks its ids up again.
+    none_stored_at: Option<u64>,
+}
+
 /// Namespace and task labels derived from a queue name: `billing.invoices.v2` -> (`billing`, `invoices`).
 pub fn labels_from_name(name: &str) -> (String, String) {
     let mut parts = name.split('.');
@@ -107,20 +122,24 @@ impl Broker {
     }
 
     /// The segments [`Self::find_transaction`] would read for `transaction_id` that are not loaded.
+    /// True when it would read any (loaded or not).
     pub(super) fn transaction_candidates(
         &self,
         pid: u64,
         transaction_id: &str,
         out: &mut Vec<(u64, u64)>,
-    ) {
+    ) -> bool {
         let Some(p) = self.partitions.get(&pid) else {
-            return;
+            return false;
         };
+        let mut any = false;
         for seq in p.txids.candidates(txindex::fingerprint(transaction_id)) {
             if let Some(seg) = p.segment_by_seq(seq) {
+                any = true;
                 self.want_segment(pid, seg.first, out);
             }
         }
+        any
     }
 
     /// Adds segment (pid, first) to `out` unless it is loaded or already there.
@@ -133,7 +152,14 @@ impl Broker {
     /// The segments a push of `items` will read (to check transaction ids against stored ones) that
     /// are not loaded.
     pub fn segments_needed_for_push(&self, items: &[PushItem]) -> Vec<(u64, u64)> {
-        let mut out = Vec::new();
+        self.look_up_push(items).segments
+    }
+
+    /// The first look at the transaction ids `items` send: the segments the push will read that are
+    /// not loaded, and whether it need not look again ([`PushLookup`]).
+    pub fn look_up_push(&self, items: &[PushItem]) -> PushLookup {
+        let mut segments = Vec::new();
+        let mut any = false;
         let mut last = None;
         for item in items {
             let Some(transaction_id) = item.transaction_id.as_deref().filter(|t| !t.is_empty())
@@ -141,10 +167,13 @@ impl Broker {
                 continue;
             };
             if let Some(pid) = self.item_partition(item, &mut last) {
-                self.transaction_candidates(pid, transaction_id, &mut out);
+                any |= self.transaction_candidates(pid, transaction_id, &mut segments);
             }
         }
-        out
+        PushLookup {
+            segments,
+            none_stored_at: (!any).then_some(self.txids_indexed),
+        }
     }
 
     /// The id of the existing partition `item` names, if any. `last` holds the previous item's answer
@@ -177,22 +206,29 @@ impl Broker {
     /// Pushes `items` (docs/protocol.md §3.1; wire-contract §1.2). Results come back in input order.
     pub fn push(&mut self, now: i64, items: Vec<PushItem>) -> CoreResult<Vec<PushResult>> {
         let mut items = items;
-        self.push_taking(now, &mut items)
+        self.push_taking(now, &mut items, None)
     }
 
     /// [`Self::push`] for a caller that may have to run the push again (the engine): `items` are taken
     /// only once every stored message the push compares them with was found loaded. After a segment
     /// miss (see `SegmentCache`) they are left in place and nothing is pushed; the engine drops the
     /// command's effects, loads the segment and calls again. So the engine need not clone the items
-    /// for each run.
+    /// for each run. `lookup`: what [`Self::look_up_push`] found for these `items` (if the caller
+    /// has it), which spares the push looking its sent ids up again when it still holds.
     pub fn push_taking(
         &mut self,
         now: i64,
         items: &mut Vec<PushItem>,
+        lookup: Option<PushLookup>,
     ) -> CoreResult<Vec<PushResult>> {
         let now = self.tick(now);
         self.check_quota(Self::push_size(items))?;
-        let stored = self.stored_duplicates(items);
+        let none_stored = lookup.is_some_and(|l| l.none_stored_at == Some(self.txids_indexed));
+        let stored = if none_stored {
+            Vec::new()
+        } else {
+            self.stored_duplicates(items)
+        };
         if self.cache.has_misses() {
             return Ok(Vec::new());
         }
@@ -425,6 +461,7 @@ impl Broker {
             p.next_segment_seq += 1;
             p.txids.add(meta.seq, fingerprints.iter().copied());
             p.segments.push_back(meta);
+            self.txids_indexed += 1;
             // Written as JSON text; a build that compresses does it in maintenance (module
             // `compaction`).
             let pending = segment::COMPRESSES;
@@ -465,5 +502,101 @@ impl Broker {
             self.refresh(queue, &group, pid);
         }
         self.wake_queue(queue.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::BrokerConfig;
+    use serde_json::json;
+
+    const NOW: i64 = 1_767_225_600_000;
+
+    fn item(partition: &str, transaction_id: &str) -> PushItem {
+        PushItem {
+            partition: partition.into(),
+            transaction_id: Some(transaction_id.into()),
+            ..PushItem::new("q", json!(1))
+        }
+    }
+
+    fn statuses(results: &[PushResult]) -> Vec<PushStatus> {
+        results.iter().map(|r| r.status.clone()).collect()
+    }
+
+    /// A lookup that found no stored id is used only while no id was indexed since: the pushes
+    /// between it and its push below (another producer's, which stores the same id) each index one,
+    /// and the push looks its ids up again and finds them.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_lookup_is_not_used_once_an_id_was_indexed_since() {
+        let mut b = Broker::new(BrokerConfig::default(), 1);
+        b.push(NOW, vec![item("p", "x")]).unwrap();
+        // `y` on the existing partition, `z` on one not made yet.
+        let mut items = vec![item("p", "y"), item("new", "z")];
+        let lookup = b.look_up_push(&items);
+        assert!(lookup.segments.is_empty());
+        assert!(lookup.none_stored_at.is_some());
+        b.push(NOW, vec![item("p", "y"), item("new", "z")]).unwrap();
+        let results = b.push_taking(NOW, &mut items, Some(lookup)).unwrap();
+        assert_eq!(
+            statuses(&results),
+            [PushStatus::Duplicate, PushStatus::Duplicate]
+        );
+    }
+
+    /// The same for a segment an open finds past the index (`index_found_segment`): the push looks
+    /// again, misses the segment (not loaded) and pushes nothing, for the engine to load it.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_lookup_is_not_used_once_an_open_indexed_a_segment_since() {
+        let mut b = Broker::new(BrokerConfig::default(), 1);
+        b.push(NOW, vec![item("p", "x")]).unwrap();
+        let pid = *b.queues["q"].partitions["p"];
+        let mut items = vec![item("p", "y")];
+        let lookup = b.look_up_push(&items);
+        assert!(lookup.none_stored_at.is_some());
+        let first = b.partitions[&pid].next_offset;
+        let found = segment::encode(&[StoredMessage {
+            offset: first,
+            id: "m".into(),
+            transaction_id: "y".into(),
+            trace_id: None,
+            producer_sub: None,
+            created_at_ms: NOW,
+            payload: json!(1).into(),
+        }]);
+        b.index_found_segment(pid, first, &found).unwrap();
+        let results = b.push_taking(NOW, &mut items, Some(lookup)).unwrap();
+        assert!(results.is_empty());
+        assert_eq!(items.len(), 1, "left for the next run");
+        assert_eq!(b.take_segment_misses(), [(pid, first)]);
+    }
+
+    /// A lookup that still holds spares the second one and answers as it would.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_lookup_that_holds_answers_as_looking_again_would() {
+        let mut b = Broker::new(BrokerConfig::default(), 1);
+        b.push(NOW, vec![item("p", "x")]).unwrap();
+        let mut items = vec![item("p", "y"), item("p", "y"), item("new", "z")];
+        let lookup = b.look_up_push(&items);
+        assert!(lookup.none_stored_at.is_some());
+        let results = b.push_taking(NOW, &mut items, Some(lookup)).unwrap();
+        assert_eq!(
+            statuses(&results),
+            [
+                PushStatus::Queued,
+                PushStatus::Duplicate,
+                PushStatus::Queued
+            ]
+        );
+        // An id that has a candidate: the lookup says so, and the push looks it up.
+        let mut items = vec![item("p", "x")];
+        let lookup = b.look_up_push(&items);
+        assert_eq!(lookup.none_stored_at, None);
+        let results = b.push_taking(NOW, &mut items, Some(lookup)).unwrap();
+        assert_eq!(statuses(&results), [PushStatus::Duplicate]);
     }
 }

@@ -322,7 +322,7 @@ impl Broker {
 
     pub(super) fn save_lane(&mut self, pid: u64, group: &str) {
         if let Some(lane) = self.partitions.get(&pid).and_then(|p| p.lanes.get(group)) {
-            let bytes = json(lane);
+            let bytes = lane.record();
             self.changes.put(lane_key(pid, group), bytes);
         }
     }
@@ -639,6 +639,7 @@ impl Broker {
                 )));
             }
             p.txids = TxIndex::from_entries(fingerprints_of);
+            self.txids_indexed += 1;
         }
         Ok(())
     }

@@ -411,7 +411,10 @@ fn decode_json(json: &[u8]) -> Result<Vec<StoredMessage>, String> {
         return Ok(messages);
     }
     let corrupt = |e: &str| format!("segment JSON is corrupt: {e}");
-    match serde_json::from_slice(json) {
+    let Ok(json) = std::str::from_utf8(json) else {
+        return Err(corrupt("not UTF-8"));
+    };
+    match serde_json::from_str(json) {
         Err(e) => Err(corrupt(&e.to_string())),
         Ok(Shaped::Not(_)) => Err(corrupt("expected an array of messages")),
         Ok(Shaped::Is(List(items))) => items
@@ -666,7 +669,7 @@ mod exact {
 
         /// One JSON value's text, checked by serde_json, as a part of the shared text.
         fn payload(&mut self) -> Option<Payload> {
-            let (raw, after) = first_raw_value(self.text.get(self.at..)?)?;
+            let (raw, after) = first_raw_value(self.shared.get(self.at..)?)?;
             let end = self.at + after;
             let start = end.checked_sub(raw.get().len())?;
             // The value's text ends where the parser stopped (no whitespace after it in this layout).
@@ -736,7 +739,7 @@ mod tests {
     #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
     fn the_direct_reader_agrees_with_the_general_one() {
         let general = |json: &[u8]| -> Vec<StoredMessage> {
-            match serde_json::from_slice(json).unwrap() {
+            match serde_json::from_str(std::str::from_utf8(json).unwrap()).unwrap() {
                 Shaped::Is(List(items)) => items
                     .into_iter()
                     .map(|item| match item {
@@ -1028,6 +1031,18 @@ mod tests {
             e.starts_with("segment JSON is corrupt: EOF while parsing"),
             "{e}"
         );
+        // Bytes that are not UTF-8, in an id or in a payload: damage, reported as such.
+        for bad in [
+            &b"[{\"o\":0,\"i\":\"a\xff\",\"t\":\"x\",\"c\":5,\"p\":1}]"[..],
+            b"[{\"o\":0,\"i\":\"a\",\"t\":\"x\",\"c\":5,\"p\":\"\xc3\"}]",
+        ] {
+            let mut bytes = vec![SEGMENT_FORMAT_JSON];
+            bytes.extend_from_slice(bad);
+            assert_eq!(
+                decode(&bytes).unwrap_err(),
+                "segment JSON is corrupt: not UTF-8"
+            );
+        }
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

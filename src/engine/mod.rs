@@ -785,9 +785,17 @@ impl<S: Store, H: Host> Engine<S, H> {
     pub async fn push(&self, items: Vec<PushItem>) -> EngineResult<Vec<PushResult>> {
         // Taken by the run that pushes them; a run that missed a segment leaves them for the next.
         let items = std::cell::RefCell::new(items);
+        // What a run's lookup found, taken by that run's push (the core uses it only while it
+        // still holds: `PushLookup`).
+        let lookup = std::cell::Cell::new(None);
         self.run(
-            |b, _| b.segments_needed_for_push(&items.borrow()),
-            |b, now| b.push_taking(now, &mut items.borrow_mut()),
+            |b, _| {
+                let mut found = b.look_up_push(&items.borrow());
+                let segments = std::mem::take(&mut found.segments);
+                lookup.set(Some(found));
+                segments
+            },
+            |b, now| b.push_taking(now, &mut items.borrow_mut(), lookup.take()),
         )
         .await
     }

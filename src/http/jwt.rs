@@ -478,8 +478,8 @@ pub(crate) fn parse(token: &str) -> Result<ParsedToken, HttpError> {
     let object = |part: &str, what: &str| -> Result<serde_json::Map<String, Value>, HttpError> {
         let bytes = base64_decode(part, true)
             .ok_or_else(|| malformed(&format!("{what} is not base64url")))?;
-        match serde_json::from_slice(&bytes) {
-            Ok(Value::Object(map)) => Ok(map),
+        match std::str::from_utf8(&bytes).map(serde_json::from_str) {
+            Ok(Ok(Value::Object(map))) => Ok(map),
             _ => Err(malformed(&format!("{what} is not a JSON object"))),
         }
     };

@@ -138,7 +138,7 @@ impl HttpResponse {
 
     /// The body parsed as JSON, if it is JSON.
     pub fn json(&self) -> Option<serde_json::Value> {
-        serde_json::from_slice(&self.body).ok()
+        serde_json::from_str(std::str::from_utf8(&self.body).ok()?).ok()
     }
 }
 

@@ -38,9 +38,17 @@ pub(crate) fn parse_json(body: &[u8], required: bool) -> Result<Option<Value>, H
             Ok(None)
         };
     }
-    serde_json::from_slice(body)
+    serde_json::from_str(body_utf8(body)?)
         .map(Some)
         .map_err(|e| HttpError::bad_request(format!("Invalid JSON: {e}")))
+}
+
+/// The body as text: a 400 when it is not UTF-8 (JSON's encoding). Every body is checked here once,
+/// whole, and then read by serde_json's reader over `str`, which checks no string again (its reader
+/// over bytes checks each string it reads); it is the only JSON reader in the module.
+fn body_utf8(body: &[u8]) -> Result<&str, HttpError> {
+    std::str::from_utf8(body)
+        .map_err(|_| HttpError::bad_request("Invalid JSON: the body is not UTF-8"))
 }
 
 /// The body as a JSON object (required).
@@ -272,21 +280,18 @@ fn opt_bool(map: &Map<String, Value>, key: &str) -> Result<Option<bool>, HttpErr
 // ---------------------------------------------------------------------------------------------
 
 /// The body's text in one shared copy, for the readers whose items keep parts of it (push,
-/// transaction): a 400 when it is not UTF-8 (JSON's encoding). An empty body passes: [`parse_shaped`]
+/// transaction, ack batch): a 400 when it is not UTF-8 ([`body_utf8`]). An empty body passes: [`parse_shaped`]
 /// refuses it.
 fn body_text(body: &[u8]) -> Result<Rc<str>, HttpError> {
-    std::str::from_utf8(body)
-        .map(Rc::from)
-        .map_err(|_| HttpError::bad_request("Invalid JSON: the body is not UTF-8"))
+    body_utf8(body).map(Rc::from)
 }
 
-/// The body as `T`, an object read in one pass (required); `T` may borrow from the body. Read as bytes,
-/// as every body is: a second serde_json reader (over `str`) would grow the browser module by kilobytes.
-fn parse_shaped<'de, T: FromCompound<'de>>(body: &'de [u8]) -> Result<T, HttpError> {
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
+/// The body as `T`, an object read in one pass (required); `T` may borrow from the body.
+fn parse_shaped<'de, T: FromCompound<'de>>(body: &'de str) -> Result<T, HttpError> {
+    if body.bytes().all(|b| b.is_ascii_whitespace()) {
         return Err(HttpError::bad_request("Empty request body"));
     }
-    match serde_json::from_slice(body) {
+    match serde_json::from_str(body) {
         Ok(Shaped::Is(body)) => Ok(body),
         Ok(Shaped::Not(_)) => Err(HttpError::bad_request("Request body must be a JSON object")),
         Err(e) => Err(HttpError::bad_request(format!("Invalid JSON: {e}"))),
@@ -464,7 +469,7 @@ pub(crate) fn push_items(
     producer_sub: Option<&str>,
 ) -> Result<Vec<PushItem>, HttpError> {
     let text = body_text(body)?;
-    let parsed: PushBody = parse_shaped(text.as_bytes())?;
+    let parsed: PushBody = parse_shaped(&text)?;
     let items = item_list(parsed.items, || "items array is required".to_string())?;
     if items.len() > limits.max_items_per_push {
         return Err(HttpError::too_large(format!(
@@ -731,10 +736,20 @@ impl<'de> FromCompound<'de> for AckBatchBody<'de> {
     }
 }
 
-/// One ack at `path` (the top level for the single-ack body).
-fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpError> {
+/// One ack at `path` (the top level for the single-ack body). `body`: the text the strings were read
+/// from, when they were (an `/ack/batch` body): the item's ids are parts of it.
+fn ack_fields(
+    a: AckIn,
+    path: Path,
+    limits: &Limits,
+    body: Option<&Rc<str>>,
+) -> Result<AckItem, HttpError> {
+    let shared = |s: BodyStr| match body {
+        Some(body) => s.shared(body),
+        None => SharedStr::from(String::from(s)),
+    };
     let transaction_id = match a.transaction_id {
-        Some(StrField::Str(t)) if !t.is_empty() => String::from(t),
+        Some(StrField::Str(t)) if !t.is_empty() => shared(t),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "transactionId is required{}",
@@ -744,7 +759,7 @@ fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpErro
     };
     check_id("transactionId", &transaction_id, limits)?;
     let partition_id = match a.partition_id {
-        Some(StrField::Str(p)) if !p.is_empty() => String::from(p),
+        Some(StrField::Str(p)) if !p.is_empty() => shared(p),
         _ => {
             return Err(HttpError::bad_request(format!(
                 "partitionId is required to ensure message uniqueness{}",
@@ -782,7 +797,7 @@ fn ack_fields(a: AckIn, path: Path, limits: &Limits) -> Result<AckItem, HttpErro
         "leaseId must be a string or null",
     )?
     .filter(|l| !l.is_empty())
-    .map(String::from);
+    .map(shared);
     if let Some(l) = &lease_id {
         check_id("leaseId", l, limits)?;
     }
@@ -802,7 +817,7 @@ pub(crate) fn single_ack(
 ) -> Result<(Option<String>, AckItem), HttpError> {
     let map = parse_object(body)?;
     let group = opt_group(&map, "consumerGroup", "", limits)?;
-    let item = ack_fields(AckIn::of(&map), Path::TOP, limits)?;
+    let item = ack_fields(AckIn::of(&map), Path::TOP, limits, None)?;
     Ok((group, item))
 }
 
@@ -812,7 +827,8 @@ pub(crate) fn batch_ack(
     body: &[u8],
     limits: &Limits,
 ) -> Result<(Option<String>, Vec<AckItem>), HttpError> {
-    let parsed: AckBatchBody = parse_shaped(body)?;
+    let text = body_text(body)?;
+    let parsed: AckBatchBody = parse_shaped(&text)?;
     let items = match parsed.acknowledgments {
         Some(Shaped::Is(List(items))) => items,
         _ => return Err(HttpError::bad_request("acknowledgments array is required")),
@@ -836,7 +852,7 @@ pub(crate) fn batch_ack(
         .map(|(i, v)| {
             let path = Path::item("acknowledgments", i);
             match v {
-                Shaped::Is(item) => ack_fields(item, path, limits),
+                Shaped::Is(item) => ack_fields(item, path, limits, Some(&text)),
                 Shaped::Not(kind) => Err(HttpError::bad_request(format!(
                     "{path} must be an object, got {kind}"
                 ))),
@@ -921,7 +937,7 @@ pub(crate) fn transaction(
     producer_sub: Option<&str>,
 ) -> Result<Vec<TxOperation>, HttpError> {
     let text = body_text(body)?;
-    let parsed: TxBody = parse_shaped(text.as_bytes())?;
+    let parsed: TxBody = parse_shaped(&text)?;
     let ops = match parsed.operations {
         Some(Shaped::Is(List(ops))) => ops,
         _ => return Err(HttpError::bad_request("operations array required")),
@@ -1001,7 +1017,7 @@ pub(crate) fn transaction(
             }
             "ack" => {
                 let group = opt_group(&op.fields, "consumerGroup", &path, limits)?;
-                let item = ack_fields(AckIn::of(&op.fields), Path::named(&path), limits)?;
+                let item = ack_fields(AckIn::of(&op.fields), Path::named(&path), limits, None)?;
                 out.push(TxOperation::Ack { item, group });
             }
             other => {
@@ -1215,6 +1231,30 @@ mod tests {
         );
         assert_eq!(
             push_items(b" ", &l, None).unwrap_err().message,
+            "Empty request body"
+        );
+    }
+
+    /// Every body is checked as UTF-8 whole before it is parsed (`body_utf8`): the ack batch and the
+    /// bodies read into a `Value` answer as the push does, wherever the bad bytes are.
+    #[test]
+    fn every_body_that_is_not_utf8_is_invalid_json() {
+        let l = Limits::default();
+        let not_utf8 = (400, "Invalid JSON: the body is not UTF-8");
+        for body in [
+            &b"{\"acknowledgments\": [{\"transactionId\": \"t\xff\", \"partitionId\": \"1\"}]}"[..],
+            b"{\"consumerGroup\": \"g\xc3\", \"acknowledgments\": []}",
+            b"{\"\xe9\": 1, \"acknowledgments\": []}",
+        ] {
+            let e = batch_ack(body, &l).unwrap_err();
+            assert_eq!((e.status, e.message.as_str()), not_utf8);
+        }
+        let e = single_ack(b"{\"transactionId\": \"\xf0\x9f\x98\"}", &l).unwrap_err();
+        assert_eq!((e.status, e.message.as_str()), not_utf8);
+        let e = parse_optional_object(b"{\"x\": \"\xfe\"}").unwrap_err();
+        assert_eq!((e.status, e.message.as_str()), not_utf8);
+        assert_eq!(
+            batch_ack(b" \n", &l).unwrap_err().message,
             "Empty request body"
         );
     }

@@ -52,26 +52,27 @@ impl AckStatus {
     }
 }
 
-/// One ack item.
+/// One ack item. Its ids are shared text: parts of the request body when the HTTP layer read them
+/// from one, handed on to the results without a copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AckItem {
     /// The message's transaction id.
-    pub transaction_id: String,
+    pub transaction_id: SharedStr,
     /// The message's partition id.
-    pub partition_id: String,
+    pub partition_id: SharedStr,
     /// What to do.
     pub status: AckStatus,
     /// Reason for failed/dlq.
     pub error: Option<String>,
     /// Fences the ack when non-empty.
-    pub lease_id: Option<String>,
+    pub lease_id: Option<SharedStr>,
 }
 
 impl AckItem {
     /// An item with the given status and nothing else.
     pub fn new(
-        transaction_id: impl Into<String>,
-        partition_id: impl Into<String>,
+        transaction_id: impl Into<SharedStr>,
+        partition_id: impl Into<SharedStr>,
         status: AckStatus,
     ) -> Self {
         AckItem {
@@ -84,7 +85,7 @@ impl AckItem {
     }
 
     /// The same item fenced by `lease_id`.
-    pub fn with_lease(mut self, lease_id: impl Into<String>) -> Self {
+    pub fn with_lease(mut self, lease_id: impl Into<SharedStr>) -> Self {
         self.lease_id = Some(lease_id.into());
         self
     }

@@ -39,7 +39,6 @@ impl Payload {
 
     /// The empty object `{}` (a transaction's push item without a payload).
     pub fn empty_object() -> Self {
-        // Serialized, not parsed: no JSON parser over `&str` in the wasm module for this.
         Payload::from_value(&Value::Object(serde_json::Map::new()))
     }
 
@@ -107,8 +106,7 @@ impl Payload {
     /// The payload parsed into a `serde_json::Value` tree (for tests and cold paths). Fails only where
     /// valid JSON text does not fit a `Value`: a number beyond `f64`'s range, a lone surrogate escape.
     pub fn to_value(&self) -> Result<Value, serde_json::Error> {
-        // From bytes: the parser over slices is the one the module already has.
-        serde_json::from_slice(self.get().as_bytes())
+        serde_json::from_str(self.get())
     }
 
     /// The raw JSON value.
@@ -123,17 +121,17 @@ impl Payload {
 /// A payload's text from a larger text as a `RawValue` of its own. Its reader checked that the text
 /// is one JSON value, so this parse (serde_json's, the only way to make a `RawValue`) cannot fail.
 fn own_raw(text: &str) -> Box<RawValue> {
-    first_raw_value(text.as_bytes())
+    first_raw_value(text)
         .filter(|(_, end)| *end == text.len())
         .expect("a payload in a larger text was checked when that text was read")
         .0
         .to_owned()
 }
 
-/// The JSON value at the start of `bytes`, checked by serde_json, and the offset right after it (what
+/// The JSON value at the start of `text`, checked by serde_json, and the offset right after it (what
 /// the segment reader captures payloads with).
-pub(crate) fn first_raw_value(bytes: &[u8]) -> Option<(&RawValue, usize)> {
-    let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<&RawValue>();
+pub(crate) fn first_raw_value(text: &str) -> Option<(&RawValue, usize)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
     let raw = values.next()?.ok()?;
     Some((raw, values.byte_offset()))
 }

@@ -157,6 +157,13 @@ impl From<&String> for SharedStr {
     }
 }
 
+/// The same text, shared (a clone).
+impl From<&SharedStr> for SharedStr {
+    fn from(text: &SharedStr) -> Self {
+        text.clone()
+    }
+}
+
 impl From<&SharedStr> for String {
     fn from(text: &SharedStr) -> Self {
         text.as_str().to_string()

@@ -84,7 +84,7 @@ impl Cipher for AesCipher {
                 .map(|p| {
                     p.as_ref()?;
                     let plain = opened.next().flatten()?;
-                    serde_json::from_slice(&plain).ok()
+                    serde_json::from_str(std::str::from_utf8(&plain).ok()?).ok()
                 })
                 .collect()
         })
