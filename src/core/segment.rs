@@ -113,7 +113,7 @@ pub fn decoded_weight(messages: &[StoredMessage]) -> usize {
             None => own += m.payload.len() + ALLOCATION_OVERHEAD,
         }
     }
-    texts.sort_unstable();
+    super::sort::sort_by_key(&mut texts, |&(address, _)| address);
     texts.dedup_by_key(|t| t.0);
     let shared: usize = texts
         .iter()
