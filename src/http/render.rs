@@ -28,6 +28,14 @@ fn push_status(status: &PushStatus) -> &'static str {
     }
 }
 
+/// The `status` field of a push result in the answer, key and value as one literal.
+fn push_status_field(status: &PushStatus) -> &'static str {
+    match status {
+        PushStatus::Queued => ",\"status\":\"queued\"",
+        PushStatus::Duplicate => ",\"status\":\"duplicate\"",
+    }
+}
+
 /// The push answer (contract §1.2): one result per item, snake_case plus the camelCase aliases. A
 /// duplicate has no `trace_id` and no `offset`; a queued result has both (`trace_id` may be `null`).
 ///
@@ -40,14 +48,14 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
     for (i, r) in results.iter().enumerate() {
         let queued = r.status == PushStatus::Queued;
         let previous = i.checked_sub(1).map(|p| &results[p]);
+        // The previous entry's closing brace goes with this one's opening.
         t.raw(if i == 0 {
             "{\"index\":"
         } else {
-            ",{\"index\":"
+            "},{\"index\":"
         })
         .uint(r.index as u64)
-        .raw(",\"status\":")
-        .str(push_status(&r.status))
+        .raw(push_status_field(&r.status))
         .str_twice(
             ",\"transaction_id\":",
             ",\"transactionId\":",
@@ -62,7 +70,10 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
             },
         );
         if queued {
-            t.raw(",\"trace_id\":").opt_str(r.trace_id.as_deref());
+            match r.trace_id.as_deref() {
+                Some(trace_id) => t.raw(",\"trace_id\":").str(trace_id),
+                None => t.raw(",\"trace_id\":null"),
+            };
         }
         let same_names = previous.is_some_and(|p| {
             p.queue.is_same_part(&r.queue) && p.partition.is_same_part(&r.partition)
@@ -76,9 +87,8 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
         if queued {
             t.raw(",\"offset\":").uint(r.offset);
         }
-        t.raw("}");
     }
-    t.raw("]");
+    t.raw(if results.is_empty() { "]" } else { "}]" });
     t.into_bytes()
 }
 
