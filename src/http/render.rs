@@ -28,6 +28,14 @@ fn push_status(status: &PushStatus) -> &'static str {
     }
 }
 
+/// The `status` field of a push result in the answer, key and value as one literal.
+fn push_status_field(status: &PushStatus) -> &'static str {
+    match status {
+        PushStatus::Queued => ",\"status\":\"queued\"",
+        PushStatus::Duplicate => ",\"status\":\"duplicate\"",
+    }
+}
+
 /// The push answer (contract §1.2): one result per item, snake_case plus the camelCase aliases. A
 /// duplicate has no `trace_id` and no `offset`; a queued result has both (`trace_id` may be `null`).
 ///
@@ -40,14 +48,14 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
     for (i, r) in results.iter().enumerate() {
         let queued = r.status == PushStatus::Queued;
         let previous = i.checked_sub(1).map(|p| &results[p]);
+        // The previous entry's closing brace goes with this one's opening.
         t.raw(if i == 0 {
             "{\"index\":"
         } else {
-            ",{\"index\":"
+            "},{\"index\":"
         })
         .uint(r.index as u64)
-        .raw(",\"status\":")
-        .str(push_status(&r.status))
+        .raw(push_status_field(&r.status))
         .str_twice(
             ",\"transaction_id\":",
             ",\"transactionId\":",
@@ -62,7 +70,10 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
             },
         );
         if queued {
-            t.raw(",\"trace_id\":").opt_str(r.trace_id.as_deref());
+            match r.trace_id.as_deref() {
+                Some(trace_id) => t.raw(",\"trace_id\":").str(trace_id),
+                None => t.raw(",\"trace_id\":null"),
+            };
         }
         let same_names = previous.is_some_and(|p| {
             p.queue.is_same_part(&r.queue) && p.partition.is_same_part(&r.partition)
@@ -76,9 +87,8 @@ pub(crate) fn push_results(results: &[PushResult]) -> Vec<u8> {
         if queued {
             t.raw(",\"offset\":").uint(r.offset);
         }
-        t.raw("}");
     }
-    t.raw("]");
+    t.raw(if results.is_empty() { "]" } else { "}]" });
     t.into_bytes()
 }
 
@@ -184,17 +194,14 @@ pub(crate) fn pop_reply(r: &PopReply, conflation_requested: bool) -> Vec<u8> {
 }
 
 /// The ack answer (contract §1.4): one result per item; `error` is `null` on success and never empty on
-/// a refusal (the Go SDK reads only `error`).
+/// a refusal (the Go SDK reads only `error`). Consecutive results of one partition share its names
+/// ([`SharedStr::is_same_part`]): they are written for the first and copied for the next ones.
 pub(crate) fn ack_results(results: &[AckResult]) -> Vec<u8> {
     let mut t = JsonText::with_capacity(2 + results.len() * 300);
+    let mut names = Repeat::default();
     t.raw("[");
     for (i, r) in results.iter().enumerate() {
-        let error = (!r.success).then(|| {
-            r.error
-                .as_deref()
-                .filter(|e| !e.is_empty())
-                .unwrap_or("Ack refused")
-        });
+        let previous = i.checked_sub(1).map(|p| &results[p]);
         t.raw(if i == 0 {
             "{\"index\":"
         } else {
@@ -204,25 +211,43 @@ pub(crate) fn ack_results(results: &[AckResult]) -> Vec<u8> {
         .raw(",\"transactionId\":")
         .str(&r.transaction_id)
         .raw(",\"partitionId\":")
-        .str(&r.partition_id)
-        .raw(",\"success\":")
-        .bool(r.success)
-        .raw(",\"error\":")
-        .opt_str(error)
-        .raw(",\"queueName\":")
-        .opt_str(r.queue.as_deref())
-        .raw(",\"partitionName\":")
-        .opt_str(r.partition.as_deref())
-        .raw(",\"leaseReleased\":")
-        .bool(r.lease_released)
-        .raw(",\"dlq\":")
-        .bool(r.dlq)
-        .raw(",\"status\":")
+        .str(&r.partition_id);
+        if r.success {
+            t.raw(",\"success\":true,\"error\":null");
+        } else {
+            let error = r.error.as_deref().filter(|e| !e.is_empty());
+            t.raw(",\"success\":false,\"error\":")
+                .str(error.unwrap_or("Ack refused"));
+        }
+        let same_names = previous.is_some_and(|p| {
+            same_part(&p.queue, &r.queue) && same_part(&p.partition, &r.partition)
+        });
+        t.repeat(&mut names, same_names, |t| {
+            t.raw(",\"queueName\":")
+                .opt_str(r.queue.as_deref())
+                .raw(",\"partitionName\":")
+                .opt_str(r.partition.as_deref());
+        })
+        .raw(match (r.lease_released, r.dlq) {
+            (false, false) => ",\"leaseReleased\":false,\"dlq\":false,\"status\":",
+            (false, true) => ",\"leaseReleased\":false,\"dlq\":true,\"status\":",
+            (true, false) => ",\"leaseReleased\":true,\"dlq\":false,\"status\":",
+            (true, true) => ",\"leaseReleased\":true,\"dlq\":true,\"status\":",
+        })
         .str(&r.status)
         .raw("}");
     }
     t.raw("]");
     t.into_bytes()
+}
+
+/// True when both are absent or both are the same part of one text ([`SharedStr::is_same_part`]).
+fn same_part(a: &Option<SharedStr>, b: &Option<SharedStr>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.is_same_part(b),
+        (None, None) => true,
+        _ => false,
+    }
 }
 
 /// The lease-extend object (contract §1.5, appendix D9).
@@ -759,6 +784,27 @@ mod tests {
         assert_eq!(
             String::from_utf8(ack_results(&acks)).unwrap(),
             serde_json::to_string(&SeqOf(&acks, old_ack_result)).unwrap()
+        );
+        // As an ack hands them out: a partition's results share its names; runs broken by a result
+        // without them, or with one name that differs.
+        let shared: Vec<AckResult> = (0..9)
+            .map(|i| {
+                let mut r = acks[i % 4].clone();
+                r.index = i;
+                (r.queue, r.partition) = (Some(queue.clone()), Some(partition.clone()));
+                match i {
+                    3 => r.queue = None,
+                    4 => (r.queue, r.partition) = (None, None),
+                    5 => (r.queue, r.partition) = (None, None),
+                    6 => r.partition = Some("p2".into()),
+                    _ => {}
+                }
+                r
+            })
+            .collect();
+        assert_eq!(
+            String::from_utf8(ack_results(&shared)).unwrap(),
+            serde_json::to_string(&SeqOf(&shared, old_ack_result)).unwrap()
         );
     }
 }
