@@ -1,6 +1,7 @@
 // What the worker benchmarks share: a keep-alive HTTP client for a local port, the CPU time of a process, the
 // push and pop+ack load, a broker's storage counters, and the arithmetic of alternating rounds.
 import http from 'node:http';
+import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 
@@ -210,4 +211,25 @@ export async function inspector(addr) {
     ws.send(JSON.stringify({ id: n, method, params }));
   });
   return { send, close: () => ws.close(), target: target.id ?? target.title };
+}
+
+/**
+ * Runs `fn` while `perf record` (with `perfArgs`, e.g. `['-F', '1999', '-g']`) records process `pid` into
+ * `data`; resolves to what `fn` resolved to once perf has written its file. Throws when perf fails.
+ */
+export async function whilePerfRecords(pid, perfArgs, data, fn) {
+  const perf = spawn('perf', ['record', ...perfArgs, '-p', String(pid), '-o', data], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  perf.stderr.on('data', (c) => { err += c; });
+  const exited = new Promise((r) => perf.on('exit', r));
+  await new Promise((r) => setTimeout(r, 300)); // perf attaches
+  let result;
+  try {
+    result = await fn();
+  } finally {
+    perf.kill('SIGINT');
+  }
+  const code = await exited;
+  if (code !== 0 && code !== null) throw new Error(`perf record exited ${code}: ${err}`);
+  return result;
 }

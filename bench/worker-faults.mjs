@@ -19,12 +19,12 @@
 // reservation of 3 GB or more (V8's wasm memories, and some of V8's own heap reservations: the naive queue,
 // which has no wasm, shows the latter). `perf record -e page-faults -d` gives each fault's address, so each
 // such mapping's faults are counted, not guessed.
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, loadDriver, requester } from './load.mjs';
+import { buildsFromArgs, loadDriver, requester, whilePerfRecords } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -65,16 +65,7 @@ async function cache(b) {
 /** Runs `fn` while `perf` records every page fault of `pid` with its address; resolves to `[result, addresses]`. */
 async function faultsDuring(pid, dir, fn) {
   const data = join(dir, `${pid}.data`);
-  const perf = spawn('perf', ['record', '-e', 'page-faults', '-c', '1', '-d', '-p', String(pid), '-o', data], { stdio: 'ignore' });
-  const exited = new Promise((r) => perf.on('exit', r));
-  await new Promise((r) => setTimeout(r, 300)); // perf attaches
-  let result;
-  try {
-    result = await fn();
-  } finally {
-    perf.kill('SIGINT');
-    await exited;
-  }
+  const result = await whilePerfRecords(pid, ['-e', 'page-faults', '-c', '1', '-d'], data, fn);
   const text = execFileSync('perf', ['script', '-F', 'addr', '-i', data], { maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] }).toString();
   return [result, text.split('\n').filter(Boolean).map((a) => BigInt(`0x${a.trim()}`))];
 }

@@ -13,12 +13,12 @@
 //
 // `--warm` is the seconds of each warm-up phase (V8 compiles the wasm's hot functions with TurboFan during the
 // first seconds of load: bench/worker-perf-split.py's JIT row).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, loadDriver, requester } from './load.mjs';
+import { buildsFromArgs, loadDriver, requester, whilePerfRecords } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -46,23 +46,8 @@ function renice(pid) {
   for (const t of readdirSync(`/proc/${pid}/task`)) execFileSync('renice', ['-n', '-10', '-p', t], { stdio: 'ignore' });
 }
 
-/** Runs `fn` while `perf record` samples `pid` into `data`; resolves to what `fn` resolved to. */
-async function underPerf(pid, data, fn) {
-  const perf = spawn('perf', ['record', '-F', '1999', '-g', '-p', String(pid), '-o', data], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let err = '';
-  perf.stderr.on('data', (c) => { err += c; });
-  const exited = new Promise((r) => perf.on('exit', r));
-  await new Promise((r) => setTimeout(r, 300)); // perf attaches
-  let result;
-  try {
-    result = await fn();
-  } finally {
-    perf.kill('SIGINT');
-  }
-  const code = await exited;
-  if (code !== 0 && code !== null) throw new Error(`perf record exited ${code}: ${err}`);
-  return result;
-}
+/** How `perf record` samples: 1999 Hz with call graphs. */
+const SAMPLING = ['-F', '1999', '-g'];
 
 const stateRoot = mkdtempSync(join(STATE === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-perf-'));
 const load0 = os.loadavg()[0];
@@ -84,10 +69,10 @@ try {
       const data = join(OUT, `${b.name}.perf.data`);
       let r;
       if (OP === 'push') {
-        r = await underPerf(b.pid, data, () => push(b, 'q', BATCH, SECONDS));
+        r = await whilePerfRecords(b.pid, SAMPLING, data, () => push(b, 'q', BATCH, SECONDS));
       } else {
         const p = await push(b, 'q', BATCH, SECONDS);
-        r = await underPerf(b.pid, data, () => popAck(b, 'q', BATCH, p.messages, SECONDS));
+        r = await whilePerfRecords(b.pid, SAMPLING, data, () => popAck(b, 'q', BATCH, p.messages, SECONDS));
       }
       const text = join(OUT, `${b.name}.txt`);
       writeFileSync(text, execFileSync('perf', ['script', '-F', 'tid,period,ip,sym', '-i', data], { maxBuffer: 1 << 30 }));

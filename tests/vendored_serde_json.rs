@@ -9,46 +9,61 @@ fn error<T: serde::de::DeserializeOwned + std::fmt::Debug>(json: &str) -> String
 
 #[test]
 fn invalid_type_errors_read_as_the_release_writes_them() {
-    assert_eq!(
-        error::<String>("true"),
-        "invalid type: boolean `true`, expected a string at line 1 column 4"
-    );
-    assert_eq!(
-        error::<String>("7"),
-        "invalid type: integer `7`, expected a string at line 1 column 1"
-    );
-    assert_eq!(
-        error::<String>("-7"),
-        "invalid type: integer `-7`, expected a string at line 1 column 2"
-    );
-    assert_eq!(
-        error::<String>("1.5"),
-        "invalid type: floating point `1.5`, expected a string at line 1 column 3"
-    );
-    assert_eq!(
-        error::<String>("null"),
-        "invalid type: null, expected a string at line 1 column 4"
-    );
-    assert_eq!(
-        error::<u64>("\"a\\\"b\""),
-        "invalid type: string \"a\\\"b\", expected u64 at line 1 column 6"
-    );
-    assert_eq!(
-        error::<String>("[1]"),
-        "invalid type: sequence, expected a string at line 1 column 0"
-    );
-    assert_eq!(
-        error::<String>("{}"),
-        "invalid type: map, expected a string at line 1 column 0"
-    );
-    assert_eq!(
-        error::<char>("\"ab\""),
-        "invalid value: string \"ab\", expected a character at line 1 column 4"
-    );
-    assert_eq!(
-        error::<Vec<u8>>("\"x\""),
-        "invalid type: string \"x\", expected a sequence at line 1 column 3"
-    );
+    let cases: [(&str, fn(&str) -> String, &str); 10] = [
+        (
+            "true",
+            error::<String>,
+            "invalid type: boolean `true`, expected a string at line 1 column 4",
+        ),
+        (
+            "7",
+            error::<String>,
+            "invalid type: integer `7`, expected a string at line 1 column 1",
+        ),
+        (
+            "-7",
+            error::<String>,
+            "invalid type: integer `-7`, expected a string at line 1 column 2",
+        ),
+        (
+            "1.5",
+            error::<String>,
+            "invalid type: floating point `1.5`, expected a string at line 1 column 3",
+        ),
+        (
+            "null",
+            error::<String>,
+            "invalid type: null, expected a string at line 1 column 4",
+        ),
+        (
+            r#""a\"b""#,
+            error::<u64>,
+            r#"invalid type: string "a\"b", expected u64 at line 1 column 6"#,
+        ),
+        (
+            "[1]",
+            error::<String>,
+            "invalid type: sequence, expected a string at line 1 column 0",
+        ),
+        (
+            "{}",
+            error::<String>,
+            "invalid type: map, expected a string at line 1 column 0",
+        ),
+        (
+            r#""ab""#,
+            error::<char>,
+            r#"invalid value: string "ab", expected a character at line 1 column 4"#,
+        ),
+        (
+            r#""x""#,
+            error::<Vec<u8>>,
+            r#"invalid type: string "x", expected a sequence at line 1 column 3"#,
+        ),
+    ];
+    for (json, read, expected) in cases {
+        assert_eq!(read(json), expected, "reading {json}");
+    }
     // And through a `Value`, as the broker reads bodies.
     let value: Value = serde_json::from_str(r#"{"a":true}"#).unwrap();
     assert_eq!(
