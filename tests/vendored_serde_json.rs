@@ -7,9 +7,12 @@ fn error<T: serde::de::DeserializeOwned + std::fmt::Debug>(json: &str) -> String
     serde_json::from_str::<T>(json).unwrap_err().to_string()
 }
 
+/// A reader of one type: the error text of reading some JSON as it.
+type Reader = fn(&str) -> String;
+
 #[test]
 fn invalid_type_errors_read_as_the_release_writes_them() {
-    let cases: [(&str, fn(&str) -> String, &str); 10] = [
+    let cases: [(&str, Reader, &str); 10] = [
         (
             "true",
             error::<String>,
