@@ -542,7 +542,7 @@ export interface OpenOptions {
    * and deletes keep working. Default: none (the browser's own quota then answers `quota_exceeded`).
    */
   maxStoredBytes?: number
-  /** Bytes of decoded messages the writer keeps in memory (default 32 MiB). */
+  /** Memory the writer may spend keeping decoded messages (their fields, texts and bookkeeping counted), in bytes (default 32 MiB). */
   cacheBytes?: number
   /**
    * Without Web Locks (non-secure origins): a follower whose forwarded request no writer acknowledged
