@@ -2,7 +2,7 @@
 // push, session 13"): headless Chromium, durability strict, a cross-origin-isolated page (5 us timers), the
 // module of each --build DIR (a staged module: queen-edge.js and queen_edge_bg.wasm) imported from its own URL.
 //
-//   node bench/idb-push-steps.mjs --build a=DIR [--build b=DIR] [--batch 100] [--calls 200] [--light] [--cpu [--pop]]
+//   node bench/idb-push-steps.mjs --build a=DIR [--build b=DIR] [--batch 100] [--calls 200] [--light] [--cpu [--pop] [--naive]]
 //
 // Marks, each the first of its kind within a push: the fluent call starts; `JSON.stringify` of the request
 // is entered and returns; the broker's `handle` is called; `IDBDatabase.transaction` is entered and returns;
@@ -14,7 +14,8 @@
 // CDP CPU profile of the pushes of each build (self time by category, then the top functions by self and
 // wasm functions by inclusive time, us a push; a profile inflates native and boundary calls: read proportions);
 // with --cpu --pop, of pop+ack calls instead (`pop` of `batch` then `ack` of what it returned; the pushes that fill the queue
-// run before the profile starts).
+// run before the profile starts); with --cpu --naive, also of tests/js/bench.mjs's naive queue's pushes (or pops + acks) in
+// the same page after the builds'.
 // A measuring tool: prints only.
 import { loadavg } from 'node:os';
 import { readFile } from 'node:fs/promises';
@@ -32,6 +33,7 @@ const calls = Number(values('--calls')[0] ?? 200);
 const cpu = args.includes('--cpu');
 const light = args.includes('--light');
 const pop = args.includes('--pop');
+const naive = args.includes('--naive');
 const load = () => loadavg().map((x) => x.toFixed(1)).join(' ');
 const TYPES = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.map': 'application/json' };
 
@@ -161,11 +163,41 @@ try {
     const cdp = await context.newCDPSession(page);
     await cdp.send('Profiler.enable');
     await cdp.send('Profiler.setSamplingInterval', { interval: 50 });
-    for (const { name } of builds) {
+    for (const { name } of [...builds, ...(naive ? [{ name: 'naive' }] : [])]) {
       // With --pop, the pushes run first, off the profile, and the pops + acks of the same messages are profiled.
       const run = (phase) => page.evaluate(async ({ name, batch, calls, phase }) => {
         const text = 'x'.repeat(100);
-        const q = (window.qs ||= {})[name] ||= await window.mods[name].Queen.open({ name: 'cpu-' + name + Math.random() });
+        const q = (window.qs ||= {})[name] ||= name === 'naive' ? await naiveQueue() : await window.mods[name].Queen.open({ name: 'cpu-' + name + Math.random() });
+        // tests/js/bench.mjs's naive queue behind the calls of the fluent API used below.
+        async function naiveQueue() {
+          const db = await new Promise((res, rej) => {
+            const r = indexedDB.open('cpu-naive' + Math.random(), 1);
+            r.onupgradeneeded = () => r.result.createObjectStore('messages', { autoIncrement: true });
+            r.onsuccess = () => res(r.result);
+            r.onerror = () => rej(r.error);
+          });
+          const tx = (mode, fn) => new Promise((res, rej) => {
+            const t = db.transaction('messages', mode, { durability: 'strict' });
+            const result = fn(t.objectStore('messages'));
+            t.oncomplete = () => res(result);
+            t.onabort = () => rej(t.error);
+          });
+          const queue = {
+            push: (items) => tx('readwrite', (s) => { for (const item of items) s.add(item.data); }),
+            batch: (n) => ({ wait: () => ({ pop: async () => {
+              const keys = [];
+              await tx('readonly', (s) => new Promise((resolve) => {
+                const req = s.openCursor();
+                req.onsuccess = () => {
+                  const c = req.result;
+                  if (c && keys.length < n) { keys.push([c.key, c.value]); c.continue(); } else resolve();
+                };
+              }));
+              return keys;
+            } }) })
+          };
+          return { queue: () => queue, ack: (keys) => tx('readwrite', (s) => { for (const [key] of keys) s.delete(key); }) };
+        }
         const t0 = performance.now();
         for (let i = 0; i < calls; i++) {
           if (phase === 'push') await q.queue('bench').push(Array.from({ length: batch }, (_, k) => ({ data: { i: i * batch + k, text } })));

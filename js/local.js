@@ -487,18 +487,19 @@ export class LocalTransport {
   /**
    * Sends a request through the broker; `body` is JSON-encoded unless a string. The text goes to the
    * broker as it is (the wasm glue writes it straight into wasm memory): no encoded copy in between.
+   * No headers: the broker reads a body as JSON whatever its `Content-Type` says (the header only refuses
+   * Queen's binary protocols), and the glue reads every header into wasm, call after call.
    */
   async request(method, path, body, _options) {
     const encoded = encodeBody(body)
-    const headers = encoded === undefined ? {} : { 'Content-Type': 'application/json' }
-    const response = await this.raw(method, path, headers, encoded)
+    const response = await this.raw(method, path, undefined, encoded)
     const text = response.body && response.body.length ? decoder.decode(response.body) : ''
     return { status: response.status, headers: response.headers, body: parseBody(text) }
   }
 
   /**
-   * One request in HTTP shape: `headers` a plain object, `body` a string (sent as UTF-8), a Uint8Array or
-   * undefined. Resolves to `{status, headers, body: Uint8Array}`.
+   * One request in HTTP shape: `headers` a plain object or undefined, `body` a string (sent as UTF-8), a
+   * Uint8Array or undefined. Resolves to `{status, headers, body: Uint8Array}`.
    */
   raw(method, path, headers, body) {
     if (this.#closed) return Promise.reject(new QueenError('closed', 'this Queen was closed'))
