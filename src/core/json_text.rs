@@ -1,6 +1,5 @@
-//! JSON text written straight into a byte buffer, for the answers that carry one entry per message
-//! (`http::render`'s `push_results`, `pop_reply`, `ack_results`) and for segments (module `segment`):
-//! keys are literal text, strings
+//! JSON text written straight into a byte buffer, for the HTTP answers (`http::render`, the
+//! handlers) and for segments (module `segment`): keys are literal text, strings
 //! are copied as they are unless they hold a character JSON must escape, numbers are written digit by
 //! digit. The output is byte for byte what `serde_json::to_vec` writes for the same fields in the same
 //! order: a string that needs escaping is handed to `serde_json` itself.
@@ -128,10 +127,29 @@ impl JsonText {
     /// A time as a JSON string, `"YYYY-MM-DDTHH:MM:SS.ffffffZ"` (what `timefmt::iso_micros` writes),
     /// without a `String` in between.
     pub(crate) fn iso_micros(&mut self, ms: i64) -> &mut Self {
-        let (digits, len) = iso_bytes(ms, true);
+        self.iso(ms, true)
+    }
+
+    /// A time as a JSON string, `"YYYY-MM-DDTHH:MM:SS.mmmZ"` (what `timefmt::iso_millis` writes).
+    pub(crate) fn iso_millis(&mut self, ms: i64) -> &mut Self {
+        self.iso(ms, false)
+    }
+
+    /// A time as a JSON string, with microseconds or milliseconds.
+    fn iso(&mut self, ms: i64, micros: bool) -> &mut Self {
+        let (digits, len) = iso_bytes(ms, micros);
         self.out.push('"');
         self.ascii(&digits[..len]);
         self.out.push('"');
+        self
+    }
+
+    /// A number with a fraction, as `serde_json` writes an `f64`.
+    pub(crate) fn float(&mut self, f: f64) -> &mut Self {
+        // An `f64` always serializes (a non-finite one as `null`).
+        if let Ok(text) = serde_json::to_string(&f) {
+            self.out.push_str(&text);
+        }
         self
     }
 
@@ -279,6 +297,18 @@ mod tests {
     }
 
     #[test]
+    fn floats_are_written_as_serde_json_writes_them() {
+        for f in [0.0, 1.0, 2.5, 1000.0, 0.001, 1.234, f64::NAN] {
+            assert_eq!(
+                text(|t| {
+                    t.float(f);
+                }),
+                serde_json::to_string(&serde_json::json!(f)).unwrap()
+            );
+        }
+    }
+
+    #[test]
     fn times_are_written_as_iso_micros_writes_them() {
         for ms in [
             0i64,
@@ -294,6 +324,12 @@ mod tests {
                     t.iso_micros(ms);
                 }),
                 format!("\"{}\"", crate::core::timefmt::iso_micros(ms))
+            );
+            assert_eq!(
+                text(|t| {
+                    t.iso_millis(ms);
+                }),
+                format!("\"{}\"", crate::core::timefmt::iso_millis(ms))
             );
         }
     }

@@ -120,10 +120,7 @@ pub(crate) async fn answer<S: Store, H: Host>(
             engine.read(|b, _| b.dlq_preview(&req.filter, SAMPLE_ROWS.min(req.limit)));
         let payloads = sample.iter_mut().map(|d| &mut d.payload).collect();
         crypto::open_payloads(config, payloads).await;
-        let sample: Vec<Value> = sample
-            .iter()
-            .map(|d| serde_json::to_value(render::dead_letter(d)).unwrap_or(Value::Null))
-            .collect();
+        let sample: Vec<Value> = sample.iter().map(render::dead_letter_value).collect();
         return Ok(json_response(
             200,
             &json!({

@@ -1,8 +1,8 @@
 //! Error answers: `{"error": "<text>"}` with a 4xx for bad input and a 5xx only for storage failures.
 
-use super::object::object;
 use super::HttpResponse;
 use crate::core::api::{CoreError, ErrorKind};
+use crate::core::json_text::JsonText;
 use crate::engine::EngineError;
 use crate::store::StoreErrorKind;
 
@@ -95,7 +95,9 @@ impl HttpError {
 
     /// The JSON answer.
     pub(crate) fn into_response(self) -> HttpResponse {
-        json_response(self.status, &object!({ "error": self.message }))
+        let mut t = JsonText::with_capacity(self.message.len() + 12);
+        t.raw("{\"error\":").str(&self.message).raw("}");
+        json_text_response(self.status, t.into_bytes())
     }
 }
 
@@ -134,7 +136,9 @@ impl From<EngineError> for HttpError {
     }
 }
 
-/// A JSON answer with `Content-Type: application/json`: a `Value`, or a reply struct of `render`.
+/// A JSON answer with `Content-Type: application/json`: a `Value` or a struct, serialized (the routes
+/// of the `ops` and `views` features; the others write their answers as JSON text).
+#[cfg(feature = "ops")]
 pub(crate) fn json_response<T: serde::Serialize + ?Sized>(status: u16, body: &T) -> HttpResponse {
     HttpResponse {
         status,

@@ -2,10 +2,9 @@
 
 use super::auth::Caller;
 use super::crypto;
-use super::error::{json_response, json_text_response, no_content, HttpError};
+use super::error::{json_text_response, no_content, HttpError};
 #[cfg(feature = "ops")]
 use super::modes;
-use super::object::object;
 use super::query::{clip, Query};
 use super::render;
 use super::router::{self, Route};
@@ -15,7 +14,8 @@ use super::views;
 use super::wire::{self, check_id, check_name};
 use super::{HttpConfig, HttpRequest, HttpResponse};
 use crate::core::api::*;
-use crate::core::timefmt::{iso_millis, parse_iso};
+use crate::core::json_text::JsonText;
+use crate::core::timefmt::parse_iso;
 #[cfg(feature = "ops")]
 use crate::engine::PushOutcome;
 use crate::engine::{Engine, EngineError, Host};
@@ -166,27 +166,32 @@ impl Route {
                 check_id("leaseId", &lease_id, limits)?;
                 let seconds = wire::extend_seconds(body, limits)?;
                 let reply = engine.extend_lease(&lease_id, seconds).await?;
-                Ok(json_response(200, &render::extend_reply(&reply)))
+                Ok(json_text_response(200, render::extend_reply(&reply)))
             }
             Route::Transaction => {
                 let ops =
                     transaction_operations(engine, config, body, caller.subject.as_deref()).await?;
                 let reply = engine.transaction(ops).await?;
-                Ok(json_response(200, &render::tx_reply(&reply)))
+                Ok(json_text_response(200, render::tx_reply(&reply)))
             }
             Route::Configure => {
                 let request = wire::configure(body, limits)?;
                 crypto::check_configure(config, &request)?;
                 let reply = engine.configure(request).await?;
-                Ok(json_response(200, &render::configure_reply(&reply)))
+                Ok(json_text_response(200, render::configure_reply(&reply)))
             }
             Route::DeleteQueue { queue } => {
                 check_name("Queue name", &queue, true, limits)?;
                 let existed = engine.delete_queue(&queue).await?;
-                Ok(json_response(
-                    200,
-                    &object!({"deleted": true, "queue": queue, "existed": existed}),
-                ))
+                let mut t = JsonText::with_capacity(64 + queue.len());
+                t.raw(if existed {
+                    "{\"deleted\":true,\"existed\":true,\"queue\":"
+                } else {
+                    "{\"deleted\":true,\"existed\":false,\"queue\":"
+                })
+                .str(&queue)
+                .raw("}");
+                Ok(json_text_response(200, t.into_bytes()))
             }
             view @ (Route::ListQueues
             | Route::GetQueue { .. }
@@ -240,13 +245,9 @@ impl Route {
                 let mut letters = engine.read(|b, _| b.dead_letters(&dlq));
                 let payloads = letters.iter_mut().map(|d| &mut d.payload).collect();
                 crypto::open_payloads(config, payloads).await;
-                Ok(json_response(
+                Ok(json_text_response(
                     200,
-                    &render::DlqListOut {
-                        total: letters.len(),
-                        messages: render::SeqOf(&letters, render::dead_letter),
-                        pagination: object!({"limit": limit, "offset": offset}),
-                    },
+                    render::dlq_list(&letters, limit, offset),
                 ))
             }
             #[cfg(feature = "views")]
@@ -254,14 +255,17 @@ impl Route {
                 super::operations::answer(engine, config, route, query, body).await
             }
             #[cfg(not(feature = "views"))]
-            Route::ReplayDlqBulk | Route::DeleteDlqBulk | Route::Deliveries => {
-                Err(super::operations::unavailable())
-            }
+            Route::ReplayDlqBulk
+            | Route::DeleteDlqBulk
+            | Route::Deliveries
+            | Route::ReplayDlq { .. }
+            | Route::DeleteMessage { .. } => Err(super::operations::unavailable()),
+            #[cfg(feature = "views")]
             Route::ReplayDlq { id } => {
                 check_id("id", &id, limits)?;
                 wire::parse_json(body, false)?;
                 let reply = engine.replay_dead_letter(&id).await?;
-                Ok(json_response(200, &render::replay_reply(&reply)))
+                Ok(json_text_response(200, render::replay_reply(&reply)))
             }
             Route::RetryMessage {
                 partition_id,
@@ -273,8 +277,9 @@ impl Route {
                 let reply = engine
                     .replay_address(&partition_id, &transaction_id)
                     .await?;
-                Ok(json_response(200, &render::replay_reply(&reply)))
+                Ok(json_text_response(200, render::replay_reply(&reply)))
             }
+            #[cfg(feature = "views")]
             Route::DeleteMessage {
                 partition_id,
                 transaction_id,
@@ -287,80 +292,65 @@ impl Route {
                 if deleted == 0 {
                     return Err(HttpError::not_found("No dead letter at this address"));
                 }
-                Ok(json_response(
-                    200,
-                    &object!({
-                        "success": true,
-                        "partitionId": partition_id,
-                        "transactionId": transaction_id,
-                        "deleted": deleted,
-                    }),
-                ))
+                let mut t = JsonText::with_capacity(96);
+                t.raw("{\"deleted\":")
+                    .uint(deleted as u64)
+                    .raw(",\"partitionId\":")
+                    .str(&partition_id)
+                    .raw(",\"success\":true,\"transactionId\":")
+                    .str(&transaction_id)
+                    .raw("}");
+                Ok(json_text_response(200, t.into_bytes()))
             }
             Route::DeleteGroup { group } => {
                 check_name("consumerGroup", &group, false, limits)?;
                 let meta = query.flag_or("deleteMetadata", true);
                 let r = engine.delete_group(&group, None, meta).await?;
-                Ok(json_response(
-                    200,
-                    &object!({
-                        "success": true,
-                        "consumerGroup": group,
-                        "deletedPartitions": r.deleted_partitions,
-                        "metadataDeleted": r.metadata_deleted,
-                    }),
-                ))
+                Ok(group_deleted(&group, None, &r))
             }
             Route::DeleteGroupQueue { group, queue } => {
                 check_name("consumerGroup", &group, false, limits)?;
                 check_name("Queue name", &queue, true, limits)?;
                 let meta = query.flag_or("deleteMetadata", true);
                 let r = engine.delete_group(&group, Some(&queue), meta).await?;
-                Ok(json_response(
-                    200,
-                    &object!({
-                        "success": true,
-                        "consumerGroup": group,
-                        "queueName": queue,
-                        "deletedPartitions": r.deleted_partitions,
-                        "metadataDeleted": r.metadata_deleted,
-                    }),
-                ))
+                Ok(group_deleted(&group, Some(&queue), &r))
             }
             Route::UpdateSubscription { group } => {
                 check_name("consumerGroup", &group, false, limits)?;
                 let start_ms = wire::subscription_timestamp(body)?;
                 let rows = engine.update_subscription(&group, start_ms).await?;
-                Ok(json_response(
-                    200,
-                    &object!({
-                        "success": true,
-                        "consumerGroup": group,
-                        "newTimestamp": iso_millis(start_ms),
-                        "rowsUpdated": rows,
-                    }),
-                ))
+                let mut t = JsonText::with_capacity(96 + group.len());
+                t.raw("{\"consumerGroup\":")
+                    .str(&group)
+                    .raw(",\"newTimestamp\":")
+                    .iso_millis(start_ms)
+                    .raw(",\"rowsUpdated\":")
+                    .uint(rows.into())
+                    .raw(",\"success\":true}");
+                Ok(json_text_response(200, t.into_bytes()))
             }
             Route::Seek { group, queue } => {
                 check_name("consumerGroup", &group, false, limits)?;
                 check_name("Queue name", &queue, true, limits)?;
                 let target = wire::seek_target(body)?;
                 let reply = engine.seek(&group, &queue, target).await?;
-                let (to_end, ts) = match target {
-                    SeekTarget::End => (true, None),
-                    SeekTarget::Timestamp(ms) => (false, Some(iso_millis(ms))),
+                let mut t = JsonText::with_capacity(160 + group.len() + queue.len());
+                t.raw("{\"consumerGroup\":")
+                    .str(&group)
+                    .raw(",\"partitionsUpdated\":")
+                    .uint(reply.partitions_updated.into())
+                    .raw(",\"queueName\":")
+                    .str(&queue);
+                match target {
+                    SeekTarget::End => {
+                        t.raw(",\"seekToEnd\":true,\"success\":true,\"targetTimestamp\":null}")
+                    }
+                    SeekTarget::Timestamp(ms) => t
+                        .raw(",\"seekToEnd\":false,\"success\":true,\"targetTimestamp\":")
+                        .iso_millis(ms)
+                        .raw("}"),
                 };
-                Ok(json_response(
-                    200,
-                    &object!({
-                        "success": true,
-                        "consumerGroup": group,
-                        "queueName": queue,
-                        "seekToEnd": to_end,
-                        "targetTimestamp": ts,
-                        "partitionsUpdated": reply.partitions_updated,
-                    }),
-                ))
+                Ok(json_text_response(200, t.into_bytes()))
             }
             Route::SeekPartition {
                 group,
@@ -374,21 +364,22 @@ impl Route {
                 let cursor = engine
                     .seek_partition_to_end(&group, &queue, &partition)
                     .await?;
-                Ok(json_response(
-                    200,
-                    &object!({
-                        "success": true,
-                        "consumerGroup": group,
-                        "queueName": queue,
-                        "partitionName": partition,
-                        "updated": true,
-                        "cursorMovedTo": cursor,
-                    }),
-                ))
+                let mut t = JsonText::with_capacity(128 + group.len() + queue.len());
+                t.raw("{\"consumerGroup\":")
+                    .str(&group)
+                    .raw(",\"cursorMovedTo\":")
+                    .int(cursor)
+                    .raw(",\"partitionName\":")
+                    .str(&partition)
+                    .raw(",\"queueName\":")
+                    .str(&queue)
+                    .raw(",\"success\":true,\"updated\":true}");
+                Ok(json_text_response(200, t.into_bytes()))
             }
-            Route::StatsRefresh => Ok(json_response(
+            Route::StatsRefresh => Ok(json_text_response(
                 200,
-                &object!({"success": true, "message": "Statistics are computed live; nothing to refresh"}),
+                b"{\"message\":\"Statistics are computed live; nothing to refresh\",\"success\":true}"
+                    .to_vec(),
             )),
             #[cfg(feature = "ops")]
             Route::PostTrace => {
@@ -397,33 +388,36 @@ impl Route {
             }
             Route::Health => {
                 // Probe the store with an empty range read: 503 when storage is unusable.
-                if let Err(e) = engine.store().scan(HEALTH_PROBE_PREFIX).await {
-                    return Ok(json_response(
-                        503,
-                        &object!({
-                            "status": "unhealthy",
-                            "database": "disconnected",
-                            "error": format!("storage failure: {}", e.message),
-                            "server": config.server_name,
-                            "worker_id": config.worker_id,
-                            "version": config.version,
-                        }),
-                    ));
-                }
-                Ok(json_response(
-                    200,
-                    &object!({
-                        "status": "healthy",
-                        "database": "connected",
-                        "server": config.server_name,
-                        "worker_id": config.worker_id,
-                        "version": config.version,
-                        "shared_state": {"enabled": false},
-                        "queen": {"worker_id": config.worker_id, "status": "active"},
-                        // Ours: whether encryptionEnabled queues are accepted (the page asks).
-                        "encryption": {"keyConfigured": config.encryption.is_some(), "cipher": "AES-256-GCM"},
-                    }),
-                ))
+                let mut t = JsonText::with_capacity(384);
+                let status = match engine.store().scan(HEALTH_PROBE_PREFIX).await {
+                    Err(e) => {
+                        t.raw("{\"database\":\"disconnected\",\"error\":")
+                            .str(&format!("storage failure: {}", e.message))
+                            .raw(",\"server\":")
+                            .str(&config.server_name)
+                            .raw(",\"status\":\"unhealthy\"");
+                        503
+                    }
+                    Ok(_) => {
+                        // `encryption` is ours: whether encryptionEnabled queues are accepted (the
+                        // page asks).
+                        t.raw("{\"database\":\"connected\",\"encryption\":")
+                            .raw("{\"cipher\":\"AES-256-GCM\",\"keyConfigured\":")
+                        .bool(config.encryption.is_some())
+                        .raw("},\"queen\":{\"status\":\"active\",\"worker_id\":")
+                        .str(&config.worker_id)
+                        .raw("},\"server\":")
+                        .str(&config.server_name)
+                        .raw(",\"shared_state\":{\"enabled\":false},\"status\":\"healthy\"");
+                        200
+                    }
+                };
+                t.raw(",\"version\":")
+                    .str(&config.version)
+                    .raw(",\"worker_id\":")
+                    .str(&config.worker_id)
+                    .raw("}");
+                Ok(json_text_response(status, t.into_bytes()))
             }
         }
     }
@@ -578,6 +572,25 @@ async fn pop<S: Store, H: Host>(
         Err(EngineError::Core(e)) if e.kind == ErrorKind::NotFound => Ok(no_content()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The answer to deleting a consumer group (on one queue or all).
+fn group_deleted(group: &str, queue: Option<&str>, r: &GroupDeleteReply) -> HttpResponse {
+    let mut t = JsonText::with_capacity(128 + group.len());
+    t.raw("{\"consumerGroup\":")
+        .str(group)
+        .raw(",\"deletedPartitions\":")
+        .uint(r.deleted_partitions.into())
+        .raw(if r.metadata_deleted {
+            ",\"metadataDeleted\":true"
+        } else {
+            ",\"metadataDeleted\":false"
+        });
+    if let Some(queue) = queue {
+        t.raw(",\"queueName\":").str(queue);
+    }
+    t.raw(",\"success\":true}");
+    json_text_response(200, t.into_bytes())
 }
 
 fn ack_answer(results: &[AckResult]) -> HttpResponse {

@@ -42,7 +42,6 @@ use crate::core::json_text;
 pub mod jwt;
 #[cfg(feature = "ops")]
 mod modes;
-mod object;
 mod operations;
 #[cfg(feature = "twophase")]
 pub mod prepared;

@@ -1,11 +1,11 @@
 //! The `/configure` options beyond Queen (`reclaimLimit`, `retryBackoff`, `deliveryLog`; module
-//! `crate::core::redelivery`): read from the `options` object, and echoed only when set, so a queue
-//! that does not use them answers exactly Queen's 15 options.
+//! `crate::core::redelivery`): read from the `options` object (`render::options` echoes them only when
+//! set, so a queue that does not use them answers exactly Queen's 15 options).
 
 use super::error::HttpError;
 use super::wire::opt_uint;
 use super::Limits;
-use crate::core::api::{DeliveryLogMode, OptionsPatch, QueueOptions, RetryBackoff};
+use crate::core::api::{DeliveryLogMode, OptionsPatch, RetryBackoff};
 use crate::core::redelivery::MAX_RECLAIM_LIMIT;
 use serde_json::{Map, Value};
 
@@ -62,27 +62,4 @@ fn backoff(b: &Map<String, Value>, max_duration_ms: u64) -> Option<RetryBackoff>
     };
     backoff.validate(max_duration_ms).ok()?;
     Some(backoff)
-}
-
-/// Adds the options that are set to an `options` echo object.
-pub(crate) fn echo(o: &QueueOptions, out: &mut Value) {
-    let Some(map) = out.as_object_mut() else {
-        return;
-    };
-    if o.reclaim_limit > 0 {
-        map.insert("reclaimLimit".into(), Value::from(o.reclaim_limit));
-    }
-    if let Some(b) = o.retry_backoff() {
-        let mut backoff = Map::new();
-        backoff.insert("baseMs".into(), Value::from(b.base_ms));
-        backoff.insert(
-            "factor".into(),
-            Value::from(b.factor_permille as f64 / 1000.0),
-        );
-        backoff.insert("maxMs".into(), Value::from(b.max_ms));
-        map.insert("retryBackoff".into(), Value::Object(backoff));
-    }
-    if !o.delivery_log.is_off() {
-        map.insert("deliveryLog".into(), Value::from(o.delivery_log.as_str()));
-    }
 }

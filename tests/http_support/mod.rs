@@ -4,6 +4,10 @@
 //! Time only moves when the test says so ([`Harness::advance`]) or when every task is parked on a sleep
 //! ([`Harness::send`] then jumps to the earliest sleeper). So a long-poll that really waits 30 s takes no
 //! wall time, and the test can check exactly when it answered.
+//!
+//! With `QE_REPLY_TRANSCRIPT=PREFIX` set, every answer [`Harness::wait`] returns (so every
+//! [`Harness::send`] and `call`) is appended, with its request, to the file `PREFIX.TEST` (TEST: the
+//! running test's name), so the replies of two builds can be compared byte for byte.
 
 #![allow(dead_code)]
 
@@ -89,9 +93,9 @@ impl Host for TestHost {
     }
 }
 
-/// A response that may not have arrived yet.
+/// A response that may not have arrived yet, and the request it answers (for the transcript).
 #[derive(Clone, Default)]
-pub struct Pending(Rc<RefCell<Option<HttpResponse>>>);
+pub struct Pending(Rc<RefCell<Option<HttpResponse>>>, Rc<String>);
 
 impl Pending {
     /// The response, if it arrived.
@@ -184,7 +188,14 @@ impl Harness {
 
     /// Starts a request without driving it.
     pub fn spawn(&self, request: HttpRequest) -> Pending {
-        let slot = Pending::default();
+        let line = format!(
+            "{} {}?{} {}",
+            request.method,
+            request.path,
+            request.query,
+            String::from_utf8_lossy(&request.body)
+        );
+        let slot = Pending(Rc::default(), Rc::new(line));
         let out = slot.clone();
         let engine = self.engine.clone();
         let config = self.config.clone();
@@ -221,6 +232,7 @@ impl Harness {
         loop {
             self.run_until_stalled();
             if let Some(r) = pending.get() {
+                transcribe(pending, &r);
                 return r;
             }
             let t = self
@@ -284,6 +296,30 @@ impl Harness {
     pub fn snapshot(&self) -> Vec<Record> {
         futures::executor::block_on(self.store.scan("")).expect("MemStore scans")
     }
+}
+
+/// Appends `response` and its request to the transcript file, when `QE_REPLY_TRANSCRIPT` names one.
+fn transcribe(pending: &Pending, response: &HttpResponse) {
+    let Ok(prefix) = std::env::var("QE_REPLY_TRANSCRIPT") else {
+        return;
+    };
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("main")
+        .replace("::", ".");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(format!("{prefix}.{test}"))
+        .expect("the transcript file opens");
+    let text = format!(
+        "{}\n-> {} {:?} {}\n",
+        pending.1,
+        response.status,
+        response.headers,
+        String::from_utf8_lossy(&response.body)
+    );
+    std::io::Write::write_all(&mut file, text.as_bytes()).expect("the transcript is written");
 }
 
 /// The JSON body of a response, or `Null` for an empty body. Panics on a non-JSON body.

@@ -165,7 +165,7 @@ pub(crate) fn queue_detail(q: &QueueView, now: i64) -> Value {
         "namespace": q.namespace,
         "task": q.task,
         "createdAt": iso_millis(q.created_at_ms),
-        "options": crate::http::render::options(&q.options),
+        "options": crate::http::render::options_value(&q.options),
         "partitions": partitions,
         "totals": counts_json(&queue_counts(q, now)),
     })
