@@ -1,8 +1,7 @@
 //! The npm module's default build (no `ops` feature: no push buffer, no traces) over a database where
 //! a full build turned maintenance mode on: it honours what is stored. Pops claim nothing while pop
 //! maintenance is on; pushes are refused (503) while push maintenance is on or buffered messages wait,
-//! never applied ahead of them; the maintenance and trace routes, and the replay by id and delete of
-//! dead letters, answer 501 with what to do instead.
+//! never applied ahead of them; the maintenance and trace routes answer 501 with what to do instead.
 //! Run where the npm module's configuration is built anyway: in 40-browser (wasm32, no default features,
 //! `talc`; in node), beside the crate's other wasm tests. By hand, natively: `cargo test --test http_lean
 //! --no-default-features`.
@@ -84,51 +83,4 @@ fn a_build_without_ops_honours_a_stored_maintenance_mode() {
     let (status, body) = h.call("GET", "/api/v1/pop/queue/lean?batch=10", None);
     assert_eq!(status, 200, "pops resume");
     assert_eq!(body["messages"][0]["data"], 1);
-}
-
-#[cfg_attr(not(target_arch = "wasm32"), test)]
-#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn replay_by_id_and_delete_of_dead_letters_answer_501_and_retry_stays() {
-    let h = Harness::new();
-    let (status, _) = h.call(
-        "POST",
-        "/api/v1/configure",
-        Some(json!({"queue": "lean", "options": {"retryLimit": 0, "dlqAfterMaxRetries": true}})),
-    );
-    assert_eq!(status, 200);
-    let (status, _) = h.call(
-        "POST",
-        "/api/v1/push",
-        Some(json!({"items": [{"queue": "lean", "payload": 1, "transactionId": "t1"}]})),
-    );
-    assert_eq!(status, 201);
-    let message = h.pop_messages("/api/v1/pop/queue/lean").remove(0);
-    h.ack_batch(std::slice::from_ref(&message), "failed", None);
-    let (status, list) = h.call("GET", "/api/v1/dlq?queue=lean", None);
-    assert_eq!((status, list["total"].as_u64()), (200, Some(1)), "{list}");
-    let (id, pid) = (
-        list["messages"][0]["id"].as_str().unwrap().to_string(),
-        message["partitionId"].as_str().unwrap().to_string(),
-    );
-
-    let before = h.snapshot();
-    for (method, target) in [
-        ("POST", format!("/api/v1/dlq/{id}/replay")),
-        ("DELETE", format!("/api/v1/messages/{pid}/t1")),
-    ] {
-        let (status, body) = h.call(method, &target, Some(json!({})));
-        assert_eq!(status, 501, "{method} {target}: {body}");
-        assert!(body["error"].as_str().unwrap().contains("views: true"));
-    }
-    assert_eq!(h.snapshot(), before, "a 501 changes nothing");
-    assert_eq!(h.call("GET", "/api/v1/dlq?queue=lean", None).1, list);
-
-    // The replay of one message (admin.retryMessage) stays in the default build.
-    let (status, body) = h.call(
-        "POST",
-        &format!("/api/v1/messages/{pid}/t1/retry"),
-        Some(json!({})),
-    );
-    assert_eq!((status, &body["replayed"]), (200, &json!(true)), "{body}");
-    assert_eq!(h.pop_messages("/api/v1/pop/queue/lean")[0]["data"], 1);
 }

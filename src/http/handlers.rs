@@ -255,12 +255,9 @@ impl Route {
                 super::operations::answer(engine, config, route, query, body).await
             }
             #[cfg(not(feature = "views"))]
-            Route::ReplayDlqBulk
-            | Route::DeleteDlqBulk
-            | Route::Deliveries
-            | Route::ReplayDlq { .. }
-            | Route::DeleteMessage { .. } => Err(super::operations::unavailable()),
-            #[cfg(feature = "views")]
+            Route::ReplayDlqBulk | Route::DeleteDlqBulk | Route::Deliveries => {
+                Err(super::operations::unavailable())
+            }
             Route::ReplayDlq { id } => {
                 check_id("id", &id, limits)?;
                 wire::parse_json(body, false)?;
@@ -279,7 +276,6 @@ impl Route {
                     .await?;
                 Ok(json_text_response(200, render::replay_reply(&reply)))
             }
-            #[cfg(feature = "views")]
             Route::DeleteMessage {
                 partition_id,
                 transaction_id,

@@ -3,13 +3,8 @@
 //!
 //! Like the view routes they are built with the `views` cargo feature: the npm module's default build
 //! (what `Queen.open` loads, whose download size is budgeted) answers them 501 saying how to get them;
-//! the Worker, native builds and `Queen.open({ views: true })` (the page) have them. The same build
-//! leaves out two dead-letter tools of `queen.admin` the same way: the replay by row id (`POST
-//! /api/v1/dlq/:id/replay`, `replayDeadLetter`) and the delete (`DELETE /api/v1/messages/:partitionId/
-//! :transactionId`, `deleteMessage`), served in `super::handlers`. Dead-lettering, the listing (`GET
-//! /api/v1/dlq`) and the replay of one message (`POST /api/v1/messages/:partitionId/:transactionId/retry`,
-//! `retryMessage`) are in every build, as is every queue option (`reclaimLimit`, `retryBackoff`,
-//! `deliveryLog`).
+//! the Worker, native builds and `Queen.open({ views: true })` (the page) have them. Every queue option
+//! (`reclaimLimit`, `retryBackoff`, `deliveryLog`) works in every build: only these routes are left out.
 
 use super::error::HttpError;
 #[cfg(feature = "views")]
@@ -43,8 +38,7 @@ pub(super) async fn answer<S: Store, H: Host>(
 #[cfg(not(feature = "views"))]
 pub(super) fn unavailable() -> HttpError {
     HttpError::not_built(
-        "The delivery log, the bulk dead-letter routes and the replay by id and delete of dead letters \
-         come with the views (admin.retryMessage replays one without them): open the database with \
+        "The delivery log and bulk dead-letter routes come with the views: open the database with \
          Queen.open({ name, views: true }), or use the edge broker (Queen.connect).",
     )
 }
