@@ -479,13 +479,11 @@ export class Admin {
   deleteQueue(name: string): Promise<JsonObject>
   listMessages(params?: Record<string, string | number>): Promise<JsonObject>
   getMessage(partitionId: string, transactionId: string): Promise<JsonObject>
-  /** Deletes the dead-letter row(s) of a message. Against `Queen.open`, needs `views: true` (the default
-   *  build answers 501 `not_built`). */
+  /** Deletes the dead-letter row(s) of a message. */
   deleteMessage(partitionId: string, transactionId: string): Promise<JsonObject>
   /** Replays a dead-lettered message to the end of its partition (idempotent). */
   retryMessage(partitionId: string, transactionId: string): Promise<JsonObject>
-  /** Replays a dead letter by its row id. Against `Queen.open`, needs `views: true` (as `deleteMessage`;
-   *  `retryMessage` replays one in every build). */
+  /** Replays a dead letter by its row id. */
   replayDeadLetter(id: string): Promise<JsonObject>
   /** Replays every dead letter the filter selects (as `dlq:<id>`, so twice adds nothing), in chunks;
    *  `{dryRun: true}` answers `{count, sample}` and changes nothing. Against `Queen.open`, needs
