@@ -24,15 +24,16 @@
 //!    tally's by more than [`MARGIN_PERCENT`]; otherwise (a tie too) it finds it slower, where a lone
 //!    request is answered without a wait.
 //! 5. **Both halves must agree.** After the probe, sharing is kept on for the next epochs if both halves
-//!    found it faster, and off if both found it slower. A probe whose halves disagree decides nothing: the
-//!    decision in force (off before the first) is kept for as many epochs as before ([`KEEP_EPOCHS`]
-//!    before the first). A load that changes once during a probe (clients turning from pushes to pops, a
-//!    pause and then another batch size) tilts only the half it changed in, so it cannot turn the
-//!    decision by itself.
-//! 6. **Keeping longer while probes agree.** A decision is kept for [`KEEP_EPOCHS`] epochs; a probe that
-//!    decides as the decision in force doubles that, up to [`MAX_KEEP_EPOCHS`], and one that decides
-//!    otherwise starts again from [`KEEP_EPOCHS`]. So the epochs spent probing (half of them in the
-//!    slower setting) shrink while the answer stays the same, and a change is followed within a cycle.
+//!    found it faster, and off if both found it slower. A probe whose halves disagree changes nothing:
+//!    the decision in force (off before the first) stands. A load that changes once during a probe
+//!    (clients turning from pushes to pops, a pause and then another batch size) tilts only the half it
+//!    changed in, so it cannot turn the decision by itself.
+//! 6. **Keeping longer while probes do not overturn it.** A decision is kept for [`KEEP_EPOCHS`] epochs;
+//!    a probe that leaves it standing (it decides the same, or its halves disagree) doubles that, up to
+//!    [`MAX_KEEP_EPOCHS`], and one that decides otherwise starts again from [`KEEP_EPOCHS`]. So the
+//!    epochs spent probing (half of them in the other setting) shrink while nothing shows the other
+//!    setting faster (where both are about as fast, a probe often finds its halves disagreeing), and a
+//!    change is followed within a cycle.
 //! 7. **Probing again.** After the kept epochs the cycle starts over with fresh tallies, so a change of
 //!    load or of batch size is followed.
 //! 8. **Before the first decision** the object shares as the probe says (it starts with sharing off).
@@ -148,17 +149,15 @@ impl AutoSharing {
     fn decide(&mut self) {
         let [first, second] = std::mem::take(&mut self.halves);
         let found = first.finds_sharing_faster();
-        if found != second.finds_sharing_faster() {
-            // Inconclusive: the decision in force (off before the first) is kept as long as before.
-            self.keep = self.keep.max(KEEP_EPOCHS);
-            return;
-        }
-        self.keep = if self.keep > 0 && found == self.decided {
-            (self.keep * 2).min(MAX_KEEP_EPOCHS)
-        } else {
+        let overturned = found == second.finds_sharing_faster() && found != self.decided;
+        self.keep = if overturned || self.keep == 0 {
             KEEP_EPOCHS
+        } else {
+            (self.keep * 2).min(MAX_KEEP_EPOCHS)
         };
-        self.decided = found;
+        if overturned {
+            self.decided = found;
+        }
     }
 }
 
@@ -342,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn rule_5_a_probe_whose_halves_disagree_keeps_the_decision_in_force() {
+    fn rule_5_a_probe_whose_halves_disagree_leaves_the_decision_in_force_standing() {
         // One answer in 2 ms whatever the setting, but in 1 ms once the load has changed: after the
         // probe's first epoch (its first half sees sharing faster, its second a tie), or after its fifth
         // (the first half a tie, the second sharing faster).
@@ -354,7 +353,7 @@ mod tests {
             load_epochs(&mut p, &mut now, PROBE.len(), stepped_after(step));
             assert!(!p.shares(), "a step after epoch {step} turned sharing on");
             assert_eq!(p.keep, KEEP_EPOCHS);
-            // An object that shares: it stays on, kept as long as before.
+            // An object that shares: it stays on (kept twice as long, rule 6).
             let mut p = AutoSharing::default();
             epochs(&mut p, &mut now, PROBE.len(), rates(2, 5));
             let keep = p.keep;
@@ -369,12 +368,12 @@ mod tests {
                 }
             });
             assert!(p.shares(), "a step after epoch {step} turned sharing off");
-            assert_eq!(p.keep, keep);
+            assert_eq!(p.keep, 2 * keep);
         }
     }
 
     #[test]
-    fn rule_6_a_decision_is_kept_twice_as_long_after_each_probe_that_agrees_and_reset_by_one_that_does_not(
+    fn rule_6_a_decision_is_kept_twice_as_long_after_each_probe_that_leaves_it_and_reset_by_one_that_overturns_it(
     ) {
         let mut p = AutoSharing::default();
         let mut now = 0;
