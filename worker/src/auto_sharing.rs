@@ -19,17 +19,24 @@
 //!    epoch (what it counted so far is dropped): a gap measures the clients' pauses, not the object.
 //! 3. **Probing.** A cycle begins with [`PROBE`]'s epochs, sharing off and on in the order off, on, on,
 //!    off, ... (so a load that drifts during the probe weighs on both alike), each epoch's answers and
-//!    length added to its setting's tally.
-//! 4. **Deciding.** After the probe, sharing is kept on for the next epochs only if its tally's rate
-//!    beats the other's by more than [`MARGIN_PERCENT`]; otherwise (a tie too) it is off, where a lone
+//!    length added to its setting's tally of its half of the probe (each half is off, on, on, off).
+//! 4. **Deciding.** A half of the probe finds sharing faster only if its `on` tally's rate beats its `off`
+//!    tally's by more than [`MARGIN_PERCENT`]; otherwise (a tie too) it finds it slower, where a lone
 //!    request is answered without a wait.
-//! 5. **Keeping longer while probes agree.** The decision is kept for [`KEEP_EPOCHS`] epochs; a probe
-//!    that decides as the one before doubles that, up to [`MAX_KEEP_EPOCHS`], and one that decides
-//!    otherwise starts again from [`KEEP_EPOCHS`]. So the epochs spent probing (half of them in the
-//!    slower setting) shrink while the answer stays the same, and a change is followed within a cycle.
-//! 6. **Probing again.** After the kept epochs the cycle starts over with fresh tallies, so a change of
+//! 5. **Both halves must agree.** After the probe, sharing is kept on for the next epochs if both halves
+//!    found it faster, and off if both found it slower. A probe whose halves disagree changes nothing:
+//!    the decision in force (off before the first) stands. A load that changes once during a probe
+//!    (clients turning from pushes to pops, a pause and then another batch size) tilts only the half it
+//!    changed in, so it cannot turn the decision by itself.
+//! 6. **Keeping longer while probes do not overturn it.** A decision is kept for [`KEEP_EPOCHS`] epochs;
+//!    a probe that leaves it standing (it decides the same, or its halves disagree) doubles that, up to
+//!    [`MAX_KEEP_EPOCHS`], and one that decides otherwise starts again from [`KEEP_EPOCHS`]. So the
+//!    epochs spent probing (half of them in the other setting) shrink while nothing shows the other
+//!    setting faster (where both are about as fast, a probe often finds its halves disagreeing), and a
+//!    change is followed within a cycle.
+//! 7. **Probing again.** After the kept epochs the cycle starts over with fresh tallies, so a change of
 //!    load or of batch size is followed.
-//! 7. **Before the first decision** the object shares as the probe says (it starts with sharing off).
+//! 8. **Before the first decision** the object shares as the probe says (it starts with sharing off).
 
 /// Shortest epoch, in milliseconds of the object's clock.
 pub const EPOCH_MS: i64 = 100;
@@ -53,6 +60,20 @@ struct Tally {
     ms: u64,
 }
 
+/// The tallies of one half of the probe, sharing off and on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Half {
+    on: Tally,
+    off: Tally,
+}
+
+impl Half {
+    /// Whether this half found sharing faster (rule 4).
+    fn finds_sharing_faster(&self) -> bool {
+        faster_by_margin(self.on, self.off)
+    }
+}
+
 /// The policy of one object: feed it every answer's time ([`AutoSharing::answered`]), ask it whether a
 /// commit's leader gathers now ([`AutoSharing::shares`]). See the module documentation for its rules.
 #[derive(Debug, Clone, Default)]
@@ -65,10 +86,9 @@ pub struct AutoSharing {
     answers: u32,
     /// The last answer's time.
     last_answer: i64,
-    /// The probe's tallies with sharing on and off.
-    on: Tally,
-    off: Tally,
-    /// The last probe's decision.
+    /// The tallies of the probe's two halves.
+    halves: [Half; 2],
+    /// The decision in force after the probe.
     decided: bool,
     /// Epochs the current decision is kept (0 before the first decision).
     keep: u32,
@@ -106,29 +126,37 @@ impl AutoSharing {
 
     /// Counts an epoch of `length` ms that ended now, and moves to the next.
     fn end_epoch(&mut self, length: i64) {
-        let probing = (self.epoch as usize) < PROBE.len();
-        if probing {
-            let tally = if self.shares() {
-                &mut self.on
+        let epoch = self.epoch as usize;
+        if epoch < PROBE.len() {
+            let half = &mut self.halves[epoch * 2 / PROBE.len()];
+            let tally = if PROBE[epoch] {
+                &mut half.on
             } else {
-                &mut self.off
+                &mut half.off
             };
             tally.answers += u64::from(self.answers);
             tally.ms += length as u64;
         }
         self.epoch += 1;
         if self.epoch as usize == PROBE.len() {
-            let decided = faster_by_margin(self.on, self.off);
-            self.keep = if self.keep > 0 && decided == self.decided {
-                (self.keep * 2).min(MAX_KEEP_EPOCHS)
-            } else {
-                KEEP_EPOCHS
-            };
-            self.decided = decided;
-            self.on = Tally::default();
-            self.off = Tally::default();
+            self.decide();
         } else if self.epoch as usize == PROBE.len() + self.keep as usize {
             self.epoch = 0;
+        }
+    }
+
+    /// Ends a probe: decides by its halves (rules 5 and 6) and clears its tallies.
+    fn decide(&mut self) {
+        let [first, second] = std::mem::take(&mut self.halves);
+        let found = first.finds_sharing_faster();
+        let overturned = found == second.finds_sharing_faster() && found != self.decided;
+        self.keep = if overturned || self.keep == 0 {
+            KEEP_EPOCHS
+        } else {
+            (self.keep * 2).min(MAX_KEEP_EPOCHS)
+        };
+        if overturned {
+            self.decided = found;
         }
     }
 }
@@ -168,16 +196,32 @@ mod tests {
         count: usize,
         interval_ms: impl Fn(bool) -> i64,
     ) -> Vec<bool> {
+        load_epochs(policy, now, count, |_, shares| interval_ms(shares))
+    }
+
+    /// As [`epochs`], the interval also depending on the epoch's index in this call: a load that changes.
+    fn load_epochs(
+        policy: &mut AutoSharing,
+        now: &mut i64,
+        count: usize,
+        interval_ms: impl Fn(usize, bool) -> i64,
+    ) -> Vec<bool> {
         let mut settings = Vec::new();
         while settings.len() < count {
+            let index = settings.len();
             let epoch = policy.epoch;
             settings.push(policy.shares());
             while policy.epoch == epoch {
                 policy.answered(*now);
-                *now += interval_ms(policy.shares());
+                *now += interval_ms(index, policy.shares());
             }
         }
         settings
+    }
+
+    /// One answer every `on_ms` with sharing on, every `off_ms` with it off.
+    fn rates(on_ms: i64, off_ms: i64) -> impl Fn(bool) -> i64 {
+        move |shares| if shares { on_ms } else { off_ms }
     }
 
     #[test]
@@ -224,7 +268,7 @@ mod tests {
             t += 1;
         }
         assert_eq!(
-            p.off,
+            p.halves[0].off,
             Tally {
                 answers: EPOCH_MS as u64,
                 ms: EPOCH_MS as u64
@@ -238,25 +282,34 @@ mod tests {
     }
 
     #[test]
-    fn rule_3_the_probe_alternates_off_and_on_and_tallies_each() {
+    fn rule_3_the_probe_alternates_off_and_on_and_tallies_each_half() {
         let mut p = AutoSharing::default();
         let mut now = 0;
-        let seen = epochs(&mut p, &mut now, PROBE.len() - 1, |shares| {
-            if shares {
-                2
-            } else {
-                5
-            }
-        });
+        let seen = epochs(&mut p, &mut now, PROBE.len() - 1, rates(2, 5));
         assert_eq!(seen, PROBE[..PROBE.len() - 1]);
-        // Three epochs off at one answer in 5 ms, four on at one in 2 ms (the last off epoch is running).
-        assert_eq!(p.off.answers * 5, p.off.ms);
-        assert_eq!(p.on.answers * 2, p.on.ms);
-        assert!(p.off.answers >= 3 * u64::from(EPOCH_ANSWERS));
+        // An epoch off holds 20 answers in 100 ms (one in 5 ms), one on 50 (one in 2 ms). The first half
+        // has two of each; the second (its last epoch, off, running) two on and one off.
+        let tally = |epochs: u64, answers: u64| Tally {
+            answers: epochs * answers,
+            ms: epochs * EPOCH_MS as u64,
+        };
+        assert_eq!(
+            p.halves,
+            [
+                Half {
+                    on: tally(2, 50),
+                    off: tally(2, 20)
+                },
+                Half {
+                    on: tally(2, 50),
+                    off: tally(1, 20)
+                }
+            ]
+        );
     }
 
     #[test]
-    fn rule_4_sharing_is_kept_on_only_when_it_is_faster_by_the_margin() {
+    fn rule_4_a_half_finds_sharing_faster_only_by_the_margin() {
         for (on_ms, off_ms, kept) in [
             (2, 5, true),    // sharing answers faster: on
             (5, 2, false),   // sharing answers slower: off
@@ -264,48 +317,63 @@ mod tests {
         ] {
             let mut p = AutoSharing::default();
             let mut now = 0;
-            epochs(&mut p, &mut now, PROBE.len(), |s| {
-                if s {
-                    on_ms
-                } else {
-                    off_ms
-                }
-            });
-            let kept_epochs = epochs(&mut p, &mut now, KEEP_EPOCHS as usize, |s| {
-                if s {
-                    on_ms
-                } else {
-                    off_ms
-                }
-            });
+            epochs(&mut p, &mut now, PROBE.len(), rates(on_ms, off_ms));
+            let kept_epochs = epochs(&mut p, &mut now, KEEP_EPOCHS as usize, rates(on_ms, off_ms));
             assert!(
                 kept_epochs.iter().all(|&s| s == kept),
                 "on {on_ms} ms, off {off_ms} ms"
             );
         }
         // Within the margin: 100 answers in 1000 ms against 100 in 1040 ms is 4 % faster, not enough.
-        let (on, off) = (
-            Tally {
-                answers: 100,
-                ms: 1000,
-            },
-            Tally {
-                answers: 100,
-                ms: 1040,
-            },
-        );
-        assert!(!faster_by_margin(on, off));
-        assert!(faster_by_margin(
+        let on = Tally {
+            answers: 100,
+            ms: 1000,
+        };
+        let half = |off_ms| Half {
             on,
-            Tally {
+            off: Tally {
                 answers: 100,
-                ms: 1060
-            }
-        ));
+                ms: off_ms,
+            },
+        };
+        assert!(!half(1040).finds_sharing_faster());
+        assert!(half(1060).finds_sharing_faster());
     }
 
     #[test]
-    fn rule_5_a_decision_is_kept_twice_as_long_after_each_probe_that_agrees_and_reset_by_one_that_does_not(
+    fn rule_5_a_probe_whose_halves_disagree_leaves_the_decision_in_force_standing() {
+        // One answer in 2 ms whatever the setting, but in 1 ms once the load has changed: after the
+        // probe's first epoch (its first half sees sharing faster, its second a tie), or after its fifth
+        // (the first half a tie, the second sharing faster).
+        let stepped_after = |step: usize| move |epoch: usize, _| if epoch < step { 2 } else { 1 };
+        for step in [1, 5] {
+            // A new object: off, as before the probe.
+            let mut p = AutoSharing::default();
+            let mut now = 0;
+            load_epochs(&mut p, &mut now, PROBE.len(), stepped_after(step));
+            assert!(!p.shares(), "a step after epoch {step} turned sharing on");
+            assert_eq!(p.keep, KEEP_EPOCHS);
+            // An object that shares: it stays on (kept twice as long, rule 6).
+            let mut p = AutoSharing::default();
+            epochs(&mut p, &mut now, PROBE.len(), rates(2, 5));
+            let keep = p.keep;
+            epochs(&mut p, &mut now, keep as usize, rates(2, 5));
+            load_epochs(&mut p, &mut now, PROBE.len(), |epoch, shares| {
+                // Sharing twice as fast, but the load slows tenfold after the step.
+                let interval = if shares { 2 } else { 4 };
+                if epoch < step {
+                    interval
+                } else {
+                    interval * 10
+                }
+            });
+            assert!(p.shares(), "a step after epoch {step} turned sharing off");
+            assert_eq!(p.keep, 2 * keep);
+        }
+    }
+
+    #[test]
+    fn rule_6_a_decision_is_kept_twice_as_long_after_each_probe_that_leaves_it_and_reset_by_one_that_overturns_it(
     ) {
         let mut p = AutoSharing::default();
         let mut now = 0;
@@ -313,16 +381,10 @@ mod tests {
         // Sharing faster for four cycles, then slower.
         for (cycle, on_ms) in [2, 2, 2, 2, 5].into_iter().enumerate() {
             let off_ms = 7 - on_ms;
-            epochs(&mut p, &mut now, PROBE.len(), |s| {
-                if s {
-                    on_ms
-                } else {
-                    off_ms
-                }
-            });
+            epochs(&mut p, &mut now, PROBE.len(), rates(on_ms, off_ms));
             kept.push((p.shares(), p.keep));
             let keep = p.keep as usize;
-            let during = epochs(&mut p, &mut now, keep, |s| if s { on_ms } else { off_ms });
+            let during = epochs(&mut p, &mut now, keep, rates(on_ms, off_ms));
             assert!(during.iter().all(|&s| s == (on_ms == 2)), "cycle {cycle}");
             assert_eq!(
                 p.epoch, 0,
@@ -343,28 +405,24 @@ mod tests {
     }
 
     #[test]
-    fn rule_6_after_the_kept_epochs_the_probe_starts_over_with_fresh_tallies() {
+    fn rule_7_after_the_kept_epochs_the_probe_starts_over_with_fresh_tallies() {
         let mut p = AutoSharing::default();
         let mut now = 0;
         // Sharing faster in the first cycle, slower in the second.
-        epochs(&mut p, &mut now, PROBE.len() + KEEP_EPOCHS as usize, |s| {
-            if s {
-                2
-            } else {
-                5
-            }
-        });
-        assert_eq!(
-            (p.epoch, p.on, p.off),
-            (0, Tally::default(), Tally::default())
+        epochs(
+            &mut p,
+            &mut now,
+            PROBE.len() + KEEP_EPOCHS as usize,
+            rates(2, 5),
         );
-        let probe = epochs(&mut p, &mut now, PROBE.len(), |s| if s { 5 } else { 2 });
+        assert_eq!((p.epoch, p.halves), (0, Default::default()));
+        let probe = epochs(&mut p, &mut now, PROBE.len(), rates(5, 2));
         assert_eq!(probe, PROBE);
         assert!(!p.shares(), "the second probe found sharing slower");
     }
 
     #[test]
-    fn rule_7_a_new_object_starts_probing_with_sharing_off() {
+    fn rule_8_a_new_object_starts_probing_with_sharing_off() {
         let mut p = AutoSharing::default();
         assert!(!p.shares());
         let mut now = 0;

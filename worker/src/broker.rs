@@ -23,7 +23,6 @@ use wasm_bindgen::JsValue;
 use worker::worker_sys::{web_sys, DurableObjectState};
 use worker::{console_error, console_log, ByteStream, Env, Headers, Method, Result, State};
 
-use crate::auto_sharing::AutoSharing;
 use crate::config::{CommitSharing, WorkerConfig};
 use crate::do_store::DoStore;
 use crate::frame;
@@ -506,17 +505,16 @@ impl BrokerObject {
     #[wasm_bindgen(constructor)]
     pub fn new(state: DurableObjectState, env: Env) -> BrokerObject {
         let state = State::from(state);
-        let worker_id = state.id().to_string();
-        let config = WorkerConfig::from_env(&env, worker_id, js_sys::Date::now() as i64);
+        let object_id = state.id().to_string();
+        let config = WorkerConfig::from_env(&env, object_id.clone(), js_sys::Date::now() as i64);
         if let Some(error) = &config.startup_error {
             console_error!("broker cannot start: {error}");
         }
         let sharing = match config.commit_sharing {
             CommitSharing::Off => Sharing::Off,
             CommitSharing::On => Sharing::On,
-            CommitSharing::Auto => {
-                Sharing::Auto(Rc::new(std::cell::RefCell::new(AutoSharing::default())))
-            }
+            // Kept across the object's restarts after idle spells (crate::sharing_memory).
+            CommitSharing::Auto => Sharing::Auto(crate::sharing_memory::policy_of(&object_id)),
         };
         BrokerObject {
             broker: Rc::new(Broker {

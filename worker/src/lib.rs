@@ -39,6 +39,7 @@ pub mod routing;
 pub mod shape;
 pub mod shard_guard;
 pub mod shards;
+pub mod sharing_memory;
 pub mod sync_auth;
 pub mod txn_plan;
 
