@@ -32,10 +32,7 @@ pub fn policy_of(object_id: &str) -> Rc<RefCell<AutoSharing>> {
         if policies.len() >= MAX_POLICIES && !policies.contains_key(object_id) {
             policies.clear();
         }
-        policies
-            .entry(object_id.to_owned())
-            .or_default()
-            .clone()
+        policies.entry(object_id.to_owned()).or_default().clone()
     })
 }
 
