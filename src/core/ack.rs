@@ -34,6 +34,15 @@ struct SpanHint {
     messages: Rc<[StoredMessage]>,
 }
 
+/// What fences an ack on one lane: its live lease and where its leased span ends. Read once per run
+/// of items on the lane: the lookup pass changes no lane (it only materialises one that had none, which
+/// then reads the same).
+struct LaneSpan {
+    pid: u64,
+    live: Option<String>,
+    batch_end: i64,
+}
+
 /// An item that passed lookup and fencing, waiting for its lane's resolution.
 struct Pending {
     index: usize,
@@ -58,6 +67,8 @@ impl Broker {
         let mut survivors: Vec<(u64, Pending)> = Vec::new();
         // Where the next item probably is: right after the one before (acks come in pop order).
         let mut hint = None;
+        // The fencing of the lane found last (items come in runs of one partition).
+        let mut lane_span: Option<LaneSpan> = None;
         for (index, item) in items.iter().enumerate() {
             let partition_id = match &last_pid {
                 Some(shared) if *shared == item.partition_id => shared.clone(),
@@ -108,17 +119,27 @@ impl Broker {
                 results[index].error = Some(super::prepared::PINNED_LEASE.to_string());
                 continue;
             }
-            let Some(lane) = self.lane_mut(pid, &group) else {
-                continue;
+            let (live, batch_end) = match &lane_span {
+                Some(span) if span.pid == pid => (span.live.as_deref(), span.batch_end),
+                _ => {
+                    let Some(lane) = self.lane_mut(pid, &group) else {
+                        continue;
+                    };
+                    let span = lane_span.insert(LaneSpan {
+                        pid,
+                        live: lane.live_lease(now).map(str::to_string),
+                        batch_end: lane.batch_end(),
+                    });
+                    (span.live.as_deref(), span.batch_end)
+                }
             };
-            let live = lane.live_lease(now);
             if let Some(fence) = item.lease_id.as_deref().filter(|l| !l.is_empty()) {
                 if live != Some(fence) {
                     results[index].error = Some(INVALID_LEASE.to_string());
                     continue;
                 }
             }
-            if live.is_some() && offset as i64 > lane.batch_end() {
+            if live.is_some() && offset as i64 > batch_end {
                 results[index].error = Some(NOT_IN_SPAN.to_string());
                 continue;
             }
