@@ -34,13 +34,14 @@ struct SpanHint {
     messages: Rc<[StoredMessage]>,
 }
 
-/// What fences an ack on one lane: its live lease and where its leased span ends. Read once per run
-/// of items on the lane: the lookup pass changes no lane (it only materialises one that had none, which
-/// then reads the same).
+/// What fences an ack on one lane, read once per run of items on it: whether a lease is live, where its
+/// span ends, and a fence already found to be the live lease (an item's own text, so nothing is copied).
+/// The lookup pass changes no lane (it only materialises one that had none, which then reads the same).
 struct LaneSpan {
     pid: u64,
-    live: Option<String>,
+    leased: bool,
     batch_end: i64,
+    fence: Option<SharedStr>,
 }
 
 /// An item that passed lookup and fencing, waiting for its lane's resolution.
@@ -119,27 +120,36 @@ impl Broker {
                 results[index].error = Some(super::prepared::PINNED_LEASE.to_string());
                 continue;
             }
-            let (live, batch_end) = match &lane_span {
-                Some(span) if span.pid == pid => (span.live.as_deref(), span.batch_end),
-                _ => {
+            let span = match lane_span.as_mut().filter(|span| span.pid == pid) {
+                Some(span) => span,
+                None => {
                     let Some(lane) = self.lane_mut(pid, &group) else {
                         continue;
                     };
-                    let span = lane_span.insert(LaneSpan {
+                    lane_span.insert(LaneSpan {
                         pid,
-                        live: lane.live_lease(now).map(str::to_string),
+                        leased: lane.live_lease(now).is_some(),
                         batch_end: lane.batch_end(),
-                    });
-                    (span.live.as_deref(), span.batch_end)
+                        fence: None,
+                    })
                 }
             };
-            if let Some(fence) = item.lease_id.as_deref().filter(|l| !l.is_empty()) {
-                if live != Some(fence) {
-                    results[index].error = Some(INVALID_LEASE.to_string());
-                    continue;
+            if let Some(fence) = item.lease_id.as_ref().filter(|l| !l.is_empty()) {
+                let known = span.fence.as_ref().is_some_and(|f| f == fence);
+                if !known {
+                    let live = self
+                        .partitions
+                        .get(&pid)
+                        .and_then(|p| p.lanes.get(&group))
+                        .and_then(|lane| lane.live_lease(now));
+                    if live != Some(fence.as_str()) {
+                        results[index].error = Some(INVALID_LEASE.to_string());
+                        continue;
+                    }
+                    span.fence = Some(fence.clone());
                 }
             }
-            if live.is_some() && offset as i64 > batch_end {
+            if span.leased && offset as i64 > span.batch_end {
                 results[index].error = Some(NOT_IN_SPAN.to_string());
                 continue;
             }
