@@ -126,11 +126,18 @@ impl Broker {
                     let Some(lane) = self.lane_mut(pid, &group) else {
                         continue;
                     };
+                    let live = lane.live_lease(now);
+                    // This item's fence, when it is the live lease: the next items compare with it.
+                    let fence = item
+                        .lease_id
+                        .as_ref()
+                        .filter(|l| live == Some(l.as_str()))
+                        .cloned();
                     lane_span.insert(LaneSpan {
                         pid,
-                        leased: lane.live_lease(now).is_some(),
+                        leased: live.is_some(),
                         batch_end: lane.batch_end(),
-                        fence: None,
+                        fence,
                     })
                 }
             };
