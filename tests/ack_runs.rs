@@ -131,3 +131,39 @@ fn a_message_past_the_span_is_not_in_it_after_one_that_is() {
         .collect();
     assert_eq!(outcome, vec![(true, None), (false, Some(NOT_IN_SPAN))]);
 }
+
+#[test]
+fn a_wrong_fence_after_a_right_one_on_the_same_lane_is_refused() {
+    let mut h = Harness::new();
+    h.push_to("q", "a", (0..4).map(|n| json!({ "a": n })).collect());
+    let reply = pop_one_partition(&mut h, 4);
+    assert_eq!(reply.messages.len(), 4);
+    let m = &reply.messages;
+    let item = |i: usize| {
+        AckItem::new(
+            &m[i].transaction_id,
+            &m[i].partition_id,
+            AckStatus::Completed,
+        )
+    };
+    let items = vec![
+        item(0).with_lease(reply.lease_id.as_str()),
+        item(1).with_lease("another-lease"),
+        item(2),
+        item(3).with_lease(reply.lease_id.as_str()),
+    ];
+    let results = h.ack(None, items);
+    let outcome: Vec<(bool, Option<&str>)> = results
+        .iter()
+        .map(|r| (r.success, r.error.as_deref()))
+        .collect();
+    assert_eq!(
+        outcome,
+        vec![
+            (true, None),
+            (false, Some(INVALID_LEASE)),
+            (true, None),
+            (true, None),
+        ]
+    );
+}
