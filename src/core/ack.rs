@@ -2,9 +2,11 @@
 
 use super::api::*;
 use super::deliveries::AttemptBefore;
+use super::segment::StoredMessage;
 use super::state::*;
 use super::txindex;
 use super::Broker;
+use std::rc::Rc;
 
 /// Item error for a message that does not exist (or is no longer retained).
 pub const MESSAGE_NOT_FOUND: &str = "Message not found";
@@ -16,13 +18,30 @@ pub const NOT_IN_SPAN: &str = "Message not in leased span";
 pub const RETRIES_EXHAUSTED: &str = "Retries exhausted";
 
 /// Where an ack call's next item probably is: the offset after the message found last, in the
-/// segment that held it.
-#[derive(Debug, Clone, Copy)]
+/// segment that held it, with what the search found on the way there. Valid for one pass over a
+/// call's items, during which no lane's span and no segment changes (a pass only reads them, or
+/// materialises a lane that had none, which never held a hint).
+#[derive(Debug, Clone)]
 struct SpanHint {
     pid: u64,
     next: u64,
+    /// The lane's span, `start..=end`, as [`Broker::find_in_lease_span`] computed it.
+    start: u64,
+    end: u64,
     segment_first: u64,
     segment_last: u64,
+    /// The segment's messages, index 0 at `segment_first`.
+    messages: Rc<[StoredMessage]>,
+}
+
+/// What fences an ack on one lane, read once per run of items on it: whether a lease is live, where its
+/// span ends, and a fence already found to be the live lease (an item's own text, so nothing is copied).
+/// The lookup pass changes no lane (it only materialises one that had none, which then reads the same).
+struct LaneSpan {
+    pid: u64,
+    leased: bool,
+    batch_end: i64,
+    fence: Option<SharedStr>,
 }
 
 /// An item that passed lookup and fencing, waiting for its lane's resolution.
@@ -49,6 +68,8 @@ impl Broker {
         let mut survivors: Vec<(u64, Pending)> = Vec::new();
         // Where the next item probably is: right after the one before (acks come in pop order).
         let mut hint = None;
+        // The fencing of the lane found last (items come in runs of one partition).
+        let mut lane_span: Option<LaneSpan> = None;
         for (index, item) in items.iter().enumerate() {
             let partition_id = match &last_pid {
                 Some(shared) if *shared == item.partition_id => shared.clone(),
@@ -99,17 +120,43 @@ impl Broker {
                 results[index].error = Some(super::prepared::PINNED_LEASE.to_string());
                 continue;
             }
-            let Some(lane) = self.lane_mut(pid, &group) else {
-                continue;
+            let span = match lane_span.as_mut().filter(|span| span.pid == pid) {
+                Some(span) => span,
+                None => {
+                    let Some(lane) = self.lane_mut(pid, &group) else {
+                        continue;
+                    };
+                    let live = lane.live_lease(now);
+                    // This item's fence, when it is the live lease: the next items compare with it.
+                    let fence = item
+                        .lease_id
+                        .as_ref()
+                        .filter(|l| live == Some(l.as_str()))
+                        .cloned();
+                    lane_span.insert(LaneSpan {
+                        pid,
+                        leased: live.is_some(),
+                        batch_end: lane.batch_end(),
+                        fence,
+                    })
+                }
             };
-            let live = lane.live_lease(now);
-            if let Some(fence) = item.lease_id.as_deref().filter(|l| !l.is_empty()) {
-                if live != Some(fence) {
-                    results[index].error = Some(INVALID_LEASE.to_string());
-                    continue;
+            if let Some(fence) = item.lease_id.as_ref().filter(|l| !l.is_empty()) {
+                let known = span.fence.as_ref().is_some_and(|f| f == fence);
+                if !known {
+                    let live = self
+                        .partitions
+                        .get(&pid)
+                        .and_then(|p| p.lanes.get(&group))
+                        .and_then(|lane| lane.live_lease(now));
+                    if live != Some(fence.as_str()) {
+                        results[index].error = Some(INVALID_LEASE.to_string());
+                        continue;
+                    }
+                    span.fence = Some(fence.clone());
                 }
             }
-            if live.is_some() && offset as i64 > lane.batch_end() {
+            if span.leased && offset as i64 > span.batch_end {
                 results[index].error = Some(NOT_IN_SPAN.to_string());
                 continue;
             }
@@ -178,9 +225,10 @@ impl Broker {
     /// way"; nothing is recorded as read.
     ///
     /// `hint` is where the caller expects it (right after the message found before: acks come in the
-    /// order of their pop). The message there is compared first, by its text, without the segment
-    /// search and the fingerprint; then the span is scanned, that segment from the hinted place. A
-    /// message found updates the hint, and comes with its own transaction id as shared text.
+    /// order of their pop). The message there is compared first, by its text, without looking the
+    /// partition, its lane and the segment up again; then the span is scanned, that segment from the
+    /// hinted place. A message found updates the hint, and comes with its own transaction id as
+    /// shared text.
     fn find_in_lease_span(
         &self,
         partition_id: &str,
@@ -189,6 +237,20 @@ impl Broker {
         hint: &mut Option<SpanHint>,
     ) -> Option<(u64, u64, SharedStr)> {
         let pid = partition_id.parse::<u64>().ok()?;
+        if let Some(h) = hint.as_mut().filter(|h| h.pid == pid) {
+            let next = h.next;
+            if (h.start..=h.end).contains(&next) && next <= h.segment_last {
+                if let Some(m) = h
+                    .messages
+                    .get((next - h.segment_first) as usize)
+                    .filter(|m| m.transaction_id == transaction_id)
+                {
+                    let shared = m.transaction_id.clone();
+                    h.next += 1;
+                    return Some((pid, next, shared));
+                }
+            }
+        }
         let p = self.partitions.get(&pid)?;
         let lane = p.lanes.get(group)?;
         let start = (lane.committed() + 1).max(p.first_offset as i64);
@@ -197,31 +259,17 @@ impl Broker {
             return None;
         }
         let (start, end) = (start as u64, end as u64);
-        if let Some(h) = hint.as_mut().filter(|h| h.pid == pid) {
-            let next = h.next;
-            if (start..=end).contains(&next) && next <= h.segment_last {
-                if let Some(shared) = self.cache.peek_transaction_at(
-                    pid,
-                    h.segment_first,
-                    (next - h.segment_first) as usize,
-                    transaction_id,
-                ) {
-                    h.next += 1;
-                    return Some((pid, next, shared));
-                }
-            }
-        }
         let fingerprint = txindex::fingerprint(transaction_id);
         let mut offset = start;
         while offset <= end {
             let seg = p.segment_of(offset)?;
-            let from = match *hint {
+            let from = match hint {
                 Some(h) if h.pid == pid && (seg.first..=seg.last).contains(&h.next) => {
                     (h.next - seg.first) as usize
                 }
                 _ => 0,
             };
-            if let Some((at, shared)) = self.cache.peek_position_of_transaction(
+            if let Some((at, messages)) = self.cache.peek_position_of_transaction(
                 pid,
                 seg.first,
                 transaction_id,
@@ -232,11 +280,15 @@ impl Broker {
                 if found < p.first_offset {
                     return None;
                 }
+                let shared = messages[at].transaction_id.clone();
                 *hint = Some(SpanHint {
                     pid,
                     next: found + 1,
+                    start,
+                    end,
                     segment_first: seg.first,
                     segment_last: seg.last,
+                    messages,
                 });
                 return Some((pid, found, shared));
             }

@@ -1,6 +1,6 @@
 //! The core's in-memory state types.
 
-use super::api::{Payload, QueueOptions, SharedStr};
+use super::api::{Payload, QueueOptions};
 pub use super::lane::Lane;
 use super::segment::{self, StoredMessage};
 pub use super::txindex::TxIndex;
@@ -508,8 +508,9 @@ impl SegmentCache {
     /// it is not loaded or holds no such message, and nothing is recorded (no miss, no use).
     ///
     /// The scan starts at index `from` and wraps around: a caller that expects the message at a place
-    /// (acks in the order of their pop) finds it in one step. The message's own transaction id comes
-    /// with its index: shared text an answer can carry without a copy.
+    /// (acks in the order of their pop) finds it in one step. The segment's messages come with the
+    /// index (an `Rc` clone): the message's own transaction id is shared text an answer can carry
+    /// without a copy, and a caller can look at the next messages without another lookup.
     pub fn peek_position_of_transaction(
         &self,
         pid: u64,
@@ -517,7 +518,7 @@ impl SegmentCache {
         transaction_id: &str,
         fingerprint: u32,
         from: usize,
-    ) -> Option<(usize, SharedStr)> {
+    ) -> Option<(usize, Rc<[StoredMessage]>)> {
         let inner = self.inner.borrow();
         let slot = inner.slots.get(&(pid, first))?;
         let from = from.min(slot.fingerprints.len());
@@ -525,26 +526,7 @@ impl SegmentCache {
             .chain(0..from)
             .filter(|at| slot.fingerprints[*at] == fingerprint)
             .find(|at| slot.messages[*at].transaction_id == transaction_id)
-            .map(|at| (at, slot.messages[at].transaction_id.clone()))
-    }
-
-    /// The transaction id of message `at` of segment (pid, first) when it is loaded and that id is
-    /// `transaction_id` (what an ack expects where the previous one was found), as shared text.
-    /// Records nothing, as [`Self::peek_position_of_transaction`].
-    pub fn peek_transaction_at(
-        &self,
-        pid: u64,
-        first: u64,
-        at: usize,
-        transaction_id: &str,
-    ) -> Option<SharedStr> {
-        let inner = self.inner.borrow();
-        inner
-            .slots
-            .get(&(pid, first))
-            .and_then(|slot| slot.messages.get(at))
-            .filter(|m| m.transaction_id == transaction_id)
-            .map(|m| m.transaction_id.clone())
+            .map(|at| (at, slot.messages.clone()))
     }
 
     /// True when segment (pid, first) is loaded.
