@@ -37,6 +37,7 @@ struct SpanHint {
 /// What fences an ack on one lane, read once per run of items on it: whether a lease is live, where its
 /// span ends, and a fence already found to be the live lease (an item's own text, so nothing is copied).
 /// The lookup pass changes no lane (it only materialises one that had none, which then reads the same).
+/// Keyed by partition alone: one ack call is for one consumer group, so a partition names one lane.
 struct LaneSpan {
     pid: u64,
     leased: bool,
