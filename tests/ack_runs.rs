@@ -21,6 +21,14 @@ fn pop_one_partition(h: &mut Harness, batch: u32) -> PopReply {
     h.pop_with(req)
 }
 
+/// Each result's success and error text, in item order.
+fn outcomes(results: &[AckResult]) -> Vec<(bool, Option<&str>)> {
+    results
+        .iter()
+        .map(|r| (r.success, r.error.as_deref()))
+        .collect()
+}
+
 #[test]
 fn interleaved_items_are_fenced_by_their_own_lane() {
     let mut h = Harness::new();
@@ -49,10 +57,7 @@ fn interleaved_items_are_fenced_by_their_own_lane() {
         item(x, 1, x),
     ];
     let results = h.ack(None, items);
-    let outcome: Vec<(bool, Option<&str>)> = results
-        .iter()
-        .map(|r| (r.success, r.error.as_deref()))
-        .collect();
+    let outcome = outcomes(&results);
     assert_eq!(
         outcome,
         vec![
@@ -125,10 +130,7 @@ fn a_message_past_the_span_is_not_in_it_after_one_that_is() {
             .with_lease(reply.lease_id.as_str()),
         ],
     );
-    let outcome: Vec<(bool, Option<&str>)> = results
-        .iter()
-        .map(|r| (r.success, r.error.as_deref()))
-        .collect();
+    let outcome = outcomes(&results);
     assert_eq!(outcome, vec![(true, None), (false, Some(NOT_IN_SPAN))]);
 }
 
@@ -153,10 +155,7 @@ fn a_wrong_fence_after_a_right_one_on_the_same_lane_is_refused() {
         item(3).with_lease(reply.lease_id.as_str()),
     ];
     let results = h.ack(None, items);
-    let outcome: Vec<(bool, Option<&str>)> = results
-        .iter()
-        .map(|r| (r.success, r.error.as_deref()))
-        .collect();
+    let outcome = outcomes(&results);
     assert_eq!(
         outcome,
         vec![
