@@ -176,3 +176,31 @@ fn a_part_that_fails_its_checks_is_refused_and_nothing_is_stored() {
     .unwrap();
     assert_eq!(unknown, Err("Unknown operation type: nope".to_string()));
 }
+
+#[test]
+fn the_commit_route_answers_the_parts_transaction_answer_as_an_object() {
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host);
+    let m = leased(&engine, "q");
+    assert_eq!(
+        block_on(engine.prepare("tx-http", "coordinator", part(&m))).unwrap(),
+        Ok(())
+    );
+    let response = block_on(queen_edge::http::prepared::commit(&engine, "tx-http"));
+    assert_eq!(response.status, 200);
+    let body: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(body["committed"], json!(true), "{body}");
+    // The coordinator reads `reply.results` and merges them in request order (worker/src/txn_plan.rs).
+    let types: Vec<&str> = body["reply"]["results"]
+        .as_array()
+        .unwrap_or_else(|| panic!("reply.results is not an array: {body}"))
+        .iter()
+        .map(|r| r["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(types, ["ack", "push"], "{body}");
+    assert_eq!(body["reply"]["success"], json!(true));
+    let again = block_on(queen_edge::http::prepared::commit(&engine, "tx-http"));
+    let body: serde_json::Value = serde_json::from_slice(&again.body).unwrap();
+    assert_eq!(body, json!({ "committed": false }));
+}

@@ -6,7 +6,7 @@
 //! hands it to [`Engine::prepare`]. Answers: `{"prepared": true}`, or `{"prepared": false, "error"}`
 //! when the part is refused; a malformed part or a refused caller gets the route's own 4xx.
 
-use super::error::{json_response, HttpError};
+use super::error::{json_response, json_text_response, HttpError};
 use super::router::Route;
 use super::{handlers, render, HttpConfig, HttpRequest, HttpResponse};
 use crate::engine::{Engine, Host};
@@ -57,10 +57,13 @@ pub async fn prepare<S: Store, H: Host>(
 /// or `{"committed": false}` when nothing is prepared under `id` (applied before, or never prepared).
 pub async fn commit<S: Store, H: Host>(engine: &Engine<S, H>, id: &str) -> HttpResponse {
     match engine.commit_prepared(id).await {
-        Ok(Some(reply)) => json_response(
-            200,
-            &json!({ "committed": true, "reply": render::tx_reply(&reply) }),
-        ),
+        Ok(Some(reply)) => {
+            // The part's transaction answer is JSON text (render::tx_reply), set in as it is.
+            let mut body = br#"{"committed":true,"reply":"#.to_vec();
+            body.extend_from_slice(&render::tx_reply(&reply));
+            body.push(b'}');
+            json_text_response(200, body)
+        }
         Ok(None) => json_response(200, &json!({ "committed": false })),
         Err(e) => HttpError::from(e).into_response(),
     }
