@@ -58,7 +58,11 @@ export function tempPersistDir() {
  * `vars` are passed as `--var K:V`. Returns { url, stop, logs }.
  * QE_SHARDS=N runs the Worker with `SHARDS=N` unless `vars` sets SHARDS (the tiers' sharded run).
  */
-export async function startWrangler({ persistTo, vars = {}, readyTimeoutMs = 240_000, readyStatus = 200 } = {}) {
+export async function startWrangler(options = {}) {
+  return onFreshPortsWhileTaken(() => startWranglerOnce(options));
+}
+
+async function startWranglerOnce({ persistTo, vars = {}, readyTimeoutMs = 240_000, readyStatus = 200 } = {}) {
   vars = withShards(vars);
   const port = await freePort();
   // Wrangler's inspector port too: its default (9229) is taken whenever another wrangler dev runs.
@@ -89,6 +93,10 @@ export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_0
   vars = withShards(vars);
   if (runtime === 'wrangler') return startWrangler({ persistTo, vars, readyTimeoutMs, readyStatus });
   if (runtime !== 'workerd') throw new Error(`QE_WORKER_RUNTIME must be workerd or wrangler, not ${runtime}`);
+  return onFreshPortsWhileTaken(() => startServeOnce({ persistTo, vars, readyTimeoutMs, extraArgs, readyStatus }));
+}
+
+async function startServeOnce({ persistTo, vars, readyTimeoutMs, extraArgs, readyStatus }) {
   const port = await freePort();
   // --no-build: the tiers run scripts/build-worker first, and the tests need no page module (scripts/build-js).
   const args = [join(ROOT, 'scripts', 'serve'), '--no-build', '--port', String(port), '--state', persistTo];
@@ -102,6 +110,25 @@ export async function startWorker({ persistTo, vars = {}, readyTimeoutMs = 240_0
 /** `vars` with SHARDS from QE_SHARDS when it is set and `vars` has none. */
 function withShards(vars) {
   return process.env.QE_SHARDS && !('SHARDS' in vars) ? { ...vars, SHARDS: process.env.QE_SHARDS } : vars;
+}
+
+/** Starts a server attempts at most, when it fails to start. */
+const START_ATTEMPTS = 3;
+
+/**
+ * Runs `start` (which picks its ports with freePort) again on new ports while the server it starts exits at
+ * once because an address was taken: a port freePort found free can be taken by another tier's server
+ * before ours binds it (the tiers run side by side). Any other failure is thrown as it is.
+ */
+async function onFreshPortsWhileTaken(start) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (e) {
+      if (attempt >= START_ATTEMPTS || !/exited early/.test(e.message) || !/address already in use/i.test(e.message)) throw e;
+      console.error(`[harness] a port was taken while the server started (attempt ${attempt}); again on new ports`);
+    }
+  }
 }
 
 /** Spawns `command` in its own process group and waits for GET /health on `port`. */
