@@ -20,10 +20,11 @@ The last column is the first file's figure minus the last file's. Below the tabl
 rows of workerd's per-request layers (`SAME_WORK`: the hop, HTTP, the turn machinery, the incoming `Request`,
 the kernel) do the same work per request whichever broker answers, so with as many requests per message
 their sums agree when the processes were measured at the same pace; when the machine's load moved between
-the measurements they do not, and each total is also given scaled to the first column's pace. `--dump` prints the most frequent leaf
-frames of one component in the first file, to see what a row holds. How the rules read the frames: a wasm
-function is a `JS:` frame whose name ends in `-turbofan` or `-liftoff` (V8's perf map names wasm functions
-by their Rust symbols); the JS of the bundle (worker/build/index.js, one file of three minified lines) is
+the measurements they do not, and each total is also given scaled to the first column's pace.
+
+`--dump` prints the most frequent leaf frames of one component in the first file, to see what a row holds.
+How the rules read the frames: a wasm function is a `JS:` frame whose name ends in `-turbofan` or `-liftoff`
+(V8's perf map names wasm functions by their Rust symbols); the JS of the bundle (worker/build/index.js, one file of three minified lines) is
 told apart by line and function name, so the patterns for the entry handler and the wasm-bindgen glue
 follow scripts/build-worker's output and need checking when that changes (`--dump`).
 """
