@@ -16,10 +16,15 @@ message is its share of the samples times the CPU per message: the rows of a col
 segment decoding `load_segment`, the rest) and within each by what the leaf is (SQLite reading a whole
 overflowing row during a b-tree seek, `accessPayload`; other SQLite; wasm; the rest).
 
-The last column is the first file's figure minus the last file's. `--dump` prints the most frequent leaf
-frames of one component in the first file, to see what a row holds. How the rules read the frames: a wasm
-function is a `JS:` frame whose name ends in `-turbofan` or `-liftoff` (V8's perf map names wasm functions
-by their Rust symbols); the JS of the bundle (worker/build/index.js, one file of three minified lines) is
+The last column is the first file's figure minus the last file's. Below the table, the pace check: the
+rows of workerd's per-request layers (`SAME_WORK`: the hop, HTTP, the turn machinery, the incoming `Request`,
+the kernel) do the same work per request whichever broker answers, so with as many requests per message
+their sums agree when the processes were measured at the same pace; when the machine's load moved between
+the measurements they do not, and each total is also given scaled to the first column's pace.
+
+`--dump` prints the most frequent leaf frames of one component in the first file, to see what a row holds.
+How the rules read the frames: a wasm function is a `JS:` frame whose name ends in `-turbofan` or `-liftoff`
+(V8's perf map names wasm functions by their Rust symbols); the JS of the bundle (worker/build/index.js, one file of three minified lines) is
 told apart by line and function name, so the patterns for the entry handler and the wasm-bindgen glue
 follow scripts/build-worker's output and need checking when that changes (`--dump`).
 """
@@ -55,6 +60,16 @@ def stacks(path):
                 frames.append(parts[1] if len(parts) > 1 else parts[0])
     if frames:
         yield frames
+
+
+# workerd's per-request layers: the same work per request whichever broker answers (see `main`).
+SAME_WORK = [
+    'hop: stub.fetch, idFromName, get (entry side)',
+    'HTTP parse and serialise (hyper, kj-http)',
+    'request and turn machinery (IoContext, entrypoints, locks, gates)',
+    'incoming Request and Headers objects',
+    'kernel (network, epoll, futex, faults)',
+]
 
 
 def is_js(frame):
@@ -199,6 +214,17 @@ def main(argv):
         print(f'| {name} | ' + ' | '.join(f'{x:.1f}' for x in v) + f' | {v[0] - v[-1]:+.1f} |')
     print('| total | ' + ' | '.join(f'{r[3]:.1f}' for r in runs) + f' | {runs[0][3] - runs[-1][3]:+.1f} |')
     print('samples: ' + ', '.join(f'{r[0]} {r[1]}' for r in runs))
+    # The rows of workerd's own per-request layers do the same work for every broker driven by the same
+    # load (as many requests per message): a column whose rows sum far from the first's ran slower or faster
+    # per unit of work (the machine's load moved between the measurements), and its total is scaled to the
+    # first column's pace for a comparison.
+    if len(runs) > 1:
+        same = [sum(per_msg(r, name) for name in SAME_WORK) for r in runs]
+        print(f'workerd per-request layers ({", ".join(n.split(" (")[0] for n in SAME_WORK)}), the same work '
+              'per request in every column: ' + ', '.join(f'{r[0]} {x:.1f}' for r, x in zip(runs, same)) + ' us/msg')
+        if all(same):
+            print('totals at the first column\'s pace (total x first column\'s layers / own layers): '
+                  + ', '.join(f'{r[0]} {r[3] * same[0] / x:.1f} (x{same[0] / x:.2f})' for r, x in zip(runs, same)))
     # Wasm still running as Liftoff (baseline) code is slower than after its tier-up: how far it had got.
     for path, _, _, _ in runs:
         tiers = collections.Counter(m.group(1) for st in stacks(path) if is_wasm(st[0])

@@ -5,6 +5,9 @@
 // stored for --seconds. `perf record -g` samples the workerd process during the operation named by --op
 // (`pop+ack` or `push`), and the workerd CPU per message of that same stretch is what the split spreads. The
 // `perf script` texts stay in --out (default a fresh /tmp directory) for `worker-perf-split.py --dump`.
+// Each broker is measured once, one after the other, not in paired rounds: the split's last lines compare
+// the brokers at one pace (workerd's per-request layers, the same work for each; a pop+ack line says its
+// empty pops, requests without a message). For msg/s or CPU ratios use bench/worker-ab.mjs.
 // Prints only; not part of scripts/test. Needs root (perf, renice).
 //
 //   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--no-naive] [--op pop+ack]
@@ -78,7 +81,7 @@ try {
       writeFileSync(text, execFileSync('perf', ['script', '-F', 'tid,period,ip,sym', '-i', data], { maxBuffer: 1 << 30 }));
       runs.push({ name: b.name, text, ...r });
       console.log(`[perf] ${b.name} ${OP} batch ${BATCH} ${PAYLOAD} B: ${r.cpuUsPerMsg.toFixed(1)} us/msg, `
-        + `${r.msgsPerSec.toFixed(0)} msg/s (load ${os.loadavg()[0].toFixed(1)})`);
+        + `${r.msgsPerSec.toFixed(0)} msg/s${r.empty === undefined ? '' : `, ${r.empty} empty pops`} (load ${os.loadavg()[0].toFixed(1)})`);
     }
   } finally {
     for (const b of brokers) await b.stop();
