@@ -107,20 +107,17 @@ fn parse_trace_key(key: &str) -> Option<(u64, u64, u64)> {
 
 /// Reads a trace record's value (the views do, from the store).
 pub fn decode_trace(key: &str, bytes: &[u8]) -> Result<Trace, StoreError> {
-    let read = |f: &mut Fields| -> Result<Trace, String> {
-        Ok(Trace {
-            id: f.string("id")?,
-            transaction_id: f.string("transactionId")?,
-            consumer_group: f.string("consumerGroup")?,
-            event_type: f.string("eventType")?,
-            names: f.strings("names")?,
-            data: f.payload()?,
-            worker_id: f.string("workerId")?,
-            created_at_ms: f.i64("createdAtMs")?,
-        })
+    let read = |f: &mut Fields| Trace {
+        id: f.string("id"),
+        transaction_id: f.string("transactionId"),
+        consumer_group: f.string("consumerGroup"),
+        event_type: f.string("eventType"),
+        names: f.strings("names"),
+        data: f.payload(),
+        worker_id: f.string("workerId"),
+        created_at_ms: f.i64("createdAtMs"),
     };
-    Fields::parse(bytes)
-        .and_then(|mut f| read(&mut f))
+    Fields::read(bytes, read)
         .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
 }
 
