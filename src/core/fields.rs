@@ -534,7 +534,8 @@ mod tests {
         assert_eq!(f.finish(()), Ok(()), "every read so far succeeded");
 
         // A failed read answers the default and keeps its error; the first error is the one answered.
-        let failing: [(fn(&mut Fields), &str); 7] = [
+        type Read = fn(&mut Fields);
+        let failing: [(Read, &str); 7] = [
             (
                 |f| assert_eq!(f.u32("big"), 0),
                 "field `big`: expected a 32-bit unsigned integer",
