@@ -158,8 +158,7 @@ pub(super) fn decode_buffered(key: &str, bytes: &[u8]) -> Result<PushItem, Store
         task: f.opt_string("task"),
         producer_sub: f.opt_string("producerSub"),
     };
-    Fields::read(bytes, read)
-        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
+    Fields::read(bytes, read).map_err(|e| super::records::unreadable(key, &e))
 }
 
 /// Reads the mode record.
@@ -168,8 +167,7 @@ pub(super) fn decode_mode(key: &str, bytes: &[u8]) -> Result<ModeState, StoreErr
         push_paused: f.bool("pushPaused"),
         pop_paused: f.bool("popPaused"),
     };
-    Fields::read(bytes, read)
-        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
+    Fields::read(bytes, read).map_err(|e| super::records::unreadable(key, &e))
 }
 
 /// One buffered item's answer (wire-contract §1.2: `status: "buffered"`).

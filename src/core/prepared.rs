@@ -157,8 +157,7 @@ fn encode(p: &Prepared) -> Vec<u8> {
 }
 
 fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
-    let unreadable =
-        |e: String| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"));
+    let unreadable = |e: String| super::records::unreadable(key, &e);
     let read = || -> Result<Prepared, String> {
         let mut f = Fields::parse(bytes)?;
         let owner = f.string("owner");

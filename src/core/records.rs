@@ -278,7 +278,13 @@ pub(super) fn json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|e| panic!("records serialize: {e}"))
 }
 
+/// The error of a record at `key` that does not read (`e` says why): every such text is built here.
 pub(super) fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
+    unreadable(key, &e)
+}
+
+/// [`corrupt`] without a copy per type of `e`.
+pub(super) fn unreadable(key: &str, e: &dyn std::fmt::Display) -> StoreError {
     StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
 }
 

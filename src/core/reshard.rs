@@ -83,7 +83,7 @@ enum Kind {
 }
 
 fn unreadable(key: &str, what: impl std::fmt::Display) -> StoreError {
-    StoreError::other(format!("stored record \"{key}\" is unreadable: {what}"))
+    super::records::unreadable(key, &what)
 }
 
 /// The queue a record whose value names it (`queue` field) belongs to.

@@ -117,16 +117,14 @@ pub fn decode_trace(key: &str, bytes: &[u8]) -> Result<Trace, StoreError> {
         worker_id: f.string("workerId"),
         created_at_ms: f.i64("createdAtMs"),
     };
-    Fields::read(bytes, read)
-        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
+    Fields::read(bytes, read).map_err(|e| super::records::unreadable(key, &e))
 }
 
 impl TraceLog {
     /// Adds a loaded trace record (only its key and size are read).
     pub(super) fn load(&mut self, key: &str, bytes: u64) -> Result<(), StoreError> {
-        let (seq, pid, offset) = parse_trace_key(key).ok_or_else(|| {
-            StoreError::other(format!("stored record \"{key}\" is unreadable: bad key"))
-        })?;
+        let (seq, pid, offset) =
+            parse_trace_key(key).ok_or_else(|| super::records::unreadable(key, &"bad key"))?;
         self.next_seq = self.next_seq.max(seq + 1);
         self.stored_bytes += bytes;
         self.by_seq
