@@ -439,25 +439,25 @@ impl Broker {
 }
 
 /// Reads a stored delivery record (the fields its derived `Serialize` writes).
-pub(super) fn read_delivery(
-    f: &mut super::fields::Fields,
-) -> Result<DeliveryRecord, super::fields::FieldError> {
-    let outcome = f.string("outcome")?;
-    Ok(DeliveryRecord {
-        seq: f.u64("seq")?,
-        queue: f.string("queue")?,
-        partition: f.string("partition")?,
-        partition_id: f.u64("partition_id")?,
-        group: f.string("group")?,
-        lease_id: f.opt_string("lease_id")?,
-        first: f.u64("first")?,
-        last: f.u64("last")?,
-        attempt: f.u32("attempt")?,
-        outcome: Outcome::parse(&outcome)
-            .ok_or_else(|| format!("field `outcome`: unknown outcome \"{outcome}\""))?,
-        offset: f.opt_i64("offset")?.map(|o| o.max(0) as u64),
-        error: f.opt_string("error")?,
-        hold_until_ms: f.opt_i64("hold_until_ms")?,
-        at_ms: f.i64("at_ms")?,
-    })
+pub(super) fn read_delivery(f: &mut super::fields::Fields) -> DeliveryRecord {
+    let outcome = f.string("outcome");
+    DeliveryRecord {
+        seq: f.u64("seq"),
+        queue: f.string("queue"),
+        partition: f.string("partition"),
+        partition_id: f.u64("partition_id"),
+        group: f.string("group"),
+        lease_id: f.opt_string("lease_id"),
+        first: f.u64("first"),
+        last: f.u64("last"),
+        attempt: f.u32("attempt"),
+        outcome: Outcome::parse(&outcome).unwrap_or_else(|| {
+            f.fail(format!("field `outcome`: unknown outcome \"{outcome}\""));
+            Outcome::Completed
+        }),
+        offset: f.opt_i64("offset").map(|o| o.max(0) as u64),
+        error: f.opt_string("error"),
+        hold_until_ms: f.opt_i64("hold_until_ms"),
+        at_ms: f.i64("at_ms"),
+    }
 }

@@ -42,7 +42,7 @@
 //! `head` is the first offset after the committed prefix (`max(C,p)+1`), which is `s` whenever the
 //! consumer acked everything below `s`. A transition that moves `C` to or past `Q` ends the quarantine.
 
-use super::fields::{FieldError, Fields};
+use super::fields::Fields;
 use super::json_text::JsonText;
 use serde::Serialize;
 
@@ -189,24 +189,24 @@ impl Lane {
 
     /// Reads a stored lane record, field for field what the derived `Serialize` writes; fields older
     /// builds did not write take the values [`Lane::at`] gives them.
-    pub(super) fn read(f: &mut Fields) -> Result<Lane, FieldError> {
-        Ok(Lane {
-            committed: f.i64("c")?,
-            lease_id: f.opt_string("l")?,
-            lease_expires_ms: f.i64_or("x", 0)?,
-            batch_end: f.i64_or("e", -1)?,
-            retry_count: f.u32_or("r", 0)?,
-            attempt_count: f.u32_or("a", 0)?,
-            claim_start: f.i64_or("s", -1)?,
-            hold_until_ms: f.i64_or("h", 0)?,
-            expiry_streak: f.u32_or("k", 0)?,
-            quarantined: f.i64_or("q", -1)?.max(-1),
+    pub(super) fn read(f: &mut Fields) -> Lane {
+        Lane {
+            committed: f.i64("c"),
+            lease_id: f.opt_string("l"),
+            lease_expires_ms: f.i64_or("x", 0),
+            batch_end: f.i64_or("e", -1),
+            retry_count: f.u32_or("r", 0),
+            attempt_count: f.u32_or("a", 0),
+            claim_start: f.i64_or("s", -1),
+            hold_until_ms: f.i64_or("h", 0),
+            expiry_streak: f.u32_or("k", 0),
+            quarantined: f.i64_or("q", -1).max(-1),
             // Counts (module `meters`): read as i64, the reader the other fields use.
-            delivered: f.i64_or("nd", 0)? as u64,
-            acked: f.i64_or("na", 0)? as u64,
-            failed: f.i64_or("nf", 0)? as u64,
-            pinned: f.bool_or("pn", false)?,
-        })
+            delivered: f.i64_or("nd", 0) as u64,
+            acked: f.i64_or("na", 0) as u64,
+            failed: f.i64_or("nf", 0) as u64,
+            pinned: f.bool_or("pn", false),
+        }
     }
 
     /// `C`.
@@ -750,7 +750,7 @@ mod tests {
     #[test]
     fn records_written_before_k_and_q_read_with_their_defaults() {
         let mut fields = Fields::parse(br#"{"c":5,"l":"L","x":9}"#).unwrap();
-        let lane = Lane::read(&mut fields).unwrap();
+        let lane = Lane::read(&mut fields);
         assert_eq!(
             (lane.committed, lane.expiry_streak, lane.quarantined_head()),
             (5, 0, None)

@@ -148,34 +148,26 @@ pub(super) fn buffer_seq(key: &str) -> Option<u64> {
 /// Reads a stored buffered item back into a push item.
 #[cfg(feature = "ops")]
 pub(super) fn decode_buffered(key: &str, bytes: &[u8]) -> Result<PushItem, StoreError> {
-    let read = |f: &mut Fields| -> Result<PushItem, String> {
-        Ok(PushItem {
-            queue: f.string("queue")?.into(),
-            partition: f.string("partition")?.into(),
-            payload: f.payload()?,
-            transaction_id: Some(f.string("transactionId")?.into()),
-            trace_id: f.opt_string("traceId")?,
-            namespace: f.opt_string("namespace")?,
-            task: f.opt_string("task")?,
-            producer_sub: f.opt_string("producerSub")?,
-        })
+    let read = |f: &mut Fields| PushItem {
+        queue: f.string("queue").into(),
+        partition: f.string("partition").into(),
+        payload: f.payload(),
+        transaction_id: Some(f.string("transactionId").into()),
+        trace_id: f.opt_string("traceId"),
+        namespace: f.opt_string("namespace"),
+        task: f.opt_string("task"),
+        producer_sub: f.opt_string("producerSub"),
     };
-    Fields::parse(bytes)
-        .and_then(|mut f| read(&mut f))
-        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
+    Fields::read(bytes, read).map_err(|e| super::records::unreadable(key, &e))
 }
 
 /// Reads the mode record.
 pub(super) fn decode_mode(key: &str, bytes: &[u8]) -> Result<ModeState, StoreError> {
-    let read = |f: &mut Fields| -> Result<ModeState, String> {
-        Ok(ModeState {
-            push_paused: f.bool("pushPaused")?,
-            pop_paused: f.bool("popPaused")?,
-        })
+    let read = |f: &mut Fields| ModeState {
+        push_paused: f.bool("pushPaused"),
+        pop_paused: f.bool("popPaused"),
     };
-    Fields::parse(bytes)
-        .and_then(|mut f| read(&mut f))
-        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
+    Fields::read(bytes, read).map_err(|e| super::records::unreadable(key, &e))
 }
 
 /// One buffered item's answer (wire-contract §1.2: `status: "buffered"`).

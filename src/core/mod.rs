@@ -221,9 +221,7 @@ impl Broker {
     /// not decode, or do not hold the offsets the index says they hold.
     pub fn load_segment(&self, pid: u64, first: u64, bytes: &[u8]) -> Result<(), StoreError> {
         let key = segment_key(pid, first);
-        let messages = segment::decode(bytes).map_err(|e| {
-            StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
-        })?;
+        let messages = segment::decode(bytes).map_err(|e| records::unreadable(&key, &e))?;
         let expected = self
             .partitions
             .get(&pid)

@@ -157,14 +157,15 @@ fn encode(p: &Prepared) -> Vec<u8> {
 }
 
 fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
-    let unreadable =
-        |e: String| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"));
+    let unreadable = |e: String| super::records::unreadable(key, &e);
     let read = || -> Result<Prepared, String> {
         let mut f = Fields::parse(bytes)?;
-        let owner = f.string("owner")?;
-        let prepared_at_ms = f.i64("preparedAt")?;
+        let owner = f.string("owner");
+        let prepared_at_ms = f.i64("preparedAt");
         let list = |f: &mut Fields, key: &str| -> Result<Vec<Value>, String> {
-            match f.object_value(key)? {
+            let value = f.object_value(key);
+            f.check()?;
+            match value {
                 Value::Array(items) => Ok(items),
                 other => Err(format!(
                     "field `{key}`: expected a list, found {}",
@@ -180,34 +181,38 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
                 let mut items = Vec::new();
                 for item in list(&mut op, "push")? {
                     let mut i = Fields::of(item)?;
-                    let payload =
-                        Payload::from_json(i.string("payloadText")?).map_err(|e| e.to_string())?;
+                    let text = i.string("payloadText");
+                    i.check()?;
+                    let payload = Payload::from_json(text).map_err(|e| e.to_string())?;
                     push_bytes += payload.len() as u64;
-                    items.push(PushItem {
-                        queue: i.string("queue")?.into(),
-                        partition: i.string("partition")?.into(),
+                    let item = PushItem {
+                        queue: i.string("queue").into(),
+                        partition: i.string("partition").into(),
                         payload,
-                        transaction_id: i.opt_string("transactionId")?.map(SharedStr::from),
-                        trace_id: i.opt_string("traceId")?,
-                        namespace: i.opt_string("namespace")?,
-                        task: i.opt_string("task")?,
-                        producer_sub: i.opt_string("producerSub")?,
-                    });
+                        transaction_id: i.opt_string("transactionId").map(SharedStr::from),
+                        trace_id: i.opt_string("traceId"),
+                        namespace: i.opt_string("namespace"),
+                        task: i.opt_string("task"),
+                        producer_sub: i.opt_string("producerSub"),
+                    };
+                    items.push(i.finish(item)?);
                 }
                 operations.push(TxOperation::Push(items));
             } else {
-                let mut a = op.object("ack")?;
-                let status = a.string("status")?;
-                operations.push(TxOperation::Ack {
+                let mut a = op.object("ack");
+                op.check()?;
+                let status = a.string("status");
+                let ack = TxOperation::Ack {
                     item: AckItem {
-                        transaction_id: a.string("transactionId")?.into(),
-                        partition_id: a.string("partitionId")?.into(),
+                        transaction_id: a.string("transactionId").into(),
+                        partition_id: a.string("partitionId").into(),
                         status: AckStatus::parse(Some(&status)),
-                        error: a.opt_string("error")?,
-                        lease_id: a.opt_string("leaseId")?.map(SharedStr::from),
+                        error: a.opt_string("error"),
+                        lease_id: a.opt_string("leaseId").map(SharedStr::from),
                     },
-                    group: a.opt_string("group")?,
-                });
+                    group: a.opt_string("group"),
+                };
+                operations.push(a.finish(ack)?);
             }
         }
         let mut pins = Vec::new();

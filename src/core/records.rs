@@ -52,7 +52,7 @@
 //! bytes, so open time and memory grow with partitions, lanes, dead letters and segments, plus the 8
 //! bytes a message of the transaction-id index.
 use super::api::{DeliveryLogMode, QueueOptions};
-use super::fields::{FieldError, Fields};
+use super::fields::Fields;
 use super::segment;
 use super::state::*;
 use super::txindex;
@@ -278,7 +278,13 @@ pub(super) fn json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|e| panic!("records serialize: {e}"))
 }
 
+/// The error of a record at `key` that does not read (`e` says why): every such text is built here.
 pub(super) fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
+    unreadable(key, &e)
+}
+
+/// [`corrupt`] without a copy per type of `e`.
+pub(super) fn unreadable(key: &str, e: &dyn std::fmt::Display) -> StoreError {
     StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
 }
 
@@ -661,110 +667,117 @@ fn damaged(what: String) -> StoreError {
 pub(super) fn decode<T>(
     key: &str,
     bytes: &[u8],
-    read: fn(&mut Fields) -> Result<T, FieldError>,
+    read: fn(&mut Fields) -> T,
 ) -> Result<T, StoreError> {
-    Fields::parse(bytes)
-        .and_then(|mut fields| read(&mut fields))
-        .map_err(|e| corrupt(key, e))
+    Fields::read(bytes, read).map_err(|e| corrupt(key, e))
 }
 
 // One reader per record type, field for field what its derived `Serialize` writes (state.rs, lane.rs,
 // core::api): the same names, and the same defaults for fields older builds did not write.
 
-fn format_record(f: &mut Fields) -> Result<FormatRecord, FieldError> {
-    Ok(FormatRecord {
-        version: f.u32("version")?,
-        next_partition_id: f.u64("nextPartitionId")?,
-    })
+fn format_record(f: &mut Fields) -> FormatRecord {
+    FormatRecord {
+        version: f.u32("version"),
+        next_partition_id: f.u64("nextPartitionId"),
+    }
 }
 
-pub(super) fn queue_record(f: &mut Fields) -> Result<QueueRecord, FieldError> {
-    Ok(QueueRecord {
-        id: f.string("id")?,
-        name: f.string("name")?,
-        namespace: f.string("namespace")?,
-        task: f.string("task")?,
-        created_at_ms: f.i64("created_at_ms")?,
-        options: queue_options(&mut f.object("options")?)?,
-    })
-}
-
-fn queue_options(f: &mut Fields) -> Result<QueueOptions, FieldError> {
-    Ok(QueueOptions {
-        lease_time_s: f.u64("lease_time_s")?,
-        retry_limit: f.u32("retry_limit")?,
-        retry_delay_ms: f.u64("retry_delay_ms")?,
-        max_size: f.u64("max_size")?,
-        ttl_s: f.u64("ttl_s")?,
-        dead_letter_queue: f.bool("dead_letter_queue")?,
-        dlq_after_max_retries: f.bool("dlq_after_max_retries")?,
-        delayed_processing_s: f.u64("delayed_processing_s")?,
-        window_buffer_s: f.u64("window_buffer_s")?,
-        retention_enabled: f.bool("retention_enabled")?,
-        retention_s: f.u64("retention_s")?,
-        completed_retention_s: f.u64("completed_retention_s")?,
-        max_wait_time_s: f.u64("max_wait_time_s")?,
-        encryption_enabled: f.bool("encryption_enabled")?,
-        priority: f.i64("priority")?,
-        reclaim_limit: f.u32_or("reclaim_limit", 0)?,
-        backoff_base_ms: f.u64_or("backoff_base_ms", 0)?,
-        backoff_factor_permille: f.u32_or("backoff_factor_permille", 0)?,
-        backoff_max_ms: f.u64_or("backoff_max_ms", 0)?,
-        delivery_log: match f.opt_string("delivery_log")?.as_deref() {
-            None => DeliveryLogMode::Off,
-            Some(text) => DeliveryLogMode::parse(text)
-                .ok_or_else(|| format!("field `delivery_log`: unknown mode \"{text}\""))?,
+pub(super) fn queue_record(f: &mut Fields) -> QueueRecord {
+    QueueRecord {
+        id: f.string("id"),
+        name: f.string("name"),
+        namespace: f.string("namespace"),
+        task: f.string("task"),
+        created_at_ms: f.i64("created_at_ms"),
+        options: {
+            let mut nested = f.object("options");
+            let options = queue_options(&mut nested);
+            f.merge(nested);
+            options
         },
-    })
+    }
 }
 
-pub(super) fn partition_record(f: &mut Fields) -> Result<PartitionRecord, FieldError> {
-    Ok(PartitionRecord {
-        id: f.u64("id")?,
-        queue: f.string("queue")?,
-        name: f.string("name")?,
-        created_at_ms: f.i64("created_at_ms")?,
-        first_offset: f.u64("first_offset")?,
-    })
+fn queue_options(f: &mut Fields) -> QueueOptions {
+    QueueOptions {
+        lease_time_s: f.u64("lease_time_s"),
+        retry_limit: f.u32("retry_limit"),
+        retry_delay_ms: f.u64("retry_delay_ms"),
+        max_size: f.u64("max_size"),
+        ttl_s: f.u64("ttl_s"),
+        dead_letter_queue: f.bool("dead_letter_queue"),
+        dlq_after_max_retries: f.bool("dlq_after_max_retries"),
+        delayed_processing_s: f.u64("delayed_processing_s"),
+        window_buffer_s: f.u64("window_buffer_s"),
+        retention_enabled: f.bool("retention_enabled"),
+        retention_s: f.u64("retention_s"),
+        completed_retention_s: f.u64("completed_retention_s"),
+        max_wait_time_s: f.u64("max_wait_time_s"),
+        encryption_enabled: f.bool("encryption_enabled"),
+        priority: f.i64("priority"),
+        reclaim_limit: f.u32_or("reclaim_limit", 0),
+        backoff_base_ms: f.u64_or("backoff_base_ms", 0),
+        backoff_factor_permille: f.u32_or("backoff_factor_permille", 0),
+        backoff_max_ms: f.u64_or("backoff_max_ms", 0),
+        delivery_log: match f.opt_string("delivery_log") {
+            None => DeliveryLogMode::Off,
+            Some(text) => DeliveryLogMode::parse(&text).unwrap_or_else(|| {
+                f.fail(format!("field `delivery_log`: unknown mode \"{text}\""));
+                DeliveryLogMode::Off
+            }),
+        },
+    }
 }
 
-pub(super) fn lane(f: &mut Fields) -> Result<Lane, FieldError> {
+pub(super) fn partition_record(f: &mut Fields) -> PartitionRecord {
+    PartitionRecord {
+        id: f.u64("id"),
+        queue: f.string("queue"),
+        name: f.string("name"),
+        created_at_ms: f.i64("created_at_ms"),
+        first_offset: f.u64("first_offset"),
+    }
+}
+
+pub(super) fn lane(f: &mut Fields) -> Lane {
     Lane::read(f)
 }
 
-fn subscription(f: &mut Fields) -> Result<Subscription, FieldError> {
-    Ok(Subscription {
-        group: f.string("group")?,
-        queue: f.string("queue")?,
-        start_ms: f.opt_i64("start_ms")?,
-        conflation: f.bool("conflation")?,
-        created_at_ms: f.i64("created_at_ms")?,
+fn subscription(f: &mut Fields) -> Subscription {
+    Subscription {
+        group: f.string("group"),
+        queue: f.string("queue"),
+        start_ms: f.opt_i64("start_ms"),
+        conflation: f.bool("conflation"),
+        created_at_ms: f.i64("created_at_ms"),
         mode: {
-            let name = f.string("mode")?;
-            SubscriptionMode::parse(&name)
-                .ok_or_else(|| format!("unknown subscription mode \"{name}\""))?
+            let name = f.string("mode");
+            SubscriptionMode::parse(&name).unwrap_or_else(|| {
+                f.fail(format!("unknown subscription mode \"{name}\""));
+                SubscriptionMode::New
+            })
         },
-    })
+    }
 }
 
-pub(super) fn dead_letter(f: &mut Fields) -> Result<DeadLetter, FieldError> {
-    Ok(DeadLetter {
-        id: f.string("id")?,
-        partition_id: f.u64("partition_id")?,
-        queue: f.string("queue")?,
-        partition: f.string("partition")?,
-        group: f.string("group")?,
-        message_id: f.string("message_id")?,
-        transaction_id: f.string("transaction_id")?,
-        offset: f.u64("offset")?,
-        payload: f.payload()?,
-        trace_id: f.opt_string("trace_id")?,
-        error: f.string("error")?,
-        retry_count: f.u32("retry_count")?,
-        failed_at_ms: f.i64("failed_at_ms")?,
-        created_at_ms: f.i64("created_at_ms")?,
-        seq: f.u64_or("seq", 0)?,
-    })
+pub(super) fn dead_letter(f: &mut Fields) -> DeadLetter {
+    DeadLetter {
+        id: f.string("id"),
+        partition_id: f.u64("partition_id"),
+        queue: f.string("queue"),
+        partition: f.string("partition"),
+        group: f.string("group"),
+        message_id: f.string("message_id"),
+        transaction_id: f.string("transaction_id"),
+        offset: f.u64("offset"),
+        payload: f.payload(),
+        trace_id: f.opt_string("trace_id"),
+        error: f.string("error"),
+        retry_count: f.u32("retry_count"),
+        failed_at_ms: f.i64("failed_at_ms"),
+        created_at_ms: f.i64("created_at_ms"),
+        seq: f.u64_or("seq", 0),
+    }
 }
 
 pub(super) fn parse_pid(key: &str) -> Result<u64, StoreError> {
@@ -825,7 +838,7 @@ mod tests {
 
     fn round_trip<T: Serialize + PartialEq + std::fmt::Debug>(
         value: &T,
-        read: fn(&mut Fields) -> Result<T, FieldError>,
+        read: fn(&mut Fields) -> T,
     ) {
         let back = decode("test/key", &json(value), read).expect("reads what it wrote");
         assert_eq!(&back, value);

@@ -83,14 +83,12 @@ enum Kind {
 }
 
 fn unreadable(key: &str, what: impl std::fmt::Display) -> StoreError {
-    StoreError::other(format!("stored record \"{key}\" is unreadable: {what}"))
+    super::records::unreadable(key, &what)
 }
 
 /// The queue a record whose value names it (`queue` field) belongs to.
 fn queue_field(key: &str, value: &[u8]) -> Result<String, StoreError> {
-    super::fields::Fields::parse(value)
-        .and_then(|mut f| f.string("queue"))
-        .map_err(|e| unreadable(key, e))
+    super::fields::Fields::read(value, |f| f.string("queue")).map_err(|e| unreadable(key, e))
 }
 
 fn classify(key: &str, value: &[u8]) -> Result<Kind, StoreError> {
@@ -329,9 +327,9 @@ impl Survey {
 
 /// The (namespace, task) a buffered push item names, when it names either.
 fn buffered_labels(key: &str, value: &[u8]) -> Result<Option<(String, String)>, StoreError> {
-    let mut f = super::fields::Fields::parse(value).map_err(|e| unreadable(key, e))?;
-    let namespace = f.opt_string("namespace").map_err(|e| unreadable(key, e))?;
-    let task = f.opt_string("task").map_err(|e| unreadable(key, e))?;
+    let (namespace, task) =
+        super::fields::Fields::read(value, |f| (f.opt_string("namespace"), f.opt_string("task")))
+            .map_err(|e| unreadable(key, e))?;
     Ok((namespace.is_some() || task.is_some())
         .then(|| (namespace.unwrap_or_default(), task.unwrap_or_default())))
 }

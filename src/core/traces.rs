@@ -107,29 +107,24 @@ fn parse_trace_key(key: &str) -> Option<(u64, u64, u64)> {
 
 /// Reads a trace record's value (the views do, from the store).
 pub fn decode_trace(key: &str, bytes: &[u8]) -> Result<Trace, StoreError> {
-    let read = |f: &mut Fields| -> Result<Trace, String> {
-        Ok(Trace {
-            id: f.string("id")?,
-            transaction_id: f.string("transactionId")?,
-            consumer_group: f.string("consumerGroup")?,
-            event_type: f.string("eventType")?,
-            names: f.strings("names")?,
-            data: f.payload()?,
-            worker_id: f.string("workerId")?,
-            created_at_ms: f.i64("createdAtMs")?,
-        })
+    let read = |f: &mut Fields| Trace {
+        id: f.string("id"),
+        transaction_id: f.string("transactionId"),
+        consumer_group: f.string("consumerGroup"),
+        event_type: f.string("eventType"),
+        names: f.strings("names"),
+        data: f.payload(),
+        worker_id: f.string("workerId"),
+        created_at_ms: f.i64("createdAtMs"),
     };
-    Fields::parse(bytes)
-        .and_then(|mut f| read(&mut f))
-        .map_err(|e| StoreError::other(format!("stored record \"{key}\" is unreadable: {e}")))
+    Fields::read(bytes, read).map_err(|e| super::records::unreadable(key, &e))
 }
 
 impl TraceLog {
     /// Adds a loaded trace record (only its key and size are read).
     pub(super) fn load(&mut self, key: &str, bytes: u64) -> Result<(), StoreError> {
-        let (seq, pid, offset) = parse_trace_key(key).ok_or_else(|| {
-            StoreError::other(format!("stored record \"{key}\" is unreadable: bad key"))
-        })?;
+        let (seq, pid, offset) =
+            parse_trace_key(key).ok_or_else(|| super::records::unreadable(key, &"bad key"))?;
         self.next_seq = self.next_seq.max(seq + 1);
         self.stored_bytes += bytes;
         self.by_seq

@@ -62,7 +62,9 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // in all.
 // 216 KB since session 17: every default-build answer written as JSON text instead of a `Value` tree (size,
 // -1.7 KB), the ack's run-by-run lease check (push-cpu, +0.1 KB): 215.0 KB in all.
-const BUDGET_GZ = 216 * 1024
+// 214 KB since session 18: the stored records' readers keep their first error instead of returning at each
+// field (size18, -1.7 KB): 213.3 KB in all.
+const BUDGET_GZ = 214 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
