@@ -205,9 +205,12 @@ test('leases in flight hold the migration back until they expire; nothing moves 
   const state = tempPersistDir();
   try {
     let w = await startWorker({ persistTo: state.dir, vars: { SHARDS: '1' } });
-    const conf = await getJson(`${w.url}/api/v1/configure`, post({ queue: 'leased', options: { leaseTime: 2 } }));
+    // The lease must outlive the Worker's restart below, which takes seconds on a loaded machine.
+    const LEASE_S = 8;
+    const conf = await getJson(`${w.url}/api/v1/configure`, post({ queue: 'leased', options: { leaseTime: LEASE_S } }));
     assert.equal(conf.status, 200, JSON.stringify(conf.body));
     await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'leased', payload: 1, transactionId: 'l-1' }] }));
+    const poppedAt = Date.now();
     const pop = await getJson(`${w.url}/api/v1/pop/queue/leased?wait=false`);
     assert.equal(pop.status, 200);
     await w.stop();
@@ -217,7 +220,7 @@ test('leases in flight hold the migration back until they expire; nothing moves 
     assert.equal(held.status, 409, JSON.stringify(held.body));
     assert.match(held.body.error, /1 leases are in flight/);
     assert.equal(held.body.moved, 0);
-    await sleep(2_500);
+    await sleep(Math.max(0, poppedAt + LEASE_S * 1000 + 500 - Date.now()));
     await migrate(w.url);
     // The expired lease's message is delivered again, once.
     assert.deepEqual(await drain(w.url, 'leased', null), ['l-1']);
