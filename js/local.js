@@ -11,16 +11,20 @@
 //   the storage fence: a context asks who the writer is (`hello`) and, when nobody answers within
 //   `resendMillis`, claims writership itself. A follower claims too when its forwarded request is not
 //   acknowledged within `claimAfterMillis`, and soon after its writer says it is going away (`gone`).
-// - Either way storage has the last word. Opening a WasmBroker takes over the writer epoch in IndexedDB,
-//   and every commit checks it (src/store/idb.rs, "Fencing"): a writer that another context took over from
-//   cannot write any more. Its refused commit wrote nothing, so the request is not answered: the writer
-//   steps down to follower (closing its broker; a later takeover loads everything from storage again) and
+// - Either way storage has the last word. Opening a WasmBroker takes over the writer epoch in IndexedDB
+//   (the database's version goes up by one, and IndexedDB first closes every other connection: src/store/
+//   idb.rs, "Fencing"): a writer that another context took over from cannot write any more. A take-over
+//   that a connection which does not close holds back waits; `onBlocked` (Queen.open's option) says so.
+//   The stale writer's refused commit wrote nothing, so the request is not answered: the writer steps
+//   down to follower (closing its broker; a later takeover loads everything from storage again) and
 //   forwards its own requests to the current writer; forwarded ones are re-sent by their followers. Two
 //   contexts that both claimed (both opened at once) settle the same way: the higher epoch stays writer.
+//   The epoch travels as `version` (the database version); earlier builds sent a counter of their own as
+//   `epoch`, which this build ignores (their claims are not comparable with ours).
 //
 // Channel messages (structured clone):
 //   {t:'hello', from}                                   who is the writer?
-//   {t:'writer', writer, epoch}                          "I am the writer" (on takeover and on hello)
+//   {t:'writer', writer, version}                        "I am the writer" (on takeover and on hello)
 //   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: string | Uint8Array | undefined)
 //   {t:'ack', id, to, writer}                            the writer has it and is working on it
 //   {t:'res', id, to, writer, status, headers, body}     the answer
@@ -215,6 +219,7 @@ export class LocalTransport {
   #maintenance = null
   #roleListeners = new Set()
   #lastError = null
+  #blocked = false
   #gone = new Set()
   #onPageHide = null
   #Broker
@@ -232,6 +237,7 @@ export class LocalTransport {
       maxStoredBytes: options.maxStoredBytes,
       cacheBytes: options.cacheBytes,
       claimAfterMillis: options.claimAfterMillis ?? 2000,
+      onBlocked: typeof options.onBlocked === 'function' ? options.onBlocked : null,
       cipher: options.cipher ?? null
     }
   }
@@ -273,6 +279,15 @@ export class LocalTransport {
   /** This transport's id on the channel. */
   get id() {
     return this.#id
+  }
+
+  /**
+   * True while this context's take-over of the database waits for another tab or worker that keeps it
+   * open (it does not close when asked: an older build's page, page code or DevTools holding their own
+   * connection). Nothing is written meanwhile by this context; the holder still writes.
+   */
+  get blocked() {
+    return this.#blocked
   }
 
   /** The last error of a failed takeover (the database could not be opened), or null. */
@@ -395,7 +410,8 @@ export class LocalTransport {
         persist: this.#options.persist,
         maxStoredBytes: this.#options.maxStoredBytes,
         cacheBytes: this.#options.cacheBytes,
-        cipher: this.#options.cipher
+        cipher: this.#options.cipher,
+        onBlocked: (blocked) => this.#onBlocked(blocked)
       })
     } catch (error) {
       throw asQueenError(error)
@@ -413,7 +429,7 @@ export class LocalTransport {
     this.#writerEpoch = broker.epoch
     this.#lastError = null
     this.#setRole('writer')
-    this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
+    this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
     if (this.#options.maintenanceIntervalMillis > 0) {
       this.#maintenance = setInterval(() => {
         const current = this.#broker
@@ -461,6 +477,18 @@ export class LocalTransport {
         this.#lastError = asQueenError(error)
       }
     )
+  }
+
+  #onBlocked(blocked) {
+    if (this.#blocked === blocked) return
+    this.#blocked = blocked
+    const listener = this.#options.onBlocked
+    if (!listener) return
+    try {
+      listener(blocked)
+    } catch {
+      // A listener's failure is its own.
+    }
   }
 
   #setRole(role) {
@@ -637,17 +665,17 @@ export class LocalTransport {
     if (!data || typeof data !== 'object' || this.#closed) return
     switch (data.t) {
       case 'hello':
-        if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
+        if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
         break
       case 'writer': {
         if (data.writer === this.#id) break
-        const epoch = typeof data.epoch === 'number' ? data.epoch : 0
+        const epoch = typeof data.version === 'number' ? data.version : 0
         if (this.#role === 'writer') {
           // Two writers: the one that took over last holds the database; the other steps down.
           if (epoch > this.#epoch) {
             this.#stepDown(this.#broker)
           } else {
-            this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
+            this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
             break
           }
         }

@@ -586,6 +586,46 @@ const tests = [
     await context.close()
   }],
 
+  ['without Web Locks: a take-over held back by a connection that does not close waits and says so (onBlocked)', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    await context.addInitScript(() => { delete Navigator.prototype.locks })
+    const a = await openPage(context, url, 'blocked A')
+    const b = await openPage(context, url, 'blocked B')
+    const name = uniqueName('blocked')
+    await a.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('held').push({ data: 'before' })
+      await queen.close()
+    }, name)
+    // Page code in B holds its own connection and has no versionchange handler: it never closes.
+    await b.evaluate((name) => new Promise((resolve, reject) => {
+      const request = indexedDB.open(name)
+      request.onsuccess = () => { window.holder = request.result; resolve() }
+      request.onerror = () => reject(request.error)
+    }), name)
+    // A opens again: no writer answers, so it takes over, and the take-over waits for B's connection.
+    await a.evaluate((name) => {
+      window.events = []
+      window.QE.Queen.open({ name, onBlocked: (blocked) => window.events.push(blocked) })
+        .then((queen) => { window.queen = queen; window.events.push('opened') },
+          (error) => window.events.push('failed: ' + error.message))
+    }, name)
+    await a.waitForFunction(() => window.events.length > 0, null, { timeout: 15000 })
+    assertEq(await a.evaluate(() => window.events), [true], 'onBlocked(true), and Queen.open still waits')
+    await b.evaluate(() => window.holder.close())
+    await a.waitForFunction(() => window.events.includes('opened') || window.events.some((e) => typeof e === 'string'),
+      null, { timeout: 15000 })
+    assertEq(await a.evaluate(() => window.events), [true, false, 'opened'], 'onBlocked(false), then the open resolves')
+    const found = await a.evaluate(async () => {
+      const role = window.queen.role
+      const messages = await window.queen.queue('held').batch(10).wait(false).pop()
+      await window.queen.close()
+      return { role, data: messages.map((m) => m.data) }
+    })
+    assertEq(found, { role: 'writer', data: ['before'] }, 'the writer once the holder closed, with everything written before')
+    await context.close()
+  }],
+
   ['writer tab crashed mid-burst: every acknowledged write is there exactly once, no ack reported failed, no lease leaked', async ({ browser, url }) => {
     const context = await browser.newContext()
     const w = await openPage(context, url, 'crash writer')
@@ -887,7 +927,9 @@ const tests = [
     }, name)
     assertEq(newer.format.slice(0, 2), ['QueenError', 'newer_format'], 'newer format refused with code newer_format')
     assert(/newer/.test(newer.format[2]), `the message says why: ${newer.format[2]}`)
-    assertEq(newer.schema, ['QueenError', 'newer_format'], 'newer schema version refused with code newer_format')
+    // The IndexedDB version is the writer epoch (src/store/idb.rs, "Fencing"): a database at version 7
+    // without queen-edge's stores is refused as not a queen-edge one, not as newer.
+    assertEq(newer.schema, ['QueenError', 'storage'], 'a foreign database at a later version refused with code storage')
     assertEq(newer.badOption, 'invalid', 'an unknown durability is refused')
     assertEq(newer.relaxed, 'queued', 'durability relaxed opens and commits')
 
