@@ -19,7 +19,7 @@ use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
-use web_sys::{Event, IdbDatabase, IdbRequest, IdbTransaction, IdbTransactionMode};
+use web_sys::{Event, IdbDatabase, IdbTransaction, IdbTransactionMode};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -102,8 +102,11 @@ async fn meta_keys(name: &str) -> Vec<String> {
     keys.iter().map(|k| k.as_string().unwrap()).collect()
 }
 
-/// Records `on_blocked`'s calls.
-fn blocked_calls() -> (Rc<RefCell<Vec<bool>>>, Function, Closure<dyn FnMut(bool)>) {
+/// The calls an `on_blocked` callback received.
+type Calls = Rc<RefCell<Vec<bool>>>;
+
+/// Records `on_blocked`'s calls: the list, the function, and the closure to keep alive meanwhile.
+fn blocked_calls() -> (Calls, Function, Closure<dyn FnMut(bool)>) {
     let calls = Rc::new(RefCell::new(Vec::new()));
     let seen = calls.clone();
     let closure =

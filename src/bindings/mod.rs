@@ -190,10 +190,15 @@ impl FencedStore {
         self.inner.borrow_mut().take();
     }
 
-    /// True once another connection took over the database (a commit was refused by the epoch fence):
-    /// every later call fails.
+    /// True once another connection took over the database (its claim closed this store's connection,
+    /// or a commit was refused for it): every later call fails.
     pub fn is_superseded(&self) -> bool {
         self.flags.superseded.get()
+            || self
+                .inner
+                .borrow()
+                .as_ref()
+                .is_some_and(|store| store.is_superseded())
     }
 
     /// True once [`FencedStore::fence`] was called.
