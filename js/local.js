@@ -368,9 +368,15 @@ export class LocalTransport {
       }
     }
     if (this.#role !== 'writer') {
+      // Holding the lock without being the writer (another context claimed while this one opened):
+      // give it back before queueing for it.
+      if (this.#releaseLock) this.#releaseLock()
+      this.#releaseLock = null
       this.#setRole('follower')
       if (got !== 'fence') this.#post({ t: 'hello', from: this.#id })
       if (this.#mode === 'locks') this.#queueForLock()
+      // Nobody to forward to: take over again.
+      if (this.#mode === 'alone') this.#claim()
     }
   }
 
@@ -394,6 +400,11 @@ export class LocalTransport {
           setTimeout(() => { if (!this.#closed) this.#queueForLock() }, 1000)
           return undefined
         }
+        if (this.#role !== 'writer') {
+          // Not the writer after all (a context outside the lock claimed meanwhile): give the lock back.
+          setTimeout(() => { if (!this.#closed) this.#queueForLock() }, 1000)
+          return undefined
+        }
         return new Promise((release) => { this.#releaseLock = release })
       })
       .catch(() => {
@@ -414,6 +425,8 @@ export class LocalTransport {
         onBlocked: (blocked) => this.#onBlocked(blocked)
       })
     } catch (error) {
+      // Another context claimed the database while this one was opening it: that one is the writer.
+      if (error && error.code === 'superseded') return
       throw asQueenError(error)
     }
     if (this.#closed || this.#role === 'writer' || broker.epoch < this.#writerEpoch) {

@@ -383,6 +383,12 @@ impl IdbStore {
         self.superseded.get()
     }
 
+    /// [`IdbStore::is_superseded`], readable without the store (after it moved into a wrapper).
+    pub fn superseded_flag(&self) -> impl Fn() -> bool {
+        let superseded = self.superseded.clone();
+        move || superseded.get()
+    }
+
     /// Makes this connection the writer: closes it and opens the database at the next epoch (module
     /// documentation, *Fencing*), waiting while another connection does not close. Returns the new epoch.
     ///
