@@ -18,7 +18,8 @@
 // --floor adds a side that makes the module's IndexedDB commits with no module at all (no wasm, no JS
 // wrapper, no answers): a push is one `readwrite` transaction over `records` (durability strict; no request
 // of the writer fence since schema 3, src/store/idb.rs "Fencing") with one put of a segment-sized
-// `Uint8Array` (SEGMENT_BYTES a message), then `commit()`; a pop+ack is two such commits, each with a lane-sized record instead of the segment. (The module's pushes
+// `Uint8Array` (SEGMENT_BYTES a message), then `commit()`; a pop+ack is two such commits, each with a
+// lane-sized record instead of the segment. (The module's pushes
 // also put an index page now and then.) What the module adds to a call is its time minus the floor's.
 
 import { loadavg } from 'node:os';
