@@ -120,12 +120,11 @@ pub(super) async fn open_at(
             claimed: flags.upgraded.get(),
         }),
         Err(e) if describe(&e).0 == "VersionError" => Ok(Opened::VersionPassed),
-        Err(e) => Err(StoreError::new(
+        // Quota and security errors keep their kinds; anything else means IndexedDB cannot be used here.
+        Err(e) => Err(js_store_error(
             StoreErrorKind::Unavailable,
-            format!(
-                "IndexedDB database \"{name}\" cannot be opened: {}",
-                describe(&e).1
-            ),
+            &format!("opening database \"{name}\""),
+            &e,
         )),
     }
 }
