@@ -480,3 +480,67 @@ async fn a_foreign_version_1_database_with_our_store_names_is_left_untouched() {
         "the foreign database keeps its version (it was upgraded to {version})"
     );
 }
+
+/// review-vfence: a second context that opens while another context's claim is held back by a
+/// connection that does not close. IndexedDB queues its open request behind the blocked claim (one
+/// connection queue per database), so it waits as long as the claim does; but `blocked` fires only on
+/// the request whose upgrade is held back, so this open's `on_blocked` is never called: without Web
+/// Locks (js/local.js, mode `fence`: nobody answered `hello`, so it claims) its `Queen.open` stays
+/// pending with no `onBlocked` report. The fix must make such a wait visible to this context too (e.g.
+/// the blocked claimant says so on the channel); this test shows the gap at the store.
+#[wasm_bindgen_test]
+async fn an_open_queued_behind_a_blocked_claim_says_so() {
+    let name = unique_name("queued-behind-blocked");
+    let (calls_a, on_blocked_a, _keep_a) = blocked_calls();
+    let a = IdbStore::open_observed(&name, IdbOptions::default(), Some(on_blocked_a))
+        .await
+        .expect("open a");
+    a.commit(&put("k/1", b"1")).await.expect("commit");
+    let blocker: IdbDatabase = raw::wait(&raw::factory().open(&name).expect("raw open"))
+        .await
+        .dyn_into()
+        .expect("a database");
+    let mut claiming = Box::pin(a.take_over());
+    let ((), pending) = futures::join!(until_blocked(&calls_a), async {
+        (&mut claiming).now_or_never().is_none()
+    });
+    assert!(pending, "a's claim waits for the blocker");
+    let (calls_b, on_blocked_b, _keep_b) = blocked_calls();
+    let mut opening_b = Box::pin(IdbStore::open_observed(
+        &name,
+        IdbOptions::default(),
+        Some(on_blocked_b),
+    ));
+    let mut b_reported = false;
+    let mut opened_b = None;
+    // At most 10 s, as `until_blocked`: a build that reports it passes at once.
+    for _ in 0..500 {
+        if let Some(result) = (&mut opening_b).now_or_never() {
+            opened_b = Some(result);
+            break;
+        }
+        if calls_b.borrow().contains(&true) {
+            b_reported = true;
+            break;
+        }
+        sleep_ms(20).await;
+    }
+    let b_still_waiting = opened_b.is_none();
+    blocker.close();
+    let claimed = claiming.await.expect("a claims once the blocker closed");
+    let b = match opened_b {
+        Some(result) => result,
+        None => opening_b.await,
+    }
+    .expect("b opens");
+    assert!(b.epoch() <= claimed);
+    drop((a, b));
+    IdbStore::delete_database(&name).await.expect("delete");
+    assert!(b_still_waiting, "b's open waits behind a's blocked claim");
+    assert!(
+        b_reported,
+        "b's open waited for a connection that does not close, but its on_blocked was never called \
+         (calls: {:?})",
+        calls_b.borrow()
+    );
+}
