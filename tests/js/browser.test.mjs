@@ -626,6 +626,54 @@ const tests = [
     await context.close()
   }],
 
+  ['without Web Locks: a second tab that opens while a take-over is held back says so too (onBlocked) — review-vfence', async ({ browser, url }) => {
+    // IndexedDB queues B's open behind A's blocked take-over, but fires `blocked` only on A's request:
+    // B's Queen.open waits as long as A's does and must say so as well.
+    const context = await browser.newContext()
+    await context.addInitScript(() => { delete Navigator.prototype.locks })
+    const a = await openPage(context, url, 'queued A')
+    const b = await openPage(context, url, 'queued B')
+    const holder = await openPage(context, url, 'queued holder')
+    const name = uniqueName('queued')
+    await a.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('held').push({ data: 'before' })
+      await queen.close()
+    }, name)
+    // Page code holds its own connection and has no versionchange handler: it never closes.
+    await holder.evaluate((name) => new Promise((resolve, reject) => {
+      const request = indexedDB.open(name)
+      request.onsuccess = () => { window.holder = request.result; resolve() }
+      request.onerror = () => reject(request.error)
+    }), name)
+    const openWatched = (page) => page.evaluate((name) => {
+      window.events = []
+      window.QE.Queen.open({ name, onBlocked: (blocked) => window.events.push(blocked) })
+        .then((queen) => { window.queen = queen; window.events.push('opened') },
+          (error) => window.events.push('failed: ' + error.message))
+    }, name)
+    await openWatched(a)
+    await a.waitForFunction(() => window.events.length > 0, null, { timeout: 15000 })
+    assertEq(await a.evaluate(() => window.events), [true], 'A: onBlocked(true), and Queen.open still waits')
+    // B: nobody answers its hello (A is not the writer yet), so it takes over too, queued behind A.
+    await openWatched(b)
+    let bEvents = []
+    try {
+      await b.waitForFunction(() => window.events.length > 0, null, { timeout: 10000 })
+    } catch {
+      // B said nothing: checked below, after the holder let both go.
+    }
+    bEvents = await b.evaluate(() => window.events.slice())
+    await holder.evaluate(() => window.holder.close())
+    for (const page of [a, b]) {
+      await page.waitForFunction(() => window.events.includes('opened') || window.events.some((e) => typeof e === 'string'),
+        null, { timeout: 15000 })
+      await page.evaluate(() => window.queen && window.queen.close())
+    }
+    assertEq(bEvents, [true], 'B: its Queen.open waited behind the held-back take-over; onBlocked(true) must say so')
+    await context.close()
+  }],
+
   ['writer tab crashed mid-burst: every acknowledged write is there exactly once, no ack reported failed, no lease leaked', async ({ browser, url }) => {
     const context = await browser.newContext()
     const w = await openPage(context, url, 'crash writer')
