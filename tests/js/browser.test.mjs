@@ -674,6 +674,40 @@ const tests = [
     await context.close()
   }],
 
+  ['a broker another one took over from answers no request from its memory: code superseded (so it is sent on) — review-vfence', async ({ browser, url }) => {
+    // Two brokers on one database in one page: the second's take-over closes the first's connection. The
+    // first must then refuse even a read it could answer from memory (it would be stale), as `superseded`,
+    // which js/local.js answers by stepping down and sending the request to the writer.
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'superseded-reads')
+    const name = uniqueName('superseded-reads')
+    const r = await page.evaluate(async (name) => {
+      const glue = await import('/vendor/queen-edge/queen_edge_views.js')
+      await glue.default()
+      const enc = new TextEncoder()
+      const dec = new TextDecoder()
+      const headers = { 'Content-Type': 'application/json' }
+      const push = (broker, n) => broker.handle('POST', '/api/v1/push', headers,
+        enc.encode(JSON.stringify({ items: [{ queue: 'q', payload: { n } }] })))
+      const outcome = (p) => p.then((x) => ({ status: x.status, body: dec.decode(x.body) }), (e) => ({ error: e.code }))
+      const first = await glue.WasmBroker.open(name, { persist: false })
+      const pushed = (await push(first, 1)).status
+      // Read once, so the first broker holds the queue in memory.
+      const before = await outcome(first.handle('GET', '/api/v1/resources/queues/q', {}, undefined))
+      const second = await glue.WasmBroker.open(name, { persist: false })
+      const pushedSecond = (await push(second, 2)).status
+      const after = await outcome(first.handle('GET', '/api/v1/resources/queues/q', {}, undefined))
+      const epochs = [first.epoch, second.epoch]
+      first.close(); first.free()
+      second.close(); second.free()
+      return { pushed, before: before.status, pushedSecond, after, epochs }
+    }, name)
+    await context.close()
+    assertEq([r.pushed, r.before, r.pushedSecond], [201, 200, 201], 'both brokers wrote while each was the writer')
+    assert(r.epochs[1] > r.epochs[0], `the second claimed a later epoch (${r.epochs})`)
+    assertEq(r.after, { error: 'superseded' }, 'the first broker refuses the read as superseded')
+  }],
+
   ['writer tab crashed mid-burst: every acknowledged write is there exactly once, no ack reported failed, no lease leaked', async ({ browser, url }) => {
     const context = await browser.newContext()
     const w = await openPage(context, url, 'crash writer')
