@@ -294,6 +294,11 @@ async fn stale_writer_commit_fails_and_writes_nothing() {
         .await
         .expect_err("a stale connection is closed: it does not read either");
     assert_eq!(err.kind, StoreErrorKind::Unavailable, "{err}");
+    assert!(err.message.contains("took over"), "{err}");
+    assert!(
+        !err.message.contains("commit"),
+        "a refused read names no commit: {err}"
+    );
     drop(old);
     let fresh = open(&name, Durability::Strict).await;
     assert_eq!(fresh.scan("").await.expect("scan"), expected);

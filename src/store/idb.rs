@@ -57,7 +57,10 @@
 //! on the open request and the claim waits, for as long as it takes, with no write lost or doubled: the
 //! blocking connection still commits (it is the only one open at the earlier epoch) and the claim runs
 //! once it closes. The `on_blocked` callback of [`IdbStore::open_observed`] is called with `true` when
-//! that happens and with `false` once the open went through, so the caller can say so. A connection that
+//! that happens and with `false` once the open went through, so the caller can say so. It sees only the
+//! `blocked` event of this store's own request: an open that IndexedDB queues behind another context's
+//! held-back claim waits as long with no event, and nothing here can tell (the JS wrapper passes the other
+//! context's report on over its channel). A connection that
 //! never calls `take_over` writes at the epoch current when it opened, until the next claim.
 //!
 //! [`Store::scan`] reads keys and values with `getAllKeys` and `getAll` over one key range, in one
@@ -273,9 +276,11 @@ impl IdbStore {
         IdbStore::open_observed(name, options, None).await
     }
 
-    /// [`IdbStore::open`], calling `on_blocked(true)` whenever this open or a later
-    /// [`IdbStore::take_over`] starts waiting for another connection that does not close, and
-    /// `on_blocked(false)` when it went through (module documentation, *Fencing*, liveness).
+    /// [`IdbStore::open`], calling `on_blocked(true)` when IndexedDB fires `blocked` on the request of this
+    /// open or of a later [`IdbStore::take_over`] (its upgrade waits for another connection that does not
+    /// close), and `on_blocked(false)` when that request went through. A request queued behind another
+    /// context's blocked open gets no `blocked` event and so no call (module documentation, *Fencing*,
+    /// liveness).
     pub async fn open_observed(
         name: &str,
         options: IdbOptions,
@@ -458,7 +463,7 @@ impl IdbStore {
         mode: IdbTransactionMode,
     ) -> Result<IdbTransaction, StoreError> {
         if self.closed.get() {
-            return Err(self.closed_error());
+            return Err(self.closed_error(mode));
         }
         let db = self.db.borrow();
         let tx = match (mode, &self.made.readwrite_options) {
@@ -469,37 +474,36 @@ impl IdbStore {
         };
         tx.map_err(|e| {
             if self.closed.get() {
-                self.closed_error()
+                self.closed_error(mode)
             } else {
                 js_store_error(kind_for_commit(&e), "starting a transaction", &e)
             }
         })
     }
 
-    fn superseded_error(&self) -> StoreError {
-        StoreError::new(
-            StoreErrorKind::Unavailable,
-            format!(
+    /// Why this store refuses: its connection is closed. `mode` says whether a commit
+    /// ([`IdbTransactionMode::Readwrite`]: "nothing of this commit was written") or a read was refused.
+    fn closed_error(&self, mode: IdbTransactionMode) -> StoreError {
+        let message = match (self.superseded.get(), mode) {
+            (true, IdbTransactionMode::Readwrite) => format!(
                 "IndexedDB database \"{}\": another tab or worker took over (epoch {} is stale); nothing \
                  of this commit was written",
                 self.name,
                 self.epoch()
             ),
-        )
-    }
-
-    fn closed_error(&self) -> StoreError {
-        if self.superseded.get() {
-            return self.superseded_error();
-        }
-        StoreError::new(
-            StoreErrorKind::Unavailable,
-            format!(
+            (true, _) => format!(
+                "IndexedDB database \"{}\": another tab or worker took over this database (epoch {} is \
+                 stale); read from the new writer",
+                self.name,
+                self.epoch()
+            ),
+            (false, _) => format!(
                 "IndexedDB database \"{}\" was closed (another connection is deleting it, or the browser \
                  closed it); reopen it",
                 self.name
             ),
-        )
+        };
+        StoreError::new(StoreErrorKind::Unavailable, message)
     }
 }
 
@@ -663,9 +667,6 @@ impl IdbStore {
         records: &[(String, JsValue)],
         prune_below: &str,
     ) -> Result<IssuedCommit, StoreError> {
-        if self.superseded.get() {
-            return Err(self.superseded_error());
-        }
         let scope = match records.is_empty() {
             true => &self.made.records,
             false => &self.made.both,
@@ -693,7 +694,7 @@ impl IdbStore {
     async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
         issued.0.await.map_err(|e| {
             if self.closed.get() {
-                self.closed_error()
+                self.closed_error(IdbTransactionMode::Readwrite)
             } else {
                 js_store_error(kind_for_commit(&e), "commit", &e)
             }
