@@ -15,6 +15,8 @@
 //   (the database's version goes up by one, and IndexedDB first closes every other connection: src/store/
 //   idb.rs, "Fencing"): a writer that another context took over from cannot write any more. A take-over
 //   that a connection which does not close holds back waits; `onBlocked` (Queen.open's option) says so.
+//   IndexedDB tells only the held-back open (`blocked`); opens queued behind it wait as long with no event,
+//   so a held-back context says so on the channel, and a context whose own open is pending reports that.
 //   The stale writer's refused commit wrote nothing, so the request is not answered: the writer steps
 //   down to follower (closing its broker; a later takeover loads everything from storage again) and
 //   forwards its own requests to the current writer; forwarded ones are re-sent by their followers. Two
@@ -29,6 +31,7 @@
 //   {t:'ack', id, to, writer}                            the writer has it and is working on it
 //   {t:'res', id, to, writer, status, headers, body}     the answer
 //   {t:'gone', from}                                     a context closed (or its page is going away)
+//   {t:'blocked', from, blocked}                         its take-over is held back (true; on hello too), or no longer (false)
 //
 // Delivery: a follower re-sends a request every `resendMillis` × 4 until a writer acks it, keeps re-sending
 // it at that pace after the ack (the writer acks again: it is alive and working on it), and re-sends every
@@ -220,6 +223,11 @@ export class LocalTransport {
   #roleListeners = new Set()
   #lastError = null
   #blocked = false
+  // This context's own open was held back (IndexedDB's `blocked`); the ids of contexts whose open is held
+  // back (their `blocked` messages), which hold back ours too while ours is pending (#opening).
+  #ownBlocked = false
+  #othersBlocked = new Set()
+  #opening = false
   #gone = new Set()
   #onPageHide = null
   #Broker
@@ -284,7 +292,8 @@ export class LocalTransport {
   /**
    * True while this context's take-over of the database waits for another tab or worker that keeps it
    * open (it does not close when asked: an older build's page, page code or DevTools holding their own
-   * connection). Nothing is written meanwhile by this context; the holder still writes.
+   * connection), or is queued behind another context's take-over that waits so. Nothing is written
+   * meanwhile by this context; the holder still writes.
    */
   get blocked() {
     return this.#blocked
@@ -415,6 +424,8 @@ export class LocalTransport {
   async #becomeWriter() {
     if (this.#role === 'writer') return
     let broker
+    this.#opening = true
+    this.#updateBlocked()
     try {
       broker = await this.#Broker.open(this.#name, {
         durability: this.#options.durability,
@@ -428,6 +439,11 @@ export class LocalTransport {
       // Another context claimed the database while this one was opening it: that one is the writer.
       if (error && error.code === 'superseded') return
       throw asQueenError(error)
+    } finally {
+      // IndexedDB handles open requests in order: every open queued before ours has ended too.
+      this.#opening = false
+      this.#othersBlocked.clear()
+      this.#updateBlocked()
     }
     if (this.#closed || this.#role === 'writer' || broker.epoch < this.#writerEpoch) {
       // Closed meanwhile, or another context took over after our claim (its announcement came first).
@@ -492,7 +508,16 @@ export class LocalTransport {
     )
   }
 
+  /** IndexedDB held back this context's own open (true), or let it through (false): tell the others too. */
   #onBlocked(blocked) {
+    this.#ownBlocked = blocked
+    this.#post({ t: 'blocked', from: this.#id, blocked })
+    this.#updateBlocked()
+  }
+
+  /** Reports `blocked` when it changed: this context's open is held back, or queued behind one that is. */
+  #updateBlocked() {
+    const blocked = this.#ownBlocked || (this.#opening && this.#othersBlocked.size > 0)
     if (this.#blocked === blocked) return
     this.#blocked = blocked
     const listener = this.#options.onBlocked
@@ -679,6 +704,13 @@ export class LocalTransport {
     switch (data.t) {
       case 'hello':
         if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
+        if (this.#ownBlocked) this.#post({ t: 'blocked', from: this.#id, blocked: true })
+        break
+      case 'blocked':
+        if (data.from === this.#id) break
+        if (data.blocked) this.#othersBlocked.add(data.from)
+        else this.#othersBlocked.delete(data.from)
+        this.#updateBlocked()
         break
       case 'writer': {
         if (data.writer === this.#id) break
@@ -723,6 +755,8 @@ export class LocalTransport {
         }
         if (this.#gone.size > 1000) this.#gone.clear()
         this.#gone.add(data.from)
+        this.#othersBlocked.delete(data.from)
+        this.#updateBlocked()
         break
       case 'ack':
         if (data.to === this.#id) {
