@@ -16,10 +16,10 @@
 // tool, never a pass/fail criterion.
 //
 // --floor adds a side that makes the module's IndexedDB commits with no module at all (no wasm, no JS
-// wrapper, no answers): a push is one `readwrite` transaction over `records` and `meta` (durability strict)
-// with the writer fence's put of `{writer: 1}` into `meta` (unique index `writer`, as src/store/idb.rs) and
-// one put of a segment-sized `Uint8Array` (SEGMENT_BYTES a message) into `records`, then `commit()`; a
-// pop+ack is two such commits, each with a lane-sized record instead of the segment. (The module's pushes
+// wrapper, no answers): a push is one `readwrite` transaction over `records` (durability strict; no request
+// of the writer fence since schema 3, src/store/idb.rs "Fencing") with one put of a segment-sized
+// `Uint8Array` (SEGMENT_BYTES a message), then `commit()`; a pop+ack is two such commits, each with a
+// lane-sized record instead of the segment. (The module's pushes
 // also put an index page now and then.) What the module adds to a call is its time minus the floor's.
 
 import { loadavg } from 'node:os';
@@ -148,8 +148,7 @@ try {
     function floorSide() {
       let db, name;
       const commit = (key, bytes) => new Promise((res, rej) => {
-        const t = db.transaction(['records', 'meta'], 'readwrite', { durability: 'strict' });
-        t.objectStore('meta').put({ writer: 1 }, 'writer/1');
+        const t = db.transaction('records', 'readwrite', { durability: 'strict' });
         t.objectStore('records').put(new Uint8Array(bytes), key);
         t.commit();
         t.oncomplete = res;
@@ -163,7 +162,7 @@ try {
             const r = indexedDB.open(name, 1);
             r.onupgradeneeded = () => {
               r.result.createObjectStore('records');
-              r.result.createObjectStore('meta').createIndex('writer', 'writer', { unique: true });
+              r.result.createObjectStore('meta');
             };
             r.onsuccess = () => res(r.result);
             r.onerror = () => rej(r.error);

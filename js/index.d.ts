@@ -550,6 +550,17 @@ export interface OpenOptions {
    */
   claimAfterMillis?: number
   /**
+   * Called with `true` when this context's take-over of the database waits for another tab or worker
+   * that keeps it open and does not close when asked (page code or DevTools holding their own
+   * connection, a frozen or busy page that cannot run its handler), or is queued behind another context's
+   * take-over that waits so (without Web Locks: that context says so on the channel), and with `false`
+   * once it went through or the other one's wait ended. Meanwhile
+   * nothing is lost or written twice: the holder keeps writing, and a context that must write to open
+   * (no other writer answers) has `Queen.open` still pending. With Web Locks only the lock's holder
+   * takes over, so only connections outside queen-edge can hold it back.
+   */
+  onBlocked?: (blocked: boolean) => void
+  /**
    * Load the build with the view (dashboard) routes: queue listings and details, the message browser,
    * overview, namespaces, tasks, status and metrics, with the `admin` methods that read them (default
    * false: a smaller download; those routes then answer 501, QueenError code `not_built`). The tab or

@@ -11,20 +11,27 @@
 //   the storage fence: a context asks who the writer is (`hello`) and, when nobody answers within
 //   `resendMillis`, claims writership itself. A follower claims too when its forwarded request is not
 //   acknowledged within `claimAfterMillis`, and soon after its writer says it is going away (`gone`).
-// - Either way storage has the last word. Opening a WasmBroker takes over the writer epoch in IndexedDB,
-//   and every commit checks it (src/store/idb.rs, "Fencing"): a writer that another context took over from
-//   cannot write any more. Its refused commit wrote nothing, so the request is not answered: the writer
-//   steps down to follower (closing its broker; a later takeover loads everything from storage again) and
+// - Either way storage has the last word. Opening a WasmBroker takes over the writer epoch in IndexedDB
+//   (the database's version goes up by one, and IndexedDB first closes every other connection: src/store/
+//   idb.rs, "Fencing"): a writer that another context took over from cannot write any more. A take-over
+//   that a connection which does not close holds back waits; `onBlocked` (Queen.open's option) says so.
+//   IndexedDB tells only the held-back open (`blocked`); opens queued behind it wait as long with no event,
+//   so a held-back context says so on the channel, and a context whose own open is pending reports that.
+//   The stale writer's refused commit wrote nothing, so the request is not answered: the writer steps
+//   down to follower (closing its broker; a later takeover loads everything from storage again) and
 //   forwards its own requests to the current writer; forwarded ones are re-sent by their followers. Two
 //   contexts that both claimed (both opened at once) settle the same way: the higher epoch stays writer.
+//   The epoch travels as `version` (the database version); earlier builds sent a counter of their own as
+//   `epoch`, which this build ignores (their claims are not comparable with ours).
 //
 // Channel messages (structured clone):
 //   {t:'hello', from}                                   who is the writer?
-//   {t:'writer', writer, epoch}                          "I am the writer" (on takeover and on hello)
+//   {t:'writer', writer, version}                        "I am the writer" (on takeover and on hello)
 //   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: string | Uint8Array | undefined)
 //   {t:'ack', id, to, writer}                            the writer has it and is working on it
 //   {t:'res', id, to, writer, status, headers, body}     the answer
 //   {t:'gone', from}                                     a context closed (or its page is going away)
+//   {t:'blocked', from, blocked}                         its take-over is held back (true; on hello too), or no longer (false)
 //
 // Delivery: a follower re-sends a request every `resendMillis` × 4 until a writer acks it, keeps re-sending
 // it at that pace after the ack (the writer acks again: it is alive and working on it), and re-sends every
@@ -215,6 +222,12 @@ export class LocalTransport {
   #maintenance = null
   #roleListeners = new Set()
   #lastError = null
+  #blocked = false
+  // This context's own open was held back (IndexedDB's `blocked`); the ids of contexts whose open is held
+  // back (their `blocked` messages), which hold back ours too while ours is pending (#opening).
+  #ownBlocked = false
+  #othersBlocked = new Set()
+  #opening = false
   #gone = new Set()
   #onPageHide = null
   #Broker
@@ -232,6 +245,7 @@ export class LocalTransport {
       maxStoredBytes: options.maxStoredBytes,
       cacheBytes: options.cacheBytes,
       claimAfterMillis: options.claimAfterMillis ?? 2000,
+      onBlocked: typeof options.onBlocked === 'function' ? options.onBlocked : null,
       cipher: options.cipher ?? null
     }
   }
@@ -273,6 +287,16 @@ export class LocalTransport {
   /** This transport's id on the channel. */
   get id() {
     return this.#id
+  }
+
+  /**
+   * True while this context's take-over of the database waits for another tab or worker that keeps it
+   * open (it does not close when asked: an older build's page, page code or DevTools holding their own
+   * connection), or is queued behind another context's take-over that waits so. Nothing is written
+   * meanwhile by this context; the holder still writes.
+   */
+  get blocked() {
+    return this.#blocked
   }
 
   /** The last error of a failed takeover (the database could not be opened), or null. */
@@ -353,9 +377,15 @@ export class LocalTransport {
       }
     }
     if (this.#role !== 'writer') {
+      // Holding the lock without being the writer (another context claimed while this one opened):
+      // give it back before queueing for it.
+      if (this.#releaseLock) this.#releaseLock()
+      this.#releaseLock = null
       this.#setRole('follower')
       if (got !== 'fence') this.#post({ t: 'hello', from: this.#id })
       if (this.#mode === 'locks') this.#queueForLock()
+      // Nobody to forward to: take over again.
+      if (this.#mode === 'alone') this.#claim()
     }
   }
 
@@ -379,6 +409,11 @@ export class LocalTransport {
           setTimeout(() => { if (!this.#closed) this.#queueForLock() }, 1000)
           return undefined
         }
+        if (this.#role !== 'writer') {
+          // Not the writer after all (a context outside the lock claimed meanwhile): give the lock back.
+          setTimeout(() => { if (!this.#closed) this.#queueForLock() }, 1000)
+          return undefined
+        }
         return new Promise((release) => { this.#releaseLock = release })
       })
       .catch(() => {
@@ -389,16 +424,26 @@ export class LocalTransport {
   async #becomeWriter() {
     if (this.#role === 'writer') return
     let broker
+    this.#opening = true
+    this.#updateBlocked()
     try {
       broker = await this.#Broker.open(this.#name, {
         durability: this.#options.durability,
         persist: this.#options.persist,
         maxStoredBytes: this.#options.maxStoredBytes,
         cacheBytes: this.#options.cacheBytes,
-        cipher: this.#options.cipher
+        cipher: this.#options.cipher,
+        onBlocked: (blocked) => this.#onBlocked(blocked)
       })
     } catch (error) {
+      // Another context claimed the database while this one was opening it: that one is the writer.
+      if (error && error.code === 'superseded') return
       throw asQueenError(error)
+    } finally {
+      // IndexedDB handles open requests in order: every open queued before ours has ended too.
+      this.#opening = false
+      this.#othersBlocked.clear()
+      this.#updateBlocked()
     }
     if (this.#closed || this.#role === 'writer' || broker.epoch < this.#writerEpoch) {
       // Closed meanwhile, or another context took over after our claim (its announcement came first).
@@ -413,7 +458,7 @@ export class LocalTransport {
     this.#writerEpoch = broker.epoch
     this.#lastError = null
     this.#setRole('writer')
-    this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
+    this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
     if (this.#options.maintenanceIntervalMillis > 0) {
       this.#maintenance = setInterval(() => {
         const current = this.#broker
@@ -461,6 +506,27 @@ export class LocalTransport {
         this.#lastError = asQueenError(error)
       }
     )
+  }
+
+  /** IndexedDB held back this context's own open (true), or let it through (false): tell the others too. */
+  #onBlocked(blocked) {
+    this.#ownBlocked = blocked
+    this.#post({ t: 'blocked', from: this.#id, blocked })
+    this.#updateBlocked()
+  }
+
+  /** Reports `blocked` when it changed: this context's open is held back, or queued behind one that is. */
+  #updateBlocked() {
+    const blocked = this.#ownBlocked || (this.#opening && this.#othersBlocked.size > 0)
+    if (this.#blocked === blocked) return
+    this.#blocked = blocked
+    const listener = this.#options.onBlocked
+    if (!listener) return
+    try {
+      listener(blocked)
+    } catch {
+      // A listener's failure is its own.
+    }
   }
 
   #setRole(role) {
@@ -637,17 +703,24 @@ export class LocalTransport {
     if (!data || typeof data !== 'object' || this.#closed) return
     switch (data.t) {
       case 'hello':
-        if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
+        if (this.#role === 'writer') this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
+        if (this.#ownBlocked) this.#post({ t: 'blocked', from: this.#id, blocked: true })
+        break
+      case 'blocked':
+        if (data.from === this.#id) break
+        if (data.blocked) this.#othersBlocked.add(data.from)
+        else this.#othersBlocked.delete(data.from)
+        this.#updateBlocked()
         break
       case 'writer': {
         if (data.writer === this.#id) break
-        const epoch = typeof data.epoch === 'number' ? data.epoch : 0
+        const epoch = typeof data.version === 'number' ? data.version : 0
         if (this.#role === 'writer') {
           // Two writers: the one that took over last holds the database; the other steps down.
           if (epoch > this.#epoch) {
             this.#stepDown(this.#broker)
           } else {
-            this.#post({ t: 'writer', writer: this.#id, epoch: this.#epoch })
+            this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
             break
           }
         }
@@ -682,6 +755,8 @@ export class LocalTransport {
         }
         if (this.#gone.size > 1000) this.#gone.clear()
         this.#gone.add(data.from)
+        this.#othersBlocked.delete(data.from)
+        this.#updateBlocked()
         break
       case 'ack':
         if (data.to === this.#id) {

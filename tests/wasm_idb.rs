@@ -90,23 +90,33 @@ async fn newer_format_version_is_refused() {
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
+/// The IndexedDB version is the writer epoch: a database further on than [`SCHEMA_VERSION`] (claimed
+/// several times) opens at its own version, and the next claim is one more.
 #[wasm_bindgen_test]
-async fn newer_schema_version_is_refused() {
-    let name = unique_name("newer-schema");
-    drop(open(&name, Durability::Strict).await);
+async fn a_database_past_the_first_epoch_opens_at_its_version() {
+    let name = unique_name("later-epoch");
+    let store = open(&name, Durability::Strict).await;
+    assert_eq!(store.epoch(), SCHEMA_VERSION);
+    let mut changes = ChangeSet::default();
+    changes.put("k", b"v".to_vec());
+    store.commit(&changes).await.expect("commit");
+    drop(store);
 
-    // A newer build upgraded the IndexedDB schema version.
+    // Claims by other connections moved it on (an upgrade that changes nothing, as a claim's does).
     let request = raw::factory()
-        .open_with_u32(&name, SCHEMA_VERSION + 1)
+        .open_with_u32(&name, SCHEMA_VERSION + 6)
         .expect("raw open");
     let db: IdbDatabase = raw::wait(&request).await.dyn_into().expect("a database");
     db.close();
 
-    let err = IdbStore::open(&name, IdbOptions::default())
-        .await
-        .expect_err("a newer schema must be refused");
-    assert_eq!(err.kind, StoreErrorKind::NewerFormat, "{err}");
-    assert!(err.message.contains("newer"), "clear message: {err}");
+    let store = open(&name, Durability::Strict).await;
+    assert_eq!(store.epoch(), SCHEMA_VERSION + 6);
+    assert_eq!(
+        store.scan("").await.expect("scan"),
+        vec![("k".to_string(), b"v".to_vec())]
+    );
+    assert_eq!(store.take_over().await.expect("claim"), SCHEMA_VERSION + 7);
+    drop(store);
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
@@ -279,9 +289,15 @@ async fn stale_writer_commit_fails_and_writes_nothing() {
         ("m/2".to_string(), b"two".to_vec()),
     ];
     assert_eq!(new.scan("").await.expect("scan"), expected);
-    assert_eq!(
-        old.scan("").await.expect("a stale connection still reads"),
-        expected
+    let err = old
+        .scan("")
+        .await
+        .expect_err("a stale connection is closed: it does not read either");
+    assert_eq!(err.kind, StoreErrorKind::Unavailable, "{err}");
+    assert!(err.message.contains("took over"), "{err}");
+    assert!(
+        !err.message.contains("commit"),
+        "a refused read names no commit: {err}"
     );
     drop(old);
     let fresh = open(&name, Durability::Strict).await;
@@ -305,68 +321,118 @@ async fn stale_writer_commit_fails_and_writes_nothing() {
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
-/// Two commits of one connection in flight at once, a take-over between them (made by hand, between the
-/// two commits' transactions): the first lands, the second is fenced, and each commit gets its own
-/// outcome (a connection's transactions share one `complete` and one `abort` handler, which tell the
-/// event's transaction apart).
+/// Commits of the writer in flight when another connection claims: one issued before the claim's open
+/// request, and one issued right after it in the same task (before the `versionchange` event reaches
+/// the writer). Both land (acknowledged writes are never lost), each with its own outcome, before the
+/// claim's upgrade runs; a commit issued after the `versionchange` is refused and writes nothing.
 #[wasm_bindgen_test]
-async fn two_commits_in_flight_each_get_their_own_outcome() {
+async fn commits_in_flight_at_a_claim_land_and_later_ones_are_fenced() {
     use futures::FutureExt;
     let name = unique_name("in-flight");
     let store = open(&name, Durability::Strict).await;
     let epoch = store.take_over().await.expect("take over");
-    // Another connection, open before the first commit is issued, so the claim below is made at once.
-    let other: IdbDatabase = raw::wait(&raw::factory().open(&name).expect("raw open"))
-        .await
-        .dyn_into()
-        .expect("a database");
 
     let mut first = ChangeSet::default();
     first.put("f/1", b"first".to_vec());
     let mut second = ChangeSet::default();
     second.put("f/2", b"second".to_vec());
+    let mut third = ChangeSet::default();
+    third.put("f/3", b"third".to_vec());
     // Polled once, a commit has issued its transaction and waits for its end.
     let mut landing = Box::pin(store.commit(&first));
     assert!((&mut landing).now_or_never().is_none(), "issued, not ended");
-    // The take-over's claim (as `IdbStore::take_over` writes it), ordered after the first commit and
-    // before the second.
-    let claim = other
-        .transaction_with_str_and_mode(META_STORE, IdbTransactionMode::Readwrite)
-        .expect("claim transaction");
-    let meta = claim.object_store(META_STORE).expect("meta");
-    let marker = js_sys::Object::new();
-    js_sys::Reflect::set(&marker, &"writer".into(), &epoch.into()).unwrap();
-    meta.delete(&idb::writer_key(epoch).into()).unwrap();
-    meta.add_with_key(&marker, &idb::claim_key(epoch + 1).into())
-        .unwrap();
-    meta.put_with_key(&(epoch + 1).into(), &"epoch".into())
-        .unwrap();
-    let mut fenced = Box::pin(store.commit(&second));
-    assert!((&mut fenced).now_or_never().is_none(), "issued, not ended");
-
-    let (landed, refused, claimed) = futures::join!(landing, fenced, raw::outcome(&claim));
-    landed.expect("the commit issued before the take-over lands");
-    let err = refused.expect_err("the commit issued after the take-over is fenced");
-    assert!(err.message.contains("took over"), "{err}");
-    claimed.expect("the claim lands");
-    assert_eq!(
-        store.scan("f/").await.expect("scan"),
-        vec![("f/1".to_string(), b"first".to_vec())]
+    // Another connection's claim, as `IdbStore::take_over` makes it: an open at the next version.
+    let claim = raw::factory()
+        .open_with_u32(&name, epoch + 1)
+        .expect("raw open");
+    let mut also_landing = Box::pin(store.commit(&second));
+    assert!(
+        (&mut also_landing).now_or_never().is_none(),
+        "issued, not ended"
     );
-    other.close();
+
+    let (landed, also_landed, claimed) = futures::join!(landing, also_landing, raw::wait(&claim));
+    landed.expect("the commit issued before the claim lands");
+    also_landed.expect("the commit issued in the claim's task lands");
+    let claimed: IdbDatabase = claimed.dyn_into().expect("the claim opens");
+    assert_eq!(claimed.version(), f64::from(epoch + 1));
+    assert!(store.is_superseded(), "the writer closed for the claim");
+    let err = store
+        .commit(&third)
+        .await
+        .expect_err("a commit after the claim is refused");
+    assert!(err.message.contains("took over"), "{err}");
+    claimed.close();
     drop(store);
+    let fresh = open(&name, Durability::Strict).await;
+    assert_eq!(
+        fresh.scan("f/").await.expect("scan"),
+        vec![
+            ("f/1".to_string(), b"first".to_vec()),
+            ("f/2".to_string(), b"second".to_vec())
+        ]
+    );
+    drop(fresh);
+    IdbStore::delete_database(&name).await.expect("delete");
+}
+
+/// A database main's schema-version-2 build wrote (its fence: the unique `writer` index, `meta/epoch`,
+/// claim markers and a fence record): opening it upgrades it to version 3, keeping every record and the
+/// recorded answer and dropping the old fence's bookkeeping; the fence holds from the first take-over.
+/// (tests/js/browser.test.mjs does the same with main's built module.)
+#[wasm_bindgen_test]
+async fn schema_version_2_database_is_upgraded_and_keeps_everything() {
+    let name = unique_name("schema-2");
+    raw::write_schema_2(&name, 57).await;
+
+    let old = open(&name, Durability::Strict).await;
+    assert_eq!(old.epoch(), SCHEMA_VERSION, "the epoch is the version now");
+    let records = vec![
+        ("m/1".to_string(), b"one".to_vec()),
+        ("m/2".to_string(), b"two".to_vec()),
+    ];
+    assert_eq!(old.scan("").await.expect("scan"), records);
+    let answer = old
+        .read_meta("req/000000000000005:t:1")
+        .await
+        .expect("read the answer");
+    assert_eq!(
+        answer.dyn_into::<Uint8Array>().expect("bytes").to_vec(),
+        b"\xc8\x00\x00\x00{}".to_vec(),
+        "the recorded answer is kept"
+    );
+    for key in [idb::EPOCH_KEY, "claim/1", "claim/57", "writer/57"] {
+        assert!(
+            old.read_meta(key).await.expect("read").is_undefined(),
+            "{key} is dropped"
+        );
+    }
+    assert_eq!(
+        old.take_over().await.expect("take over"),
+        SCHEMA_VERSION + 1
+    );
+    drop(old);
+    let request = raw::factory().open(&name).expect("raw open");
+    let db: IdbDatabase = raw::wait(&request).await.dyn_into().expect("a database");
+    let tx = db.transaction_with_str(META_STORE).expect("a transaction");
+    let meta = tx.object_store(META_STORE).expect("meta");
+    let indexes = js_sys::Reflect::get(&meta, &"indexNames".into()).expect("indexNames");
+    let count = js_sys::Reflect::get(&indexes, &"length".into()).expect("length");
+    assert_eq!(count.as_f64(), Some(0.0), "the writer index is dropped");
+    db.close();
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
 /// A database a schema-version-1 build wrote (its writer fenced with `claim/<n + 1>` in each commit):
-/// opening it adds the fence index, keeps the data, and the writer fence holds from the first take-over.
+/// opening it upgrades it to version 3, keeps the data, and the writer fence holds from the first
+/// take-over.
 #[wasm_bindgen_test]
 async fn schema_version_1_database_is_upgraded_and_fenced() {
     let name = unique_name("schema-1");
-    raw::write_schema_1(&name, 3).await;
+    raw::write_schema_1(&name, 7).await;
 
     let old = open(&name, Durability::Strict).await;
-    assert_eq!(old.epoch(), 3, "the epoch written before the upgrade");
+    assert_eq!(old.epoch(), SCHEMA_VERSION, "the epoch is the version now");
     assert_eq!(
         old.scan("").await.expect("scan"),
         vec![("m/1".to_string(), b"one".to_vec())]
@@ -391,8 +457,8 @@ async fn schema_version_1_database_is_upgraded_and_fenced() {
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
-/// A writer superseded twice (two take-overs since its epoch) is still fenced: the marker of the epoch
-/// right after its own holds its value for good.
+/// A writer superseded twice (two take-overs since its epoch) is still fenced: its connection closed at
+/// the first and never reopens.
 #[wasm_bindgen_test]
 async fn a_writer_two_epochs_behind_is_fenced() {
     let name = unique_name("two-behind");

@@ -16,7 +16,8 @@
 //!
 //! Only one `WasmBroker` may write a database at a time. The wrapper elects it (a Web Lock, or without
 //! Web Locks through the fence), and storage enforces it: opening takes over the writer epoch
-//! ([`IdbStore::take_over`]), so the commits of any broker opened earlier fail. A broker whose commit was
+//! ([`IdbStore::take_over`]: the database's version goes up by one, which closes every other broker's
+//! connection first), so the commits of any broker opened earlier fail. A broker whose commit was
 //! refused that way is `superseded`: it answers nothing any more, its requests reject with code
 //! `"superseded"` (nothing of them was written), and the wrapper steps down to follower.
 
@@ -189,10 +190,15 @@ impl FencedStore {
         self.inner.borrow_mut().take();
     }
 
-    /// True once another connection took over the database (a commit was refused by the epoch fence):
-    /// every later call fails.
+    /// True once another connection took over the database (its claim closed this store's connection,
+    /// or a commit was refused for it): every later call fails.
     pub fn is_superseded(&self) -> bool {
         self.flags.superseded.get()
+            || self
+                .inner
+                .borrow()
+                .as_ref()
+                .is_some_and(|store| store.is_superseded())
     }
 
     /// True once [`FencedStore::fence`] was called.
@@ -414,6 +420,8 @@ impl WasmBroker {
     /// `maxStoredBytes` (a storage quota: pushes that would pass it are refused with status 507; none by
     /// default, the browser's own quota then answers `quota_exceeded`), `cacheBytes` (the budget of
     /// decoded segments kept in memory),
+    /// `onBlocked` (a function called with `true` when the take-over waits for another tab or worker
+    /// that keeps the database open, and with `false` once it went through: src/store/idb.rs, *Fencing*),
     /// `cipher` (the JS cipher `js/local.js` makes from `Queen.open`'s `encryptionKey`, see [`cipher`]:
     /// payloads of `encryptionEnabled` queues are stored encrypted; without it such queues are refused).
     ///
@@ -447,7 +455,10 @@ impl WasmBroker {
         }
         let cipher = js_cipher(&options);
         let encryption = cipher.clone().map(EncryptionKey::from_cipher);
-        let store = IdbStore::open(&name, IdbOptions { durability })
+        let on_blocked = Reflect::get(&options, &"onBlocked".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<Function>().ok());
+        let store = IdbStore::open_observed(&name, IdbOptions { durability }, on_blocked)
             .await
             .map_err(|e| store_js_error(&e))?;
         // Take over before loading: any earlier writer's later commits now fail, and the load below sees
@@ -461,9 +472,17 @@ impl WasmBroker {
         };
         let host = BrowserHost;
         let started_at_ms = host.now_ms();
+        let superseded = store.superseded_flag();
         let engine = Engine::open(FencedStore::new(store), host, broker_config)
             .await
-            .map_err(engine_js_error)?;
+            .map_err(|e| match superseded() {
+                // Another context claimed while this one loaded: it is the writer now.
+                true => js_error(
+                    "superseded",
+                    "another tab or worker took over the database while this broker was opening",
+                ),
+                false => engine_js_error(e),
+            })?;
         let config = HttpConfig {
             worker_id: "queen-edge-browser".to_string(),
             started_at_ms,

@@ -6,19 +6,19 @@
 //! One database per broker, named by the caller, with two object stores:
 //! - `records`: the [`Store`]'s records, out-of-line string keys, each value a `Uint8Array`;
 //! - `meta`: bookkeeping that must not show up in a scan: `format`, the format version (a number) of the
-//!   data in `records`; `epoch`, the writer epoch (see *Fencing*); `claim/<n>`, one marker per epoch ever
-//!   claimed; `writer/<n>`, the fence record of epoch `n`'s writer; `req/<id>`, the answers of recorded
-//!   requests ([`IdbStore::commit_recording`]). A unique index, `writer`, on the `writer` field of its
-//!   values holds the fence (see *Fencing*).
+//!   data in `records`; `req/<id>`, the answers of recorded requests ([`IdbStore::commit_recording`]).
 //!
 //! Two version numbers guard against a build reading data it does not understand:
-//! - the IndexedDB schema version ([`SCHEMA_VERSION`]), bumped only when object stores or indexes change
-//!   (version 2 added the `writer` index; opening a version 1 database adds it). Opening a database whose
-//!   schema version is higher fails in IndexedDB with a `VersionError`. An upgrade closes the connections
-//!   of older builds (see *Connections*), so builds of different schema versions never write together;
+//! - the IndexedDB version. From [`SCHEMA_VERSION`] (3) on it is the writer epoch (see *Fencing*), not a
+//!   schema number: a database created by this build starts at 3, and opening a database of schema 1 or
+//!   2 (earlier builds) upgrades it to 3, keeping every record and recorded answer and dropping the
+//!   earlier fence's bookkeeping (the `writer` index, `epoch`, `claim/<n>` and `writer/<n>` in `meta`).
+//!   Builds of schema 1 or 2 open at their own version and so get a `VersionError` from IndexedDB on
+//!   such a database: they report it as written by a newer queen-edge. A later build that changes object
+//!   stores or indexes must say so in `meta` (a new `format`), since the version no longer can;
 //! - the format version ([`FORMAT_VERSION`]) in `meta/format`, bumped when the meaning of records changes.
 //!
-//! Either being newer than this build makes [`IdbStore::open`] fail with [`StoreErrorKind::NewerFormat`].
+//! A newer format makes [`IdbStore::open`] fail with [`StoreErrorKind::NewerFormat`].
 //!
 //! # Transactions
 //!
@@ -26,33 +26,42 @@
 //! is issued synchronously, before the first `await`, so the transaction cannot auto-commit half way; then
 //! it awaits the transaction's `complete` event. An `abort` (a failed request, quota, a closed connection)
 //! is an `Err` and nothing of the change set is visible. Durability is `strict` by default (the data is
-//! flushed to disk before `complete`); [`Durability::Relaxed`] trades that for speed.
+//! flushed to disk before `complete`); [`Durability::Relaxed`] trades that for speed. A commit carries
+//! only its own requests, in scope `records` (and `meta` when it records answers).
 //!
 //! A connection makes what every commit needs once, when it opens: the `complete` and `abort` handlers
-//! that wake the task awaiting a transaction (module `ends`), the commit's scope and options, the object
-//! store names, and its fence record's key and value for each epoch it commits at. A commit then only
-//! makes its own requests' keys and values.
+//! that wake the task awaiting a transaction (module `ends`), the commit's scopes and options, the object
+//! store names. A commit then only makes its own requests' keys and values.
 //!
 //! # Fencing
 //!
 //! Only one connection may write a database at a time; across tabs the JS wrapper elects it (Web Locks, or
 //! without them through this fence), and the fence makes the rule hold in storage even when two contexts
-//! both believe they are the writer. The fence is the unique index `writer` of [`META_STORE`]: no two
-//! records may hold the same `writer` value. Every commit of a connection at epoch `n` puts its fence
-//! record `meta/writer/<n>` = `{writer: n}` (one request, replacing its own record of the same value).
-//! [`IdbStore::take_over`] claims the next writer epoch `n + 1`: in one `readwrite` transaction it deletes
-//! `meta/writer/<n>`, `add`s the marker `meta/claim/<n + 1>` = `{writer: n}` (which fails if another
-//! connection claimed `n + 1` first; it then re-reads and tries again) and sets `meta/epoch` to `n + 1`.
-//! Markers are never deleted, so from then on every commit at epoch `n` puts a second record with the
-//! value `n`: the put fails with a `ConstraintError`, and the whole transaction aborts, so nothing of a
-//! stale writer's change set is ever visible (a writer at an earlier epoch `m` meets the marker of
-//! `m + 1`). The check runs inside IndexedDB with no callback, issued synchronously with the change set,
-//! so it keeps the early `commit()` and holds while a page unloads. After such a failure the store is
-//! [superseded](IdbStore::is_superseded): every later commit fails at once with
-//! [`StoreErrorKind::Unavailable`] (reads still work). A connection that never calls `take_over` writes at
-//! the epoch current when it opened. (Schema version 1 fenced with an `add` and a `delete` of
-//! `meta/claim/<n + 1>` in every commit: two requests; docs/decisions.md, "Pipelined IndexedDB commits
-//! (session 7)".)
+//! both believe they are the writer. The writer epoch is the database's IndexedDB version.
+//! [`IdbStore::take_over`] claims the next one: it closes its own connection and opens the database at
+//! its version + 1. IndexedDB then sends every other connection a `versionchange` event and runs the
+//! upgrade only once all of them are closed; connections of this module close themselves on it
+//! ([`IdbStore`]'s `versionchange` handler) and mark themselves [superseded](IdbStore::is_superseded).
+//! So once the upgrade runs no connection of an earlier epoch is open, and none can ever start a
+//! transaction again: a stale writer's commit fails before it issues anything
+//! ([`StoreErrorKind::Unavailable`], nothing of it written), and a connection never reopens by itself
+//! (only a new `take_over` opens again). Commits a stale connection issued before it closed run to their
+//! end first (closing waits for them), so they are ordered before the upgrade and a load after
+//! `take_over` reads them. A claim knows it won by its own `upgradeneeded`: when another connection
+//! claimed the same version first, the open succeeds without one (or fails with a `VersionError` when the
+//! database is already further on), and `take_over` claims the next version from the one it now sees.
+//! There is no request per commit: the check is IndexedDB's own ordering of version changes.
+//!
+//! Liveness: a connection that does not close on `versionchange` (an older build's page, page code or
+//! DevTools holding its own connection, a frozen page) blocks the claim. IndexedDB then fires `blocked`
+//! on the open request and the claim waits, for as long as it takes, with no write lost or doubled: the
+//! blocking connection still commits (it is the only one open at the earlier epoch) and the claim runs
+//! once it closes. The `on_blocked` callback of [`IdbStore::open_observed`] is called with `true` when
+//! that happens and with `false` once the open went through, so the caller can say so. It sees only the
+//! `blocked` event of this store's own request: an open that IndexedDB queues behind another context's
+//! held-back claim waits as long with no event, and nothing here can tell (the JS wrapper passes the other
+//! context's report on over its channel). A connection that
+//! never calls `take_over` writes at the epoch current when it opened, until the next claim.
 //!
 //! [`Store::scan`] reads keys and values with `getAllKeys` and `getAll` over one key range, in one
 //! `readonly` transaction, so both lists describe the same snapshot and line up.
@@ -75,24 +84,22 @@
 //!
 //! # Connections
 //!
-//! When another connection wants to upgrade or delete the database (a newer build in another tab, or
-//! [`IdbStore::delete_database`]), this connection closes itself so it does not block them; later calls fail
-//! with [`StoreErrorKind::Unavailable`] and the engine's reload path reopens, which then reports
-//! [`StoreErrorKind::NewerFormat`] if that is what happened.
+//! When another connection upgrades (claims) or deletes the database ([`IdbStore::delete_database`]), this
+//! connection closes itself so it does not block them; later calls fail with
+//! [`StoreErrorKind::Unavailable`] (after a claim: [`IdbStore::is_superseded`]).
 //!
-//! An upgrade that another connection blocks (one at an older schema version that does not close on
-//! `versionchange`) makes [`IdbStore::open`] fail with [`StoreErrorKind::Unavailable`] on the request's
-//! `blocked` event instead of waiting; the request stays queued in IndexedDB, and when it runs later its
-//! upgrade aborts (the database is left as it was) and a connection it opens is closed. Upgrading a
-//! version 1 database checks that it has queen-edge's object stores and a number at `meta/format` inside
-//! the upgrade, and aborts otherwise: someone else's database is refused with [`StoreErrorKind::Other`]
-//! and left at its version.
+//! Opening asks for version 3 ([`SCHEMA_VERSION`]); on a database already past it (`VersionError`) it
+//! opens at the current version, with no version given. Upgrading a database of schema 1 or 2 checks that
+//! it has queen-edge's object stores and a number at `meta/format` inside the upgrade, and aborts
+//! otherwise: someone else's database is refused with [`StoreErrorKind::Other`] and left at its version.
 
 mod ends;
+mod opening;
 
 use super::{ChangeSet, KeyRange, Record, Store, StoreError, StoreErrorKind};
 use ends::{TxEnd, TxEnds};
 use js_sys::{Array, Function, JsString, Object, Promise, Reflect, Uint8Array};
+use opening::{open_at, Opened};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use wasm_bindgen::closure::Closure;
@@ -100,12 +107,13 @@ use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    Event, IdbDatabase, IdbFactory, IdbKeyRange, IdbObjectStore, IdbOpenDbRequest, IdbRequest,
-    IdbTransaction, IdbTransactionMode, IdbVersionChangeEvent,
+    Event, IdbDatabase, IdbFactory, IdbKeyRange, IdbObjectStore, IdbRequest, IdbTransaction,
+    IdbTransactionMode, IdbVersionChangeEvent,
 };
 
-/// The IndexedDB schema version (object stores and indexes) this build creates and understands.
-pub const SCHEMA_VERSION: u32 = 2;
+/// The IndexedDB version this build opens a database at, creating it or upgrading one of schema 1 or 2
+/// to it: the first whose version is the writer epoch (module documentation, *Fencing*).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The format version of the records this build writes and understands.
 pub const FORMAT_VERSION: u32 = 1;
@@ -119,23 +127,15 @@ pub const META_STORE: &str = "meta";
 /// Key of the format version in [`META_STORE`].
 pub const FORMAT_KEY: &str = "format";
 
-/// Key of the writer epoch in [`META_STORE`]: the last epoch claimed by [`IdbStore::take_over`] (absent
-/// means 0).
+/// Schema 1 and 2's key of the writer epoch in [`META_STORE`], dropped by the upgrade to schema 3.
 pub const EPOCH_KEY: &str = "epoch";
 
-/// The key in [`META_STORE`] of the marker of writer epoch `epoch` (present once it was claimed).
-pub fn claim_key(epoch: u32) -> String {
-    format!("claim/{epoch}")
-}
-
-/// The key in [`META_STORE`] of the fence record of the writer at `epoch` (module documentation,
-/// *Fencing*).
-pub fn writer_key(epoch: u32) -> String {
-    format!("writer/{epoch}")
-}
-
-/// The unique index of [`META_STORE`] that fences stale writers, and the field of the values it indexes.
+/// Schema 1 and 2's unique index of [`META_STORE`] (schema 2's fence), dropped by the upgrade to 3.
 pub const WRITER_INDEX: &str = "writer";
+
+/// The key prefixes in [`META_STORE`] of schema 1 and 2's claim markers and fence records, dropped by the
+/// upgrade to schema 3.
+pub const LEGACY_FENCE_PREFIXES: [&str; 2] = ["claim/", "writer/"];
 
 #[wasm_bindgen]
 extern "C" {
@@ -152,18 +152,6 @@ extern "C" {
         mode: IdbTransactionMode,
         options: &Object,
     ) -> Result<IdbTransaction, JsValue>;
-
-    /// An `IDBObjectStore`, viewed through a binding of `createIndex` without web-sys's index features.
-    type ObjectStoreExt;
-
-    /// `IDBObjectStore.createIndex(name, keyPath, options)`, in a `versionchange` transaction.
-    #[wasm_bindgen(catch, method, js_name = createIndex)]
-    fn create_index(
-        this: &ObjectStoreExt,
-        name: &str,
-        key_path: &str,
-        options: &Object,
-    ) -> Result<JsValue, JsValue>;
 
     /// An `IDBTransaction`, viewed through the bindings web-sys marks deprecated or lacks.
     type TxExt;
@@ -202,15 +190,6 @@ impl Durability {
     }
 }
 
-/// What the handlers of an [`IdbStore::open`] request found.
-#[derive(Default)]
-struct OpenFlags {
-    /// The upgrade found a database that is not a queen-edge one (and aborted).
-    foreign: Cell<bool>,
-    /// The open failed as blocked; its request is still queued.
-    gave_up: Cell<bool>,
-}
-
 /// Options for [`IdbStore::open`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IdbOptions {
@@ -222,18 +201,21 @@ pub struct IdbOptions {
 ///
 /// Dropping it closes the connection.
 pub struct IdbStore {
-    db: IdbDatabase,
+    /// The connection; replaced by [`IdbStore::take_over`].
+    db: RefCell<IdbDatabase>,
     name: String,
     options: IdbOptions,
-    /// Set when the connection closed for another connection's upgrade or deletion, or was closed by the
-    /// browser.
+    /// Set when the connection closed for another connection's claim or deletion, or was closed by the
+    /// browser (or by `take_over`, until its new connection is in place).
     closed: Rc<Cell<bool>>,
-    /// The writer epoch this connection commits at (see the module documentation, *Fencing*).
-    epoch: Cell<u32>,
-    /// Set when a commit found a later epoch claimed: this connection may never write again.
-    superseded: Cell<bool>,
-    /// Keeps the `versionchange` and `close` handler alive while the connection is open.
-    _on_versionchange: Closure<dyn FnMut(Event)>,
+    /// Set when the connection closed for another connection's claim (a `versionchange` to a version):
+    /// this store may never write again unless it claims.
+    superseded: Rc<Cell<bool>>,
+    /// Called with `true` when an open or claim waits for a connection that does not close, and with
+    /// `false` when it went through ([`IdbStore::open_observed`]).
+    on_blocked: Option<Function>,
+    /// The `versionchange` and `close` handler of every connection this store opens.
+    on_versionchange: Closure<dyn FnMut(Event)>,
     /// The ends of this connection's `readwrite` transactions.
     ends: TxEnds,
     /// What every commit uses, made once (module documentation, *Transactions*).
@@ -242,15 +224,12 @@ pub struct IdbStore {
 
 /// The JS values of a commit that do not depend on its changes.
 struct CommitValues {
-    /// [`RECORDS_STORE`] and [`META_STORE`].
+    /// [`RECORDS_STORE`], the scope of a commit without recorded answers.
     records: JsValue,
-    meta: JsValue,
-    /// Both, the scope of a commit's transaction.
-    scope: JsValue,
+    /// [`RECORDS_STORE`] and [`META_STORE`], the scope of a commit with recorded answers.
+    both: JsValue,
     /// `{durability}` of `readwrite` transactions (none for the browser's default).
     readwrite_options: Option<Object>,
-    /// The epoch, key and value of the last fence record made ([`IdbStore::fence_of`]).
-    fence: RefCell<Option<(u32, JsValue, JsValue)>>,
 }
 
 impl CommitValues {
@@ -266,11 +245,9 @@ impl CommitValues {
             None => None,
         };
         Ok(CommitValues {
-            scope: Array::of2(&records, &meta).into(),
+            both: Array::of2(&records, &meta).into(),
             records,
-            meta,
             readwrite_options,
-            fence: RefCell::new(None),
         })
     }
 }
@@ -281,102 +258,52 @@ impl std::fmt::Debug for IdbStore {
             .field("name", &self.name)
             .field("options", &self.options)
             .field("closed", &self.closed.get())
-            .field("epoch", &self.epoch.get())
+            .field("epoch", &self.epoch())
             .field("superseded", &self.superseded.get())
             .finish()
     }
 }
 
 impl IdbStore {
-    /// Opens the database `name`, creating it when it does not exist.
+    /// Opens the database `name`, creating it when it does not exist. Its epoch is the one current now;
+    /// [`IdbStore::take_over`] claims the next.
     ///
     /// Errors: [`StoreErrorKind::Unavailable`] when IndexedDB cannot be used here (no `indexedDB` global,
     /// a security error as in some private modes, storage disabled); [`StoreErrorKind::NewerFormat`] when
     /// the database was written by a newer build; [`StoreErrorKind::Other`] when `name` holds a database
     /// that is not a queen-edge one.
     pub async fn open(name: &str, options: IdbOptions) -> Result<IdbStore, StoreError> {
+        IdbStore::open_observed(name, options, None).await
+    }
+
+    /// [`IdbStore::open`], calling `on_blocked(true)` when IndexedDB fires `blocked` on the request of this
+    /// open or of a later [`IdbStore::take_over`] (its upgrade waits for another connection that does not
+    /// close), and `on_blocked(false)` when that request went through. A request queued behind another
+    /// context's blocked open gets no `blocked` event and so no call (module documentation, *Fencing*,
+    /// liveness).
+    pub async fn open_observed(
+        name: &str,
+        options: IdbOptions,
+        on_blocked: Option<Function>,
+    ) -> Result<IdbStore, StoreError> {
         let factory = factory()?;
-        let request = factory
-            .open_with_u32(name, SCHEMA_VERSION)
-            .map_err(|e| open_error(name, &e))?;
-
-        let flags = Rc::new(OpenFlags::default());
-        let handler_flags = flags.clone();
-        let upgrade_request = request.clone();
-        // One handler for the request's `upgradeneeded`, the `success` of the format read inside that
-        // upgrade (`create_schema`), and the request's `success` once this open gave up.
-        let on_upgrade = Closure::<dyn FnMut(Event)>::new(move |event: Event| {
-            let upgrade = event.dyn_ref::<IdbVersionChangeEvent>();
-            let outcome = if handler_flags.gave_up.get() {
-                // The open failed as blocked but its request stays queued: its upgrade aborts (the
-                // database is left as it was); a connection it opens anyway is closed.
-                if upgrade.is_none() {
-                    if let Ok(db) = upgrade_request.result() {
-                        db.unchecked_into::<IdbDatabase>().close();
-                    }
-                    return;
-                }
-                Err(JsValue::from_str("blocked"))
-            } else if let Some(upgrade) = upgrade {
-                create_schema(
-                    &upgrade_request,
-                    upgrade.old_version(),
-                    &handler_flags.foreign,
-                )
-            } else if event
-                .target()
-                .and_then(|t| t.unchecked_into::<IdbRequest>().result().ok())
-                .is_some_and(|format| format.as_f64().is_some())
-            {
-                Ok(())
-            } else {
-                handler_flags.foreign.set(true);
-                Err(JsValue::from_str("not a queen-edge database"))
-            };
-            if let Err(e) = outcome {
-                // Aborting the versionchange transaction makes the open request fail with this
-                // error's effect (an AbortError), reported below.
-                if let Some(tx) = upgrade_request.transaction() {
-                    let _ = tx.abort();
-                }
-                web_sys::console::error_2(&"queen-edge: IndexedDB upgrade failed".into(), &e);
-            }
-        });
-        request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
-        let pending = Pending::new(&request);
-        // A connection at an older schema version that does not close on `versionchange` blocks the
-        // upgrade: fail now rather than wait for it (`blocked` settles `pending` as an error, while the
-        // request itself stays pending, so reading its error throws).
-        request.set_onblocked(request.onerror().as_ref());
-        let opened = pending.finish().await;
-        let refused = if opened.is_err() && request.error().is_err() {
-            flags.gave_up.set(true);
-            request.set_onsuccess(request.onupgradeneeded().as_ref());
-            on_upgrade.forget();
-            Some((
-                StoreErrorKind::Unavailable,
-                "IndexedDB: the database is held open at an older version by another tab or worker; \
-                 close it and retry",
-            ))
-        } else {
-            request.set_onupgradeneeded(None);
-            drop(on_upgrade);
-            flags.foreign.get().then_some((
-                StoreErrorKind::Other,
-                "IndexedDB: the database is not a queen-edge database",
-            ))
+        let db = match open_at(&factory, name, Some(SCHEMA_VERSION), on_blocked.as_ref()).await? {
+            Opened::Database { db, .. } => db,
+            Opened::VersionPassed => match open_at(&factory, name, None, None).await? {
+                Opened::Database { db, .. } => db,
+                Opened::VersionPassed => unreachable!("an open without a version has none to pass"),
+            },
         };
-        if let Some((kind, why)) = refused {
-            return Err(StoreError::new(kind, why));
-        }
-        let db: IdbDatabase = opened
-            .map_err(|e| open_error(name, &e))?
-            .dyn_into()
-            .map_err(|_| StoreError::other("indexedDB.open did not produce a database"))?;
-
         let closed = Rc::new(Cell::new(false));
-        let closed_flag = closed.clone();
+        let superseded = Rc::new(Cell::new(false));
+        let (closed_flag, superseded_flag) = (closed.clone(), superseded.clone());
         let on_versionchange = Closure::<dyn FnMut(Event)>::new(move |event: Event| {
+            // A version to go to: another connection claims the next epoch. None: a deletion. Not a
+            // version change event at all: `close`, the browser closed the connection.
+            let claimed = event
+                .dyn_ref::<IdbVersionChangeEvent>()
+                .and_then(IdbVersionChangeEvent::new_version)
+                .is_some();
             if let Some(db) = event
                 .target()
                 .and_then(|t| t.dyn_into::<IdbDatabase>().ok())
@@ -384,26 +311,45 @@ impl IdbStore {
                 db.close();
             }
             closed_flag.set(true);
+            if claimed {
+                superseded_flag.set(true);
+            }
         });
-        db.set_onversionchange(Some(on_versionchange.as_ref().unchecked_ref()));
-        // `close` fires when the browser closes the connection itself (site data cleared, disk error).
-        db.set_onclose(Some(on_versionchange.as_ref().unchecked_ref()));
-
         let made = CommitValues::new(options.durability)
             .map_err(|e| js_store_error(StoreErrorKind::Other, "transaction options", &e))?;
         let store = IdbStore {
-            db,
+            db: RefCell::new(db),
             name: name.to_string(),
             options,
             closed,
-            epoch: Cell::new(0),
-            superseded: Cell::new(false),
-            _on_versionchange: on_versionchange,
+            superseded,
+            on_blocked,
+            on_versionchange,
             ends: TxEnds::new(),
             made,
         };
+        store.watch_connection();
         store.check_format().await?;
         Ok(store)
+    }
+
+    /// Sets this store's `versionchange` and `close` handler on its connection.
+    fn watch_connection(&self) {
+        let db = self.db.borrow();
+        let handler = self.on_versionchange.as_ref().unchecked_ref();
+        db.set_onversionchange(Some(handler));
+        // `close` fires when the browser closes the connection itself (site data cleared, disk error).
+        db.set_onclose(Some(handler));
+    }
+
+    /// Closes the current connection (without its handlers) and puts `db` in its place.
+    fn replace_connection(&self, db: IdbDatabase) {
+        let old = self.db.replace(db);
+        old.set_onversionchange(None);
+        old.set_onclose(None);
+        old.close();
+        self.watch_connection();
+        self.closed.set(false);
     }
 
     /// Deletes the database `name` and everything in it. Open [`IdbStore`]s over it close themselves.
@@ -429,89 +375,68 @@ impl IdbStore {
         self.options
     }
 
-    /// The writer epoch this connection commits at: the one current when it opened, or the one its last
-    /// [`IdbStore::take_over`] claimed.
+    /// The writer epoch this connection commits at, the database version of its connection: the one
+    /// current when it opened, or the one its last [`IdbStore::take_over`] claimed.
     pub fn epoch(&self) -> u32 {
-        self.epoch.get()
+        self.db.borrow().version() as u32
     }
 
-    /// True once a commit found that another connection took over (claimed a later epoch): every later
-    /// commit fails with [`StoreErrorKind::Unavailable`]. Only a new [`IdbStore::take_over`] clears it.
+    /// True once another connection took over (claimed a later epoch) and this one closed for it: every
+    /// later commit fails with [`StoreErrorKind::Unavailable`]. Only a new [`IdbStore::take_over`] clears
+    /// it.
     pub fn is_superseded(&self) -> bool {
         self.superseded.get()
     }
 
-    /// Makes this connection the writer: claims the epoch after the current one, so every other
-    /// connection's commits fail from now on (module documentation, *Fencing*). Returns the new epoch.
+    /// [`IdbStore::is_superseded`], readable without the store (after it moved into a wrapper).
+    pub fn superseded_flag(&self) -> impl Fn() -> bool {
+        let superseded = self.superseded.clone();
+        move || superseded.get()
+    }
+
+    /// Makes this connection the writer: closes it and opens the database at the next epoch (module
+    /// documentation, *Fencing*), waiting while another connection does not close. Returns the new epoch.
     ///
-    /// Commits of other connections that started before the claim are ordered before it by IndexedDB, so a
-    /// scan after `take_over` sees everything any earlier writer committed. Call it before loading.
+    /// Commits of other connections issued before the claim end before its upgrade, so a scan after
+    /// `take_over` sees everything any earlier writer committed. Call it before loading. Commits of this
+    /// store issued before the call end before it closes its connection.
     pub async fn take_over(&self) -> Result<u32, StoreError> {
-        let fail =
-            |e: JsValue| js_store_error(StoreErrorKind::Other, "claiming the writer epoch", &e);
-        // Another connection claiming between our read and our claim makes the claim fail; read again.
-        for _ in 0..16 {
-            let current = self.read_epoch().await?;
-            let next = current.saturating_add(1);
-            let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readwrite)?;
-            let done = self.ends.watch(&tx);
-            let meta = object_store(&tx, META_STORE)?;
-            // The marker holds `current` in the fence index: the writer at `current` can never put its
-            // fence record again (module documentation, *Fencing*).
-            let issued = fence_value(current)
-                .and_then(|marker| {
-                    meta.delete(&writer_key(current).into())?;
-                    meta.add_with_key(&marker, &claim_key(next).into())
-                })
-                .and_then(|_| meta.put_with_key(&next.into(), &EPOCH_KEY.into()));
-            if let Err(e) = issued {
-                let _ = tx.abort();
-                return Err(fail(e));
-            }
-            let _ = tx.unchecked_ref::<TxExt>().commit_now();
-            match done.await {
-                Ok(()) => {
-                    self.epoch.set(next);
-                    self.superseded.set(false);
-                    return Ok(next);
-                }
-                Err(e) if describe(&e).0 == "ConstraintError" => continue,
-                Err(e) => return Err(fail(e)),
+        let factory = factory()?;
+        loop {
+            let next = self.epoch().saturating_add(1);
+            // This store's own connection would block its claim.
+            self.closed.set(true);
+            self.db.borrow().close();
+            let opened =
+                open_at(&factory, &self.name, Some(next), self.on_blocked.as_ref()).await?;
+            let (db, claimed) = match opened {
+                Opened::Database { db, claimed } => (db, claimed),
+                // Another connection is further on: start from where it is.
+                Opened::VersionPassed => match open_at(&factory, &self.name, None, None).await? {
+                    Opened::Database { db, .. } => (db, false),
+                    Opened::VersionPassed => {
+                        unreachable!("an open without a version has none to pass")
+                    }
+                },
+            };
+            self.replace_connection(db);
+            if claimed {
+                self.superseded.set(false);
+                // A build that claimed before this one may have written a newer format.
+                self.check_format().await?;
+                return Ok(next);
             }
         }
-        Err(StoreError::new(
-            StoreErrorKind::Unavailable,
-            format!(
-                "IndexedDB database \"{}\": could not claim the writer epoch",
-                self.name
-            ),
-        ))
     }
 
-    /// Reads `meta/epoch` (0 when absent).
-    async fn read_epoch(&self) -> Result<u32, StoreError> {
-        let fail =
-            |e: JsValue| js_store_error(StoreErrorKind::Other, "reading the writer epoch", &e);
-        let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readonly)?;
-        let meta = object_store(&tx, META_STORE)?;
-        let request = meta.get(&EPOCH_KEY.into()).map_err(fail)?;
-        let value = Pending::new(&request).finish().await.map_err(fail)?;
-        Ok(value.as_f64().unwrap_or(0.0) as u32)
-    }
-
-    /// Reads `meta/format` and refuses data from a newer build; reads the current writer epoch.
+    /// Reads `meta/format` and refuses data from a newer build.
     async fn check_format(&self) -> Result<(), StoreError> {
         let fail =
             |e: JsValue| js_store_error(StoreErrorKind::Other, "reading the format version", &e);
         let tx = self.transaction(&META_STORE.into(), IdbTransactionMode::Readonly)?;
         let meta = object_store(&tx, META_STORE)?;
         let request = meta.get(&FORMAT_KEY.into()).map_err(fail)?;
-        let epoch = meta.get(&EPOCH_KEY.into()).map_err(fail)?;
-        let value = Pending::new(&request);
-        let epoch = Pending::new(&epoch);
-        let value = value.finish().await.map_err(fail)?;
-        self.epoch
-            .set(epoch.finish().await.map_err(fail)?.as_f64().unwrap_or(0.0) as u32);
+        let value = Pending::new(&request).finish().await.map_err(fail)?;
         match value.as_f64() {
             Some(v) if v <= f64::from(FORMAT_VERSION) => Ok(()),
             // Versions are small integers; printed as one (formatting an f64 costs ~14 KB of wasm).
@@ -538,55 +463,56 @@ impl IdbStore {
         mode: IdbTransactionMode,
     ) -> Result<IdbTransaction, StoreError> {
         if self.closed.get() {
-            return Err(self.closed_error());
+            return Err(self.closed_error(mode));
         }
+        let db = self.db.borrow();
         let tx = match (mode, &self.made.readwrite_options) {
-            (IdbTransactionMode::Readwrite, Some(options)) => self
-                .db
+            (IdbTransactionMode::Readwrite, Some(options)) => db
                 .unchecked_ref::<DbExt>()
                 .transaction_with_options(store_names, mode, options),
-            _ => self
-                .db
-                .transaction_with_str_sequence_and_mode(store_names, mode),
+            _ => db.transaction_with_str_sequence_and_mode(store_names, mode),
         };
         tx.map_err(|e| {
             if self.closed.get() {
-                self.closed_error()
+                self.closed_error(mode)
             } else {
                 js_store_error(kind_for_commit(&e), "starting a transaction", &e)
             }
         })
     }
 
-    fn superseded_error(&self) -> StoreError {
-        StoreError::new(
-            StoreErrorKind::Unavailable,
-            format!(
+    /// Why this store refuses: its connection is closed. `mode` says whether a commit
+    /// ([`IdbTransactionMode::Readwrite`]: "nothing of this commit was written") or a read was refused.
+    fn closed_error(&self, mode: IdbTransactionMode) -> StoreError {
+        let message = match (self.superseded.get(), mode) {
+            (true, IdbTransactionMode::Readwrite) => format!(
                 "IndexedDB database \"{}\": another tab or worker took over (epoch {} is stale); nothing \
                  of this commit was written",
                 self.name,
-                self.epoch.get()
+                self.epoch()
             ),
-        )
-    }
-
-    fn closed_error(&self) -> StoreError {
-        StoreError::new(
-            StoreErrorKind::Unavailable,
-            format!(
-                "IndexedDB database \"{}\" was closed (another connection is upgrading or deleting it, or \
-                 the browser closed it); reopen it",
+            (true, _) => format!(
+                "IndexedDB database \"{}\": another tab or worker took over this database (epoch {} is \
+                 stale); read from the new writer",
+                self.name,
+                self.epoch()
+            ),
+            (false, _) => format!(
+                "IndexedDB database \"{}\" was closed (another connection is deleting it, or the browser \
+                 closed it); reopen it",
                 self.name
             ),
-        )
+        };
+        StoreError::new(StoreErrorKind::Unavailable, message)
     }
 }
 
 impl Drop for IdbStore {
     fn drop(&mut self) {
-        self.db.set_onversionchange(None);
-        self.db.set_onclose(None);
-        self.db.close();
+        let db = self.db.get_mut();
+        db.set_onversionchange(None);
+        db.set_onclose(None);
+        db.close();
     }
 }
 
@@ -741,22 +667,19 @@ impl IdbStore {
         records: &[(String, JsValue)],
         prune_below: &str,
     ) -> Result<IssuedCommit, StoreError> {
-        if self.superseded.get() {
-            return Err(self.superseded_error());
-        }
-        let tx = self.transaction(&self.made.scope, IdbTransactionMode::Readwrite)?;
+        let scope = match records.is_empty() {
+            true => &self.made.records,
+            false => &self.made.both,
+        };
+        let tx = self.transaction(scope, IdbTransactionMode::Readwrite)?;
         let done = self.ends.watch(&tx);
         let ext = tx.unchecked_ref::<TxExt>();
-        // Every request is issued here, synchronously: no await until the transaction is complete. The
-        // fence first (module documentation, *Fencing*): it aborts the whole transaction if a later epoch
-        // was claimed.
-        let issued = self
-            .fence_of(self.epoch.get())
-            .and_then(|(key, value)| {
-                ext.object_store_named(&self.made.meta)?
-                    .put_with_key(&value, &key)
-            })
-            .and_then(|_| issue_changes(&ext.object_store_named(&self.made.records)?, changes))
+        // Every request is issued here, synchronously: no await until the transaction is complete. No
+        // fence request: a stale connection is closed and cannot start the transaction (module
+        // documentation, *Fencing*).
+        let issued = ext
+            .object_store_named(&self.made.records)
+            .and_then(|store| issue_changes(&store, changes))
             .and_then(|()| issue_records(&tx, records, prune_below));
         if let Err(e) = issued {
             let _ = tx.abort();
@@ -767,28 +690,11 @@ impl IdbStore {
         Ok(IssuedCommit(done))
     }
 
-    /// The key and value of the fence record of a commit at `epoch` (`meta/writer/<epoch>` =
-    /// `{writer: epoch}`), made once per epoch: IndexedDB copies a value when it is put, so one object
-    /// serves every commit.
-    fn fence_of(&self, epoch: u32) -> Result<(JsValue, JsValue), JsValue> {
-        let mut made = self.made.fence.borrow_mut();
-        if let Some((_, key, value)) = made.as_ref().filter(|(at, _, _)| *at == epoch) {
-            return Ok((key.clone(), value.clone()));
-        }
-        let (key, value): (JsValue, JsValue) = (writer_key(epoch).into(), fence_value(epoch)?);
-        *made = Some((epoch, key.clone(), value.clone()));
-        Ok((key, value))
-    }
-
     /// Waits for the end of a commit issued by [`IdbStore::issue_commit`] on this store.
     async fn finish_commit(&self, issued: IssuedCommit) -> Result<(), StoreError> {
         issued.0.await.map_err(|e| {
             if self.closed.get() {
-                self.closed_error()
-            } else if describe(&e).0 == "ConstraintError" {
-                // Only the fence record's put can fail this way (the unique `writer` index).
-                self.superseded.set(true);
-                self.superseded_error()
+                self.closed_error(IdbTransactionMode::Readwrite)
             } else {
                 js_store_error(kind_for_commit(&e), "commit", &e)
             }
@@ -868,59 +774,6 @@ fn factory() -> Result<IdbFactory, StoreError> {
             "the indexedDB global is not an IDBFactory",
         )
     })
-}
-
-/// Creates what `old_version` lacks inside the `versionchange` transaction: the object stores and the
-/// format record (version 1), the fence index (version 2). Upgrading a version 1 database that lacks our
-/// object stores fails and sets `foreign`; its `meta/format` is read by a request of this transaction
-/// whose `success` goes to the request's `upgradeneeded` handler, which aborts the upgrade (and sets
-/// `foreign`) when it is not a number.
-fn create_schema(
-    request: &IdbOpenDbRequest,
-    old_version: f64,
-    foreign: &Cell<bool>,
-) -> Result<(), JsValue> {
-    let meta = if old_version < 1.0 {
-        let db: IdbDatabase = request.result()?.dyn_into()?;
-        db.create_object_store(RECORDS_STORE)?;
-        let meta = db.create_object_store(META_STORE)?;
-        meta.put_with_key(
-            &JsValue::from(FORMAT_VERSION),
-            &JsValue::from_str(FORMAT_KEY),
-        )?;
-        meta
-    } else {
-        let tx = request
-            .transaction()
-            .ok_or_else(|| JsValue::from_str("no versionchange transaction"))?;
-        let (Ok(_), Ok(meta)) = (tx.object_store(RECORDS_STORE), tx.object_store(META_STORE))
-        else {
-            foreign.set(true);
-            return Err(JsValue::from_str("not a queen-edge database"));
-        };
-        // Checked by the open request's own handler, which aborts the upgrade when it is not a number.
-        let format = meta.get(&FORMAT_KEY.into())?;
-        format.set_onsuccess(request.onupgradeneeded().as_ref());
-        meta
-    };
-    if old_version < 2.0 {
-        let options = Object::new();
-        Reflect::set(&options, &"unique".into(), &JsValue::TRUE)?;
-        meta.unchecked_ref::<ObjectStoreExt>().create_index(
-            WRITER_INDEX,
-            WRITER_INDEX,
-            &options,
-        )?;
-    }
-    Ok(())
-}
-
-/// `{writer: epoch}`: the value of a fence record or claim marker that takes `epoch`'s place in the
-/// unique `writer` index.
-fn fence_value(epoch: u32) -> Result<JsValue, JsValue> {
-    let value = Object::new();
-    Reflect::set(&value, &WRITER_INDEX.into(), &epoch.into())?;
-    Ok(value.into())
 }
 
 fn object_store(tx: &IdbTransaction, name: &str) -> Result<IdbObjectStore, StoreError> {
@@ -1101,26 +954,6 @@ fn js_store_error(kind: StoreErrorKind, what: &str, e: &JsValue) -> StoreError {
     let (name, message) = describe(e);
     let kind = kind_for_name(&name, kind);
     StoreError::new(kind, format!("IndexedDB {what} failed: {name}: {message}"))
-}
-
-/// An error while opening: a `VersionError` means a newer build upgraded the schema; anything else means
-/// IndexedDB cannot be used here (private mode, storage disabled, a broken profile).
-fn open_error(name: &str, e: &JsValue) -> StoreError {
-    let (error_name, message) = describe(e);
-    match kind_for_name(&error_name, StoreErrorKind::Unavailable) {
-        StoreErrorKind::NewerFormat => StoreError::new(
-            StoreErrorKind::NewerFormat,
-            format!(
-                "IndexedDB database \"{name}\" has a newer schema than this build's version \
-                 {SCHEMA_VERSION} ({message}); it was written by a newer queen-edge. Update this page or \
-                 worker (or delete the database to start over)."
-            ),
-        ),
-        kind => StoreError::new(
-            kind,
-            format!("IndexedDB database \"{name}\" cannot be opened: {error_name}: {message}"),
-        ),
-    }
 }
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 //! database. Not every test binary that includes `idb_common` uses all of it.
 #![allow(dead_code)]
 
+use js_sys::Object;
 use js_sys::{Promise, Reflect, Uint8Array};
-use queen_edge::store::idb::{self, FORMAT_KEY, FORMAT_VERSION, META_STORE};
+use queen_edge::store::idb::{FORMAT_KEY, FORMAT_VERSION, META_STORE};
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -66,7 +67,7 @@ pub async fn write_schema_1(name: &str, epoch: u32) {
                 .unwrap();
         }
         for e in 1..=epoch {
-            meta.put_with_key(&JsValue::TRUE, &idb::claim_key(e).into())
+            meta.put_with_key(&JsValue::TRUE, &format!("claim/{e}").into())
                 .unwrap();
         }
         meta.put_with_key(
@@ -82,6 +83,66 @@ pub async fn write_schema_1(name: &str, epoch: u32) {
     tx.object_store("records")
         .expect("records store")
         .put_with_key(&Uint8Array::from(&b"one"[..]), &"m/1".into())
+        .expect("raw put");
+    outcome(&tx).await.expect("raw commit");
+    db.close();
+}
+
+/// `{writer: epoch}`, a schema-2 fence value.
+fn fence_value(epoch: u32) -> JsValue {
+    let value = Object::new();
+    Reflect::set(&value, &"writer".into(), &epoch.into()).unwrap();
+    value.into()
+}
+
+/// Writes the database `name` as a schema-version-2 build (main before the version-change fence) leaves
+/// it after a writer at `epoch` (at least 1) committed: version 2, both stores, the unique `writer` index
+/// of `meta`, the format, `meta/epoch`, the claim markers `claim/<e>` = `{writer: e - 1}`, the writer's
+/// fence record `writer/<epoch>` = `{writer: epoch}`, a recorded answer in `meta` (a `Uint8Array`) and
+/// the records `m/1` = `one` and `m/2` = `two`. Leaves nothing open.
+pub async fn write_schema_2(name: &str, epoch: u32) {
+    let request = factory().open_with_u32(name, 2).expect("raw open");
+    let upgrade_request = request.clone();
+    let on_upgrade = Closure::<dyn FnMut()>::new(move || {
+        let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();
+        db.create_object_store("records").unwrap();
+        let meta = db.create_object_store(META_STORE).unwrap();
+        let options = Object::new();
+        Reflect::set(&options, &"unique".into(), &JsValue::TRUE).unwrap();
+        let create_index: js_sys::Function = Reflect::get(&meta, &"createIndex".into())
+            .unwrap()
+            .unchecked_into();
+        create_index
+            .call3(&meta, &"writer".into(), &"writer".into(), &options)
+            .expect("createIndex");
+        meta.put_with_key(&JsValue::from(FORMAT_VERSION), &FORMAT_KEY.into())
+            .unwrap();
+        meta.put_with_key(&JsValue::from(epoch), &"epoch".into())
+            .unwrap();
+        for e in 1..=epoch {
+            meta.put_with_key(&fence_value(e - 1), &format!("claim/{e}").into())
+                .unwrap();
+        }
+        meta.put_with_key(&fence_value(epoch), &format!("writer/{epoch}").into())
+            .unwrap();
+        meta.put_with_key(
+            &Uint8Array::from(&b"\xc8\x00\x00\x00{}"[..]),
+            &"req/000000000000005:t:1".into(),
+        )
+        .unwrap();
+    });
+    request.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    let db: IdbDatabase = wait(&request).await.dyn_into().expect("a database");
+    drop(on_upgrade);
+    let tx = db
+        .transaction_with_str_and_mode("records", IdbTransactionMode::Readwrite)
+        .expect("raw transaction");
+    let records = tx.object_store("records").expect("records store");
+    records
+        .put_with_key(&Uint8Array::from(&b"one"[..]), &"m/1".into())
+        .expect("raw put");
+    records
+        .put_with_key(&Uint8Array::from(&b"two"[..]), &"m/2".into())
         .expect("raw put");
     outcome(&tx).await.expect("raw commit");
     db.close();

@@ -353,6 +353,7 @@ export interface OpenOptions {
     maxStoredBytes?: number;
     cacheBytes?: number;
     claimAfterMillis?: number;
+    onBlocked?: (blocked: boolean) => void;
     views?: boolean;
     encryptionKey?: string | CryptoKey;
     wasmUrl?: string | URL;

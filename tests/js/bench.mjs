@@ -363,7 +363,7 @@ if (args.has('--write')) {
       'interleaved runs; on this shared 2-core machine single runs vary by about ±30 %. queen-edge writes one',
       'or two IndexedDB rows per commit (push: the batch\'s segment and its index entry; pop: the lease; ack: the cursor), so its advantage grows',
       'with the batch. At batch 1 the IndexedDB transactions dominate: each queen-edge call is one readwrite transaction',
-      'over two object stores (the writer fence\'s put of `meta/writer/<epoch>`, then the rows), and a pop+ack is two of them where',
+      'over `records` with its own rows only (the writer fence needs no request: src/store/idb.rs, "Fencing"), and a pop+ack is two of them where',
       'the naive queue does a readonly read and one delete (docs/decisions.md, "Browser size, batch-1 path and compression" and',
       '"Pipelined IndexedDB commits (session 7)").', '')
     lines.push('| batch | messages | queen-edge push | naive push | queen-edge pop+ack | naive pop+ack |', '|---:|---:|---:|---:|---:|---:|')

@@ -586,6 +586,128 @@ const tests = [
     await context.close()
   }],
 
+  ['without Web Locks: a take-over held back by a connection that does not close waits and says so (onBlocked)', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    await context.addInitScript(() => { delete Navigator.prototype.locks })
+    const a = await openPage(context, url, 'blocked A')
+    const b = await openPage(context, url, 'blocked B')
+    const name = uniqueName('blocked')
+    await a.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('held').push({ data: 'before' })
+      await queen.close()
+    }, name)
+    // Page code in B holds its own connection and has no versionchange handler: it never closes.
+    await b.evaluate((name) => new Promise((resolve, reject) => {
+      const request = indexedDB.open(name)
+      request.onsuccess = () => { window.holder = request.result; resolve() }
+      request.onerror = () => reject(request.error)
+    }), name)
+    // A opens again: no writer answers, so it takes over, and the take-over waits for B's connection.
+    await a.evaluate((name) => {
+      window.events = []
+      window.QE.Queen.open({ name, onBlocked: (blocked) => window.events.push(blocked) })
+        .then((queen) => { window.queen = queen; window.events.push('opened') },
+          (error) => window.events.push('failed: ' + error.message))
+    }, name)
+    await a.waitForFunction(() => window.events.length > 0, null, { timeout: 15000 })
+    assertEq(await a.evaluate(() => window.events), [true], 'onBlocked(true), and Queen.open still waits')
+    await b.evaluate(() => window.holder.close())
+    await a.waitForFunction(() => window.events.includes('opened') || window.events.some((e) => typeof e === 'string'),
+      null, { timeout: 15000 })
+    assertEq(await a.evaluate(() => window.events), [true, false, 'opened'], 'onBlocked(false), then the open resolves')
+    const found = await a.evaluate(async () => {
+      const role = window.queen.role
+      const messages = await window.queen.queue('held').batch(10).wait(false).pop()
+      await window.queen.close()
+      return { role, data: messages.map((m) => m.data) }
+    })
+    assertEq(found, { role: 'writer', data: ['before'] }, 'the writer once the holder closed, with everything written before')
+    await context.close()
+  }],
+
+  ['without Web Locks: a second tab that opens while a take-over is held back says so too (onBlocked) — review-vfence', async ({ browser, url }) => {
+    // IndexedDB queues B's open behind A's blocked take-over, but fires `blocked` only on A's request:
+    // B's Queen.open waits as long as A's does and must say so as well.
+    const context = await browser.newContext()
+    await context.addInitScript(() => { delete Navigator.prototype.locks })
+    const a = await openPage(context, url, 'queued A')
+    const b = await openPage(context, url, 'queued B')
+    const holder = await openPage(context, url, 'queued holder')
+    const name = uniqueName('queued')
+    await a.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('held').push({ data: 'before' })
+      await queen.close()
+    }, name)
+    // Page code holds its own connection and has no versionchange handler: it never closes.
+    await holder.evaluate((name) => new Promise((resolve, reject) => {
+      const request = indexedDB.open(name)
+      request.onsuccess = () => { window.holder = request.result; resolve() }
+      request.onerror = () => reject(request.error)
+    }), name)
+    const openWatched = (page) => page.evaluate((name) => {
+      window.events = []
+      window.QE.Queen.open({ name, onBlocked: (blocked) => window.events.push(blocked) })
+        .then((queen) => { window.queen = queen; window.events.push('opened') },
+          (error) => window.events.push('failed: ' + error.message))
+    }, name)
+    await openWatched(a)
+    await a.waitForFunction(() => window.events.length > 0, null, { timeout: 15000 })
+    assertEq(await a.evaluate(() => window.events), [true], 'A: onBlocked(true), and Queen.open still waits')
+    // B: nobody answers its hello (A is not the writer yet), so it takes over too, queued behind A.
+    await openWatched(b)
+    let bEvents = []
+    try {
+      await b.waitForFunction(() => window.events.length > 0, null, { timeout: 10000 })
+    } catch {
+      // B said nothing: checked below, after the holder let both go.
+    }
+    bEvents = await b.evaluate(() => window.events.slice())
+    await holder.evaluate(() => window.holder.close())
+    for (const page of [a, b]) {
+      await page.waitForFunction(() => window.events.includes('opened') || window.events.some((e) => typeof e === 'string'),
+        null, { timeout: 15000 })
+      await page.evaluate(() => window.queen && window.queen.close())
+    }
+    assertEq(bEvents, [true], 'B: its Queen.open waited behind the held-back take-over; onBlocked(true) must say so')
+    await context.close()
+  }],
+
+  ['a broker another one took over from answers no request from its memory: code superseded (so it is sent on) — review-vfence', async ({ browser, url }) => {
+    // Two brokers on one database in one page: the second's take-over closes the first's connection. The
+    // first must then refuse even a read it could answer from memory (it would be stale), as `superseded`,
+    // which js/local.js answers by stepping down and sending the request to the writer.
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'superseded-reads')
+    const name = uniqueName('superseded-reads')
+    const r = await page.evaluate(async (name) => {
+      const glue = await import('/vendor/queen-edge/queen_edge_views.js')
+      await glue.default()
+      const enc = new TextEncoder()
+      const dec = new TextDecoder()
+      const headers = { 'Content-Type': 'application/json' }
+      const push = (broker, n) => broker.handle('POST', '/api/v1/push', headers,
+        enc.encode(JSON.stringify({ items: [{ queue: 'q', payload: { n } }] })))
+      const outcome = (p) => p.then((x) => ({ status: x.status, body: dec.decode(x.body) }), (e) => ({ error: e.code }))
+      const first = await glue.WasmBroker.open(name, { persist: false })
+      const pushed = (await push(first, 1)).status
+      // Read once, so the first broker holds the queue in memory.
+      const before = await outcome(first.handle('GET', '/api/v1/resources/queues/q', {}, undefined))
+      const second = await glue.WasmBroker.open(name, { persist: false })
+      const pushedSecond = (await push(second, 2)).status
+      const after = await outcome(first.handle('GET', '/api/v1/resources/queues/q', {}, undefined))
+      const epochs = [first.epoch, second.epoch]
+      first.close(); first.free()
+      second.close(); second.free()
+      return { pushed, before: before.status, pushedSecond, after, epochs }
+    }, name)
+    await context.close()
+    assertEq([r.pushed, r.before, r.pushedSecond], [201, 200, 201], 'both brokers wrote while each was the writer')
+    assert(r.epochs[1] > r.epochs[0], `the second claimed a later epoch (${r.epochs})`)
+    assertEq(r.after, { error: 'superseded' }, 'the first broker refuses the read as superseded')
+  }],
+
   ['writer tab crashed mid-burst: every acknowledged write is there exactly once, no ack reported failed, no lease leaked', async ({ browser, url }) => {
     const context = await browser.newContext()
     const w = await openPage(context, url, 'crash writer')
@@ -887,7 +1009,9 @@ const tests = [
     }, name)
     assertEq(newer.format.slice(0, 2), ['QueenError', 'newer_format'], 'newer format refused with code newer_format')
     assert(/newer/.test(newer.format[2]), `the message says why: ${newer.format[2]}`)
-    assertEq(newer.schema, ['QueenError', 'newer_format'], 'newer schema version refused with code newer_format')
+    // The IndexedDB version is the writer epoch (src/store/idb.rs, "Fencing"): a database at version 7
+    // without queen-edge's stores is refused as not a queen-edge one, not as newer.
+    assertEq(newer.schema, ['QueenError', 'storage'], 'a foreign database at a later version refused with code storage')
     assertEq(newer.badOption, 'invalid', 'an unknown durability is refused')
     assertEq(newer.relaxed, 'queued', 'durability relaxed opens and commits')
 
