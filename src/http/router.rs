@@ -218,8 +218,7 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
         return Err(HttpError::no_such_route());
     };
     let segs: Vec<&str> = rest.split('/').collect();
-    let mut params = Params::default();
-    let mut d = |s: &str| params.decode(s);
+    let d = |s: &str| percent_decode(s, false);
     use Route::*;
     let route = match (method.as_str(), segs.as_slice()) {
         ("GET", ["health"]) => Health,
@@ -228,69 +227,69 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
         (m, ["api", "v1", tail @ ..]) => match (m, tail) {
             ("POST", ["push"]) => Push,
             ("GET", ["pop"]) => PopDiscovery,
-            ("GET", ["pop", "queue", q]) => PopQueue { queue: d(q) },
+            ("GET", ["pop", "queue", q]) => PopQueue { queue: d(q)? },
             ("GET", ["pop", "queue", q, "partition", p]) => PopPartition {
-                queue: d(q),
-                partition: d(p),
+                queue: d(q)?,
+                partition: d(p)?,
             },
             ("POST", ["ack"]) => Ack,
             ("POST", ["ack", "batch"]) => AckBatch,
-            ("POST", ["lease", l, "extend"]) => LeaseExtend { lease_id: d(l) },
+            ("POST", ["lease", l, "extend"]) => LeaseExtend { lease_id: d(l)? },
             ("POST", ["transaction"]) => Transaction,
             ("POST", ["configure"]) => Configure,
             ("GET", ["resources", "queues"]) => ListQueues,
-            ("GET", ["resources", "queues", q]) => GetQueue { queue: d(q) },
-            ("GET", ["resources", "queues", q, "depth"]) => QueueDepth { queue: d(q) },
+            ("GET", ["resources", "queues", q]) => GetQueue { queue: d(q)? },
+            ("GET", ["resources", "queues", q, "depth"]) => QueueDepth { queue: d(q)? },
             ("GET", ["resources", "partitions"]) => ListPartitions,
-            ("DELETE", ["resources", "queues", q]) => DeleteQueue { queue: d(q) },
+            ("DELETE", ["resources", "queues", q]) => DeleteQueue { queue: d(q)? },
             ("GET", ["resources", "overview"]) => Overview,
             ("GET", ["resources", "namespaces"]) => Namespaces,
             ("GET", ["resources", "tasks"]) => Tasks,
             ("GET", ["dlq"]) => ListDlq,
             ("POST", ["dlq", "replay"]) => ReplayDlqBulk,
             ("POST", ["dlq", "delete"]) => DeleteDlqBulk,
-            ("POST", ["dlq", id, "replay"]) => ReplayDlq { id: d(id) },
+            ("POST", ["dlq", id, "replay"]) => ReplayDlq { id: d(id)? },
             ("GET", ["deliveries"]) => Deliveries,
             ("GET", ["messages"]) => ListMessages,
             ("GET", ["messages", p, t]) => GetMessage {
-                partition_id: d(p),
-                transaction_id: d(t),
+                partition_id: d(p)?,
+                transaction_id: d(t)?,
             },
             ("DELETE", ["messages", p, t]) => DeleteMessage {
-                partition_id: d(p),
-                transaction_id: d(t),
+                partition_id: d(p)?,
+                transaction_id: d(t)?,
             },
             ("POST", ["messages", p, t, "retry"]) => RetryMessage {
-                partition_id: d(p),
-                transaction_id: d(t),
+                partition_id: d(p)?,
+                transaction_id: d(t)?,
             },
             ("GET", ["consumer-groups"]) => ListGroups,
             ("GET", ["consumer-groups", "lagging"]) => LaggingGroups,
-            ("GET", ["consumer-groups", g]) => GetGroup { group: d(g) },
-            ("DELETE", ["consumer-groups", g]) => DeleteGroup { group: d(g) },
+            ("GET", ["consumer-groups", g]) => GetGroup { group: d(g)? },
+            ("DELETE", ["consumer-groups", g]) => DeleteGroup { group: d(g)? },
             ("DELETE", ["consumer-groups", g, "queues", q]) => DeleteGroupQueue {
-                group: d(g),
-                queue: d(q),
+                group: d(g)?,
+                queue: d(q)?,
             },
-            ("POST", ["consumer-groups", g, "subscription"]) => UpdateSubscription { group: d(g) },
+            ("POST", ["consumer-groups", g, "subscription"]) => UpdateSubscription { group: d(g)? },
             ("POST", ["consumer-groups", g, "queues", q, "seek"]) => Seek {
-                group: d(g),
-                queue: d(q),
+                group: d(g)?,
+                queue: d(q)?,
             },
             ("POST", ["consumer-groups", g, "queues", q, "partitions", p, "seek"]) => {
                 SeekPartition {
-                    group: d(g),
-                    queue: d(q),
-                    partition: d(p),
+                    group: d(g)?,
+                    queue: d(q)?,
+                    partition: d(p)?,
                 }
             }
             ("POST", ["stats", "refresh"]) => StatsRefresh,
             ("POST", ["traces"]) => PostTrace,
             ("GET", ["traces", "names"]) => TraceNames,
-            ("GET", ["traces", "by-name", n]) => TracesByName { name: d(n) },
+            ("GET", ["traces", "by-name", n]) => TracesByName { name: d(n)? },
             ("GET", ["traces", p, t]) => MessageTraces {
-                partition_id: d(p),
-                transaction_id: d(t),
+                partition_id: d(p)?,
+                transaction_id: d(t)?,
             },
             ("GET", ["system", "maintenance"]) => GetMaintenance,
             ("POST", ["system", "maintenance"]) => SetMaintenance,
@@ -298,42 +297,16 @@ pub(crate) fn route(method: &str, path: &str) -> Result<Route, HttpError> {
             ("POST", ["system", "maintenance", "pop"]) => SetPopMaintenance,
             ("GET", ["status"]) => Status,
             ("GET", ["status", "queues"]) => StatusQueues,
-            ("GET", ["status", "queues", q]) => StatusQueue { queue: d(q) },
-            ("GET", ["status", "queues", q, "messages"]) => StatusQueueMessages { queue: d(q) },
-            ("GET", ["status", "queues", q, "history"]) => QueueHistory { queue: d(q) },
+            ("GET", ["status", "queues", q]) => StatusQueue { queue: d(q)? },
+            ("GET", ["status", "queues", q, "messages"]) => StatusQueueMessages { queue: d(q)? },
+            ("GET", ["status", "queues", q, "history"]) => QueueHistory { queue: d(q)? },
             ("GET", ["status", "analytics"]) => StatusAnalytics,
             ("GET", ["status", "buffers"]) => StatusBuffers,
             _ => return Err(HttpError::no_such_route()),
         },
         _ => return Err(HttpError::no_such_route()),
     };
-    params.finish(route)
-}
-
-/// A route's path parameters, percent-decoded one after another without an early return each: a
-/// parameter that does not decode reads as empty and its error is kept (the first one only, the one
-/// an early return would have answered), to be answered by [`Params::finish`].
-#[derive(Default)]
-struct Params {
-    error: Option<HttpError>,
-}
-
-impl Params {
-    /// `raw` percent-decoded; empty when it does not decode (the error is kept).
-    fn decode(&mut self, raw: &str) -> String {
-        percent_decode(raw, false).unwrap_or_else(|e| {
-            self.error.get_or_insert(e);
-            String::new()
-        })
-    }
-
-    /// `route`, or the first parameter's error.
-    fn finish(self, route: Route) -> Result<Route, HttpError> {
-        match self.error {
-            None => Ok(route),
-            Some(error) => Err(error),
-        }
-    }
+    Ok(route)
 }
 
 #[cfg(test)]
@@ -370,14 +343,6 @@ mod tests {
                 queue: "orders".into()
             }
         );
-    }
-
-    #[test]
-    fn a_parameter_that_does_not_decode_answers_the_first_ones_error() {
-        let error = route("POST", "/api/v1/consumer-groups/%FF/queues/%FE/seek").unwrap_err();
-        assert_eq!(error.message, "'%FF' is not valid UTF-8 once decoded");
-        let error = route("GET", "/api/v1/messages/7/%C3").unwrap_err();
-        assert_eq!(error.message, "'%C3' is not valid UTF-8 once decoded");
     }
 
     #[test]
