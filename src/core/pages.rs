@@ -23,7 +23,7 @@
 //! (module `compaction`); retention leaves a page whose first segments it deleted as it is (the open
 //! skips entries below the partition's first offset) and deletes it with the last of its segments.
 
-use super::records::{corrupt, decode_index_entry, encode_index_entry, index_entry_key};
+use super::records::{decode_index_entry, encode_index_entry, index_entry_key, unreadable};
 use super::records::{parse_segment_key, partition_segment_prefix, segment_key, DecodedEntry};
 use super::segment;
 use super::state::{Partition, SegmentMeta};
@@ -58,7 +58,7 @@ pub(super) fn decode_index_record(
     key: &str,
     bytes: &[u8],
 ) -> Result<Vec<DecodedEntry>, StoreError> {
-    let (_, key_first) = parse_segment_key(key).ok_or_else(|| corrupt(key, "bad key"))?;
+    let (_, key_first) = parse_segment_key(key).ok_or_else(|| unreadable(key, &"bad key"))?;
     if bytes.first() != Some(&PAGE_VERSION) {
         return Ok(vec![decode_index_entry(key, key_first, bytes)?]);
     }
@@ -66,29 +66,29 @@ pub(super) fn decode_index_record(
     let mut rest = &bytes[1..];
     while !rest.is_empty() {
         if rest.len() < 12 {
-            return Err(corrupt(key, "index page ends inside an entry's header"));
+            return Err(unreadable(key, &"index page ends inside an entry's header"));
         }
         let first = u64::from_le_bytes(rest[..8].try_into().unwrap_or_else(|_| unreachable!()));
         let len = u32::from_le_bytes(rest[8..12].try_into().unwrap_or_else(|_| unreachable!()));
         let Some(entry) = rest.get(12..12 + len as usize) else {
-            return Err(corrupt(key, "index page ends inside an entry"));
+            return Err(unreadable(key, &"index page ends inside an entry"));
         };
         let decoded = decode_index_entry(key, first, entry)?;
         if let Some(before) = entries.last().map(|e: &DecodedEntry| e.meta.last) {
             if first != before + 1 {
-                return Err(corrupt(key, "index page's entries are not consecutive"));
+                return Err(unreadable(key, &"index page's entries are not consecutive"));
             }
         } else if first != key_first {
-            return Err(corrupt(
+            return Err(unreadable(
                 key,
-                "index page's first entry differs from its key",
+                &"index page's first entry differs from its key",
             ));
         }
         entries.push(decoded);
         rest = &rest[12 + len as usize..];
     }
     if entries.is_empty() {
-        return Err(corrupt(key, "empty index page"));
+        return Err(unreadable(key, &"empty index page"));
     }
     Ok(entries)
 }
@@ -204,18 +204,18 @@ impl Broker {
         keep: bool,
     ) -> Result<u64, StoreError> {
         let key = segment_key(pid, first);
-        let messages = segment::decode(bytes).map_err(|e| corrupt(&key, e))?;
+        let messages = segment::decode(bytes).map_err(|e| unreadable(&key, &e))?;
         let (Some(head), Some(tail)) = (messages.first(), messages.last()) else {
-            return Err(corrupt(&key, "segment holds no messages"));
+            return Err(unreadable(&key, &"segment holds no messages"));
         };
         let contiguous = messages.iter().zip(first..).all(|(m, o)| m.offset == o);
         let Some(p) = self.partitions.get_mut(&pid) else {
-            return Err(corrupt(&key, "its partition is not stored"));
+            return Err(unreadable(&key, &"its partition is not stored"));
         };
         if head.offset != first || first != p.next_offset || !contiguous {
-            return Err(corrupt(
+            return Err(unreadable(
                 &key,
-                "segment does not hold the offsets after its partition's end",
+                &"segment does not hold the offsets after its partition's end",
             ));
         }
         let meta = SegmentMeta {

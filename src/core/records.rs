@@ -211,13 +211,18 @@ pub(super) fn decode_index_entry(
     let header = match bytes.first() {
         Some(&INDEX_ENTRY_VERSION) => INDEX_ENTRY_HEADER,
         Some(&INDEX_ENTRY_V1) => INDEX_ENTRY_V1_HEADER,
-        Some(other) => return Err(corrupt(key, format!("unknown index entry version {other}"))),
-        None => return Err(corrupt(key, "empty index entry")),
+        Some(other) => {
+            return Err(unreadable(
+                key,
+                &format_args!("unknown index entry version {other}"),
+            ))
+        }
+        None => return Err(unreadable(key, &"empty index entry")),
     };
     if bytes.len() < header || !(bytes.len() - header).is_multiple_of(4) {
-        return Err(corrupt(
+        return Err(unreadable(
             key,
-            format!("index entry of {} bytes", bytes.len()),
+            &format_args!("index entry of {} bytes", bytes.len()),
         ));
     }
     let u64_at = |at: usize| {
@@ -244,9 +249,9 @@ pub(super) fn decode_index_entry(
     let pending = header == INDEX_ENTRY_HEADER && bytes[25] & FLAG_COMPRESS_PENDING != 0;
     let fingerprints: Vec<u32> = (header..bytes.len()).step_by(4).map(u32_at).collect();
     if meta.last < first || fingerprints.len() as u64 != meta.last - first + 1 {
-        return Err(corrupt(
+        return Err(unreadable(
             key,
-            format!(
+            &format_args!(
                 "index entry covers offsets {first}..={} but has {} fingerprints",
                 meta.last,
                 fingerprints.len()
@@ -278,12 +283,9 @@ pub(super) fn json<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|e| panic!("records serialize: {e}"))
 }
 
-/// The error of a record at `key` that does not read (`e` says why): every such text is built here.
-pub(super) fn corrupt(key: &str, e: impl std::fmt::Display) -> StoreError {
-    unreadable(key, &e)
-}
-
-/// [`corrupt`] without a copy per type of `e`.
+/// The error of a record at `key` that does not read (`e` says why): every such text is built here,
+/// by one function for every type of `e` (a text with figures is passed as `&format_args!(…)`, not
+/// formatted twice).
 pub(super) fn unreadable(key: &str, e: &dyn std::fmt::Display) -> StoreError {
     StoreError::other(format!("stored record \"{key}\" is unreadable: {e}"))
 }
@@ -385,7 +387,7 @@ impl Broker {
                 #[cfg(feature = "ops")]
                 "b" => {
                     let seq = super::maintenance::buffer_seq(&key)
-                        .ok_or_else(|| corrupt(&key, "bad key"))?;
+                        .ok_or_else(|| unreadable(&key, &"bad key"))?;
                     let item = super::maintenance::decode_buffered(&key, &value)?;
                     self.mode.load_buffered(seq, item)?;
                 }
@@ -416,12 +418,12 @@ impl Broker {
                 }
                 "s" => {
                     let (pid, first) =
-                        parse_segment_key(&key).ok_or_else(|| corrupt(&key, "bad key"))?;
+                        parse_segment_key(&key).ok_or_else(|| unreadable(&key, &"bad key"))?;
                     segments.push((key, pid, first, value));
                 }
                 "x" => {
                     let (pid, page) =
-                        parse_segment_key(&key).ok_or_else(|| corrupt(&key, "bad key"))?;
+                        parse_segment_key(&key).ok_or_else(|| unreadable(&key, &"bad key"))?;
                     for entry in super::pages::decode_index_record(&key, &value)? {
                         entries.push((pid, entry.meta, entry.fingerprints, entry.pending, page));
                     }
@@ -452,7 +454,7 @@ impl Broker {
         let mut migrated = false;
         let mut unpaged = Vec::new();
         for (key, pid, first, value) in segments {
-            let messages = segment::decode(&value).map_err(|e| corrupt(&key, e))?;
+            let messages = segment::decode(&value).map_err(|e| unreadable(&key, &e))?;
             let weight = segment::decoded_weight(&messages);
             let fingerprints: Vec<u32> = messages
                 .iter()
@@ -469,10 +471,13 @@ impl Broker {
             if !has_entry {
                 // Format 1: build the index entry from the segment itself.
                 let (Some(head), Some(tail)) = (messages.first(), messages.last()) else {
-                    return Err(corrupt(&key, "segment holds no messages"));
+                    return Err(unreadable(&key, &"segment holds no messages"));
                 };
                 if head.offset != first {
-                    return Err(corrupt(&key, "segment's first offset differs from its key"));
+                    return Err(unreadable(
+                        &key,
+                        &"segment's first offset differs from its key",
+                    ));
                 }
                 let meta = SegmentMeta {
                     first,
@@ -511,7 +516,7 @@ impl Broker {
             .values()
             .find(|p| !self.queues.contains_key(&p.queue))
         {
-            return Err(damaged(format!(
+            return Err(damaged(format_args!(
                 "partition {} names queue \"{}\", which is not stored",
                 orphan.id, orphan.queue
             )));
@@ -582,7 +587,7 @@ impl Broker {
         }
         for (pid, list) in by_partition {
             let Some(p) = self.partitions.get_mut(&pid) else {
-                return Err(damaged(format!(
+                return Err(damaged(format_args!(
                     "segments are stored for partition {pid}, which is not"
                 )));
             };
@@ -592,7 +597,7 @@ impl Broker {
             for (meta, fingerprints, pending, page) in list {
                 if p.pages.back() != Some(&page) {
                     if p.pages.back().is_some_and(|&last| last > page) {
-                        return Err(damaged(format!(
+                        return Err(damaged(format_args!(
                             "partition {pid}'s index pages overlap at offset {}",
                             meta.first
                         )));
@@ -605,7 +610,7 @@ impl Broker {
                 }
                 if let Some(next) = expected {
                     if meta.first != next {
-                        return Err(damaged(format!(
+                        return Err(damaged(format_args!(
                             "partition {pid} of queue \"{}\" is missing offsets {next}..{}",
                             p.queue, meta.first
                         )));
@@ -639,7 +644,7 @@ impl Broker {
             }
             let head = p.segments.front().map_or(p.next_offset, |s| s.first);
             if head > p.first_offset {
-                return Err(damaged(format!(
+                return Err(damaged(format_args!(
                     "partition {pid} of queue \"{}\" is missing offsets {}..{head}",
                     p.queue, p.first_offset
                 )));
@@ -658,8 +663,9 @@ type IndexEntry = (SegmentMeta, Vec<u32>, bool, u64);
 /// An [`IndexEntry`] with its partition id, as the open collects them.
 type LoadedEntry = (u64, SegmentMeta, Vec<u32>, bool, u64);
 
-/// Storage that lost records the broker needs: a hard error, never a silent skip.
-fn damaged(what: String) -> StoreError {
+/// Storage that lost records the broker needs: a hard error, never a silent skip (`what` says which,
+/// formatted once, into the error's text).
+fn damaged(what: std::fmt::Arguments) -> StoreError {
     StoreError::other(format!("storage is damaged: {what}"))
 }
 
@@ -669,7 +675,7 @@ pub(super) fn decode<T>(
     bytes: &[u8],
     read: fn(&mut Fields) -> T,
 ) -> Result<T, StoreError> {
-    Fields::read(bytes, read).map_err(|e| corrupt(key, e))
+    Fields::read(bytes, read).map_err(|e| unreadable(key, &e))
 }
 
 // One reader per record type, field for field what its derived `Serialize` writes (state.rs, lane.rs,
@@ -784,7 +790,7 @@ pub(super) fn parse_pid(key: &str) -> Result<u64, StoreError> {
     key.split('/')
         .nth(1)
         .and_then(|h| u64::from_str_radix(h, 16).ok())
-        .ok_or_else(|| corrupt(key, "bad partition id in key"))
+        .ok_or_else(|| unreadable(key, &"bad partition id in key"))
 }
 
 /// The inverse of [`esc`]: `%2F` → `/`, `%25` → `%`, in one pass (a `%` in any other place is kept).

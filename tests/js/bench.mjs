@@ -64,7 +64,9 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // -1.7 KB), the ack's run-by-run lease check (push-cpu, +0.1 KB): 215.0 KB in all.
 // 214 KB since session 18: the stored records' readers keep their first error instead of returning at each
 // field (size18, -1.7 KB): 213.3 KB in all.
-const BUDGET_GZ = 214 * 1024
+// 213.5 KB since session 18's second size round: the stored records' error texts formatted once, by one
+// function (size18b, -0.1 KB): 213.2 KB in all.
+const BUDGET_GZ = 213.5 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
