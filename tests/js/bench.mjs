@@ -65,7 +65,8 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // 214 KB since session 18: the stored records' readers keep their first error instead of returning at each
 // field (size18, -1.7 KB): 213.3 KB in all.
 // 213.5 KB since session 18's second size round: the stored records' error texts formatted once, by one
-// function (size18b, -0.1 KB): 213.2 KB in all.
+// function (size18b, -0.1 KB), the writer fence by version change (vfence: JS +0.2 KB, wasm -0.1 KB): 213.4 KB
+// in all.
 const BUDGET_GZ = 213.5 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
