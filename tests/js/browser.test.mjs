@@ -11,6 +11,28 @@ import { recordAnswers, factsProblems, checkAnswerTypes } from './answers.mjs'
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
+/** Opens broker `name` in `page`, pushes one message 'before' to queue 'held', and closes it. */
+const pushBefore = (page, name) => page.evaluate(async (name) => {
+  const queen = await window.QE.Queen.open({ name })
+  await queen.queue('held').push({ data: 'before' })
+  await queen.close()
+}, name)
+
+/** Opens database `name` in `page` as page code would, with no versionchange handler: it never closes. */
+const holdConnection = (page, name) => page.evaluate((name) => new Promise((resolve, reject) => {
+  const request = indexedDB.open(name)
+  request.onsuccess = () => { window.holder = request.result; resolve() }
+  request.onerror = () => reject(request.error)
+}), name)
+
+/** Starts Queen.open(name) in `page` without waiting; its onBlocked calls, 'opened' or 'failed: …' go to window.events. */
+const openWatched = (page, name) => page.evaluate((name) => {
+  window.events = []
+  window.QE.Queen.open({ name, onBlocked: (blocked) => window.events.push(blocked) })
+    .then((queen) => { window.queen = queen; window.events.push('opened') },
+      (error) => window.events.push('failed: ' + error.message))
+}, name)
+
 const tests = [
   ['answers recorded in Chromium have the types js/index.d.ts declares (tsc --strict); 0-based offsets, groups, ack takes the group of the message, buffer', async ({ browser, url }) => {
     const context = await browser.newContext()
@@ -592,24 +614,11 @@ const tests = [
     const a = await openPage(context, url, 'blocked A')
     const b = await openPage(context, url, 'blocked B')
     const name = uniqueName('blocked')
-    await a.evaluate(async (name) => {
-      const queen = await window.QE.Queen.open({ name })
-      await queen.queue('held').push({ data: 'before' })
-      await queen.close()
-    }, name)
+    await pushBefore(a, name)
     // Page code in B holds its own connection and has no versionchange handler: it never closes.
-    await b.evaluate((name) => new Promise((resolve, reject) => {
-      const request = indexedDB.open(name)
-      request.onsuccess = () => { window.holder = request.result; resolve() }
-      request.onerror = () => reject(request.error)
-    }), name)
+    await holdConnection(b, name)
     // A opens again: no writer answers, so it takes over, and the take-over waits for B's connection.
-    await a.evaluate((name) => {
-      window.events = []
-      window.QE.Queen.open({ name, onBlocked: (blocked) => window.events.push(blocked) })
-        .then((queen) => { window.queen = queen; window.events.push('opened') },
-          (error) => window.events.push('failed: ' + error.message))
-    }, name)
+    await openWatched(a, name)
     await a.waitForFunction(() => window.events.length > 0, null, { timeout: 15000 })
     assertEq(await a.evaluate(() => window.events), [true], 'onBlocked(true), and Queen.open still waits')
     await b.evaluate(() => window.holder.close())
@@ -635,28 +644,14 @@ const tests = [
     const b = await openPage(context, url, 'queued B')
     const holder = await openPage(context, url, 'queued holder')
     const name = uniqueName('queued')
-    await a.evaluate(async (name) => {
-      const queen = await window.QE.Queen.open({ name })
-      await queen.queue('held').push({ data: 'before' })
-      await queen.close()
-    }, name)
+    await pushBefore(a, name)
     // Page code holds its own connection and has no versionchange handler: it never closes.
-    await holder.evaluate((name) => new Promise((resolve, reject) => {
-      const request = indexedDB.open(name)
-      request.onsuccess = () => { window.holder = request.result; resolve() }
-      request.onerror = () => reject(request.error)
-    }), name)
-    const openWatched = (page) => page.evaluate((name) => {
-      window.events = []
-      window.QE.Queen.open({ name, onBlocked: (blocked) => window.events.push(blocked) })
-        .then((queen) => { window.queen = queen; window.events.push('opened') },
-          (error) => window.events.push('failed: ' + error.message))
-    }, name)
-    await openWatched(a)
+    await holdConnection(holder, name)
+    await openWatched(a, name)
     await a.waitForFunction(() => window.events.length > 0, null, { timeout: 15000 })
     assertEq(await a.evaluate(() => window.events), [true], 'A: onBlocked(true), and Queen.open still waits')
     // B: nobody answers its hello (A is not the writer yet), so it takes over too, queued behind A.
-    await openWatched(b)
+    await openWatched(b, name)
     let bEvents = []
     try {
       await b.waitForFunction(() => window.events.length > 0, null, { timeout: 10000 })
