@@ -475,13 +475,16 @@ impl WasmBroker {
         let superseded = store.superseded_flag();
         let engine = Engine::open(FencedStore::new(store), host, broker_config)
             .await
-            .map_err(|e| match superseded() {
-                // Another context claimed while this one loaded: it is the writer now.
-                true => js_error(
-                    "superseded",
-                    "another tab or worker took over the database while this broker was opening",
-                ),
-                false => engine_js_error(e),
+            .map_err(|e| {
+                if superseded() {
+                    // Another context claimed while this one loaded: it is the writer now.
+                    js_error(
+                        "superseded",
+                        "another tab or worker took over the database while this broker was opening",
+                    )
+                } else {
+                    engine_js_error(e)
+                }
             })?;
         let config = HttpConfig {
             worker_id: "queen-edge-browser".to_string(),
