@@ -480,3 +480,35 @@ async fn a_foreign_version_1_database_with_our_store_names_is_left_untouched() {
         "the foreign database keeps its version (it was upgraded to {version})"
     );
 }
+
+/// Someone else's database at version 2 with our store names but without schema 2's `writer` index on
+/// `meta` (and no number at `meta/format`) is refused as not a queen-edge one (`Other`) and left at
+/// version 2. (Before, the upgrade's removal of the index threw `NotFoundError`, and the aborted upgrade
+/// was reported as `Unavailable`, as if IndexedDB could not be used here.)
+#[wasm_bindgen_test]
+async fn a_foreign_version_2_database_without_our_index_is_rejected_as_foreign() {
+    let name = unique_name("foreign-2");
+    raw::create_at_version(&name, 2, |db| {
+        db.create_object_store("records").unwrap();
+        db.create_object_store(META_STORE)
+            .unwrap()
+            .put_with_key(&"theirs".into(), &FORMAT_KEY.into())
+            .unwrap();
+    })
+    .await
+    .close();
+    let err = open_result(&name)
+        .await
+        .expect_err("not a queen-edge database");
+    let version = raw_version(&name).await;
+    IdbStore::delete_database(&name).await.expect("delete");
+    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
+    assert!(
+        err.to_string().contains("not a queen-edge database"),
+        "{err}"
+    );
+    assert_eq!(
+        version, 2.0,
+        "the foreign database keeps its version (it was upgraded to {version})"
+    );
+}

@@ -41,7 +41,17 @@ pub async fn outcome(tx: &IdbTransaction) -> Result<(), JsValue> {
 /// Creates the database `name` at version 1, running `upgrade` on it inside the `versionchange`
 /// transaction, and returns the open connection.
 pub async fn create_version_1(name: &str, upgrade: impl Fn(&IdbDatabase) + 'static) -> IdbDatabase {
-    let request = factory().open_with_u32(name, 1).expect("raw open");
+    create_at_version(name, 1, upgrade).await
+}
+
+/// Creates the database `name` at `version`, running `upgrade` on it inside the `versionchange`
+/// transaction, and returns the open connection.
+pub async fn create_at_version(
+    name: &str,
+    version: u32,
+    upgrade: impl Fn(&IdbDatabase) + 'static,
+) -> IdbDatabase {
+    let request = factory().open_with_u32(name, version).expect("raw open");
     let upgrade_request = request.clone();
     let on_upgrade = Closure::<dyn FnMut()>::new(move || {
         let db: IdbDatabase = upgrade_request.result().unwrap().dyn_into().unwrap();

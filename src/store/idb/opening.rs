@@ -161,7 +161,9 @@ fn create_schema(
     let format = meta.get(&FORMAT_KEY.into())?;
     format.set_onsuccess(request.onupgradeneeded().as_ref());
     if old_version < 3.0 {
-        if old_version >= 2.0 {
+        // Schema 2 kept the fence's `writer` index on `meta`. A version-2 database without it is not
+        // one of ours: the format check above refuses it (and the abort takes back these deletes).
+        if old_version >= 2.0 && meta.index_names().contains(WRITER_INDEX) {
             meta.delete_index(WRITER_INDEX)?;
         }
         meta.delete(&EPOCH_KEY.into())?;
