@@ -27,7 +27,7 @@ mod cipher;
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, EngineError, Host, Recording};
 use crate::http::{self, EncryptionKey, HttpConfig, HttpRequest};
-use crate::store::idb::{self, Durability, IdbOptions, IdbStore};
+use crate::store::idb::{self, Durability, IdbOptions, IdbStore, SupersededFlag};
 use crate::store::{ChangeSet, KeyRange, Note, Record, Store, StoreError, StoreErrorKind};
 use futures::future::LocalBoxFuture;
 use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
@@ -155,13 +155,6 @@ impl Drop for RecordingGuard<'_> {
     }
 }
 
-/// Shared between a [`FencedStore`] and the commits in flight.
-#[derive(Debug, Default)]
-struct Flags {
-    /// A commit was refused by the epoch fence: another connection took over.
-    superseded: Cell<bool>,
-}
-
 /// An [`IdbStore`] that can be fenced off: after [`FencedStore::fence`] every call fails with
 /// [`StoreErrorKind::Unavailable`] and the IndexedDB connection closes once in-flight calls finish. It
 /// also refuses every call once another connection took over ([`FencedStore::is_superseded`]). Notes
@@ -173,15 +166,16 @@ struct Flags {
 #[derive(Debug)]
 pub struct FencedStore {
     inner: RefCell<Option<Rc<IdbStore>>>,
-    flags: Rc<Flags>,
+    /// The wrapped store's own flag, still readable after [`FencedStore::fence`] let the store go.
+    superseded: SupersededFlag,
 }
 
 impl FencedStore {
     /// Wraps an open store.
     pub fn new(store: IdbStore) -> Self {
         FencedStore {
+            superseded: store.superseded_flag(),
             inner: RefCell::new(Some(Rc::new(store))),
-            flags: Rc::default(),
         }
     }
 
@@ -193,12 +187,7 @@ impl FencedStore {
     /// True once another connection took over the database (its claim closed this store's connection,
     /// or a commit was refused for it): every later call fails.
     pub fn is_superseded(&self) -> bool {
-        self.flags.superseded.get()
-            || self
-                .inner
-                .borrow()
-                .as_ref()
-                .is_some_and(|store| store.is_superseded())
+        self.superseded.get()
     }
 
     /// True once [`FencedStore::fence`] was called.
@@ -260,13 +249,9 @@ impl Store for FencedStore {
             let zeros = "0".repeat(15usize.saturating_sub(cutoff.len()));
             format!("{ANSWER_PREFIX}{zeros}{cutoff}")
         };
-        let outcome = store
+        store
             .commit_recording(changes, &records, &prune_below)
-            .await;
-        if store.is_superseded() {
-            self.flags.superseded.set(true);
-        }
-        outcome
+            .await
     }
 }
 
@@ -476,7 +461,7 @@ impl WasmBroker {
         let engine = Engine::open(FencedStore::new(store), host, broker_config)
             .await
             .map_err(|e| {
-                if superseded() {
+                if superseded.get() {
                     // Another context claimed while this one loaded: it is the writer now.
                     js_error(
                         "superseded",

@@ -167,6 +167,18 @@ extern "C" {
     fn commit_now(this: &TxExt) -> Result<(), JsValue>;
 }
 
+/// A store's [`IdbStore::is_superseded`], shared: it reads the store's own flag, so it answers the same
+/// as the store, also once the store is gone.
+#[derive(Clone, Debug)]
+pub struct SupersededFlag(Rc<Cell<bool>>);
+
+impl SupersededFlag {
+    /// True once another connection took over the store's database.
+    pub fn get(&self) -> bool {
+        self.0.get()
+    }
+}
+
 /// How hard a commit waits for the disk, IndexedDB's transaction `durability` hint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -388,10 +400,10 @@ impl IdbStore {
         self.superseded.get()
     }
 
-    /// [`IdbStore::is_superseded`], readable without the store (after it moved into a wrapper).
-    pub fn superseded_flag(&self) -> impl Fn() -> bool {
-        let superseded = self.superseded.clone();
-        move || superseded.get()
+    /// [`IdbStore::is_superseded`], readable without the store (after it moved into a wrapper, or after
+    /// the wrapper let it go).
+    pub fn superseded_flag(&self) -> SupersededFlag {
+        SupersededFlag(self.superseded.clone())
     }
 
     /// Makes this connection the writer: closes it and opens the database at the next epoch (module
