@@ -409,6 +409,25 @@ async fn after_an_upgrade_meta_holds_only_the_format_and_answers() {
     IdbStore::delete_database(&name).await.expect("delete");
 }
 
+/// Opens `name`, someone else's database at `version`: refused as `Other`, "not a queen-edge database",
+/// and left at its version (the aborted upgrade takes back whatever it did). Deletes it.
+async fn refused_as_foreign(name: &str, version: f64) {
+    let err = open_result(name)
+        .await
+        .expect_err("not a queen-edge database");
+    let version_after = raw_version(name).await;
+    IdbStore::delete_database(name).await.expect("delete");
+    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
+    assert!(
+        err.to_string().contains("not a queen-edge database"),
+        "{err}"
+    );
+    assert_eq!(
+        version_after, version,
+        "the foreign database keeps its version (it was upgraded to {version_after})"
+    );
+}
+
 /// Someone else's database at version 1 that happens to have a `meta` store is refused as not a
 /// queen-edge one, and left at version 1: the upgrade reads `meta/format` and aborts (on idb-pipe it
 /// was left at version 2 with our index, so its own application, opening at version 1, got a
@@ -424,16 +443,7 @@ async fn a_foreign_version_1_database_with_a_meta_store_is_left_untouched() {
     })
     .await
     .close();
-    let err = open_result(&name)
-        .await
-        .expect_err("not a queen-edge database");
-    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
-    let version = raw_version(&name).await;
-    IdbStore::delete_database(&name).await.expect("delete");
-    assert_eq!(
-        version, 1.0,
-        "the foreign database keeps its version (it was upgraded to {version})"
-    );
+    refused_as_foreign(&name, 1.0).await;
 }
 
 /// Someone else's database at version 1 without our stores is refused as `Other` ("not a queen-edge
@@ -443,11 +453,7 @@ async fn a_foreign_version_1_database_with_a_meta_store_is_left_untouched() {
 async fn a_foreign_version_1_database_is_rejected_as_foreign() {
     let name = unique_name("foreign-1");
     raw::create_version_1(&name, |_| {}).await.close();
-    let err = open_result(&name)
-        .await
-        .expect_err("not a queen-edge database");
-    IdbStore::delete_database(&name).await.expect("delete");
-    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
+    refused_as_foreign(&name, 1.0).await;
 }
 
 /// Someone else's database at version 1 with both our store names, `records` and `meta`, but no number
@@ -455,30 +461,7 @@ async fn a_foreign_version_1_database_is_rejected_as_foreign() {
 /// it is refused as `Other` and left at version 1 without our index.
 #[wasm_bindgen_test]
 async fn a_foreign_version_1_database_with_our_store_names_is_left_untouched() {
-    let name = unique_name("foreign-names");
-    raw::create_version_1(&name, |db| {
-        db.create_object_store("records").unwrap();
-        db.create_object_store(META_STORE)
-            .unwrap()
-            .put_with_key(&"theirs".into(), &FORMAT_KEY.into())
-            .unwrap();
-    })
-    .await
-    .close();
-    let err = open_result(&name)
-        .await
-        .expect_err("not a queen-edge database");
-    let version = raw_version(&name).await;
-    IdbStore::delete_database(&name).await.expect("delete");
-    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
-    assert!(
-        err.to_string().contains("not a queen-edge database"),
-        "{err}"
-    );
-    assert_eq!(
-        version, 1.0,
-        "the foreign database keeps its version (it was upgraded to {version})"
-    );
+    foreign_with_our_store_names_is_refused(1).await;
 }
 
 /// Someone else's database at version 2 with our store names but without schema 2's `writer` index on
@@ -487,8 +470,14 @@ async fn a_foreign_version_1_database_with_our_store_names_is_left_untouched() {
 /// was reported as `Unavailable`, as if IndexedDB could not be used here.)
 #[wasm_bindgen_test]
 async fn a_foreign_version_2_database_without_our_index_is_rejected_as_foreign() {
-    let name = unique_name("foreign-2");
-    raw::create_at_version(&name, 2, |db| {
+    foreign_with_our_store_names_is_refused(2).await;
+}
+
+/// Someone else's database at `version` with our two store names and `meta/format` = `"theirs"` (and no
+/// index): [`refused_as_foreign`].
+async fn foreign_with_our_store_names_is_refused(version: u32) {
+    let name = unique_name(&format!("foreign-names-{version}"));
+    raw::create_at_version(&name, version, |db| {
         db.create_object_store("records").unwrap();
         db.create_object_store(META_STORE)
             .unwrap()
@@ -497,18 +486,5 @@ async fn a_foreign_version_2_database_without_our_index_is_rejected_as_foreign()
     })
     .await
     .close();
-    let err = open_result(&name)
-        .await
-        .expect_err("not a queen-edge database");
-    let version = raw_version(&name).await;
-    IdbStore::delete_database(&name).await.expect("delete");
-    assert_eq!(err.kind, StoreErrorKind::Other, "{err}");
-    assert!(
-        err.to_string().contains("not a queen-edge database"),
-        "{err}"
-    );
-    assert_eq!(
-        version, 2.0,
-        "the foreign database keeps its version (it was upgraded to {version})"
-    );
+    refused_as_foreign(&name, version.into()).await;
 }
