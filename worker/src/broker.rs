@@ -456,10 +456,11 @@ impl Broker {
         match self.engine().await {
             Ok(engine) => match engine.maintain().await {
                 Ok(report) => console_log!(
-                    "maintenance: {} retained-out, {} evicted, {} segments deleted",
+                    "maintenance: {} retained-out, {} evicted, {} segments deleted, {} compressed",
                     report.retention_deleted,
                     report.evicted,
-                    report.segments_deleted
+                    report.segments_deleted,
+                    report.segments_compressed
                 ),
                 Err(e) => console_error!("maintenance failed: {e}"),
             },
