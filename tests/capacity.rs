@@ -674,3 +674,38 @@ fn maintenance_compresses_a_backlog_larger_than_one_pass_over_several() {
         stored_segment_bytes(&store)
     );
 }
+
+#[cfg(feature = "deflate")]
+#[test]
+fn maintenance_compresses_a_pass_in_slices_each_committed_on_its_own() {
+    use queen_edge::core::compaction::{COMPRESS_AFTER_MS, COMPRESS_SEGMENTS_PER_SLICE};
+    let store = MemStore::new();
+    let host = TestHost::new();
+    let engine = open(&store, &host, config());
+    // Small segments (one message each), more than two slices' worth by count, far under a pass's bytes.
+    let segments = 3 * COMPRESS_SEGMENTS_PER_SLICE + 10;
+    for n in 0..segments {
+        block_on(engine.push(vec![PushItem::new("orders", json!({ "n": n }))])).unwrap();
+        host.now.set(host.now.get() + 1);
+    }
+    host.now.set(host.now.get() + COMPRESS_AFTER_MS + 1);
+    let left = engine.read(|b, now| b.segments_to_compress(now).len());
+    assert!(left > 2 * COMPRESS_SEGMENTS_PER_SLICE, "{left} waiting");
+    let commits = engine.counters().commits;
+    let report = block_on(engine.maintain()).unwrap();
+    assert!(
+        report.segments_compressed >= left as u64,
+        "one pass compresses them all: {} of {left}",
+        report.segments_compressed
+    );
+    let slices = left.div_ceil(COMPRESS_SEGMENTS_PER_SLICE) as u64;
+    assert!(
+        engine.counters().commits - commits >= slices,
+        "{} commits for {slices} slices",
+        engine.counters().commits - commits
+    );
+    assert_eq!(
+        engine.read(|b, _| b.storage_usage()).0,
+        stored_segment_bytes(&store)
+    );
+}

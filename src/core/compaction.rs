@@ -27,6 +27,16 @@ pub const COMPRESS_AFTER_MS: i64 = 60_000;
 /// gate, so a pass is kept short; what is left waits for the next.
 pub const COMPRESS_BYTES_PER_PASS: u64 = 8 << 20;
 
+/// Most stored bytes of segments one slice of a pass compresses: the engine compresses a pass in slices,
+/// each read, rewritten and committed under the command gate, and lets the requests waiting meanwhile
+/// run between two slices, so that no request waits behind a whole pass (docs/decisions.md, "The
+/// Worker's batch-100 push, per byte").
+pub const COMPRESS_BYTES_PER_SLICE: u64 = 1 << 20;
+
+/// Most segments one slice of a pass compresses (see [`COMPRESS_BYTES_PER_SLICE`]): each costs a read
+/// and a rewrite whatever its size, so a pass of small segments is cut by count.
+pub const COMPRESS_SEGMENTS_PER_SLICE: usize = 256;
+
 /// A segment read back for compression: partition id, first offset, the stored segment, the stored index
 /// page holding its entry.
 pub type FetchedSegment = (u64, u64, Vec<u8>, Vec<u8>);
@@ -68,6 +78,16 @@ impl Broker {
         self.partitions
             .get(&pid)
             .and_then(|p| super::pages::page_of(p, first))
+    }
+
+    /// The stored bytes of segment (pid, first), if memory knows it.
+    pub fn segment_stored_bytes(&self, pid: u64, first: u64) -> Option<u64> {
+        let p = self.partitions.get(&pid)?;
+        let at = p.segments.partition_point(|s| s.first < first);
+        p.segments
+            .get(at)
+            .filter(|s| s.first == first)
+            .map(|s| u64::from(s.stored_bytes))
     }
 
     /// Rewrites segments read back from the store (in the order [`Self::segments_to_compress`] named

@@ -1028,21 +1028,57 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Compresses the segments that have waited long enough (`core::compaction`): reads them and
-    /// the index pages holding their entries, and commits them rewritten. Returns how many were
-    /// rewritten.
+    /// the index pages holding their entries, and commits them rewritten, in slices of at most
+    /// [`COMPRESS_BYTES_PER_SLICE`](crate::core::compaction::COMPRESS_BYTES_PER_SLICE) stored bytes and
+    /// [`COMPRESS_SEGMENTS_PER_SLICE`](crate::core::compaction::COMPRESS_SEGMENTS_PER_SLICE) segments,
+    /// with a wait of the host between two slices ([`Host::sleep`], 0 ms), during which the requests
+    /// the host holds are served. Returns how many were rewritten.
     #[cfg(feature = "deflate")]
     async fn compress_waiting_segments(&self) -> EngineResult<u64> {
-        let wanted: Vec<(u64, u64, u64)> = self.read(|b, now| {
+        use crate::core::compaction::{COMPRESS_BYTES_PER_SLICE, COMPRESS_SEGMENTS_PER_SLICE};
+        // (pid, first offset, first offset of its index page, stored bytes)
+        let wanted: Vec<(u64, u64, u64, u64)> = self.read(|b, now| {
             b.segments_to_compress(now)
                 .into_iter()
-                .filter_map(|(pid, first)| Some((pid, first, b.index_page_of(pid, first)?)))
+                .filter_map(|(pid, first)| {
+                    Some((
+                        pid,
+                        first,
+                        b.index_page_of(pid, first)?,
+                        b.segment_stored_bytes(pid, first)?,
+                    ))
+                })
                 .collect()
         });
-        if wanted.is_empty() {
-            return Ok(0);
+        let mut done = 0;
+        let mut rest = &wanted[..];
+        while !rest.is_empty() {
+            if rest.len() < wanted.len() {
+                // Not before the first slice: the requests held meanwhile run before the next.
+                self.host.sleep(0).await;
+            }
+            let mut n = 0;
+            let mut bytes = 0;
+            while n < rest.len()
+                && n < COMPRESS_SEGMENTS_PER_SLICE
+                && (n == 0 || bytes + rest[n].3 <= COMPRESS_BYTES_PER_SLICE)
+            {
+                bytes += rest[n].3;
+                n += 1;
+            }
+            let (slice, tail) = rest.split_at(n);
+            rest = tail;
+            done += self.compress_slice(slice).await?;
         }
-        let mut keys = Vec::with_capacity(wanted.len() * 2);
-        for (pid, first, page) in &wanted {
+        Ok(done)
+    }
+
+    /// One slice of [`Self::compress_waiting_segments`]: reads its segments and their pages, and
+    /// commits them rewritten.
+    #[cfg(feature = "deflate")]
+    async fn compress_slice(&self, slice: &[(u64, u64, u64, u64)]) -> EngineResult<u64> {
+        let mut keys = Vec::with_capacity(slice.len() * 2);
+        for (pid, first, page, _) in slice {
             keys.push(segment_key(*pid, *first));
             keys.push(crate::core::index_entry_key(*pid, *page));
         }
@@ -1050,10 +1086,10 @@ impl<S: Store, H: Host> Engine<S, H> {
         // once, then only here): what is read is what memory describes, which the core checks again
         // against the entry. A page whose commit is still in flight is not read yet: its segments wait.
         let mut values = self.store.get(&keys).await?.into_iter();
-        let mut fetched = Vec::with_capacity(wanted.len());
-        for (pid, first, _) in wanted {
+        let mut fetched = Vec::with_capacity(slice.len());
+        for (pid, first, _, _) in slice {
             if let (Some(Some(segment)), Some(Some(entry))) = (values.next(), values.next()) {
-                fetched.push((pid, first, segment, entry));
+                fetched.push((*pid, *first, segment, entry));
             }
         }
         self.run_plain(|b, _| Ok(b.compress_segments(&fetched)))
