@@ -81,6 +81,7 @@ impl Broker {
     }
 
     /// The stored bytes of segment (pid, first), if memory knows it.
+    #[cfg(feature = "deflate")]
     pub fn segment_stored_bytes(&self, pid: u64, first: u64) -> Option<u64> {
         let p = self.partitions.get(&pid)?;
         let at = p.segments.partition_point(|s| s.first < first);
