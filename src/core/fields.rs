@@ -268,17 +268,17 @@ impl Fields {
 
 impl<'de> FromCompound<'de> for Fields {
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        let mut fields = Map::new();
+        let mut fields = Vec::new();
         let mut payload = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == PAYLOAD_KEY {
                 payload = Some(map.next_value()?);
             } else {
-                fields.insert(key, map.next_value()?);
+                fields.push((key, map.next_value()?));
             }
         }
         Ok(Shaped::Is(Fields {
-            map: fields,
+            map: Map::from_entries(fields),
             payload,
             error: None,
         }))

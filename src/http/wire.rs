@@ -915,18 +915,19 @@ pub(crate) struct OpIn<'de> {
 
 impl<'de> FromCompound<'de> for OpIn<'de> {
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        let mut op = OpIn {
-            fields: Map::new(),
-            items: None,
-        };
+        let mut fields = Vec::new();
+        let mut items = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
-                op.items = Some(map.next_value()?);
+                items = Some(map.next_value()?);
             } else {
-                op.fields.insert(key, map.next_value()?);
+                fields.push((key, map.next_value()?));
             }
         }
-        Ok(Shaped::Is(op))
+        Ok(Shaped::Is(OpIn {
+            fields: Map::from_entries(fields),
+            items,
+        }))
     }
 }
 
