@@ -146,6 +146,18 @@ fn parsed_objects_keep_the_last_of_repeated_keys_in_key_order() {
         .iter()
         .enumerate()
         .all(|(i, (k, v))| *k == format!("{i:05}") && *v == i));
+    // Many keys, each sent several times, in a scrambled order: as a B-tree would hold them.
+    let mut state = 11u32;
+    let mut model = std::collections::BTreeMap::new();
+    let mut parts = Vec::new();
+    for i in 0..3000u32 {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let key = format!("k{}", (state >> 16) % 700);
+        parts.push(format!("\"{key}\":{i}"));
+        model.insert(key, Value::from(i));
+    }
+    let v: Value = serde_json::from_str(&format!("{{{}}}", parts.join(","))).unwrap();
+    assert!(v.as_object().unwrap().iter().eq(model.iter()));
     let collected: serde_json::Map<String, Value> = [
         ("b".to_string(), Value::from(1)),
         ("a".into(), Value::from(2)),

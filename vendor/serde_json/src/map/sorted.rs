@@ -11,7 +11,6 @@ use crate::value::Value;
 use alloc::string::String;
 use alloc::vec::{self, Vec};
 use core::borrow::Borrow;
-use core::cmp::Ordering;
 use core::fmt::{self, Debug};
 use core::{iter, mem, slice};
 
@@ -46,8 +45,7 @@ impl SortedMap {
     /// are inserted one after the other.
     pub(crate) fn from_entries(mut entries: Vec<(String, Value)>) -> Self {
         if !entries.windows(2).all(|w| w[0].0 < w[1].0) {
-            let mut order: Vec<usize> = (0..entries.len()).collect();
-            sort_positions(&mut order, &mut |a, b| entries[a].0.cmp(&entries[b].0));
+            let order = key_order(&entries);
             permute(&mut entries, order);
             // Stable: equal keys stay in insertion order, and each later value moves into the kept entry.
             entries.dedup_by(|later, kept| {
@@ -242,11 +240,35 @@ fn into_value(e: (String, Value)) -> Value {
     e.1
 }
 
-/// The standard stable sort over positions, the comparison behind a `dyn`: one instance whatever is
-/// compared (queen-edge's `core::sort` has the same function, which the optimizer may share).
-#[inline(never)]
-fn sort_positions(order: &mut [usize], compare: &mut dyn FnMut(usize, usize) -> Ordering) {
-    order.sort_by(|&a, &b| compare(a, b));
+/// The positions of `entries` in key order, of equal keys in their order: a bottom-up merge sort, a
+/// few hundred bytes of code where the standard library's stable sort would bring a copy of its own.
+fn key_order(entries: &[(String, Value)]) -> Vec<usize> {
+    let n = entries.len();
+    let mut from: Vec<usize> = (0..n).collect();
+    let mut to = from.clone();
+    let mut width = 1;
+    while width < n {
+        let mut start = 0;
+        while start < n {
+            let mid = n.min(start + width);
+            let end = n.min(start + 2 * width);
+            let (mut left, mut right) = (start, mid);
+            for slot in &mut to[start..end] {
+                // The right run's next only when its key is smaller: equal keys keep their order.
+                if right < end && (left == mid || entries[from[right]].0 < entries[from[left]].0) {
+                    *slot = from[right];
+                    right += 1;
+                } else {
+                    *slot = from[left];
+                    left += 1;
+                }
+            }
+            start = end;
+        }
+        mem::swap(&mut from, &mut to);
+        width *= 2;
+    }
+    from
 }
 
 /// Rearranges `items` so that position `i` holds what was at `order[i]`, one cycle at a time.
