@@ -76,3 +76,94 @@ fn invalid_type_errors_read_as_the_release_writes_them() {
         "invalid type: boolean `true`, expected a string"
     );
 }
+
+/// The patched serde_json's `Map` (a sorted `Vec`, vendor/README.md) answers as the release's
+/// `BTreeMap`-backed one: the same operations on both, and the same entries in the same order after each.
+#[test]
+fn the_map_answers_as_a_btree_map() {
+    use serde_json::Map;
+    use std::collections::BTreeMap;
+    let mut map = Map::new();
+    let mut model: BTreeMap<String, Value> = BTreeMap::new();
+    let mut state = 7u32;
+    for step in 0..4000u32 {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let key = format!("k{}", (state >> 16) % 97);
+        let value = Value::from(step);
+        match (state >> 8) % 6 {
+            0 | 1 => assert_eq!(
+                map.insert(key.clone(), value.clone()),
+                model.insert(key, value)
+            ),
+            2 => assert_eq!(map.remove(&key), model.remove(&key)),
+            3 => {
+                let a = map.entry(key.clone()).or_insert(value.clone()).clone();
+                let b = model.entry(key).or_insert(value).clone();
+                assert_eq!(a, b);
+            }
+            4 => {
+                let more: Vec<(String, Value)> = vec![
+                    (key.clone(), value.clone()),
+                    ("k5".into(), Value::Null),
+                    (key, Value::Bool(true)),
+                ];
+                map.extend(more.clone());
+                model.extend(more);
+            }
+            _ => {
+                map.retain(|k, _| !k.ends_with('3'));
+                model.retain(|k, _| !k.ends_with('3'));
+            }
+        }
+        assert!(map.iter().eq(model.iter()), "step {step}");
+        assert_eq!(map.get("k5"), model.get("k5"));
+        assert_eq!(map.len(), model.len());
+    }
+}
+
+/// A parsed object keeps, of repeated keys, the last value, and its keys in order, as the release does;
+/// an object in the worst order for a sorted insert (descending keys) parses to the same map.
+#[test]
+fn parsed_objects_keep_the_last_of_repeated_keys_in_key_order() {
+    let v: Value =
+        serde_json::from_str(r#"{"b":1,"a":2,"c":{"z":0,"y":[1]},"b":3,"a":4}"#).unwrap();
+    assert_eq!(v.to_string(), r#"{"a":4,"b":3,"c":{"y":[1],"z":0}}"#);
+    let m: serde_json::Map<String, Value> = serde_json::from_str(r#"{"x":1,"w":2,"x":5}"#).unwrap();
+    assert_eq!(Value::Object(m).to_string(), r#"{"w":2,"x":5}"#);
+    let n = 20_000;
+    let text = format!(
+        "{{{}}}",
+        (0..n)
+            .rev()
+            .map(|i| format!("\"{i:05}\":{i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let map = v.as_object().unwrap();
+    assert_eq!(map.len(), n);
+    assert!(map
+        .iter()
+        .enumerate()
+        .all(|(i, (k, v))| *k == format!("{i:05}") && *v == i));
+    // Many keys, each sent several times, in a scrambled order: as a B-tree would hold them.
+    let mut state = 11u32;
+    let mut model = std::collections::BTreeMap::new();
+    let mut parts = Vec::new();
+    for i in 0..3000u32 {
+        state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        let key = format!("k{}", (state >> 16) % 700);
+        parts.push(format!("\"{key}\":{i}"));
+        model.insert(key, Value::from(i));
+    }
+    let v: Value = serde_json::from_str(&format!("{{{}}}", parts.join(","))).unwrap();
+    assert!(v.as_object().unwrap().iter().eq(model.iter()));
+    let collected: serde_json::Map<String, Value> = [
+        ("b".to_string(), Value::from(1)),
+        ("a".into(), Value::from(2)),
+        ("b".into(), Value::from(3)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(Value::Object(collected).to_string(), r#"{"a":2,"b":3}"#);
+}

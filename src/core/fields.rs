@@ -21,7 +21,7 @@
 
 use super::api::Payload;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::marker::PhantomData;
 
 /// The field every record keeps as JSON text.
@@ -34,9 +34,12 @@ const PAYLOAD_KEY: &str = "payload";
 /// [`Fields::finish`] then answers the first error, as a reader that stopped at it would have. The
 /// readers of every record type share these few functions instead of each carrying its own error
 /// path (docs/decisions.md, "Browser size ... session 18").
+///
+/// The fields are kept as parsed, in a list searched from its end (a record has a few dozen fields at
+/// most, each read once; of a key sent twice the last counts, as in a map).
 #[derive(Debug)]
 pub(crate) struct Fields {
-    map: Map<String, Value>,
+    map: Vec<(String, Value)>,
     payload: Option<Payload>,
     error: Option<FieldError>,
 }
@@ -67,7 +70,7 @@ impl Fields {
     /// The fields of `value`, which must be a JSON object.
     pub(crate) fn of(value: Value) -> Result<Self, FieldError> {
         match value {
-            Value::Object(map) => Ok(Fields::new(map)),
+            Value::Object(map) => Ok(Fields::new(map.into_iter().collect())),
             other => Err(format!(
                 "expected a JSON object, found {}",
                 json_type(&other)
@@ -76,13 +79,20 @@ impl Fields {
     }
 
     /// The fields of `map` (its payload kept aside as text), with no error yet.
-    fn new(mut map: Map<String, Value>) -> Self {
-        let payload = map.remove(PAYLOAD_KEY).map(Payload::from);
-        Fields {
+    fn new(map: Vec<(String, Value)>) -> Self {
+        let mut fields = Fields {
             map,
-            payload,
+            payload: None,
             error: None,
-        }
+        };
+        fields.payload = fields.remove(PAYLOAD_KEY).map(Payload::from);
+        fields
+    }
+
+    /// Takes `key` out, `null` included.
+    fn remove(&mut self, key: &str) -> Option<Value> {
+        let at = self.map.iter().rposition(|(k, _)| k == key)?;
+        Some(self.map.swap_remove(at).1)
     }
 
     /// `value` when every read so far succeeded, else the first error.
@@ -118,7 +128,7 @@ impl Fields {
 
     /// Takes `key` out; `null` counts as absent.
     fn take(&mut self, key: &str) -> Option<Value> {
-        self.map.remove(key).filter(|v| !v.is_null())
+        self.remove(key).filter(|v| !v.is_null())
     }
 
     /// A field through `convert`, which answers `None` for a wrong type or range: a required one when
@@ -246,7 +256,11 @@ impl Fields {
     /// True when `key` is present and not `null`.
     #[cfg(feature = "twophase")]
     pub(crate) fn has(&self, key: &str) -> bool {
-        self.map.get(key).is_some_and(|v| !v.is_null())
+        self.map
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .is_some_and(|(_, v)| !v.is_null())
     }
 
     /// A required nested object (none when it failed: its reads then fail too, after this error).
@@ -255,12 +269,12 @@ impl Fields {
         let nested = self
             .field(key, true, "an object", Some)
             .map(Fields::of)
-            .unwrap_or_else(|| Ok(Fields::new(Map::new())));
+            .unwrap_or_else(|| Ok(Fields::new(Vec::new())));
         match nested {
             Ok(fields) => fields,
             Err(e) => {
                 self.fail(format!("field `{key}`: {e}"));
-                Fields::new(Map::new())
+                Fields::new(Vec::new())
             }
         }
     }
@@ -268,13 +282,13 @@ impl Fields {
 
 impl<'de> FromCompound<'de> for Fields {
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        let mut fields = Map::new();
+        let mut fields = Vec::new();
         let mut payload = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == PAYLOAD_KEY {
                 payload = Some(map.next_value()?);
             } else {
-                fields.insert(key, map.next_value()?);
+                fields.push((key, map.next_value()?));
             }
         }
         Ok(Shaped::Is(Fields {
@@ -648,6 +662,20 @@ mod tests {
             StrField::<String>::text(Some(StrField::Not("a number"))),
             Err("a number")
         );
+    }
+
+    /// Of a key sent twice the last value counts, as it did when the fields were a map, also in a
+    /// nested object; each read takes its field out.
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn a_repeated_key_reads_its_last_value() {
+        let mut f = Fields::parse(br#"{"a":1,"b":"x","a":2,"o":{"c":3,"c":4}}"#).unwrap();
+        assert_eq!(f.u64("a"), 2);
+        assert_eq!(f.string("b"), "x");
+        let mut o = f.object("o");
+        assert_eq!(o.u64("c"), 4);
+        assert_eq!(f.opt_string("b"), None);
+        assert!(f.finish(()).is_ok());
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -583,7 +583,7 @@ pub(crate) fn push_item(
         .filter(|t| !t.is_empty())
         .map(String::from);
     if let Some(t) = &trace_id {
-        if t.len() != 36 || uuid::Uuid::parse_str(t).is_err() {
+        if !is_hyphenated_uuid(t) {
             return Err(HttpError::bad_request(format!(
                 "TraceId must be a UUID, got '{}'{}",
                 clip(t),
@@ -611,6 +611,16 @@ pub(crate) fn push_item(
         producer_sub: producer_sub.map(str::to_string),
         queue,
     })
+}
+
+/// True for a UUID in its hyphenated form (36 characters, `8-4-4-4-12` hex digits of either case): what
+/// `uuid::Uuid::parse_str` accepts at that length, without linking its parser and error texts.
+fn is_hyphenated_uuid(t: &str) -> bool {
+    t.len() == 36
+        && t.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -915,18 +925,19 @@ pub(crate) struct OpIn<'de> {
 
 impl<'de> FromCompound<'de> for OpIn<'de> {
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Shaped<Self>, A::Error> {
-        let mut op = OpIn {
-            fields: Map::new(),
-            items: None,
-        };
+        let mut fields = Vec::new();
+        let mut items = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
-                op.items = Some(map.next_value()?);
+                items = Some(map.next_value()?);
             } else {
-                op.fields.insert(key, map.next_value()?);
+                fields.push((key, map.next_value()?));
             }
         }
-        Ok(Shaped::Is(op))
+        Ok(Shaped::Is(OpIn {
+            fields: Map::from_entries(fields),
+            items,
+        }))
     }
 }
 
@@ -1143,6 +1154,27 @@ pub(crate) fn subscription_timestamp(body: &[u8]) -> Result<i64, HttpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trace_ids_are_checked_as_the_uuid_crate_reads_them() {
+        let cases = [
+            "123e4567-e89b-12d3-a456-426614174000",
+            "123E4567-E89B-12D3-A456-426614174000",
+            "123e4567-e89b-12d3-a456-42661417400",
+            "123e4567-e89b-12d3-a456-4266141740000",
+            "123e4567e89b-12d3-a456-4266141740000",
+            "123e4567-e89b-12d3-a456-42661417400g",
+            "123e4567-e89b-12d3-a456+426614174000",
+            "{23e4567-e89b-12d3-a456-42661417400}",
+            "123e4567-e89b-12d3-a456-42661417400\u{e9}",
+            "123e4567e89b12d3a456426614174000",
+            "",
+        ];
+        for t in cases {
+            let crate_reads = t.len() == 36 && uuid::Uuid::parse_str(t).is_ok();
+            assert_eq!(is_hyphenated_uuid(t), crate_reads, "{t}");
+        }
+    }
 
     #[test]
     fn empty_and_invalid_bodies() {

@@ -67,7 +67,9 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // 213.5 KB since session 18's second size round: the stored records' error texts formatted once, by one
 // function (size18b, -0.1 KB), the writer fence by version change (vfence: JS +0.2 KB, wasm -0.1 KB): 213.4 KB
 // in all.
-const BUDGET_GZ = 213.5 * 1024
+// 208.3 KB since session 19: serde_json's map a sorted `Vec` (one B-tree instance fewer), the crate's stable
+// sort a small merge sort of its own, the trace id checked without uuid's parser (size19, -5.2 KB): 208.2 KB.
+const BUDGET_GZ = 208.3 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')

@@ -14,8 +14,6 @@
 use crate::error::Error;
 use crate::value::Value;
 use alloc::string::String;
-#[cfg(feature = "preserve_order")]
-use alloc::vec::Vec;
 use core::borrow::Borrow;
 use core::fmt::{self, Debug};
 use core::hash::{Hash, Hasher};
@@ -23,10 +21,13 @@ use core::iter::FusedIterator;
 #[cfg(feature = "preserve_order")]
 use core::mem;
 use core::ops;
+use alloc::vec::Vec;
 use serde::de;
 
 #[cfg(not(feature = "preserve_order"))]
-use alloc::collections::{btree_map, BTreeMap};
+mod sorted;
+#[cfg(not(feature = "preserve_order"))]
+use self::sorted::SortedMap;
 #[cfg(feature = "preserve_order")]
 use indexmap::IndexMap;
 
@@ -36,7 +37,7 @@ pub struct Map<K, V> {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type MapImpl<K, V> = BTreeMap<K, V>;
+type MapImpl<K, V> = SortedMap<K, V>;
 #[cfg(feature = "preserve_order")]
 type MapImpl<K, V> = IndexMap<K, V, BuildHasherImpl>;
 
@@ -60,9 +61,7 @@ impl Map<String, Value> {
         Map {
             #[cfg(not(feature = "preserve_order"))]
             map: {
-                // does not support with_capacity
-                let _ = capacity;
-                BTreeMap::new()
+                SortedMap::with_capacity(capacity)
             },
             #[cfg(feature = "preserve_order")]
             map: IndexMap::with_capacity_and_hasher(capacity, BuildHasherImpl::default()),
@@ -286,7 +285,7 @@ impl Map<String, Value> {
         S: Into<String>,
     {
         #[cfg(not(feature = "preserve_order"))]
-        use alloc::collections::btree_map::Entry as EntryImpl;
+        use self::sorted::Entry as EntryImpl;
         #[cfg(feature = "preserve_order")]
         use indexmap::map::Entry as EntryImpl;
 
@@ -393,6 +392,25 @@ impl Map<String, Value> {
 }
 
 #[allow(clippy::derivable_impls)] // clippy bug: https://github.com/rust-lang/rust-clippy/issues/7655
+impl Map<String, Value> {
+    /// A map of `entries` in any order; of entries with equal keys the last one counts (queen-edge
+    /// change, vendor/README.md: one sort instead of an insert each).
+    #[cfg(not(feature = "preserve_order"))]
+    pub fn from_entries(entries: Vec<(String, Value)>) -> Self {
+        Map {
+            map: SortedMap::from_entries(entries),
+        }
+    }
+
+    /// A map of `entries`, inserted in their order.
+    #[cfg(feature = "preserve_order")]
+    pub fn from_entries(entries: Vec<(String, Value)>) -> Self {
+        let mut map = Map::new();
+        map.extend(entries);
+        map
+    }
+}
+
 impl Default for Map<String, Value> {
     #[inline]
     fn default() -> Self {
@@ -540,13 +558,11 @@ impl<'de> de::Deserialize<'de> for Map<String, Value> {
             where
                 V: de::MapAccess<'de>,
             {
-                let mut values = Map::new();
-
-                while let Some((key, value)) = tri!(visitor.next_entry()) {
-                    values.insert(key, value);
+                let mut entries: Vec<(String, Value)> = Vec::new();
+                while let Some(entry) = tri!(visitor.next_entry()) {
+                    entries.push(entry);
                 }
-
-                Ok(values)
+                Ok(Map::from_entries(entries))
             }
         }
 
@@ -559,6 +575,9 @@ impl FromIterator<(String, Value)> for Map<String, Value> {
     where
         T: IntoIterator<Item = (String, Value)>,
     {
+        #[cfg(not(feature = "preserve_order"))]
+        return Map::from_entries(iter.into_iter().collect());
+        #[cfg(feature = "preserve_order")]
         Map {
             map: FromIterator::from_iter(iter),
         }
@@ -646,12 +665,12 @@ pub struct OccupiedEntry<'a> {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type VacantEntryImpl<'a> = btree_map::VacantEntry<'a, String, Value>;
+type VacantEntryImpl<'a> = sorted::VacantEntry<'a>;
 #[cfg(feature = "preserve_order")]
 type VacantEntryImpl<'a> = indexmap::map::VacantEntry<'a, String, Value>;
 
 #[cfg(not(feature = "preserve_order"))]
-type OccupiedEntryImpl<'a> = btree_map::OccupiedEntry<'a, String, Value>;
+type OccupiedEntryImpl<'a> = sorted::OccupiedEntry<'a>;
 #[cfg(feature = "preserve_order")]
 type OccupiedEntryImpl<'a> = indexmap::map::OccupiedEntry<'a, String, Value>;
 
@@ -1070,7 +1089,7 @@ pub struct Iter<'a> {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type IterImpl<'a> = btree_map::Iter<'a, String, Value>;
+type IterImpl<'a> = sorted::Iter<'a>;
 #[cfg(feature = "preserve_order")]
 type IterImpl<'a> = indexmap::map::Iter<'a, String, Value>;
 
@@ -1096,7 +1115,7 @@ pub struct IterMut<'a> {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type IterMutImpl<'a> = btree_map::IterMut<'a, String, Value>;
+type IterMutImpl<'a> = sorted::IterMut<'a>;
 #[cfg(feature = "preserve_order")]
 type IterMutImpl<'a> = indexmap::map::IterMut<'a, String, Value>;
 
@@ -1122,7 +1141,7 @@ pub struct IntoIter {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type IntoIterImpl = btree_map::IntoIter<String, Value>;
+type IntoIterImpl = sorted::IntoIter;
 #[cfg(feature = "preserve_order")]
 type IntoIterImpl = indexmap::map::IntoIter<String, Value>;
 
@@ -1137,7 +1156,7 @@ pub struct Keys<'a> {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type KeysImpl<'a> = btree_map::Keys<'a, String, Value>;
+type KeysImpl<'a> = sorted::Keys<'a>;
 #[cfg(feature = "preserve_order")]
 type KeysImpl<'a> = indexmap::map::Keys<'a, String, Value>;
 
@@ -1152,7 +1171,7 @@ pub struct Values<'a> {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type ValuesImpl<'a> = btree_map::Values<'a, String, Value>;
+type ValuesImpl<'a> = sorted::Values<'a>;
 #[cfg(feature = "preserve_order")]
 type ValuesImpl<'a> = indexmap::map::Values<'a, String, Value>;
 
@@ -1167,7 +1186,7 @@ pub struct ValuesMut<'a> {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type ValuesMutImpl<'a> = btree_map::ValuesMut<'a, String, Value>;
+type ValuesMutImpl<'a> = sorted::ValuesMut<'a>;
 #[cfg(feature = "preserve_order")]
 type ValuesMutImpl<'a> = indexmap::map::ValuesMut<'a, String, Value>;
 
@@ -1182,7 +1201,7 @@ pub struct IntoValues {
 }
 
 #[cfg(not(feature = "preserve_order"))]
-type IntoValuesImpl = btree_map::IntoValues<String, Value>;
+type IntoValuesImpl = sorted::IntoValues;
 #[cfg(feature = "preserve_order")]
 type IntoValuesImpl = indexmap::map::IntoValues<String, Value>;
 

@@ -134,14 +134,12 @@ impl<'de> Deserialize<'de> for Value {
                         crate::from_str(value.get()).map_err(de::Error::custom)
                     }
                     Some(KeyClass::Map(first_key)) => {
-                        let mut values = Map::new();
-
-                        values.insert(first_key, tri!(visitor.next_value()));
-                        while let Some((key, value)) = tri!(visitor.next_entry()) {
-                            values.insert(key, value);
+                        let mut entries: Vec<(String, Value)> = Vec::new();
+                        entries.push((first_key, tri!(visitor.next_value())));
+                        while let Some(entry) = tri!(visitor.next_entry()) {
+                            entries.push(entry);
                         }
-
-                        Ok(Value::Object(values))
+                        Ok(Value::Object(Map::from_entries(entries)))
                     }
                     None => Ok(Value::Object(Map::new())),
                 }
