@@ -100,7 +100,7 @@ impl TxIndex {
     /// Builds the index from `(fingerprint, segment number)` pairs in any order (at open).
     pub fn from_entries(entries: impl IntoIterator<Item = (u32, u32)>) -> Self {
         let mut run: Vec<u64> = entries.into_iter().map(|(f, s)| pack(f, s)).collect();
-        run.sort_unstable();
+        super::sort::sort_u64(&mut run);
         let runs = if run.is_empty() {
             Vec::new()
         } else {
@@ -115,7 +115,7 @@ impl TxIndex {
         if run.is_empty() {
             return;
         }
-        run.sort_unstable();
+        super::sort::sort_u64(&mut run);
         let mut run = Run::new(run);
         // Merge the tail runs into the new one while the next older is at most twice its size.
         while let Some(older) = self.runs.last() {
