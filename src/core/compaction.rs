@@ -23,8 +23,8 @@ use super::Broker;
 /// Worker, so a segment consumed and expired within it is never compressed.
 pub const COMPRESS_AFTER_MS: i64 = 60_000;
 
-/// Most stored bytes of segments one maintenance pass compresses: maintenance runs under the command
-/// gate, so a pass is kept short; what is left waits for the next.
+/// Most stored bytes of segments one maintenance pass compresses (in slices of at most
+/// [`COMPRESS_BYTES_PER_SLICE`], each under the command gate); what is left waits for the next pass.
 pub const COMPRESS_BYTES_PER_PASS: u64 = 8 << 20;
 
 /// Most stored bytes of segments one slice of a pass compresses: the engine compresses a pass in slices,
