@@ -69,7 +69,9 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // in all.
 // 208.3 KB since session 19: serde_json's map a sorted `Vec` (one B-tree instance fewer), the crate's stable
 // sort a small merge sort of its own, the trace id checked without uuid's parser (size19, -5.2 KB): 208.2 KB.
-const BUDGET_GZ = 208.3 * 1024
+// 206.4 KB since size19's transaction-index sort of `u64` by a small merge sort of its own (-1.9 KB):
+// 206.3 KB.
+const BUDGET_GZ = 206.4 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
