@@ -89,10 +89,11 @@ impl Fields {
         fields
     }
 
-    /// Takes `key` out, `null` included.
+    /// Takes `key` out, `null` included. The others keep their order (a `swap_remove` would move the
+    /// last copy of a repeated key in front of an earlier one).
     fn remove(&mut self, key: &str) -> Option<Value> {
         let at = self.map.iter().rposition(|(k, _)| k == key)?;
-        Some(self.map.swap_remove(at).1)
+        Some(self.map.remove(at).1)
     }
 
     /// `value` when every read so far succeeded, else the first error.
@@ -676,6 +677,10 @@ mod tests {
         assert_eq!(o.u64("c"), 4);
         assert_eq!(f.opt_string("b"), None);
         assert!(f.finish(()).is_ok());
+        // A field taken out before a repeated key must not reorder its copies.
+        let mut f = Fields::parse(br#"{"x":0,"a":1,"a":2}"#).unwrap();
+        assert_eq!(f.u64("x"), 0);
+        assert_eq!(f.u64("a"), 2);
     }
 
     #[cfg_attr(not(target_arch = "wasm32"), test)]
