@@ -14,7 +14,7 @@ use queen_edge::core::BrokerConfig;
 use queen_edge::engine::Engine;
 use queen_edge::store::MemStore;
 use serde_json::json;
-use support::{completed_items, TestHost};
+use support::{completed_items, configure_retention, TestHost};
 
 /// Messages per push, and per pop: one segment each.
 const BATCH: usize = 50;
@@ -110,17 +110,7 @@ fn segments_retention_deleted_go_before_a_backlog_being_read() {
     let store = MemStore::new();
     let host = TestHost::new();
     let engine = open(&store, &host);
-    block_on(engine.configure(ConfigureRequest {
-        queue: "orders".into(),
-        namespace: None,
-        task: None,
-        options: OptionsPatch {
-            retention_enabled: Some(true),
-            retention_s: Some(60),
-            ..Default::default()
-        },
-    }))
-    .expect("configure");
+    configure_retention(&engine, "orders", 60);
     push_backlog(&engine, &host, "orders", "a", DEAD_SEGMENTS);
     host.now.set(host.now.get() + 61_000);
     let report = block_on(engine.maintain()).expect("maintain");
@@ -147,17 +137,7 @@ fn the_cache_keeps_its_budget_in_every_order_of_pushes_pops_acks_seeks_and_maint
         let store = MemStore::new();
         let host = TestHost::new();
         let engine = open(&store, &host);
-        block_on(engine.configure(ConfigureRequest {
-            queue: "kept".into(),
-            namespace: None,
-            task: None,
-            options: OptionsPatch {
-                retention_enabled: Some(true),
-                retention_s: Some(30),
-                ..Default::default()
-            },
-        }))
-        .expect("configure");
+        configure_retention(&engine, "kept", 30);
         let mut rng = Lcg(seed);
         let queues = ["kept", "live"];
         let groups = ["a", "b", "c"];

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::rc::{Rc, Weak};
-use support::{auto_ack_pop, SlowStore, T0};
+use support::{auto_ack_pop, configure_retention, SlowStore, T0};
 
 type Hook = Box<dyn FnMut(u32) -> Option<LocalBoxFuture<'static, ()>>>;
 
@@ -314,17 +314,7 @@ fn failed_commits_between_and_in_slices() {
 fn retention_between_slices() {
     for yields in [0, 1] {
         let (store, host, engine) = setup(yields);
-        block_on(engine.configure(ConfigureRequest {
-            queue: "orders".into(),
-            namespace: None,
-            task: None,
-            options: OptionsPatch {
-                retention_enabled: Some(true),
-                retention_s: Some(3600),
-                ..OptionsPatch::default()
-            },
-        }))
-        .unwrap();
+        configure_retention(&engine, "orders", 3600);
         fill(&engine, &host, SEGMENTS);
         let weak: Weak<E> = Rc::downgrade(&engine);
         let clock = host.now.clone();

@@ -11,7 +11,7 @@ use queen_edge::core::{parse_segment_key, BrokerConfig, ENTRIES_PER_PAGE};
 use queen_edge::engine::Engine;
 use queen_edge::store::{ChangeSet, MemStore, Store};
 use serde_json::json;
-use support::{completed_items, TestHost};
+use support::{completed_items, configure_retention, TestHost};
 
 fn config() -> BrokerConfig {
     BrokerConfig {
@@ -79,20 +79,6 @@ fn drain(engine: &Engine<MemStore, TestHost>, queue: &str, group: &str) -> Vec<i
             block_on(engine.ack(Some(group.to_string()), completed_items(&reply))).expect("ack");
         assert!(acked.iter().all(|a| a.success));
     }
-}
-
-fn configure_retention(engine: &Engine<MemStore, TestHost>, queue: &str, seconds: u64) {
-    block_on(engine.configure(ConfigureRequest {
-        queue: queue.into(),
-        namespace: None,
-        task: None,
-        options: OptionsPatch {
-            retention_enabled: Some(true),
-            retention_s: Some(seconds),
-            ..Default::default()
-        },
-    }))
-    .expect("configure");
 }
 
 /// Retention deletes segments whose entries are in a page, in part of a page and in none yet: a page

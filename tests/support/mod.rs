@@ -305,6 +305,25 @@ impl Store for SlowStore {
     }
 }
 
+/// Turns retention on for `queue`: completed messages are deleted `seconds` after they were pushed.
+pub fn configure_retention<S: Store, H: queen_edge::engine::Host>(
+    engine: &queen_edge::engine::Engine<S, H>,
+    queue: &str,
+    seconds: u64,
+) {
+    futures::executor::block_on(engine.configure(ConfigureRequest {
+        queue: queue.into(),
+        namespace: None,
+        task: None,
+        options: OptionsPatch {
+            retention_enabled: Some(true),
+            retention_s: Some(seconds),
+            ..Default::default()
+        },
+    }))
+    .expect("configure");
+}
+
 /// A polling pop (no wait) of up to 100 messages of `queue`, by `group` or queue-wide, acknowledged as it
 /// goes (`autoAck`): the payloads it got.
 pub fn auto_ack_pop<S: Store, H: queen_edge::engine::Host>(

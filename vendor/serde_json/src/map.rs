@@ -391,7 +391,6 @@ impl Map<String, Value> {
     }
 }
 
-#[allow(clippy::derivable_impls)] // clippy bug: https://github.com/rust-lang/rust-clippy/issues/7655
 impl Map<String, Value> {
     /// A map of `entries` in any order; of entries with equal keys the last one counts (queen-edge
     /// change, vendor/README.md: one sort instead of an insert each).
@@ -411,6 +410,7 @@ impl Map<String, Value> {
     }
 }
 
+#[allow(clippy::derivable_impls)] // clippy bug: https://github.com/rust-lang/rust-clippy/issues/7655
 impl Default for Map<String, Value> {
     #[inline]
     fn default() -> Self {
