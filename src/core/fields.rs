@@ -337,8 +337,13 @@ pub(crate) trait FromCompound<'de>: Sized {
 }
 
 impl<'de, T: FromCompound<'de>> Deserialize<'de> for Shaped<T> {
+    /// Through the vendored serde_json's shape reader (vendor/README.md, change 3): an object or an
+    /// array goes to `T` as `deserialize_any` would hand it over; any other value is parsed by one
+    /// function shared by every `T` and comes back as its kind, where `deserialize_any` would carry a
+    /// scalar parser in every `T`'s copy (docs/decisions.md, "one shared shape reader").
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ShapedVisitor(PhantomData))
+        deserializer
+            .deserialize_newtype_struct(serde_json::de::SHAPE_TOKEN, ShapedVisitor(PhantomData))
     }
 }
 
@@ -350,23 +355,14 @@ impl<'de, T: FromCompound<'de>> Visitor<'de> for ShapedVisitor<T> {
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Shaped::Not("a boolean"))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Shaped::Not("a number"))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Shaped::Not("a number"))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Shaped::Not("a number"))
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Shaped::Not("a string"))
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Shaped::Not("null"))
+    /// The kind of a value that is neither an object nor an array, as the shape reader numbers it.
+    fn visit_u64<E>(self, kind: u64) -> Result<Self::Value, E> {
+        Ok(Shaped::Not(match kind {
+            0 => "null",
+            1 => "a boolean",
+            2 => "a number",
+            _ => "a string",
+        }))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
         T::from_seq(seq)
@@ -697,5 +693,118 @@ mod tests {
         assert!(Fields::parse(b"{").is_err());
         assert!(Fields::parse(b"[1,]").is_err());
         assert_eq!(Fields::parse(b"{\"a\":\"\xff\"}").unwrap_err(), "not UTF-8");
+    }
+
+    /// A type nested in itself as deep as the text goes (for the parser's depth limit).
+    struct Nest;
+
+    impl<'de> FromCompound<'de> for Nest {
+        fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Shaped<Self>, A::Error> {
+            while seq.next_element::<Shaped<Nest>>()?.is_some() {}
+            Ok(Shaped::Is(Nest))
+        }
+    }
+
+    /// Every JSON type where a [`Shaped`] is read comes back named, and the parser's errors there are
+    /// serde_json's `deserialize_any`'s, word for word and at the same place (they reach the replies:
+    /// "Invalid JSON: ..." and the segment and record errors).
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn shapes_name_every_json_type_and_keep_the_parser_errors() {
+        type Objects = Shaped<List<Shaped<Fields>>>;
+        let kinds = |json: &str| -> Vec<&'static str> {
+            match serde_json::from_str::<Objects>(json).unwrap() {
+                Shaped::Is(List(items)) => items
+                    .into_iter()
+                    .map(|item| match item {
+                        Shaped::Is(_) => "read",
+                        Shaped::Not(kind) => kind,
+                    })
+                    .collect(),
+                Shaped::Not(kind) => vec![kind],
+            }
+        };
+        assert_eq!(
+            kinds(
+                r#" [ {"a": [1, {"b": null}]}, null, true, false, 0, -1, 1.5e3, -0.0, 18446744073709551616, "s", "esc\"\u00e9", [], [1, [2], {"c": [3]}], {} ] "#
+            ),
+            [
+                "read",
+                "null",
+                "a boolean",
+                "a boolean",
+                "a number",
+                "a number",
+                "a number",
+                "a number",
+                "a number",
+                "a string",
+                "a string",
+                "an array",
+                "an array",
+                "read",
+            ]
+        );
+        for (json, kind) in [
+            ("null", "null"),
+            (" true", "a boolean"),
+            ("7", "a number"),
+            ("-7.5", "a number"),
+            (r#""x""#, "a string"),
+            (r#"{"a": [1]}"#, "an object"),
+        ] {
+            assert_eq!(kinds(json), [kind], "{json}");
+        }
+        let error = |json: &str| match serde_json::from_str::<Objects>(json) {
+            Ok(_) => "read".to_string(),
+            Err(e) => e.to_string(),
+        };
+        for (json, expected) in [
+            ("", "EOF while parsing a value at line 1 column 0"),
+            ("  ", "EOF while parsing a value at line 1 column 2"),
+            ("nul", "EOF while parsing a value at line 1 column 3"),
+            ("nulL", "expected ident at line 1 column 4"),
+            ("[tru]", "expected ident at line 1 column 5"),
+            ("[fals", "EOF while parsing a value at line 1 column 5"),
+            ("[-]", "invalid number at line 1 column 3"),
+            ("[-x]", "invalid number at line 1 column 3"),
+            ("[01]", "invalid number at line 1 column 3"),
+            ("[1.]", "invalid number at line 1 column 4"),
+            ("[1e400]", "number out of range at line 1 column 6"),
+            ("[\"abc]", "EOF while parsing a string at line 1 column 6"),
+            ("[\"\\x\"]", "invalid escape at line 1 column 4"),
+            (
+                "[\"\\ud800\"]",
+                "unexpected end of hex escape at line 1 column 9",
+            ),
+            ("[}", "expected value at line 1 column 2"),
+            ("[1,]", "trailing comma at line 1 column 4"),
+            ("[1 2]", "expected `,` or `]` at line 1 column 4"),
+            ("[{\"a\":1,}]", "trailing comma at line 1 column 9"),
+            ("[{\"a\" 1}]", "expected `:` at line 1 column 7"),
+            ("[{\"a\":1} 2]", "expected `,` or `]` at line 1 column 10"),
+            ("{\"a\":1", "EOF while parsing an object at line 1 column 6"),
+            ("[]x", "trailing characters at line 1 column 3"),
+            ("x", "expected value at line 1 column 1"),
+            ("[x]", "expected value at line 1 column 2"),
+        ] {
+            assert_eq!(error(json), expected, "{json}");
+        }
+        let deep = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        let nest = |json: &str| match serde_json::from_str::<Shaped<Nest>>(json) {
+            Ok(_) => "read".to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(nest(&deep(127)), "read");
+        assert_eq!(
+            nest(&deep(128)),
+            "recursion limit exceeded at line 1 column 128"
+        );
+        assert_eq!(
+            nest(&(deep(5) + "[")),
+            "trailing characters at line 1 column 11"
+        );
+        assert_eq!(nest("[[[]"), "EOF while parsing a list at line 1 column 4");
+        assert_eq!(nest("[[1]]"), "read");
     }
 }

@@ -139,6 +139,11 @@ impl ParserNumber {
     }
 }
 
+/// queen-edge change 3 (vendor/README.md): `deserialize_newtype_struct` with this name reads an object
+/// or an array like `deserialize_any`, and any other value as its kind only (`Deserializer::deserialize_shape`).
+#[doc(hidden)]
+pub const SHAPE_TOKEN: &str = "$serde_json::private::Shape";
+
 impl<'de, R: Read<'de>> Deserializer<R> {
     /// The `Deserializer::end` method should be called after a value has been fully deserialized.
     /// This allows the `Deserializer` to validate that the input stream is at the end or that it
@@ -1386,6 +1391,112 @@ macro_rules! check_recursion {
     };
 }
 
+/// queen-edge change 3: what [`Deserializer::shape_open`] found.
+enum ShapeOpen {
+    Seq,
+    Map,
+    /// Any other value, parsed; its kind as [`Deserializer::deserialize_shape`] numbers it.
+    Other(u64),
+}
+
+impl<'de, R: Read<'de>> Deserializer<R> {
+    /// queen-edge change 3 (vendor/README.md): `deserialize_any` for a visitor that reads only an
+    /// object or an array ([`SHAPE_TOKEN`]). An object or an array goes to `visit_map` or `visit_seq`
+    /// as in `deserialize_any`; any other value is parsed and reported to `visit_u64` by its kind:
+    /// 0 null, 1 a boolean, 2 a number, 3 a string. Same steps in the same order, so the same errors;
+    /// all but the calls to the visitor are in two functions not generic over it
+    /// ([`Self::shape_open`], [`Self::shape_close`]), one copy for every visitor.
+    fn deserialize_shape<V>(&mut self, visitor: V) -> Result<V::Value>
+    where
+        V: de::Visitor<'de>,
+    {
+        let (value, seq) = match tri!(self.shape_open()) {
+            ShapeOpen::Seq => (visitor.visit_seq(SeqAccess::new(self)), true),
+            ShapeOpen::Map => (visitor.visit_map(MapAccess::new(self)), false),
+            ShapeOpen::Other(kind) => return visitor.visit_u64(kind),
+        };
+        let end = self.shape_close(seq);
+        match (value, end) {
+            (Ok(value), Ok(())) => Ok(value),
+            (Err(err), _) | (_, Err(err)) => Err(self.fix_position(err)),
+        }
+    }
+
+    /// `deserialize_any`'s steps before the visitor: the value's first byte; an array or an object
+    /// is entered (one level deeper), any other value parsed whole.
+    #[inline(never)]
+    fn shape_open(&mut self) -> Result<ShapeOpen> {
+        let peek = match tri!(self.parse_whitespace()) {
+            Some(b) => b,
+            None => {
+                return Err(self.peek_error(ErrorCode::EofWhileParsingValue));
+            }
+        };
+        let kind = match peek {
+            b'[' | b'{' => {
+                if_checking_recursion_limit! {
+                    self.remaining_depth -= 1;
+                    if self.remaining_depth == 0 {
+                        return Err(self.peek_error(ErrorCode::RecursionLimitExceeded));
+                    }
+                }
+                self.eat_char();
+                return Ok(if peek == b'[' {
+                    ShapeOpen::Seq
+                } else {
+                    ShapeOpen::Map
+                });
+            }
+            b'n' => {
+                self.eat_char();
+                tri!(self.parse_ident(b"ull"));
+                0
+            }
+            b't' => {
+                self.eat_char();
+                tri!(self.parse_ident(b"rue"));
+                1
+            }
+            b'f' => {
+                self.eat_char();
+                tri!(self.parse_ident(b"alse"));
+                1
+            }
+            b'-' => {
+                self.eat_char();
+                tri!(self.parse_any_number(false));
+                2
+            }
+            b'0'..=b'9' => {
+                tri!(self.parse_any_number(true));
+                2
+            }
+            b'"' => {
+                self.eat_char();
+                self.scratch.clear();
+                tri!(self.read.parse_str(&mut self.scratch));
+                3
+            }
+            _ => return Err(self.peek_error(ErrorCode::ExpectedSomeValue)),
+        };
+        Ok(ShapeOpen::Other(kind))
+    }
+
+    /// `deserialize_any`'s steps after the visitor read an array or an object: one level up, and
+    /// its closing bracket.
+    #[inline(never)]
+    fn shape_close(&mut self, seq: bool) -> Result<()> {
+        if_checking_recursion_limit! {
+            self.remaining_depth += 1;
+        }
+        if seq {
+            self.end_seq()
+        } else {
+            self.end_map()
+        }
+    }
+}
+
 impl<'de, R: Read<'de>> de::Deserializer<'de> for &mut Deserializer<R> {
     type Error = Error;
 
@@ -1723,14 +1834,21 @@ impl<'de, R: Read<'de>> de::Deserializer<'de> for &mut Deserializer<R> {
     where
         V: de::Visitor<'de>,
     {
+        // queen-edge change 3 (vendor/README.md): each name is compared by its length first. The
+        // caller's name is a constant and the two tokens' lengths differ, so once this is inlined the
+        // length settles at compile time which branch a visitor can take, and the other is not built
+        // for it (the byte comparison is a call the compiler does not see through on wasm).
         #[cfg(feature = "raw_value")]
         {
-            if name == crate::raw::TOKEN {
+            if name.len() == crate::raw::TOKEN.len() && name == crate::raw::TOKEN {
                 return self.deserialize_raw_value(visitor);
             }
         }
 
-        let _ = name;
+        if name.len() == SHAPE_TOKEN.len() && name == SHAPE_TOKEN {
+            return self.deserialize_shape(visitor);
+        }
+
         visitor.visit_newtype_struct(self)
     }
 
