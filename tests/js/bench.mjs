@@ -71,7 +71,9 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // sort a small merge sort of its own, the trace id checked without uuid's parser (size19, -5.2 KB): 208.2 KB.
 // 206.4 KB since size19's transaction-index sort of `u64` by a small merge sort of its own (-1.9 KB):
 // 206.3 KB.
-const BUDGET_GZ = 206.4 * 1024
+// 204.6 KB since session 20: the typed JSON readers' one shared shape reader (size20a, vendor/README.md
+// change 3, -1.8 KB): 204.5 KB.
+const BUDGET_GZ = 204.6 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
