@@ -13,7 +13,8 @@
 // back-off; nothing is dropped. See docs/decisions.md ("browser-to-edge bridge").
 
 // This file imports nothing: the bundle makes it a chunk of its own, loaded by `Queen.open` only with
-// a bridge, and what it needs from the main module is handed to the constructor.
+// a bridge, and what it needs from the main module is handed to bridgeOptions and the constructor. The
+// bridge's options are checked here too, so a page without a bridge downloads neither.
 
 /** The consumer group the bridge forwards with, on every bridged queue of the local broker. */
 const BRIDGE_GROUP = '__bridge__'
@@ -26,6 +27,55 @@ const enc = encodeURIComponent
 const iso = (ms) => (ms ? new Date(ms).toISOString() : null)
 
 let QueenError, errorFromResponse, asQueenError
+
+/** Defaults of the bridge's numeric options. */
+export const BRIDGE_DEFAULTS = Object.freeze({
+  batch: 100,
+  leaseSeconds: 30,
+  retryDelayMillis: 1000,
+  maxRetryDelayMillis: 60000,
+  timeoutMillis: 30000
+})
+const KNOWN = ['url', 'token', 'queues', ...Object.keys(BRIDGE_DEFAULTS)]
+
+/**
+ * Checks `Queen.open`'s `bridge` option; throws QueenError `invalid` naming what is wrong. `deps`: as the
+ * Bridge constructor's (the main module's QueenError is the one thrown).
+ */
+export function bridgeOptions(options, deps) {
+  ;({ QueenError, errorFromResponse, asQueenError } = deps)
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new QueenError('invalid', 'bridge must be an object: { url, token, queues }')
+  }
+  for (const key of Object.keys(options)) {
+    if (!KNOWN.includes(key)) throw new QueenError('invalid', `bridge: unknown option '${key}' (known: ${KNOWN.join(', ')})`)
+  }
+  let url
+  try {
+    url = new URL(options.url)
+  } catch {
+    throw new QueenError('invalid', 'bridge.url must be the absolute URL of the edge broker')
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new QueenError('invalid', 'bridge.url must be http(s)')
+  if (options.token !== undefined && (typeof options.token !== 'string' || options.token === '')) {
+    throw new QueenError('invalid', 'bridge.token must be a non-empty string')
+  }
+  const queues = options.queues
+  if (!Array.isArray(queues) || queues.length === 0 || queues.some((q) => typeof q !== 'string' || q === '')) {
+    throw new QueenError('invalid', 'bridge.queues must be a non-empty array of queue names')
+  }
+  if (new Set(queues).size !== queues.length) throw new QueenError('invalid', 'bridge.queues names a queue twice')
+  const out = { url: options.url, token: options.token, queues: [...queues] }
+  for (const [key, fallback] of Object.entries(BRIDGE_DEFAULTS)) {
+    const value = options[key] ?? fallback
+    if (!Number.isInteger(value) || value < 1) throw new QueenError('invalid', `bridge.${key} must be an integer >= 1`)
+    out[key] = value
+  }
+  if (out.maxRetryDelayMillis < out.retryDelayMillis) {
+    throw new QueenError('invalid', 'bridge.maxRetryDelayMillis must be >= retryDelayMillis')
+  }
+  return out
+}
 
 /** `queen.bridge`: forwards the bridged queues to the edge broker; progress in `status()`. */
 export class Bridge {
@@ -53,7 +103,7 @@ export class Bridge {
   #held = new Set()
 
   /**
-   * Starts forwarding (internal: `Queen.open` makes it). `options`: checked by bridgeOptions; `deps`:
+   * Starts forwarding (internal: `Queen.open` makes it). `options`: checked by bridgeOptions (below); `deps`:
    * `{QueenError, errorFromResponse, asQueenError, HttpTransport}` of the main module.
    */
   constructor(queen, options, deps) {

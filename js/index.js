@@ -10,7 +10,6 @@ import { QueenClient, flushBuffersForClose } from './client.js'
 import { HttpTransport } from './http.js'
 import { LocalTransport, deleteDatabase as deleteLocalDatabase, loadWasm } from './local.js'
 import { QueenError, asQueenError, errorFromResponse } from './errors.js'
-import { bridgeOptions } from './bridge-options.js'
 
 export { QueenError } from './errors.js'
 export {
@@ -38,20 +37,20 @@ export class Queen extends QueenClient {
    */
   static async open(options) {
     let bridge = null
-    let loading = null
+    let Bridge = null
+    const deps = { QueenError, errorFromResponse, asQueenError, HttpTransport }
     if (options && options.bridge !== undefined) {
-      bridge = bridgeOptions(options.bridge)
+      // The bridge's chunk checks its options too, so a page without a bridge downloads neither.
+      const chunk = await import('./bridge.js')
+      Bridge = chunk.Bridge
+      bridge = chunk.bridgeOptions(options.bridge, deps)
       if (options.views === false) {
         throw new QueenError('invalid', 'bridge needs views (its pending count reads the depth view): leave views unset or true')
       }
       options = { ...options, views: true }
-      loading = import('./bridge.js')
     }
     const queen = new Queen(await LocalTransport.open(options))
-    if (bridge) {
-      const { Bridge } = await loading
-      queen.#bridge = new Bridge(queen, bridge, { QueenError, errorFromResponse, asQueenError, HttpTransport })
-    }
+    if (bridge) queen.#bridge = new Bridge(queen, bridge, deps)
     return queen
   }
 
