@@ -350,7 +350,11 @@ impl Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
             ErrorCode::Message(msg) => f.write_str(msg),
-            ErrorCode::Io(err) => Display::fmt(err, f),
+            // queen-edge: not the `io::Error`'s own text, whose `Display` links the texts of every
+            // `io::ErrorKind` into every program that displays a serde_json error; queen-edge reads and
+            // writes JSON only through slices, strings and `Vec<u8>`, where no I/O error is made
+            // (vendor/README.md, change 3).
+            ErrorCode::Io(_) => f.write_str("I/O error"),
             ErrorCode::EofWhileParsingList => f.write_str("EOF while parsing a list"),
             ErrorCode::EofWhileParsingObject => f.write_str("EOF while parsing an object"),
             ErrorCode::EofWhileParsingString => f.write_str("EOF while parsing a string"),
