@@ -77,6 +77,36 @@ fn invalid_type_errors_read_as_the_release_writes_them() {
     );
 }
 
+/// A custom message ending in " at line L column C" has its position taken from the last such suffix, as
+/// the release's `rfind` takes it (change 3 searches byte by byte): the message keeps what comes before
+/// it, and a suffix that is not the message's end, or whose numbers are not numbers, stays in the text.
+#[test]
+fn custom_messages_give_up_their_last_position_suffix() {
+    use serde::de::Error as _;
+    let cases: [(&str, usize, usize, &str); 7] = [
+        ("bad at line 3 column 14", 3, 14, "bad at line 3 column 14"),
+        (
+            "a at line 1 column 2 at line 30 column 4",
+            30,
+            4,
+            "a at line 1 column 2 at line 30 column 4",
+        ),
+        (" at line 7 column 8", 7, 8, " at line 7 column 8"),
+        ("x at line at line 5 column 6", 5, 6, "x at line at line 5 column 6"),
+        ("a at line 1 column 2 and more", 0, 0, "a at line 1 column 2 and more"),
+        ("a at line x column 2", 0, 0, "a at line x column 2"),
+        ("no position", 0, 0, "no position"),
+    ];
+    for (msg, line, column, text) in cases {
+        let e = serde_json::Error::custom(msg);
+        assert_eq!((e.line(), e.column()), (line, column), "{msg}");
+        assert_eq!(e.to_string(), text, "{msg}");
+    }
+    // The suffix itself is cut from the message: `Display` writes it back from the numbers.
+    let e = serde_json::Error::custom("a at line 1 column 2 at line 30 column 04");
+    assert_eq!(e.to_string(), "a at line 1 column 2 at line 30 column 4");
+}
+
 /// The patched serde_json's `Map` (a sorted `Vec`, vendor/README.md) answers as the release's
 /// `BTreeMap`-backed one: the same operations on both, and the same entries in the same order after each.
 #[test]

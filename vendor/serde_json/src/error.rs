@@ -514,7 +514,9 @@ fn make_error(mut msg: String) -> Error {
 }
 
 fn parse_line_col(msg: &mut String) -> Option<(usize, usize)> {
-    let start_of_suffix = match msg.rfind(" at line ") {
+    // queen-edge: the last " at line " found byte by byte, as `rfind` finds it, without the two-way
+    // searcher `rfind` brings for a `&str` pattern (vendor/README.md, change 3).
+    let start_of_suffix = match msg.as_bytes().windows(9).rposition(|w| w == b" at line ") {
         Some(index) => index,
         None => return None,
     };
