@@ -79,11 +79,12 @@ fn invalid_type_errors_read_as_the_release_writes_them() {
 
 /// A custom message ending in " at line L column C" has its position taken from the last such suffix, as
 /// the release's `rfind` takes it (change 3 searches byte by byte): the message keeps what comes before
-/// it, and a suffix that is not the message's end, or whose numbers are not numbers, stays in the text.
+/// it, and a suffix that is not the message's end, or whose numbers are not numbers or do not fit a `usize`,
+/// stays in the text.
 #[test]
 fn custom_messages_give_up_their_last_position_suffix() {
     use serde::de::Error as _;
-    let cases: [(&str, usize, usize, &str); 7] = [
+    let cases: [(&str, usize, usize, &str); 8] = [
         ("bad at line 3 column 14", 3, 14, "bad at line 3 column 14"),
         (
             "a at line 1 column 2 at line 30 column 4",
@@ -95,6 +96,12 @@ fn custom_messages_give_up_their_last_position_suffix() {
         ("x at line at line 5 column 6", 5, 6, "x at line at line 5 column 6"),
         ("a at line 1 column 2 and more", 0, 0, "a at line 1 column 2 and more"),
         ("a at line x column 2", 0, 0, "a at line x column 2"),
+        (
+            "a at line 1 column 99999999999999999999999",
+            0,
+            0,
+            "a at line 1 column 99999999999999999999999",
+        ),
         ("no position", 0, 0, "no position"),
     ];
     for (msg, line, column, text) in cases {
