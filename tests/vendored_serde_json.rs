@@ -93,8 +93,18 @@ fn custom_messages_give_up_their_last_position_suffix() {
             "a at line 1 column 2 at line 30 column 4",
         ),
         (" at line 7 column 8", 7, 8, " at line 7 column 8"),
-        ("x at line at line 5 column 6", 5, 6, "x at line at line 5 column 6"),
-        ("a at line 1 column 2 and more", 0, 0, "a at line 1 column 2 and more"),
+        (
+            "x at line at line 5 column 6",
+            5,
+            6,
+            "x at line at line 5 column 6",
+        ),
+        (
+            "a at line 1 column 2 and more",
+            0,
+            0,
+            "a at line 1 column 2 and more",
+        ),
         ("a at line x column 2", 0, 0, "a at line x column 2"),
         (
             "a at line 1 column 99999999999999999999999",
