@@ -1,6 +1,7 @@
 //! The hasher of the core's hash maps keyed by text: rustc-hash's `FxHasher` with the same hashes, whose
-//! byte-string hash (`hash_bytes`, a copy of rustc-hash 2.1's, under its MIT licence) reads its words with
-//! `first_chunk`/`last_chunk` instead of `try_into().unwrap()`. The `unwrap` of a slice conversion
+//! byte-string hash (`hash_bytes`, a copy of rustc-hash 2.1's, under its MIT licence) converts its slices
+//! of 8 and 4 bytes with `try_into().unwrap_or_default()` instead of `try_into().unwrap()` (the slices have
+//! the array's length, so neither the default nor the panic is ever taken). The `unwrap`
 //! brings `TryFromSliceError`'s `Debug` into the browser module, and with it the standard library's
 //! tuple-formatting machinery, for a panic that cannot happen (docs/decisions.md, "Browser size:
 //! formatting and data (session 20)"). Integers are hashed by `FxHasher` itself.
@@ -93,18 +94,6 @@ fn multiply_mix(x: u64, y: u64) -> u64 {
     }
 }
 
-/// The first 8 bytes of `bytes` (at least 8 long) as a little-endian word.
-#[inline]
-fn first8(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(*bytes.first_chunk().expect("8 bytes"))
-}
-
-/// The last 8 bytes of `bytes` (at least 8 long) as a little-endian word.
-#[inline]
-fn last8(bytes: &[u8]) -> u64 {
-    u64::from_le_bytes(*bytes.last_chunk().expect("8 bytes"))
-}
-
 /// rustc-hash's `hash_bytes`: the same value for every input.
 #[inline]
 fn hash_bytes(bytes: &[u8]) -> u64 {
@@ -114,11 +103,11 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
 
     if len <= 16 {
         if len >= 8 {
-            s0 ^= first8(bytes);
-            s1 ^= last8(bytes);
+            s0 ^= u64::from_le_bytes(bytes[0..8].try_into().unwrap_or_default());
+            s1 ^= u64::from_le_bytes(bytes[len - 8..].try_into().unwrap_or_default());
         } else if len >= 4 {
-            s0 ^= u32::from_le_bytes(*bytes.first_chunk().expect("4 bytes")) as u64;
-            s1 ^= u32::from_le_bytes(*bytes.last_chunk().expect("4 bytes")) as u64;
+            s0 ^= u32::from_le_bytes(bytes[0..4].try_into().unwrap_or_default()) as u64;
+            s1 ^= u32::from_le_bytes(bytes[len - 4..].try_into().unwrap_or_default()) as u64;
         } else if len > 0 {
             let lo = bytes[0];
             let mid = bytes[len / 2];
@@ -129,16 +118,16 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
     } else {
         let mut bulk = &bytes[..(len - 1)];
         while let Some((chunk, rest)) = bulk.split_first_chunk::<16>() {
-            let x = first8(chunk);
-            let y = last8(chunk);
+            let x = u64::from_le_bytes((&chunk[..8]).try_into().unwrap_or_default());
+            let y = u64::from_le_bytes((&chunk[8..]).try_into().unwrap_or_default());
             let t = multiply_mix(s0 ^ x, PREVENT_TRIVIAL_ZERO_COLLAPSE ^ y);
             s0 = s1;
             s1 = t;
             bulk = rest;
         }
         let suffix = &bytes[len - 16..];
-        s0 ^= first8(suffix);
-        s1 ^= last8(suffix);
+        s0 ^= u64::from_le_bytes(suffix[0..8].try_into().unwrap_or_default());
+        s1 ^= u64::from_le_bytes(suffix[8..16].try_into().unwrap_or_default());
     }
 
     multiply_mix(s0, s1) ^ (len as u64)
