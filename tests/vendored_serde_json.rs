@@ -67,6 +67,22 @@ fn invalid_type_errors_read_as_the_release_writes_them() {
     for (json, read, expected) in cases {
         assert_eq!(read(json), expected, "reading {json}");
     }
+    // A character (serde's own readers report one; serde_json's parser does not).
+    let unexpected = |c| {
+        <serde_json::Error as serde::de::Error>::invalid_type(
+            serde::de::Unexpected::Char(c),
+            &"a string",
+        )
+        .to_string()
+    };
+    assert_eq!(
+        unexpected('x'),
+        "invalid type: character `x`, expected a string"
+    );
+    assert_eq!(
+        unexpected('é'),
+        "invalid type: character `é`, expected a string"
+    );
     // And through a `Value`, as the broker reads bodies.
     let value: Value = serde_json::from_str(r#"{"a":true}"#).unwrap();
     assert_eq!(

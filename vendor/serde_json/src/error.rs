@@ -3,7 +3,7 @@
 use crate::io;
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
-use core::fmt::{self, Debug, Display};
+use core::fmt::{self, Debug, Display, Write as _};
 use core::result;
 use serde::{de, ser};
 #[cfg(feature = "std")]
@@ -482,7 +482,12 @@ impl<'a> Display for JsonUnexpected<'a> {
             de::Unexpected::Bool(b) => write!(formatter, "boolean `{}`", b),
             de::Unexpected::Unsigned(i) => write!(formatter, "integer `{}`", i),
             de::Unexpected::Signed(i) => write!(formatter, "integer `{}`", i),
-            de::Unexpected::Char(c) => write!(formatter, "character `{}`", c),
+            // queen-edge: the same text written piece by piece, without `char`'s `Display` (change 3).
+            de::Unexpected::Char(c) => {
+                formatter.write_str("character `")?;
+                formatter.write_char(c)?;
+                formatter.write_str("`")
+            }
             de::Unexpected::Str(s) => write!(formatter, "string {:?}", s),
             de::Unexpected::Bytes(_) => formatter.write_str("byte array"),
             de::Unexpected::Option => formatter.write_str("Option value"),
