@@ -1,5 +1,5 @@
 //! The hasher of the core's hash maps keyed by text: rustc-hash's `FxHasher` with the same hashes, whose
-//! byte-string hash (`hash_bytes`, a copy of rustc-hash 2.1's, under its MIT licence) converts its slices
+//! byte-string hash (`hash_bytes`, a copy of rustc-hash 2.1's; that crate is MIT or Apache-2.0) converts its slices
 //! of 8 and 4 bytes with `try_into().unwrap_or_default()` instead of `try_into().unwrap()` (the slices have
 //! the array's length, so neither the default nor the panic is ever taken). The `unwrap`
 //! brings `TryFromSliceError`'s `Debug` into the browser module, and with it the standard library's
