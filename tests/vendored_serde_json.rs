@@ -67,6 +67,22 @@ fn invalid_type_errors_read_as_the_release_writes_them() {
     for (json, read, expected) in cases {
         assert_eq!(read(json), expected, "reading {json}");
     }
+    // A character (serde's own readers report one; serde_json's parser does not).
+    let unexpected = |c| {
+        <serde_json::Error as serde::de::Error>::invalid_type(
+            serde::de::Unexpected::Char(c),
+            &"a string",
+        )
+        .to_string()
+    };
+    assert_eq!(
+        unexpected('x'),
+        "invalid type: character `x`, expected a string"
+    );
+    assert_eq!(
+        unexpected('é'),
+        "invalid type: character `é`, expected a string"
+    );
     // And through a `Value`, as the broker reads bodies.
     let value: Value = serde_json::from_str(r#"{"a":true}"#).unwrap();
     assert_eq!(
@@ -75,6 +91,53 @@ fn invalid_type_errors_read_as_the_release_writes_them() {
             .to_string(),
         "invalid type: boolean `true`, expected a string"
     );
+}
+
+/// A custom message ending in " at line L column C" has its position taken from the last such suffix, as
+/// the release's `rfind` takes it (change 4 searches byte by byte): the message keeps what comes before
+/// it, and a suffix that is not the message's end, or whose numbers are not numbers or do not fit a `usize`,
+/// stays in the text.
+#[test]
+fn custom_messages_give_up_their_last_position_suffix() {
+    use serde::de::Error as _;
+    let cases: [(&str, usize, usize, &str); 8] = [
+        ("bad at line 3 column 14", 3, 14, "bad at line 3 column 14"),
+        (
+            "a at line 1 column 2 at line 30 column 4",
+            30,
+            4,
+            "a at line 1 column 2 at line 30 column 4",
+        ),
+        (" at line 7 column 8", 7, 8, " at line 7 column 8"),
+        (
+            "x at line at line 5 column 6",
+            5,
+            6,
+            "x at line at line 5 column 6",
+        ),
+        (
+            "a at line 1 column 2 and more",
+            0,
+            0,
+            "a at line 1 column 2 and more",
+        ),
+        ("a at line x column 2", 0, 0, "a at line x column 2"),
+        (
+            "a at line 1 column 99999999999999999999999",
+            0,
+            0,
+            "a at line 1 column 99999999999999999999999",
+        ),
+        ("no position", 0, 0, "no position"),
+    ];
+    for (msg, line, column, text) in cases {
+        let e = serde_json::Error::custom(msg);
+        assert_eq!((e.line(), e.column()), (line, column), "{msg}");
+        assert_eq!(e.to_string(), text, "{msg}");
+    }
+    // The suffix itself is cut from the message: `Display` writes it back from the numbers.
+    let e = serde_json::Error::custom("a at line 1 column 2 at line 30 column 04");
+    assert_eq!(e.to_string(), "a at line 1 column 2 at line 30 column 4");
 }
 
 /// The patched serde_json's `Map` (a sorted `Vec`, vendor/README.md) answers as the release's

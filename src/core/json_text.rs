@@ -10,7 +10,12 @@ use super::timefmt::iso_bytes;
 /// `value`'s JSON text, as `serde_json::to_string` writes it: the same text `Value`'s `Display` writes,
 /// without the formatting machinery `Display` brings into the browser module.
 pub(crate) fn value_text(value: &serde_json::Value) -> String {
-    serde_json::to_string(value).expect("a JSON value serializes")
+    // Not `expect`: that would bring `serde_json::Error`'s `Debug` into the module for a panic that
+    // cannot happen (a `Value` always serializes).
+    match serde_json::to_string(value) {
+        Ok(text) => text,
+        Err(_) => unreachable!("a JSON value serializes"),
+    }
 }
 
 /// A JSON text being written. The buffer is a `String` (every piece written is text), so a segment's

@@ -24,6 +24,7 @@ pub mod compaction;
 mod deliveries;
 mod dlq_bulk;
 pub(crate) mod fields;
+mod fxhash;
 #[cfg(feature = "views")]
 pub mod history;
 pub mod ids;
@@ -53,9 +54,9 @@ mod views;
 
 use crate::store::{ChangeSet, Record, StoreError};
 use api::*;
+use fxhash::FxHashMap as HashMap;
 use ids::IdGen;
 use litemap::LiteMap;
-use rustc_hash::FxHashMap as HashMap;
 use state::*;
 use std::collections::BTreeMap;
 

@@ -2,13 +2,13 @@
 //! `(partition, transactionId)` dedup.
 
 use super::api::*;
+use super::fxhash::FxHashMap;
 use super::meters::Meter;
 use super::records;
 use super::segment::{self, StoredMessage};
 use super::state::*;
 use super::txindex;
 use super::Broker;
-use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 

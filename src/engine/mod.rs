@@ -856,7 +856,9 @@ impl<S: Store, H: Host> Engine<S, H> {
             // A recorded request's empty attempt is committed (and its failure reported) before it
             // parks: a long-poll must not hold a group (see `Recording`).
             self.settle_current_recording().await?;
-            let wake_at = next_timer_ms.map_or(deadline, |t| t.clamp(now + 1, deadline));
+            // `now < deadline` (checked above), so this is `t.clamp(now + 1, deadline)`, without the
+            // check of the bounds whose panic text brings `i64`'s `Debug` into the browser module.
+            let wake_at = next_timer_ms.map_or(deadline, |t| t.max(now + 1).min(deadline));
             let sleep = self.host.sleep((wake_at - now) as u64);
             match select(woken, sleep).await {
                 Either::Left(_) | Either::Right(_) => {}

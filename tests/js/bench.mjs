@@ -73,7 +73,10 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // 206.3 KB.
 // 204.6 KB since session 20: the typed JSON readers' one shared shape reader (size20a, vendor/README.md
 // change 3, -1.8 KB): 204.5 KB.
-const BUDGET_GZ = 204.6 * 1024
+// 203.1 KB since size20b (session 20): serde_json's I/O error text and `rfind`, the Debug formatting of panics that
+// cannot happen (`TryFromIntError`, `TryFromSliceError`, `serde_json::Error`, `i64`) and `Split`'s `nth`
+// out of the module (-3.3 KB): XXX KB.
+const BUDGET_GZ = 203.1 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')

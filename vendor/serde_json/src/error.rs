@@ -3,9 +3,8 @@
 use crate::io;
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
-use core::fmt::{self, Debug, Display};
+use core::fmt::{self, Debug, Display, Write as _};
 use core::result;
-use core::str::FromStr;
 use serde::{de, ser};
 #[cfg(feature = "std")]
 use std::error;
@@ -350,7 +349,11 @@ impl Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         match self {
             ErrorCode::Message(msg) => f.write_str(msg),
-            ErrorCode::Io(err) => Display::fmt(err, f),
+            // queen-edge: not the `io::Error`'s own text, whose `Display` links the texts of every
+            // `io::ErrorKind` into every program that displays a serde_json error; queen-edge reads and
+            // writes JSON only through slices, strings and `Vec<u8>`, where no I/O error is made
+            // (vendor/README.md, change 4).
+            ErrorCode::Io(_) => f.write_str("I/O error"),
             ErrorCode::EofWhileParsingList => f.write_str("EOF while parsing a list"),
             ErrorCode::EofWhileParsingObject => f.write_str("EOF while parsing an object"),
             ErrorCode::EofWhileParsingString => f.write_str("EOF while parsing a string"),
@@ -479,7 +482,12 @@ impl<'a> Display for JsonUnexpected<'a> {
             de::Unexpected::Bool(b) => write!(formatter, "boolean `{}`", b),
             de::Unexpected::Unsigned(i) => write!(formatter, "integer `{}`", i),
             de::Unexpected::Signed(i) => write!(formatter, "integer `{}`", i),
-            de::Unexpected::Char(c) => write!(formatter, "character `{}`", c),
+            // queen-edge: the same text written piece by piece, without `char`'s `Display` (change 4).
+            de::Unexpected::Char(c) => {
+                formatter.write_str("character `")?;
+                formatter.write_char(c)?;
+                formatter.write_str("`")
+            }
             de::Unexpected::Str(s) => write!(formatter, "string {:?}", s),
             de::Unexpected::Bytes(_) => formatter.write_str("byte array"),
             de::Unexpected::Option => formatter.write_str("Option value"),
@@ -510,7 +518,9 @@ fn make_error(mut msg: String) -> Error {
 }
 
 fn parse_line_col(msg: &mut String) -> Option<(usize, usize)> {
-    let start_of_suffix = match msg.rfind(" at line ") {
+    // queen-edge: the last " at line " found byte by byte, as `rfind` finds it, without the two-way
+    // searcher `rfind` brings for a `&str` pattern (vendor/README.md, change 4).
+    let start_of_suffix = match msg.as_bytes().windows(9).rposition(|w| w == b" at line ") {
         Some(index) => index,
         None => return None,
     };
@@ -538,17 +548,34 @@ fn parse_line_col(msg: &mut String) -> Option<(usize, usize)> {
     }
 
     // Parse numbers.
-    let line = match usize::from_str(&msg[start_of_line..end_of_line]) {
+    // queen-edge: `digits_value`, not `usize::from_str` (vendor/README.md, change 4).
+    let line = match digits_value(&msg[start_of_line..end_of_line]) {
         Ok(line) => line,
         Err(_) => return None,
     };
-    let column = match usize::from_str(&msg[start_of_column..end_of_column]) {
+    let column = match digits_value(&msg[start_of_column..end_of_column]) {
         Ok(column) => column,
         Err(_) => return None,
     };
 
     msg.truncate(start_of_suffix);
     Some((line, column))
+}
+
+/// queen-edge: what `usize::from_str` answers for a text of ASCII digits only (what `parse_line_col` passes
+/// it): an error when empty or too large, else the number.
+fn digits_value(digits: &str) -> core::result::Result<usize, ()> {
+    if digits.is_empty() {
+        return Err(());
+    }
+    let mut value: usize = 0;
+    for byte in digits.bytes() {
+        value = value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(usize::from(byte - b'0')))
+            .ok_or(())?;
+    }
+    Ok(value)
 }
 
 fn starts_with_digit(slice: &str) -> bool {
