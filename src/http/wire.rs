@@ -479,21 +479,20 @@ pub(crate) fn push_items(
         )));
     }
     let measure = body.len() > limits.max_payload_bytes;
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            push_item(
-                v,
-                &text,
-                Path::item("items", i),
-                limits,
-                producer_sub,
-                measure,
-                Payload::null,
-            )
-        })
-        .collect()
+    let mut out = Vec::with_capacity(items.len());
+    for (i, v) in items.into_iter().enumerate() {
+        let path = Path::item("items", i);
+        out.push(push_item(
+            v,
+            &text,
+            path,
+            limits,
+            producer_sub,
+            measure,
+            Payload::null,
+        )?);
+    }
+    Ok(out)
 }
 
 /// `raw`, which the parser lent from `body`, as a payload that is a part of it.
@@ -856,20 +855,19 @@ pub(crate) fn batch_ack(
         )));
     }
     let group = group_of(parsed.consumer_group, "consumerGroup", Path::TOP, limits)?;
-    let items = items
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            let path = Path::item("acknowledgments", i);
-            match v {
-                Shaped::Is(item) => ack_fields(item, path, limits, Some(&text)),
-                Shaped::Not(kind) => Err(HttpError::bad_request(format!(
+    let mut out = Vec::with_capacity(items.len());
+    for (i, v) in items.into_iter().enumerate() {
+        let path = Path::item("acknowledgments", i);
+        out.push(match v {
+            Shaped::Is(item) => ack_fields(item, path, limits, Some(&text))?,
+            Shaped::Not(kind) => {
+                return Err(HttpError::bad_request(format!(
                     "{path} must be an object, got {kind}"
-                ))),
+                )))
             }
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((group, items))
+        });
+    }
+    Ok((group, out))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1008,23 +1006,21 @@ pub(crate) fn transaction(
                         limits.max_items_per_push
                     )));
                 }
-                let items = items
-                    .into_iter()
-                    .enumerate()
-                    .map(|(j, v)| {
-                        // Transaction pushes default a missing payload to `{}` (contract §1.2).
-                        push_item(
-                            v,
-                            &text,
-                            Path::item(&list, j),
-                            limits,
-                            producer_sub,
-                            measure,
-                            Payload::empty_object,
-                        )
-                    })
-                    .collect::<Result<_, HttpError>>()?;
-                out.push(TxOperation::Push(items));
+                let mut pushed = Vec::with_capacity(items.len());
+                for (j, v) in items.into_iter().enumerate() {
+                    // Transaction pushes default a missing payload to `{}` (contract §1.2).
+                    let path = Path::item(&list, j);
+                    pushed.push(push_item(
+                        v,
+                        &text,
+                        path,
+                        limits,
+                        producer_sub,
+                        measure,
+                        Payload::empty_object,
+                    )?);
+                }
+                out.push(TxOperation::Push(pushed));
             }
             "ack" => {
                 let group = opt_group(&op.fields, "consumerGroup", &path, limits)?;

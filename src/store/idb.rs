@@ -578,15 +578,11 @@ impl Store for IdbStore {
         let records = object_store(&tx, RECORDS_STORE)?;
         let fail = |e: JsValue| js_store_error(StoreErrorKind::Other, "get", &e);
         // Every request is issued before the first await: one transaction, one consistent read.
-        let pending = keys
-            .iter()
-            .map(|key| {
-                records
-                    .get(&JsValue::from_str(key))
-                    .map(|request| Pending::new(&request))
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(fail)?;
+        let mut pending = Vec::with_capacity(keys.len());
+        for key in keys {
+            let request = records.get(&JsValue::from_str(key)).map_err(fail)?;
+            pending.push(Pending::new(&request));
+        }
         let mut out = Vec::with_capacity(keys.len());
         for (key, request) in keys.iter().zip(pending) {
             let value = request.finish().await.map_err(fail)?;

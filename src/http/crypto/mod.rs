@@ -198,11 +198,11 @@ async fn seal_marked(
         )));
     };
     // Payloads are raw JSON text that the wire parser validated, so they parse.
-    let plain: Vec<Value> = targets
-        .iter()
-        .map(|i| i.payload.to_value())
-        .collect::<Result<_, _>>()
-        .map_err(|e| HttpError::internal(format!("encryption failed: {e}")))?;
+    let mut plain: Vec<Value> = Vec::with_capacity(targets.len());
+    for item in &targets {
+        let value = item.payload.to_value();
+        plain.push(value.map_err(|e| HttpError::internal(format!("encryption failed: {e}")))?);
+    }
     let sealed = key
         .0
         .seal_all(plain.iter().collect())
