@@ -832,6 +832,8 @@ mod tests {
     //! The readers against the derived `Serialize`: whatever this build writes, it reads back equal;
     //! and records older builds wrote (without the fields added since) read with their defaults.
     use super::*;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
 
     /// `key_field` and `after_second_slash` answer as the iterators they replace, for keys with no, one,
     /// two and more separators, empty fields and separators at either end.
@@ -864,8 +866,6 @@ mod tests {
             );
         }
     }
-    use proptest::prelude::*;
-    use serde_json::{json, Value};
 
     #[test]
     fn numbered_keys_are_what_the_formatter_writes() {
