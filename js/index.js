@@ -40,7 +40,7 @@ export class Queen extends QueenClient {
     let Bridge = null
     const deps = { QueenError, errorFromResponse, asQueenError, HttpTransport }
     if (options && options.bridge !== undefined) {
-      // The bridge's chunk checks its options too, so a page without a bridge downloads neither.
+      // The option check lives in the bridge's chunk, so a page without a bridge downloads neither.
       const chunk = await import('./bridge.js')
       Bridge = chunk.Bridge
       bridge = chunk.bridgeOptions(options.bridge, deps)
