@@ -607,23 +607,24 @@ export class QueueBuilder {
 
   /**
    * Pushes one item or many. An item's payload is its `data` if present, else its `payload`, else the
-   * item itself; its `transactionId` (dedup key) is its own or a fresh UUIDv7.
+   * item itself; its `transactionId` (dedup key) is its own or a fresh UUIDv7 (made here, or by the broker
+   * in the page: the results carry it either way).
    */
   push(items) {
     this.#requireName('push')
     const list = Array.isArray(items) ? items : [items]
+    // In the page the broker mints the ids of items sent without one (LocalTransport.mintsIds), but not for
+    // a buffered push: its items are handed to onSuccess, and a failed send is sent again.
+    const mintsIds = !this.#bufferOptions && this.#transport.mintsIds === true
     const formatted = list.map((item) => {
       const isObject = item !== null && typeof item === 'object'
       let payload
       if (isObject && 'data' in item) payload = item.data
       else if (isObject && 'payload' in item) payload = item.payload
       else payload = item
-      const out = {
-        queue: this.#name,
-        partition: this.#partition,
-        payload,
-        transactionId: (isObject && item.transactionId) || uuidv7()
-      }
+      const out = { queue: this.#name, partition: this.#partition, payload }
+      const sent = isObject && item.transactionId
+      if (sent || !mintsIds) out.transactionId = sent || uuidv7()
       if (isObject && typeof item.traceId === 'string' && UUID_RE.test(item.traceId)) out.traceId = item.traceId
       return out
     })
@@ -883,6 +884,7 @@ export class TransactionBuilder {
   queue(name) {
     const tx = this
     const operations = this.#operations
+    const transport = this.#transport
     let partition = null
     const builder = {
       partition(p) {
@@ -891,6 +893,7 @@ export class TransactionBuilder {
       },
       push(items) {
         const list = Array.isArray(items) ? items : [items]
+        const mintsIds = transport.mintsIds === true
         operations.push({
           type: 'push',
           items: list.map((item) => {
@@ -899,7 +902,9 @@ export class TransactionBuilder {
             if (isObject && 'data' in item) payload = item.data
             else if (isObject && 'payload' in item) payload = item.payload
             else payload = item
-            const out = { queue: name, payload, transactionId: (isObject && item.transactionId) || uuidv7() }
+            const out = { queue: name, payload }
+            const sent = isObject && item.transactionId
+            if (sent || !mintsIds) out.transactionId = sent || uuidv7()
             if (partition !== null) out.partition = partition
             return out
           })

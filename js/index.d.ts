@@ -110,7 +110,7 @@ export declare const QUEUE_DEFAULTS: Readonly<{
   encryptionEnabled: false
 }>
 
-/** A fresh UUIDv7 (the client's default `transactionId`). */
+/** A fresh UUIDv7 (the client's default `transactionId` over HTTP and for buffered pushes; in the page the broker mints one). */
 export declare function uuidv7(): string
 
 /** What `push` accepts per item: `{data}` / `{payload}` (plus ids), or the payload itself. */

@@ -304,6 +304,17 @@ export class LocalTransport {
     return this.#lastError
   }
 
+  /**
+   * True: an item pushed without a `transactionId` gets a fresh UUIDv7 from the broker (internal, read by the
+   * fluent client). Over HTTP the client makes one, so that a request sent again after a lost answer is
+   * deduplicated; here a request is never sent again as a new push (one sent on to the writer again
+   * carries its request id and is answered from its record), so an id made by the client would only cost
+   * the broker its duplicate look-ups for an id that cannot be a duplicate.
+   */
+  get mintsIds() {
+    return true
+  }
+
   /** The underlying broker while this global is the writer (internal; for benchmarks and tests). */
   get broker() {
     return this.#broker

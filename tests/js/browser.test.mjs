@@ -50,7 +50,8 @@ const tests = [
   ['uuidv7: distinct version-7 ids carrying the current millisecond, across refills of the random pool', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'uuidv7')
-    // 3000 ids draw the 4 KB pool (256 ids) about twelve times; the client mints these for pushed items.
+    // 3000 ids draw the 4 KB pool (256 ids) about twelve times; the client mints these for the items it
+    // pushes over HTTP and for buffered pushes (in the page the broker mints the others: next test).
     const r = await page.evaluate(() => {
       const { uuidv7 } = window.QE
       const before = Date.now()
@@ -71,6 +72,63 @@ const tests = [
     assertEq(r.distinctTails, 3000, 'the random 48 bits of the tail differ between ids')
     assertEq(r.outOfTime, 0, 'each id carries the millisecond it was minted in')
     assert(r.ordered, 'ids minted one after another are ordered by their millisecond')
+    await context.close()
+  }],
+
+  ['in the page the broker mints the transaction ids the items lack: none is sent, each result carries a fresh UUIDv7; ids given, buffered pushes and HTTP keep theirs', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'minted-ids')
+    const r = await page.evaluate(async (name) => {
+      const { Queen } = window.QE
+      const queen = await Queen.open({ name })
+      const broker = queen.transport.broker
+      const handle = broker.handle.bind(broker)
+      const sent = []
+      broker.handle = (method, path, headers, body, id) => {
+        if (path === '/api/v1/push' || path === '/api/v1/transaction') sent.push(JSON.parse(body))
+        return handle(method, path, headers, body, id)
+      }
+      const shape = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+      const out = {}
+      const pushed = await queen.queue('ids').push([{ data: 1 }, { data: 2 }, { data: 3, transactionId: 'mine' }])
+      out.sentIds = sent[0].items.map((i) => i.transactionId ?? null)
+      out.resultIds = pushed.map((p) => [shape.test(p.transactionId), p.transactionId === p.transaction_id])
+      out.distinct = new Set(pushed.map((p) => p.transactionId)).size
+      out.given = pushed[2].transactionId
+      // A minted id is deduplicated as any other.
+      const again = await queen.queue('ids').push({ data: 1, transactionId: pushed[0].transactionId })
+      out.again = again[0].status
+      await queen.transaction().queue('ids').push([{ data: 4 }]).commit()
+      out.txSent = sent.at(-1).operations[0].items.map((i) => i.transactionId ?? null)
+      const popped = await queen.queue('ids').batch(10).wait(false).pop()
+      out.popped = popped.map((m) => [m.data, shape.test(m.transactionId) || m.transactionId])
+      // Buffered: the items are handed to onSuccess and may be sent again, so the client makes their ids.
+      let handed = null
+      await queen.queue('ids').buffer({ messageCount: 1 }).push({ data: 5 }).onSuccess((items) => { handed = items })
+      await queen.flushAllBuffers()
+      out.bufferedHanded = handed.map((i) => shape.test(i.transactionId))
+      out.bufferedSent = sent.at(-1).items.map((i) => shape.test(i.transactionId))
+      await queen.close()
+      // Over HTTP the client makes every id (a request sent again after a lost answer is deduplicated).
+      let body = null
+      const http = Queen.connect('http://queen.invalid', { retryAttempts: 0, fetch: async (_url, init) => {
+        body = JSON.parse(init.body)
+        return new Response('[]', { status: 201, headers: { 'content-type': 'application/json' } })
+      } })
+      await http.queue('ids').push([{ data: 1 }])
+      out.httpSent = body.items.map((i) => shape.test(i.transactionId))
+      return out
+    }, uniqueName('minted-ids'))
+    assertEq(r.sentIds, [null, null, 'mine'], 'the page sends no id for the items without one, and the given id as it is')
+    assertEq(r.resultIds, [[true, true], [true, true], [false, true]], 'each result carries a UUIDv7 from the broker, under both names')
+    assertEq(r.distinct, 3, 'the minted ids are distinct')
+    assertEq(r.given, 'mine', 'a given id is kept')
+    assertEq(r.again, 'duplicate', 'a minted id pushed again is a duplicate')
+    assertEq(r.txSent, [null], 'a transaction push sends no id for an item without one')
+    assertEq(r.popped, [[1, true], [2, true], [3, 'mine'], [4, true]], 'popped messages carry the minted ids')
+    assertEq(r.bufferedHanded, [true], 'a buffered item handed to onSuccess has its client-made id')
+    assertEq(r.bufferedSent, [true], 'and is sent with it')
+    assertEq(r.httpSent, [true], 'over HTTP the client makes the id')
     await context.close()
   }],
 
