@@ -55,6 +55,24 @@ export function uuidv7() {
     HEX[pool[o + 9]] + '-' + tail
 }
 
+/** A pushed item's payload: its `data` if present, else its `payload`, else the item itself. */
+function payloadOf(item) {
+  if (item !== null && typeof item === 'object') {
+    if ('data' in item) return item.data
+    if ('payload' in item) return item.payload
+  }
+  return item
+}
+
+/**
+ * The `transactionId` a pushed item is sent with: its own, else a fresh UUIDv7, or none when `mintsIds` (the
+ * broker makes it: LocalTransport.mintsIds).
+ */
+function sentId(item, mintsIds) {
+  const own = item !== null && typeof item === 'object' && item.transactionId
+  return own || (mintsIds ? undefined : uuidv7())
+}
+
 function ackStatus(status) {
   if (status === true) return 'completed'
   if (status === false) return 'failed'
@@ -617,15 +635,12 @@ export class QueueBuilder {
     // a buffered push: its items are handed to onSuccess, and a failed send is sent again.
     const mintsIds = !this.#bufferOptions && this.#transport.mintsIds === true
     const formatted = list.map((item) => {
-      const isObject = item !== null && typeof item === 'object'
-      let payload
-      if (isObject && 'data' in item) payload = item.data
-      else if (isObject && 'payload' in item) payload = item.payload
-      else payload = item
-      const out = { queue: this.#name, partition: this.#partition, payload }
-      const sent = isObject && item.transactionId
-      if (sent || !mintsIds) out.transactionId = sent || uuidv7()
-      if (isObject && typeof item.traceId === 'string' && UUID_RE.test(item.traceId)) out.traceId = item.traceId
+      const out = { queue: this.#name, partition: this.#partition, payload: payloadOf(item) }
+      const id = sentId(item, mintsIds)
+      if (id) out.transactionId = id
+      if (item !== null && typeof item === 'object' && typeof item.traceId === 'string' && UUID_RE.test(item.traceId)) {
+        out.traceId = item.traceId
+      }
       return out
     })
     const buffer = this.#bufferOptions
@@ -897,14 +912,9 @@ export class TransactionBuilder {
         operations.push({
           type: 'push',
           items: list.map((item) => {
-            const isObject = item !== null && typeof item === 'object'
-            let payload
-            if (isObject && 'data' in item) payload = item.data
-            else if (isObject && 'payload' in item) payload = item.payload
-            else payload = item
-            const out = { queue: name, payload }
-            const sent = isObject && item.transactionId
-            if (sent || !mintsIds) out.transactionId = sent || uuidv7()
+            const out = { queue: name, payload: payloadOf(item) }
+            const id = sentId(item, mintsIds)
+            if (id) out.transactionId = id
             if (partition !== null) out.partition = partition
             return out
           })
