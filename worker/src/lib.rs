@@ -40,6 +40,7 @@ pub mod shape;
 pub mod shard_guard;
 pub mod shards;
 pub mod sharing_memory;
+pub mod split_text;
 pub mod sync_auth;
 pub mod txn_plan;
 

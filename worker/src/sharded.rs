@@ -17,10 +17,12 @@ use worker::{Env, Headers, Method, Request, RequestInit, Result};
 use crate::catalog::Label;
 use crate::config::WorkerConfig;
 use crate::fanout;
+use crate::frame::{CONTENT_TYPE, JSON};
 use crate::path_and_query;
 use crate::respond;
 use crate::routing::{self, query_param, Merge, Plan};
 use crate::shards::{ShardMap, SHARD_HEADER};
+use crate::split_text;
 
 thread_local! {
     /// Labels this isolate has registered in the catalog (a register is idempotent; this only saves hops).
@@ -313,17 +315,13 @@ async fn split(
     field: &'static str,
     parts: Vec<(u16, Vec<usize>)>,
 ) -> Result<web_sys::Response> {
-    let body: Value = serde_json::from_slice(&req.body)?;
-    let items = body
-        .get(field)
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let part_indices: Vec<&[usize]> = parts
+        .iter()
+        .map(|(_, indices)| indices.as_slice())
+        .collect();
+    let bodies = split_text::split_bodies(&req.body, field, &part_indices)?;
     let mut sends = Vec::new();
-    for (shard, indices) in &parts {
-        let mut part = body.clone();
-        part[field] = Value::Array(indices.iter().map(|i| items[*i].clone()).collect());
-        let bytes = serde_json::to_vec(&part)?;
+    for ((shard, _), bytes) in parts.iter().zip(bodies) {
         sends.push(async move {
             let response = send(
                 env,
@@ -346,32 +344,23 @@ async fn split(
             .expect("at least two parts")
             .respond();
     }
-    let mut merged: Vec<Value> = vec![Value::Null; items.len()];
+    let items = parts.iter().map(|(_, indices)| indices.len()).sum();
+    let mut merged = split_text::MergedResults::new(items);
     let mut status = 200;
+    let mut refused = Vec::new();
     for (answer, (_, indices)) in answers.iter().zip(&parts) {
         if (200..300).contains(&answer.status) {
             status = answer.status;
-            let results = answer.json();
-            for (pos, mut result) in results
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-                .into_iter()
-                .enumerate()
-            {
-                let local = result
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .map_or(pos, |i| i as usize);
-                let Some(&global) = indices.get(local) else {
-                    continue;
-                };
-                if result.get("index").is_some() {
-                    result["index"] = Value::from(global);
-                }
-                merged[global] = result;
-            }
+            merged.place_answer(&answer.body, indices);
         } else {
+            refused.push((answer, indices));
+        }
+    }
+    if !refused.is_empty() {
+        // Only a refused part's items are read back from the body (rare: a shard that failed its part).
+        let body: Value = serde_json::from_slice(&req.body)?;
+        let sent = body.get(field).and_then(Value::as_array);
+        for (answer, indices) in refused {
             let error = answer
                 .json()
                 .get("error")
@@ -379,20 +368,32 @@ async fn split(
                 .unwrap_or("refused by its shard")
                 .to_string();
             for &global in indices {
-                let item = &items[global];
-                merged[global] = json!({
-                    "index": global,
-                    "status": "failed",
-                    "success": false,
-                    "error": format!("shard {}: {error}", answer.shard),
-                    "transactionId": item.get("transactionId").cloned().unwrap_or(Value::Null),
-                    "partitionId": item.get("partitionId").cloned().unwrap_or(Value::Null),
-                    "queueName": item.get("queue").cloned().unwrap_or(Value::Null),
-                });
+                let item = sent.and_then(|items| items.get(global));
+                let field_of = |name: &str| {
+                    item.and_then(|i| i.get(name))
+                        .cloned()
+                        .unwrap_or(Value::Null)
+                };
+                merged.place(
+                    global,
+                    &json!({
+                        "index": global,
+                        "status": "failed",
+                        "success": false,
+                        "error": format!("shard {}: {error}", answer.shard),
+                        "transactionId": field_of("transactionId"),
+                        "partitionId": field_of("partitionId"),
+                        "queueName": field_of("queue"),
+                    }),
+                );
             }
         }
     }
-    respond::json(status, &Value::Array(merged))
+    respond::respond(
+        status,
+        &[(CONTENT_TYPE.into(), JSON.into())],
+        &merged.into_body(),
+    )
 }
 
 /// The request's query without `names`, plus `extra` pairs.
