@@ -58,14 +58,10 @@ pub async fn send(
     headers: &Headers,
     body: Option<&[u8]>,
 ) -> Result<web_sys::Response> {
-    let out = Headers::new();
+    // One copy made by the runtime (not a call from Rust per header and its strings both ways).
+    let out = Headers(web_sys::Headers::new_with_headers(&headers.0)?);
     // The body may be a part of the original one: its length is the runtime's to set.
-    for (k, v) in headers
-        .entries()
-        .filter(|(k, _)| !k.eq_ignore_ascii_case("content-length"))
-    {
-        out.append(&k, &v)?;
-    }
+    out.delete("content-length")?;
     out.set(SHARD_HEADER, &format!("{shard}@{}", map.broker))?;
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(out);
