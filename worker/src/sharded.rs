@@ -354,8 +354,8 @@ async fn split(
     }
     if !refused.is_empty() {
         // Only a refused part's items are read back from the body (rare: a shard that failed its part).
-        let body: Value = serde_json::from_slice(&req.body)?;
-        let sent = body.get(field).and_then(Value::as_array);
+        let sent =
+            split_text::item_members(&req.body, field, ["transactionId", "partitionId", "queue"])?;
         for (answer, indices) in refused {
             let error = answer
                 .json()
@@ -364,12 +364,8 @@ async fn split(
                 .unwrap_or("refused by its shard")
                 .to_string();
             for &global in indices {
-                let item = sent.and_then(|items| items.get(global));
-                let field_of = |name: &str| {
-                    item.and_then(|i| i.get(name))
-                        .cloned()
-                        .unwrap_or(Value::Null)
-                };
+                let [transaction_id, partition_id, queue] =
+                    sent.get(global).cloned().unwrap_or_default();
                 merged.place(
                     global,
                     &json!({
@@ -377,9 +373,9 @@ async fn split(
                         "status": "failed",
                         "success": false,
                         "error": format!("shard {}: {error}", answer.shard),
-                        "transactionId": field_of("transactionId"),
-                        "partitionId": field_of("partitionId"),
-                        "queueName": field_of("queue"),
+                        "transactionId": transaction_id,
+                        "partitionId": partition_id,
+                        "queueName": queue,
                     }),
                 );
             }

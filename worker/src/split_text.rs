@@ -128,6 +128,35 @@ pub fn split_bodies(
     Ok(bodies)
 }
 
+/// The members `names` of each item of the array under `field` in `body` (a JSON object), as values: `Null`
+/// for a member the item does not have (the last one when it has several), that is not an object, or whose
+/// value a JSON tree cannot hold. The items' other members (payloads) are scanned, not built: a payload the
+/// broker takes as text but a tree refuses (nested past its depth limit, a number past `f64`, a lone
+/// surrogate) must not fail the read after [`split_bodies`] sent the parts.
+pub fn item_members<const N: usize>(
+    body: &[u8],
+    field: &str,
+    names: [&str; N],
+) -> Result<Vec<[serde_json::Value; N]>, serde_json::Error> {
+    let members: Members = serde_json::from_slice(body)?;
+    let items: Vec<&RawValue> = match members.0.iter().find(|(key, _)| key.0 == field) {
+        Some((_, list)) => serde_json::from_str(list.get())?,
+        None => Vec::new(),
+    };
+    Ok(items
+        .into_iter()
+        .map(|item| {
+            let item = serde_json::from_str::<Members>(item.get()).ok();
+            names.map(|name| {
+                item.as_ref()
+                    .and_then(|m| m.0.iter().rev().find(|(key, _)| key.0 == name))
+                    .and_then(|(_, value)| serde_json::from_str(value.get()).ok())
+                    .unwrap_or(serde_json::Value::Null)
+            })
+        })
+        .collect())
+}
+
 /// The entries of a split request's answer (a JSON array, one entry per item), gathered from its parts'
 /// answers: each entry's text goes into one buffer as it is placed, and [`Self::into_body`] writes them out in
 /// request order, `null` for an item no answer named.
@@ -232,6 +261,33 @@ mod tests {
         assert!(split_bodies(b"[1]", "items", &[&[0]]).is_err());
         assert!(split_bodies(br#"{"items":{}}"#, "items", &[&[0]]).is_err());
         assert!(split_bodies(br#"{"items":[1]}"#, "items", &[&[1]]).is_err());
+    }
+
+    #[test]
+    fn a_refused_part_reads_its_items_fields_past_payloads_a_tree_cannot_hold() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for payload in [deep.as_str(), r#""\ud800""#, "1e400"] {
+            let body = format!(
+                r#"{{"items":[{{"queue":"a","payload":{payload},"transactionId":"t0"}},7,{{"queue":"b","transactionId":"x","transactionId":"t2","partitionId":{deep}}}]}}"#
+            );
+            // What the refused path read before: a tree of the whole body, which fails on such a payload.
+            assert!(serde_json::from_str::<Value>(&body).is_err(), "{payload}");
+            assert!(split_bodies(body.as_bytes(), "items", &[&[0], &[1, 2]]).is_ok());
+            let fields = item_members(
+                body.as_bytes(),
+                "items",
+                ["transactionId", "partitionId", "queue"],
+            )
+            .unwrap();
+            assert_eq!(
+                fields,
+                vec![
+                    [json!("t0"), Value::Null, json!("a")],
+                    [Value::Null, Value::Null, Value::Null],
+                    [json!("t2"), Value::Null, json!("b")],
+                ]
+            );
+        }
     }
 
     #[test]

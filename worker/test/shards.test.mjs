@@ -276,6 +276,32 @@ test('a spanning push one shard refuses: its items come back failed, the others 
   }
 });
 
+test('a spanning push one shard refuses, whose other part the broker reads but a JSON tree cannot', async () => {
+  const fresh = tempPersistDir();
+  const w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: String(SHARDS), QUEEN_TEST_ROUTES: 'true' } });
+  const refuse = (shard, method) => getJson(`${w.url}/__test/refuse?object=default&shard=${shard}`, { method });
+  try {
+    const [up, down] = onDistinctShards('deep-', 2);
+    // A payload nested past serde_json's tree depth (128): the broker keeps payloads as text and takes it.
+    const deep = '['.repeat(200) + ']'.repeat(200);
+    const raw = `{"items":[{"queue":"${up}","payload":${deep},"transactionId":"deep-a"},` +
+      `{"queue":"${down}","payload":"b","transactionId":"deep-b"}]}`;
+    assert.equal((await refuse(shardOf(down), 'POST')).body.refusing, true, 'the test fault is on');
+    const span = await getJson(`${w.url}/api/v1/push`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: raw });
+    // The part that was applied is answered as applied; the refused part's items as failed.
+    assert.equal(span.status, 201, JSON.stringify(span.body));
+    assert.deepEqual(span.body.map((r) => [r.index, r.transactionId, r.status]),
+      [[0, 'deep-a', 'queued'], [1, 'deep-b', 'failed']]);
+    assert.equal(span.body[1].queueName, down);
+    const got = await getJson(`${w.url}/api/v1/pop/queue/${up}?wait=false`);
+    assert.equal(got.status, 200, JSON.stringify(got.body));
+    assert.equal(got.body.messages[0].transactionId, 'deep-a');
+  } finally {
+    await w.stop();
+    fresh.cleanup();
+  }
+});
+
 test('a write sent to every shard that one shard refuses: the error says where it was applied', async () => {
   const fresh = tempPersistDir();
   const w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: String(SHARDS), QUEEN_TEST_ROUTES: 'true' } });
