@@ -60,7 +60,16 @@ impl<'de> Deserialize<'de> for Members<'de> {
     }
 }
 
-impl Members<'_> {
+impl<'a> Members<'a> {
+    /// The texts of the items of the array under `field` (none when there is no such member); fails when
+    /// its value is not an array.
+    fn items(&self, field: &str) -> Result<Vec<&'a RawValue>, serde_json::Error> {
+        match self.0.iter().find(|(key, _)| key.0 == field) {
+            Some((_, list)) => serde_json::from_str(list.get()),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Writes the object to `out`, each member as it was but for those whose value `replace` writes itself
     /// (it is given the key and returns true when it did).
     fn write(&self, out: &mut Vec<u8>, mut replace: impl FnMut(&str, &mut Vec<u8>) -> bool) {
@@ -95,10 +104,7 @@ pub fn split_bodies(
     parts: &[&[usize]],
 ) -> Result<Vec<Vec<u8>>, serde_json::Error> {
     let members: Members = serde_json::from_slice(body)?;
-    let items: Vec<&RawValue> = match members.0.iter().find(|(key, _)| key.0 == field) {
-        Some((_, list)) => serde_json::from_str(list.get())?,
-        None => Vec::new(),
-    };
+    let items = members.items(field)?;
     if let Some(i) = parts
         .iter()
         .flat_map(|p| p.iter())
@@ -139,11 +145,8 @@ pub fn item_members<const N: usize>(
     names: [&str; N],
 ) -> Result<Vec<[serde_json::Value; N]>, serde_json::Error> {
     let members: Members = serde_json::from_slice(body)?;
-    let items: Vec<&RawValue> = match members.0.iter().find(|(key, _)| key.0 == field) {
-        Some((_, list)) => serde_json::from_str(list.get())?,
-        None => Vec::new(),
-    };
-    Ok(items
+    Ok(members
+        .items(field)?
         .into_iter()
         .map(|item| {
             let item = serde_json::from_str::<Members>(item.get()).ok();
