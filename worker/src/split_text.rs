@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 /// A JSON object as sent: each member's key (unescaped) and its value's text, in order.
-struct Members<'a>(Vec<(Key<'a>, &'a RawValue)>);
+pub(crate) struct Members<'a>(Vec<(Key<'a>, &'a RawValue)>);
 
 /// A member's key: lent by the parser, or its own when it had escapes.
 struct Key<'a>(Cow<'a, str>);
@@ -61,9 +61,23 @@ impl<'de> Deserialize<'de> for Members<'de> {
 }
 
 impl<'a> Members<'a> {
+    /// The text of member `name`'s value (the last one, when the object has several).
+    pub(crate) fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(key, _)| key.0 == name)
+            .map(|(_, value)| *value)
+    }
+
+    /// Member `name` when it is a JSON string, unescaped.
+    pub(crate) fn string(&self, name: &str) -> Option<String> {
+        serde_json::from_str(self.get(name)?.get()).ok()
+    }
+
     /// The texts of the items of the array under `field` (none when there is no such member); fails when
     /// its value is not an array.
-    fn items(&self, field: &str) -> Result<Vec<&'a RawValue>, serde_json::Error> {
+    pub(crate) fn items(&self, field: &str) -> Result<Vec<&'a RawValue>, serde_json::Error> {
         match self.0.iter().find(|(key, _)| key.0 == field) {
             Some((_, list)) => serde_json::from_str(list.get()),
             None => Ok(Vec::new()),
@@ -72,7 +86,11 @@ impl<'a> Members<'a> {
 
     /// Writes the object to `out`, each member as it was but for those whose value `replace` writes itself
     /// (it is given the key and returns true when it did).
-    fn write(&self, out: &mut Vec<u8>, mut replace: impl FnMut(&str, &mut Vec<u8>) -> bool) {
+    pub(crate) fn write(
+        &self,
+        out: &mut Vec<u8>,
+        mut replace: impl FnMut(&str, &mut Vec<u8>) -> bool,
+    ) {
         out.push(b'{');
         for (n, (key, value)) in self.0.iter().enumerate() {
             if n > 0 {
@@ -152,8 +170,8 @@ pub fn item_members<const N: usize>(
             let item = serde_json::from_str::<Members>(item.get()).ok();
             names.map(|name| {
                 item.as_ref()
-                    .and_then(|m| m.0.iter().rev().find(|(key, _)| key.0 == name))
-                    .and_then(|(_, value)| serde_json::from_str(value.get()).ok())
+                    .and_then(|m| m.get(name))
+                    .and_then(|value| serde_json::from_str(value.get()).ok())
                     .unwrap_or(serde_json::Value::Null)
             })
         })
@@ -189,8 +207,8 @@ impl MergedResults {
             let members = serde_json::from_str::<Members>(entry.get()).ok();
             let index = members
                 .as_ref()
-                .and_then(|m| m.0.iter().rev().find(|(key, _)| key.0 == "index"))
-                .map(|(_, value)| serde_json::from_str::<u64>(value.get()).ok());
+                .and_then(|m| m.get("index"))
+                .map(|value| serde_json::from_str::<u64>(value.get()).ok());
             let local = index.flatten().map_or(pos, |i| i as usize);
             let Some(&global) = indices.get(local) else {
                 continue;

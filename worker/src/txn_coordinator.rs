@@ -292,12 +292,10 @@ async fn run(state: &State, env: &Env, req: web_sys::Request) -> Result<web_sys:
     };
     let buffer = worker::wasm_bindgen_futures::JsFuture::from(req.array_buffer()?).await?;
     let bytes = js_sys::Uint8Array::new(&buffer).to_vec();
-    let body: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
+    let parts = match txn_plan::split(&map, &bytes) {
+        Ok(Some(parts)) => parts,
+        Ok(None) => return respond::error(400, "operations array required"),
         Err(_) => return respond::error(400, "a transaction body is a JSON object"),
-    };
-    let Some(parts) = txn_plan::split(&map, &body) else {
-        return respond::error(400, "operations array required");
     };
     let id = mint_id();
     RUNNING.with(|r| r.borrow_mut().insert(id.clone()));
@@ -327,8 +325,16 @@ async fn drive(
     alarm_by(state, started + timeout(env)).await?;
     // 2. Prepare everywhere (the client's headers go along: each shard checks the caller).
     let prepares = join_all(parts.iter().map(|part| async move {
-        let body = serde_json::to_vec(&part.body()).unwrap_or_default();
-        ask_shard(env, map, part.shard, "prepare", id, headers, Some(&body)).await
+        ask_shard(
+            env,
+            map,
+            part.shard,
+            "prepare",
+            id,
+            headers,
+            Some(&part.body()),
+        )
+        .await
     }))
     .await;
     // The first refusal in part order: a shard's 4xx (the caller, a malformed part) or its reason.

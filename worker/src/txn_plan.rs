@@ -7,33 +7,53 @@
 //! its results, the position of that result in the whole answer. An operation of an unknown type goes
 //! to the first part, whose prepare refuses it (and so the whole transaction).
 
-use serde_json::{json, Value};
+use serde_json::value::RawValue;
+use serde_json::Value;
 
 use crate::shards::ShardMap;
+use crate::split_text::Members;
 
 /// One shard's part of a transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Part {
     /// The shard.
     pub shard: u16,
-    /// The part's operations (a transaction body's `operations`).
-    pub operations: Vec<Value>,
+    /// The part's operations (a transaction body's `operations`), each as JSON text: an operation as the
+    /// client sent it, or a push operation with only this shard's items.
+    pub operations: Vec<String>,
     /// For each result the part answers, in its order: that result's position in the whole answer.
     pub slots: Vec<usize>,
 }
 
 impl Part {
     /// The part as a transaction body.
-    pub fn body(&self) -> Value {
-        json!({ "operations": self.operations })
+    pub fn body(&self) -> Vec<u8> {
+        let length: usize = self.operations.iter().map(|op| op.len() + 1).sum();
+        let mut out = Vec::with_capacity(length + 18);
+        out.extend_from_slice(b"{\"operations\":[");
+        for (n, op) in self.operations.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(op.as_bytes());
+        }
+        out.extend_from_slice(b"]}");
+        out
     }
 }
 
 /// Splits the `operations` of a transaction body over the shards of `map`, parts in order of first
-/// appearance. `None` when the body has no operations list (the caller sends it whole to a shard,
-/// which answers the 400).
-pub fn split(map: &ShardMap, body: &Value) -> Option<Vec<Part>> {
-    let operations = body.get("operations")?.as_array()?;
+/// appearance. Each operation and item goes to its part as the client sent it (its text, never built into
+/// a value: payloads are only scanned). `Ok(None)` when the body has no operations list (the caller
+/// sends it whole to a shard, which answers the 400); `Err` when the body is not a JSON object.
+pub fn split(map: &ShardMap, body: &[u8]) -> Result<Option<Vec<Part>>, serde_json::Error> {
+    let body: Members = serde_json::from_slice(body)?;
+    let Some(operations) = body
+        .get("operations")
+        .and_then(|list| serde_json::from_str::<Vec<&RawValue>>(list.get()).ok())
+    else {
+        return Ok(None);
+    };
     let mut parts: Vec<Part> = Vec::new();
     fn part_of(parts: &mut Vec<Part>, shard: u16) -> &mut Part {
         let at = match parts.iter().position(|p| p.shard == shard) {
@@ -51,18 +71,19 @@ pub fn split(map: &ShardMap, body: &Value) -> Option<Vec<Part>> {
     }
     let mut slot = 0;
     for op in operations {
-        match op.get("type").and_then(Value::as_str) {
-            Some("push") => {
-                let items = op
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
+        let members = serde_json::from_str::<Members>(op.get()).ok();
+        let kind = members.as_ref().and_then(|m| m.string("type"));
+        match (kind.as_deref(), &members) {
+            (Some("push"), Some(members)) => {
+                let items = members.items("items").unwrap_or_default();
                 // This operation's items, grouped by shard in order of first appearance.
-                let mut groups: Vec<(u16, Vec<Value>, Vec<usize>)> = Vec::new();
+                let mut groups: Vec<(u16, Vec<&RawValue>, Vec<usize>)> = Vec::new();
                 for item in items {
-                    let queue = item.get("queue").and_then(Value::as_str).unwrap_or("");
-                    let shard = map.of_queue(queue);
+                    let queue = serde_json::from_str::<Members>(item.get())
+                        .ok()
+                        .and_then(|m| m.string("queue"))
+                        .unwrap_or_default();
+                    let shard = map.of_queue(&queue);
                     match groups.iter_mut().find(|(s, _, _)| *s == shard) {
                         Some((_, list, slots)) => {
                             list.push(item);
@@ -73,30 +94,46 @@ pub fn split(map: &ShardMap, body: &Value) -> Option<Vec<Part>> {
                     slot += 1;
                 }
                 for (shard, list, slots) in groups {
-                    let mut part_op = op.clone();
-                    part_op["items"] = Value::Array(list);
+                    let mut text = Vec::with_capacity(op.get().len());
+                    members.write(&mut text, |key, out| {
+                        if key != "items" {
+                            return false;
+                        }
+                        out.push(b'[');
+                        for (n, item) in list.iter().enumerate() {
+                            if n > 0 {
+                                out.push(b',');
+                            }
+                            out.extend_from_slice(item.get().as_bytes());
+                        }
+                        out.push(b']');
+                        true
+                    });
                     let part = part_of(&mut parts, shard);
-                    part.operations.push(part_op);
+                    // Written from texts the parser checked, so always UTF-8.
+                    part.operations
+                        .push(String::from_utf8(text).unwrap_or_default());
                     part.slots.extend(slots);
                 }
             }
-            Some("ack") => {
-                let shard = op
-                    .get("partitionId")
-                    .and_then(Value::as_str)
-                    .map_or(0, |p| map.of_partition(p));
+            (Some("ack"), Some(members)) => {
+                let shard = members
+                    .string("partitionId")
+                    .map_or(0, |p| map.of_partition(&p));
                 let part = part_of(&mut parts, shard);
-                part.operations.push(op.clone());
+                part.operations.push(op.get().to_owned());
                 part.slots.push(slot);
                 slot += 1;
             }
             _ => {
                 let first = parts.first().map_or(0, |p| p.shard);
-                part_of(&mut parts, first).operations.push(op.clone());
+                part_of(&mut parts, first)
+                    .operations
+                    .push(op.get().to_owned());
             }
         }
     }
-    Some(parts)
+    Ok(Some(parts))
 }
 
 /// The whole answer's `results` from each part's (in part order, as `split` made them): each result
@@ -120,6 +157,7 @@ pub fn merge_results(parts: &[Part], answers: &[Vec<Value>]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn map() -> ShardMap {
         ShardMap {
@@ -148,11 +186,23 @@ mod tests {
             {"type": "push", "items": [{"queue": a, "payload": 1}, {"queue": b, "payload": 2}, {"queue": a, "payload": 3}]},
             {"type": "ack", "transactionId": "t", "partitionId": "3"},
         ]});
-        let parts = split(&m, &body).unwrap();
+        let parts = split(&m, body.to_string().as_bytes()).unwrap().unwrap();
         let sa = m.of_queue(&a);
         let sb = m.of_queue(&b);
         let find = |s: u16| parts.iter().find(|p| p.shard == s).unwrap();
-        assert_eq!(find(sa).operations[0]["items"].as_array().unwrap().len(), 2);
+        let op = |s: u16, n: usize| serde_json::from_str::<Value>(&find(s).operations[n]).unwrap();
+        assert_eq!(
+            op(sa, 0),
+            json!({"type": "push", "items": [{"queue": a, "payload": 1}, {"queue": a, "payload": 3}]})
+        );
+        assert_eq!(
+            op(sb, 0),
+            json!({"type": "push", "items": [{"queue": b, "payload": 2}]})
+        );
+        assert_eq!(
+            op(2, 0),
+            json!({"type": "ack", "transactionId": "t", "partitionId": "3"})
+        );
         assert_eq!(find(sa).slots[..2], [0, 2]);
         assert_eq!(find(sb).slots[..1], [1]);
         assert_eq!(find(2).slots.last(), Some(&3));
@@ -180,9 +230,11 @@ mod tests {
             {"type": "push", "items": [{"queue": a}]},
             {"type": "nope"},
         ]});
-        let parts = split(&m, &body).unwrap();
+        let parts = split(&m, body.to_string().as_bytes()).unwrap().unwrap();
         assert_eq!(parts.len(), 1);
         assert_eq!(parts[0].operations.len(), 2);
-        assert!(split(&m, &json!({})).is_none());
+        assert_eq!(split(&m, b"{}").unwrap(), None);
+        assert_eq!(split(&m, br#"{"operations":{}}"#).unwrap(), None);
+        assert!(split(&m, b"[1]").is_err());
     }
 }
