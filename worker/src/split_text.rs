@@ -75,6 +75,18 @@ impl<'a> Members<'a> {
         serde_json::from_str(self.get(name)?.get()).ok()
     }
 
+    /// Writes the object to `out` with the value of its `index` member (each, when it has several) replaced
+    /// by `index`.
+    pub(crate) fn write_with_index(&self, out: &mut Vec<u8>, index: usize) {
+        self.write(out, |key, out| {
+            let is_index = key == "index";
+            if is_index {
+                out.extend_from_slice(index.to_string().as_bytes());
+            }
+            is_index
+        });
+    }
+
     /// The texts of the items of the array under `field` (none when there is no such member); fails when
     /// its value is not an array.
     pub(crate) fn items(&self, field: &str) -> Result<Vec<&'a RawValue>, serde_json::Error> {
@@ -215,13 +227,7 @@ impl MergedResults {
             };
             let start = self.text.len();
             match (&members, index) {
-                (Some(members), Some(_)) => members.write(&mut self.text, |key, out| {
-                    let is_index = key == "index";
-                    if is_index {
-                        out.extend_from_slice(global.to_string().as_bytes());
-                    }
-                    is_index
-                }),
+                (Some(members), Some(_)) => members.write_with_index(&mut self.text, global),
                 _ => self.text.extend_from_slice(entry.get().as_bytes()),
             }
             self.entries[global] = Some(start..self.text.len());

@@ -35,12 +35,15 @@ use std::collections::HashSet;
 
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
+use serde_json::value::RawValue;
 use worker::worker_sys::web_sys;
 use worker::{Env, Headers, ListOptions, Method, Result, State};
 
+use crate::frame::{CONTENT_TYPE, JSON};
 use crate::respond;
 use crate::shards::ShardMap;
+use crate::split_text::Members;
 use crate::txn_plan::{self, Part};
 use crate::vars::{flag, shard_count, var};
 
@@ -183,10 +186,40 @@ async fn status(state: &State, env: &Env, id: &str) -> Result<&'static str> {
     })
 }
 
-/// One shard's answer, read.
+/// One shard's answer, read (its body as the shard wrote it).
 struct ShardAnswer {
     status: u16,
-    body: Value,
+    body: Vec<u8>,
+}
+
+impl ShardAnswer {
+    fn members(&self) -> Option<Members<'_>> {
+        serde_json::from_slice(&self.body).ok()
+    }
+
+    /// True for a prepare's `{"prepared": true}`.
+    fn prepared(&self) -> bool {
+        self.members()
+            .and_then(|m| m.get("prepared"))
+            .is_some_and(|v| v.get() == "true")
+    }
+
+    /// The answer's `error`, when it is a string.
+    fn error(&self) -> Option<String> {
+        self.members()?.string("error")
+    }
+
+    /// The texts of the `results` of a commit's `reply` (none when the reply has no list of them); `None`
+    /// when the answer has no `reply` (the part was not committed by this answer).
+    fn reply_results(&self) -> Option<Vec<&RawValue>> {
+        let reply = self.members()?.get("reply")?;
+        Some(
+            serde_json::from_str::<Members>(reply.get())
+                .ok()
+                .and_then(|r| r.items("results").ok())
+                .unwrap_or_default(),
+        )
+    }
 }
 
 async fn ask_shard(
@@ -219,25 +252,27 @@ async fn ask_shard(
                 .unwrap_or_default();
             ShardAnswer {
                 status,
-                body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+                body: bytes,
             }
         }
         Err(e) => ShardAnswer {
             status: 503,
-            body: json!({ "error": format!("shard {shard} did not answer: {e}") }),
+            body: json!({ "error": format!("shard {shard} did not answer: {e}") })
+                .to_string()
+                .into_bytes(),
         },
     }
 }
 
-/// Sends the decision of `record` to the shards that did not confirm it; returns each shard's
-/// `reply` (a commit's transaction answer) and records the confirmations. Deletes the record when
-/// every shard confirmed.
+/// Sends the decision of `record` to the shards that did not confirm it; returns each confirming
+/// shard's answer (a commit's holds the part's transaction answer, `reply`) and records the
+/// confirmations. Deletes the record when every shard confirmed.
 async fn finish(
     state: &State,
     env: &Env,
     id: &str,
     record: &mut Record,
-) -> Result<Vec<(u16, Option<Value>)>> {
+) -> Result<Vec<(u16, ShardAnswer)>> {
     let map = ShardMap {
         broker: record.broker.clone(),
         count: shard_count(env).map_err(worker::Error::RustError)?,
@@ -268,7 +303,7 @@ async fn finish(
     for (shard, answer) in answers {
         if answer.status == 200 {
             record.confirmed.push(shard);
-            replies.push((shard, answer.body.get("reply").cloned()));
+            replies.push((shard, answer));
         }
     }
     if record.shards.iter().all(|s| record.confirmed.contains(s)) {
@@ -338,9 +373,9 @@ async fn drive(
     }))
     .await;
     // The first refusal in part order: a shard's 4xx (the caller, a malformed part) or its reason.
-    let refusal = prepares.iter().find(|answer| {
-        answer.status != 200 || answer.body.get("prepared") != Some(&Value::Bool(true))
-    });
+    let refusal = prepares
+        .iter()
+        .find(|answer| answer.status != 200 || !answer.prepared());
     if fault(env, "after-prepare") {
         return respond::error(
             500,
@@ -370,11 +405,15 @@ async fn drive(
     let replies = finish(state, env, id, &mut record).await?;
     if record.phase == Phase::Aborted {
         return match refusal {
-            Some(answer) if answer.status != 200 => respond::json(answer.status, &answer.body),
+            Some(answer) if answer.status != 200 => respond::respond(
+                answer.status,
+                &[(CONTENT_TYPE.into(), JSON.into())],
+                &answer.body,
+            ),
             _ => {
-                let error = refusal
-                    .and_then(|a| a.body.get("error").and_then(Value::as_str))
-                    .unwrap_or("the transaction took too long to prepare and was aborted");
+                let error = refusal.and_then(ShardAnswer::error).unwrap_or_else(|| {
+                    "the transaction took too long to prepare and was aborted".to_string()
+                });
                 respond::json(
                     200,
                     &json!({ "transactionId": id, "success": false, "error": error, "results": [] }),
@@ -385,34 +424,31 @@ async fn drive(
     let mut answers = Vec::new();
     let mut pending = Vec::new();
     for part in parts {
-        let reply = replies
+        let results = replies
             .iter()
             .find(|(s, _)| *s == part.shard)
-            .and_then(|(_, r)| r.clone());
-        match reply {
-            Some(reply) => answers.push(
-                reply
-                    .get("results")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
+            .and_then(|(_, answer)| answer.reply_results());
+        match results {
+            Some(results) => answers.push(results),
             None => {
                 pending.push(part.shard);
                 answers.push(Vec::new());
             }
         }
     }
-    let mut answer = json!({
-        "transactionId": id,
-        "success": true,
-        "results": txn_plan::merge_results(parts, &answers),
-    });
+    // {"transactionId", "success", "results", and "pendingShards" when some shard has not confirmed
+    // (committed, but the alarm sends those the commit again)}, the parts' results as they wrote them.
+    let mut answer = format!(
+        r#"{{"transactionId":{},"success":true,"results":"#,
+        json!(id)
+    )
+    .into_bytes();
+    answer.extend_from_slice(&txn_plan::merge_results(parts, &answers));
     if !pending.is_empty() {
-        // Committed, but these shards have not confirmed yet: the alarm sends the commit again.
-        answer["pendingShards"] = json!(pending);
+        answer.extend_from_slice(format!(r#","pendingShards":{}"#, json!(pending)).as_bytes());
     }
-    respond::json(200, &answer)
+    answer.push(b'}');
+    respond::respond(200, &[(CONTENT_TYPE.into(), JSON.into())], &answer)
 }
 
 /// The coordinator's alarm: aborts transactions undecided past their timeout (unless this isolate

@@ -8,7 +8,6 @@
 //! to the first part, whose prepare refuses it (and so the whole transaction).
 
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 use crate::shards::ShardMap;
 use crate::split_text::Members;
@@ -136,28 +135,41 @@ pub fn split(map: &ShardMap, body: &[u8]) -> Result<Option<Vec<Part>>, serde_jso
     Ok(Some(parts))
 }
 
-/// The whole answer's `results` from each part's (in part order, as `split` made them): each result
-/// moved to its slot, its `index` rewritten. A part that answered fewer results than it has slots
-/// leaves those slots out.
-pub fn merge_results(parts: &[Part], answers: &[Vec<Value>]) -> Vec<Value> {
+/// The whole answer's `results` (a JSON array's text) from each part's (the texts of its results, in part
+/// order, as `split` made the parts): each result moved to its slot, its `index` rewritten when it has one.
+/// A part that answered fewer results than it has slots leaves those slots out.
+pub fn merge_results(parts: &[Part], answers: &[Vec<&RawValue>]) -> Vec<u8> {
     let total = parts.iter().map(|p| p.slots.len()).sum();
-    let mut merged: Vec<Option<Value>> = vec![None; total];
+    let mut text = Vec::new();
+    let mut placed: Vec<Option<std::ops::Range<usize>>> = vec![None; total];
     for (part, results) in parts.iter().zip(answers) {
         for (result, &slot) in results.iter().zip(&part.slots) {
-            let mut result = result.clone();
-            if result.get("index").is_some() {
-                result["index"] = Value::from(slot);
+            let start = text.len();
+            match serde_json::from_str::<Members>(result.get()) {
+                Ok(members) if members.get("index").is_some() => {
+                    members.write_with_index(&mut text, slot)
+                }
+                _ => text.extend_from_slice(result.get().as_bytes()),
             }
-            merged[slot] = Some(result);
+            placed[slot] = Some(start..text.len());
         }
     }
-    merged.into_iter().flatten().collect()
+    let mut out = Vec::with_capacity(text.len() + total + 2);
+    out.push(b'[');
+    for (n, range) in placed.into_iter().flatten().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&text[range]);
+    }
+    out.push(b']');
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn map() -> ShardMap {
         ShardMap {
@@ -206,15 +218,19 @@ mod tests {
         assert_eq!(find(sa).slots[..2], [0, 2]);
         assert_eq!(find(sb).slots[..1], [1]);
         assert_eq!(find(2).slots.last(), Some(&3));
-        let answers: Vec<Vec<Value>> = parts
+        let texts: Vec<Vec<String>> = parts
             .iter()
             .map(|p| {
                 (0..p.slots.len())
-                    .map(|i| json!({"index": i, "slot": p.slots[i]}))
+                    .map(|i| json!({"index": i, "slot": p.slots[i]}).to_string())
                     .collect()
             })
             .collect();
-        let merged = merge_results(&parts, &answers);
+        let answers: Vec<Vec<&RawValue>> = texts
+            .iter()
+            .map(|t| t.iter().map(|r| serde_json::from_str(r).unwrap()).collect())
+            .collect();
+        let merged: Vec<Value> = serde_json::from_slice(&merge_results(&parts, &answers)).unwrap();
         assert_eq!(merged.len(), 4);
         for (i, r) in merged.iter().enumerate() {
             assert_eq!(r["index"], json!(i));
