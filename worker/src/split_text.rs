@@ -87,11 +87,11 @@ impl<'a> Members<'a> {
         });
     }
 
-    /// The texts of the items of the array under `field` (none when there is no such member); fails when
-    /// its value is not an array.
+    /// The texts of the items of the array under `field` (the last such member, as [`Self::get`]; none
+    /// when there is no such member); fails when its value is not an array.
     pub(crate) fn items(&self, field: &str) -> Result<Vec<&'a RawValue>, serde_json::Error> {
-        match self.0.iter().find(|(key, _)| key.0 == field) {
-            Some((_, list)) => serde_json::from_str(list.get()),
+        match self.get(field) {
+            Some(list) => serde_json::from_str(list.get()),
             None => Ok(Vec::new()),
         }
     }

@@ -231,10 +231,11 @@ async fn ask_shard(
     headers: &Headers,
     body: Option<&[u8]>,
 ) -> ShardAnswer {
-    let out = Headers::new();
-    for (k, v) in headers.entries() {
-        let _ = out.append(&k, &v);
-    }
+    // One copy made by the runtime (not a call from Rust per header and its strings both ways).
+    let out = match web_sys::Headers::new_with_headers(&headers.0) {
+        Ok(copy) => Headers(copy),
+        Err(_) => Headers::new(),
+    };
     let _ = out.set(ID_HEADER, id);
     let _ = out.set(OWNER_HEADER, &map.coordinator_name());
     let _ = out.set("content-type", "application/json");
