@@ -5,7 +5,9 @@
 //! printed again.
 //!
 //! What a split request's answer looks like is [`crate::sharded`]'s (request order, failed items of a
-//! refusing shard); this module only writes the texts.
+//! refusing shard); this module only writes the texts. Its reader of a JSON object as sent (`Members`) also
+//! splits transactions across shards and reads the shards' answers to them ([`crate::txn_plan`],
+//! [`crate::txn_coordinator`]).
 
 use std::borrow::Cow;
 use std::fmt;
