@@ -11,7 +11,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { startWorker, tempPersistDir, getJson } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, isRunning } from './harness.mjs';
 
 const QUEUE = 'durable';
 const PARTITIONS = 8;
@@ -46,16 +46,6 @@ function processGroup(pid) {
 }
 
 /** Live (not zombie) pids, with their command names, in process group `pgid`. */
-/** Whether process `pid` still runs (a child exited and reaped is gone). */
-function isAlive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 function groupMembers(pgid) {
   const members = [];
   for (const d of readdirSync('/proc')) {
@@ -191,7 +181,7 @@ test('SIGKILL of workerd mid-load loses no confirmed push and redelivers no conf
   await load;
   // scripts/serve notices workerd's death on its own (its guard reaps the server) and exits with its status;
   // give it time to, so that stop()'s SIGTERM cannot beat it on a loaded machine.
-  for (let i = 0; i < 100 && isAlive(w.pid); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 100 && isRunning(w.pid); i++) await new Promise((r) => setTimeout(r, 100));
   const exit = await w.stop();
   const loadMs = killInfo.at - t0;
   // wrangler leads the group it listens from and dies with it; scripts/serve runs workerd under a guard in a

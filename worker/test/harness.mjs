@@ -23,6 +23,17 @@ export function freePort() {
   });
 }
 
+/** Whether process `pid` still runs: it exists and is not a zombie (exited, not yet reaped). */
+export function isRunning(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
 /**
  * The workerd process under `pid` (scripts/serve's pid): a grandchild, since scripts/serve runs workerd under
  * a guard (scripts/guard.sh). Throws when there is none.

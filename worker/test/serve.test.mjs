@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, freePort, tempPersistDir, getJson } from './harness.mjs';
+import { ROOT, freePort, tempPersistDir, getJson, isRunning } from './harness.mjs';
 
 const state = tempPersistDir();
 after(() => state.cleanup());
@@ -24,20 +24,13 @@ function descendants(pid) {
         kids.push(...readFileSync(`/proc/${p}/task/${task}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
       } catch { /* gone */ }
     }
-    kids = kids.filter(alive);
+    kids = kids.filter(isRunning);
     out.push(...kids);
     stack.push(...kids);
   }
   return out;
 }
 function safeReaddir(dir) { try { return readdirSync(dir); } catch { return []; } }
-function alive(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const s = stat.slice(stat.lastIndexOf(')') + 2)[0];
-    return s !== 'Z' && s !== 'X';
-  } catch { return false; }
-}
 function comm(pid) { try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return '?'; } }
 
 async function serve({ args = [], env = {} } = {}) {
@@ -113,7 +106,7 @@ test('scripts/serve: health, page, push/pop/ack, restart keeps messages, SIGTERM
     s.child.kill('SIGTERM');
     const exit = await s.exited;
     assert.equal(exit.code, 143, `scripts/serve exit after SIGTERM: ${JSON.stringify(exit)}\n${s.output()}`);
-    for (const p of workerd) assert.ok(!alive(p), `workerd ${p} survived SIGTERM of scripts/serve`);
+    for (const p of workerd) assert.ok(!isRunning(p), `workerd ${p} survived SIGTERM of scripts/serve`);
   }
 
   // Restart on the same state directory, with an admin token from a .dev.vars file.
@@ -134,7 +127,7 @@ test('scripts/serve: health, page, push/pop/ack, restart keeps messages, SIGTERM
     process.kill(-s.child.pid, 'SIGINT');
     const exit = await s.exited;
     assert.ok(exit.code === 130 || exit.signal === 'SIGINT', `exit after Ctrl-C: ${JSON.stringify(exit)}`);
-    for (const p of workerd) assert.ok(!alive(p), `workerd ${p} survived Ctrl-C`);
+    for (const p of workerd) assert.ok(!isRunning(p), `workerd ${p} survived Ctrl-C`);
     try { (await import('node:fs')).rmSync(devVars); } catch { /* gone */ }
   }
 });
@@ -172,8 +165,8 @@ test('scripts/serve killed with SIGKILL (no trap runs): its workerd ends too and
   const exit = await s.exited;
   assert.equal(exit.signal, 'SIGKILL');
   const deadline = Date.now() + 15_000;
-  while (workerd.some(alive) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  assert.ok(!workerd.some(alive), `workerd ${workerd} outlived scripts/serve killed with SIGKILL`);
+  while (workerd.some(isRunning) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  assert.ok(!workerd.some(isRunning), `workerd ${workerd} outlived scripts/serve killed with SIGKILL`);
   await assert.rejects(fetch(`${s.url}/health`, { signal: AbortSignal.timeout(5_000) }), TypeError, 'nothing answers on the port');
 });
 

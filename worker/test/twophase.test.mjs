@@ -7,7 +7,7 @@
 // - killed after the decision, it ends committed on every shard.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startWorker, tempPersistDir, getJson, post, sleep, workerdUnder } from './harness.mjs';
+import { startWorker, tempPersistDir, getJson, post, sleep, workerdUnder, isRunning } from './harness.mjs';
 import { placementFor } from './placement.mjs';
 
 const SHARDS = 4;
@@ -48,16 +48,6 @@ async function eventually(check, ms = 30_000) {
   return false;
 }
 
-/** True while process `pid` exists. */
-function running(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * SIGKILLs workerd and waits until it is gone. workerd runs in a session of its own under scripts/serve's guard
  * (scripts/guard.sh), so a signal to scripts/serve's process group does not reach it: the guard would end it
@@ -72,7 +62,7 @@ async function kill(w) {
   } finally {
     await w.stop();
   }
-  assert.ok(!running(workerd), `workerd ${workerd} still runs after the kill`);
+  assert.ok(!isRunning(workerd), `workerd ${workerd} still runs after the kill`);
 }
 
 test('a transaction over three shards commits on all of them, results in request order', async () => {
