@@ -266,21 +266,41 @@ compiler.run((error, stats) => {
     if (needs && !built.has(needs)) { failures++; console.log(`  FAIL  ${label}: not built`); continue }
     const s0 = Date.now()
     let server = null
-    const context = await browser.newContext()
-    const problems = []
-    const wasm = []
+    let problems = []
+    // A dev server's checked visit that meets Vite's 504 "Outdated Optimize Dep" (a re-optimization finished
+    // after the warm-up; Vite itself reloads the page then) is made again, at most twice; any other outcome is
+    // the checked one.
+    const dev = label.includes('dev server')
     try {
       server = await start()
-      if (label.includes('dev server')) await warmUp(server.url)
-      const page = await context.newPage()
-      page.on('pageerror', (e) => problems.push('pageerror: ' + e.message))
-      page.on('console', (m) => { if (m.type() === 'error') problems.push('console.error: ' + m.text()) })
-      page.on('response', (r) => { if (r.url().endsWith('.wasm')) wasm.push(`${r.status()} ${r.headers()['content-type']} ${new URL(r.url()).pathname}`) })
-      await page.goto(server.url + path)
-      await page.waitForFunction(() => window.result !== undefined, null, { timeout: 30000 })
-      const result = await page.evaluate(() => window.result)
+      if (dev) await warmUp(server.url)
       const expected = { pushed: ['queued', 'queued'], data: [1, 2], offsets: [0, 1], ack: true, left: 0, role: 'writer' }
       if (bridge) expected.bridge = { state: 'retrying', pending: 1, forwarded: 0, lastError: true }
+      let result
+      let wasm
+      for (let visit = 0; ; visit++) {
+        const context = await browser.newContext()
+        problems = []
+        wasm = []
+        let outdated = false
+        try {
+          const page = await context.newPage()
+          page.on('pageerror', (e) => problems.push('pageerror: ' + e.message))
+          page.on('console', (m) => { if (m.type() === 'error') problems.push('console.error: ' + m.text()) })
+          page.on('response', (r) => {
+            if (r.status() === 504) outdated = true
+            if (r.url().endsWith('.wasm')) wasm.push(`${r.status()} ${r.headers()['content-type']} ${new URL(r.url()).pathname}`)
+          })
+          await page.goto(server.url + path)
+          await page.waitForFunction(() => window.result !== undefined, null, { timeout: 30000 })
+          result = await page.evaluate(() => window.result)
+        } finally {
+          await context.close()
+        }
+        const met = JSON.stringify(result) === JSON.stringify(expected)
+        if (met || !(dev && outdated && visit < 2)) break
+        console.log(`        ${label}: visit ${visit + 1} met a 504 (Outdated Optimize Dep), visiting again`)
+      }
       if (JSON.stringify(result) !== JSON.stringify(expected)) {
         throw new Error(`expected ${JSON.stringify(expected)}\n      got ${JSON.stringify(result)}`)
       }
@@ -290,7 +310,6 @@ compiler.run((error, stats) => {
       failures++
       console.log(`  FAIL  ${label}: ${error.message}${problems.length ? '\n      ' + problems.join('\n      ') : ''}`)
     } finally {
-      await context.close()
       if (server) await server.close()
     }
   }
