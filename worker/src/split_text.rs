@@ -89,6 +89,18 @@ impl<'a> Members<'a> {
         });
     }
 
+    /// Writes the object to `out` with the value of its member `field` (each, when it has several) replaced
+    /// by an array of `items`.
+    pub(crate) fn write_with_array(&self, out: &mut Vec<u8>, field: &str, items: &[&RawValue]) {
+        self.write(out, |key, out| {
+            let is_field = key == field;
+            if is_field {
+                write_array(out, items.iter().map(|item| item.get().as_bytes()));
+            }
+            is_field
+        });
+    }
+
     /// The texts of the items of the array under `field` (the last such member, as [`Self::get`]; none
     /// when there is no such member); fails when its value is not an array.
     pub(crate) fn items(&self, field: &str) -> Result<Vec<&'a RawValue>, serde_json::Error> {
@@ -119,6 +131,18 @@ impl<'a> Members<'a> {
     }
 }
 
+/// A JSON array of `texts` (each a JSON value's text), written to `out`.
+pub(crate) fn write_array<'t>(out: &mut Vec<u8>, texts: impl IntoIterator<Item = &'t [u8]>) {
+    out.push(b'[');
+    for (n, text) in texts.into_iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(text);
+    }
+    out.push(b']');
+}
+
 /// `"key":`, the key escaped as JSON wants it.
 fn write_key(out: &mut Vec<u8>, key: &str) {
     // Writing a string into a `Vec` cannot fail.
@@ -146,21 +170,9 @@ pub fn split_bodies(
     }
     let mut bodies = Vec::with_capacity(parts.len());
     for indices in parts {
+        let chosen: Vec<&RawValue> = indices.iter().map(|&i| items[i]).collect();
         let mut out = Vec::with_capacity(body.len() / parts.len().max(1) + 64);
-        members.write(&mut out, |key, out| {
-            if key != field {
-                return false;
-            }
-            out.push(b'[');
-            for (n, &i) in indices.iter().enumerate() {
-                if n > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(items[i].get().as_bytes());
-            }
-            out.push(b']');
-            true
-        });
+        members.write_with_array(&mut out, field, &chosen);
         bodies.push(out);
     }
     Ok(bodies)
@@ -246,18 +258,12 @@ impl MergedResults {
 
     /// The merged answer: a JSON array of the placed entries in request order.
     pub fn into_body(self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.text.len() + self.entries.len() + 2);
-        out.push(b'[');
-        for (n, entry) in self.entries.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            match entry {
-                Some(range) => out.extend_from_slice(&self.text[range.clone()]),
-                None => out.extend_from_slice(b"null"),
-            }
-        }
-        out.push(b']');
+        let mut out = Vec::with_capacity(self.text.len() + self.entries.len() * 5 + 2);
+        let entries = self.entries.iter().map(|entry| match entry {
+            Some(range) => &self.text[range.clone()],
+            None => b"null".as_slice(),
+        });
+        write_array(&mut out, entries);
         out
     }
 }

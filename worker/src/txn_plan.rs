@@ -10,7 +10,7 @@
 use serde_json::value::RawValue;
 
 use crate::shards::ShardMap;
-use crate::split_text::Members;
+use crate::split_text::{write_array, Members};
 
 /// One shard's part of a transaction.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +19,7 @@ pub struct Part {
     pub shard: u16,
     /// The part's operations (a transaction body's `operations`), each as JSON text: an operation as the
     /// client sent it, or a push operation with only this shard's items.
-    pub operations: Vec<String>,
+    pub operations: Vec<Vec<u8>>,
     /// For each result the part answers, in its order: that result's position in the whole answer.
     pub slots: Vec<usize>,
 }
@@ -29,14 +29,9 @@ impl Part {
     pub fn body(&self) -> Vec<u8> {
         let length: usize = self.operations.iter().map(|op| op.len() + 1).sum();
         let mut out = Vec::with_capacity(length + 18);
-        out.extend_from_slice(b"{\"operations\":[");
-        for (n, op) in self.operations.iter().enumerate() {
-            if n > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(op.as_bytes());
-        }
-        out.extend_from_slice(b"]}");
+        out.extend_from_slice(b"{\"operations\":");
+        write_array(&mut out, self.operations.iter().map(Vec::as_slice));
+        out.push(b'}');
         out
     }
 }
@@ -94,24 +89,9 @@ pub fn split(map: &ShardMap, body: &[u8]) -> Result<Option<Vec<Part>>, serde_jso
                 }
                 for (shard, list, slots) in groups {
                     let mut text = Vec::with_capacity(op.get().len());
-                    members.write(&mut text, |key, out| {
-                        if key != "items" {
-                            return false;
-                        }
-                        out.push(b'[');
-                        for (n, item) in list.iter().enumerate() {
-                            if n > 0 {
-                                out.push(b',');
-                            }
-                            out.extend_from_slice(item.get().as_bytes());
-                        }
-                        out.push(b']');
-                        true
-                    });
+                    members.write_with_array(&mut text, "items", &list);
                     let part = part_of(&mut parts, shard);
-                    // Written from texts the parser checked, so always UTF-8.
-                    part.operations
-                        .push(String::from_utf8(text).unwrap_or_default());
+                    part.operations.push(text);
                     part.slots.extend(slots);
                 }
             }
@@ -120,7 +100,7 @@ pub fn split(map: &ShardMap, body: &[u8]) -> Result<Option<Vec<Part>>, serde_jso
                     .string("partitionId")
                     .map_or(0, |p| map.of_partition(&p));
                 let part = part_of(&mut parts, shard);
-                part.operations.push(op.get().to_owned());
+                part.operations.push(op.get().as_bytes().to_vec());
                 part.slots.push(slot);
                 slot += 1;
             }
@@ -128,7 +108,7 @@ pub fn split(map: &ShardMap, body: &[u8]) -> Result<Option<Vec<Part>>, serde_jso
                 let first = parts.first().map_or(0, |p| p.shard);
                 part_of(&mut parts, first)
                     .operations
-                    .push(op.get().to_owned());
+                    .push(op.get().as_bytes().to_vec());
             }
         }
     }
@@ -155,14 +135,10 @@ pub fn merge_results(parts: &[Part], answers: &[Vec<&RawValue>]) -> Vec<u8> {
         }
     }
     let mut out = Vec::with_capacity(text.len() + total + 2);
-    out.push(b'[');
-    for (n, range) in placed.into_iter().flatten().enumerate() {
-        if n > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(&text[range]);
-    }
-    out.push(b']');
+    write_array(
+        &mut out,
+        placed.into_iter().flatten().map(|range| &text[range]),
+    );
     out
 }
 
@@ -202,7 +178,8 @@ mod tests {
         let sa = m.of_queue(&a);
         let sb = m.of_queue(&b);
         let find = |s: u16| parts.iter().find(|p| p.shard == s).unwrap();
-        let op = |s: u16, n: usize| serde_json::from_str::<Value>(&find(s).operations[n]).unwrap();
+        let op =
+            |s: u16, n: usize| serde_json::from_slice::<Value>(&find(s).operations[n]).unwrap();
         assert_eq!(
             op(sa, 0),
             json!({"type": "push", "items": [{"queue": a, "payload": 1}, {"queue": a, "payload": 3}]})
