@@ -1,9 +1,9 @@
 // What the worker benchmarks share: a keep-alive HTTP client for a local port, the CPU time of a process, the
-// push and pop+ack load, a broker's storage counters, and the arithmetic of alternating rounds.
+// push and pop+ack load, a broker's storage counters, the arithmetic of alternating rounds, and `perf` records.
 import http from 'node:http';
-import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 
 /**
  * A request function over `connections` keep-alive sockets to 127.0.0.1:
@@ -232,4 +232,17 @@ export async function whilePerfRecords(pid, perfArgs, data, fn) {
   const code = await exited;
   if (code !== 0 && code !== null) throw new Error(`perf record exited ${code}: ${err}`);
   return result;
+}
+
+/**
+ * `whilePerfRecords` with the sampling the perf tools use (1999 Hz, call graphs) into `DIR/NAME.perf.data`, then
+ * its samples as `perf script` text in `DIR/NAME.txt` (thread, period, address, symbol: what
+ * bench/worker-perf-split.py reads). Resolves to `fn`'s result and the text's path.
+ */
+export async function perfScriptWhile(pid, dir, name, fn) {
+  const data = join(dir, `${name}.perf.data`);
+  const result = await whilePerfRecords(pid, ['-F', '1999', '-g'], data, fn);
+  const text = join(dir, `${name}.txt`);
+  writeFileSync(text, execFileSync('perf', ['script', '-F', 'tid,period,ip,sym', '-i', data], { maxBuffer: 1 << 30 }));
+  return { result, text };
 }

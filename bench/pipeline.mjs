@@ -9,11 +9,10 @@
 // scripts/test.
 //
 //   node bench/pipeline.mjs [--build DIR] [--shards 1] [--batch 100] [--messages 40000] [--perf DIR]
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { cpuNs, requester, whilePerfRecords } from './load.mjs';
+import { cpuNs, requester, perfScriptWhile } from './load.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
@@ -87,9 +86,7 @@ try {
     const run = () => move(port, pid, mode, `from-${n}`, `to-${n}`);
     if (PERF && n === modes.length - 1) {
       mkdirSync(PERF, { recursive: true });
-      const data = join(PERF, 'tx.perf.data');
-      await whilePerfRecords(pid, ['-F', '1999', '-g'], data, run);
-      writeFileSync(join(PERF, 'tx.txt'), execFileSync('perf', ['script', '-F', 'tid,period,ip,sym', '-i', data], { maxBuffer: 1 << 30 }));
+      await perfScriptWhile(pid, PERF, 'tx', run);
     } else {
       await run();
     }

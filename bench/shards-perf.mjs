@@ -4,12 +4,11 @@
 // per message of the recorded stretch. Prints only; not part of scripts/test. Needs root (perf).
 //
 //   node bench/shards-perf.mjs --build NAME=DIR [--shards 2] [--seconds 4] [--warm 2] [--op spanning|one] [--no-perf] [--out DIR]
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, cpuNs, requester, whilePerfRecords } from './load.mjs';
+import { buildsFromArgs, cpuNs, requester, perfScriptWhile } from './load.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
@@ -58,13 +57,11 @@ for (const build of BUILDS) {
     const port = Number(new URL(w.url).port);
     const pid = workerdUnder(w.pid);
     await run(port, WARM);
-    const data = join(OUT, `${build.name}.perf.data`);
     const cpu0 = cpuNs(pid);
     const t0 = performance.now();
-    const messages = PERF ? await whilePerfRecords(pid, ['-F', '1999', '-g'], data, () => run(port, SECONDS)) : await run(port, SECONDS);
+    const messages = PERF ? (await perfScriptWhile(pid, OUT, build.name, () => run(port, SECONDS))).result : await run(port, SECONDS);
     const elapsed = (performance.now() - t0) / 1000;
     const us = (cpuNs(pid) - cpu0) / 1000 / messages;
-    if (PERF) writeFileSync(join(OUT, `${build.name}.txt`), execFileSync('perf', ['script', '-F', 'tid,period,ip,sym', '-i', data], { maxBuffer: 1 << 30 }));
     console.log(`${build.name}: ${Math.round(messages / elapsed)} msg/s, ${us.toFixed(1)} workerd CPU us/msg -> ${join(OUT, build.name + '.txt')}`);
   } finally {
     await w.stop();

@@ -17,11 +17,11 @@
 // `--warm` is the seconds of each warm-up phase (V8 compiles the wasm's hot functions with TurboFan during the
 // first seconds of load: bench/worker-perf-split.py's JIT row).
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, loadDriver, requester, whilePerfRecords } from './load.mjs';
+import { buildsFromArgs, loadDriver, perfScriptWhile, requester } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -49,9 +49,6 @@ function renice(pid) {
   for (const t of readdirSync(`/proc/${pid}/task`)) execFileSync('renice', ['-n', '-10', '-p', t], { stdio: 'ignore' });
 }
 
-/** How `perf record` samples: 1999 Hz with call graphs. */
-const SAMPLING = ['-F', '1999', '-g'];
-
 const stateRoot = mkdtempSync(join(STATE === 'tmpfs' ? '/dev/shm' : os.tmpdir(), 'queen-edge-perf-'));
 const load0 = os.loadavg()[0];
 const runs = [];
@@ -69,16 +66,14 @@ try {
       renice(b.pid);
     }
     for (const b of brokers) {
-      const data = join(OUT, `${b.name}.perf.data`);
-      let r;
+      let recorded;
       if (OP === 'push') {
-        r = await whilePerfRecords(b.pid, SAMPLING, data, () => push(b, 'q', BATCH, SECONDS));
+        recorded = await perfScriptWhile(b.pid, OUT, b.name, () => push(b, 'q', BATCH, SECONDS));
       } else {
         const p = await push(b, 'q', BATCH, SECONDS);
-        r = await whilePerfRecords(b.pid, SAMPLING, data, () => popAck(b, 'q', BATCH, p.messages, SECONDS));
+        recorded = await perfScriptWhile(b.pid, OUT, b.name, () => popAck(b, 'q', BATCH, p.messages, SECONDS));
       }
-      const text = join(OUT, `${b.name}.txt`);
-      writeFileSync(text, execFileSync('perf', ['script', '-F', 'tid,period,ip,sym', '-i', data], { maxBuffer: 1 << 30 }));
+      const { result: r, text } = recorded;
       runs.push({ name: b.name, text, ...r });
       console.log(`[perf] ${b.name} ${OP} batch ${BATCH} ${PAYLOAD} B: ${r.cpuUsPerMsg.toFixed(1)} us/msg, `
         + `${r.msgsPerSec.toFixed(0)} msg/s${r.empty === undefined ? '' : `, ${r.empty} empty pops`} (load ${os.loadavg()[0].toFixed(1)})`);
