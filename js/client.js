@@ -123,17 +123,47 @@ function encodeQuery(params) {
   return parts.length ? '?' + parts.join('&') : ''
 }
 
+/** The work of an {@link Awaited} subclass: a method returning its promise (a symbol: no public name). */
+const RUN = Symbol()
+/** {@link Awaited}'s own start: runs `[RUN]()` the first time, then returns the same promise. */
+const START = Symbol()
+
+/**
+ * A thenable whose work starts once, when it is first awaited (or chained with `then`, `catch`, `finally`,
+ * or started by the subclass with `this[START]()`): a subclass defines `[RUN]()`.
+ */
+class Awaited {
+  #promise = null
+
+  then(resolve, reject) {
+    return this[START]().then(resolve, reject)
+  }
+
+  catch(reject) {
+    return this[START]().catch(reject)
+  }
+
+  finally(callback) {
+    return this[START]().finally(callback)
+  }
+
+  [START]() {
+    if (!this.#promise) this.#promise = this[RUN]()
+    return this.#promise
+  }
+}
+
 /** A request built now and sent when awaited; `.onSuccess` / `.onError` observe the outcome. */
-export class OperationBuilder {
+export class OperationBuilder extends Awaited {
   #transport
   #method
   #path
   #body
   #onSuccess = null
   #onError = null
-  #promise = null
 
   constructor(transport, method, path, body) {
+    super()
     this.#transport = transport
     this.#method = method
     this.#path = path
@@ -152,36 +182,19 @@ export class OperationBuilder {
     return this
   }
 
-  #run() {
-    if (!this.#promise) {
-      this.#promise = (async () => {
-        try {
-          const body = await call(this.#transport, this.#method, this.#path, this.#body)
-          if (body && typeof body === 'object' && !Array.isArray(body) && body.error) {
-            throw new QueenError('server_error', String(body.error), { body })
-          }
-          if (this.#onSuccess) await this.#onSuccess(body)
-          return body
-        } catch (error) {
-          if (!this.#onError) throw error
-          await this.#onError(error)
-          return { success: false, error: error.message }
-        }
-      })()
+  async [RUN]() {
+    try {
+      const body = await call(this.#transport, this.#method, this.#path, this.#body)
+      if (body && typeof body === 'object' && !Array.isArray(body) && body.error) {
+        throw new QueenError('server_error', String(body.error), { body })
+      }
+      if (this.#onSuccess) await this.#onSuccess(body)
+      return body
+    } catch (error) {
+      if (!this.#onError) throw error
+      await this.#onError(error)
+      return { success: false, error: error.message }
     }
-    return this.#promise
-  }
-
-  then(resolve, reject) {
-    return this.#run().then(resolve, reject)
-  }
-
-  catch(reject) {
-    return this.#run().catch(reject)
-  }
-
-  finally(callback) {
-    return this.#run().finally(callback)
   }
 }
 
@@ -189,17 +202,17 @@ export class OperationBuilder {
  * A push, sent when awaited. Resolves to the broker's result array, one entry per item, in order; after
  * `.buffer()`, the items join the client-side buffer and it resolves to `{buffered: true, count}`.
  */
-export class PushBuilder {
+export class PushBuilder extends Awaited {
   #transport
   #items
   #buffer
   #onSuccess = null
   #onDuplicate = null
   #onError = null
-  #promise = null
 
   /** `buffer`: `{manager, key, options}` for a buffered push, else null. */
   constructor(transport, items, buffer = null) {
+    super()
     this.#transport = transport
     this.#items = items
     this.#buffer = buffer
@@ -223,54 +236,40 @@ export class PushBuilder {
     return this
   }
 
-  #run() {
-    if (!this.#promise && this.#buffer) {
-      this.#promise = (async () => {
-        if (this.#onError || this.#onDuplicate) {
-          throw new QueenError('invalid', 'a buffered push is sent later: its failures are in getBufferStats() and flushBuffer(), not onError/onDuplicate')
-        }
-        const { manager, key, options } = this.#buffer
-        manager.add(key, this.#items, options)
-        if (this.#onSuccess) await this.#onSuccess(this.#items)
-        return { buffered: true, count: this.#items.length }
-      })()
+  [RUN]() {
+    return this.#buffer ? this.#bufferItems() : this.#send()
+  }
+
+  async #bufferItems() {
+    if (this.#onError || this.#onDuplicate) {
+      throw new QueenError('invalid', 'a buffered push is sent later: its failures are in getBufferStats() and flushBuffer(), not onError/onDuplicate')
     }
-    if (!this.#promise) {
-      this.#promise = (async () => {
-        let results
-        try {
-          results = await call(this.#transport, 'POST', '/api/v1/push', { items: this.#items })
-        } catch (error) {
-          if (!this.#onError) throw error
-          await this.#onError(error)
-          return []
-        }
-        if (!Array.isArray(results)) results = []
-        const queued = results.filter((r) => r && r.status === 'queued')
-        const duplicates = results.filter((r) => r && r.status === 'duplicate')
-        const failed = results.filter((r) => r && r.status === 'failed')
-        if (queued.length && this.#onSuccess) await this.#onSuccess(queued)
-        if (duplicates.length && this.#onDuplicate) await this.#onDuplicate(duplicates)
-        if (failed.length) {
-          if (this.#onError) await this.#onError(failed)
-          else throw new QueenError('server_error', failed[0].error || 'push failed', { body: results })
-        }
-        return results
-      })()
+    const { manager, key, options } = this.#buffer
+    manager.add(key, this.#items, options)
+    if (this.#onSuccess) await this.#onSuccess(this.#items)
+    return { buffered: true, count: this.#items.length }
+  }
+
+  async #send() {
+    let results
+    try {
+      results = await call(this.#transport, 'POST', '/api/v1/push', { items: this.#items })
+    } catch (error) {
+      if (!this.#onError) throw error
+      await this.#onError(error)
+      return []
     }
-    return this.#promise
-  }
-
-  then(resolve, reject) {
-    return this.#run().then(resolve, reject)
-  }
-
-  catch(reject) {
-    return this.#run().catch(reject)
-  }
-
-  finally(callback) {
-    return this.#run().finally(callback)
+    if (!Array.isArray(results)) results = []
+    const queued = results.filter((r) => r && r.status === 'queued')
+    const duplicates = results.filter((r) => r && r.status === 'duplicate')
+    const failed = results.filter((r) => r && r.status === 'failed')
+    if (queued.length && this.#onSuccess) await this.#onSuccess(queued)
+    if (duplicates.length && this.#onDuplicate) await this.#onDuplicate(duplicates)
+    if (failed.length) {
+      if (this.#onError) await this.#onError(failed)
+      else throw new QueenError('server_error', failed[0].error || 'push failed', { body: results })
+    }
+    return results
   }
 }
 
@@ -338,17 +337,17 @@ export class DLQBuilder {
 }
 
 /** The consume loop: awaitable (resolves when every worker stopped). */
-export class ConsumeBuilder {
+export class ConsumeBuilder extends Awaited {
   #queen
   #transport
   #handler
   #options
   #onSuccess = null
   #onError = null
-  #promise = null
   #controller = new AbortController()
 
   constructor(queen, transport, handler, options) {
+    super()
     this.#queen = queen
     this.#transport = transport
     this.#handler = handler
@@ -358,7 +357,7 @@ export class ConsumeBuilder {
       else options.signal.addEventListener('abort', () => this.#controller.abort(), { once: true })
     }
     // Start on the next microtask so `.onSuccess/.onError` chained right after consume() apply.
-    queueMicrotask(() => this.#start())
+    queueMicrotask(() => this[START]())
   }
 
   /**
@@ -384,25 +383,10 @@ export class ConsumeBuilder {
     this.#controller.abort()
   }
 
-  #start() {
-    if (!this.#promise) {
-      const workers = []
-      for (let i = 0; i < this.#options.concurrency; i++) workers.push(this.#worker())
-      this.#promise = Promise.all(workers).then(() => undefined)
-    }
-    return this.#promise
-  }
-
-  then(resolve, reject) {
-    return this.#start().then(resolve, reject)
-  }
-
-  catch(reject) {
-    return this.#start().catch(reject)
-  }
-
-  finally(callback) {
-    return this.#start().finally(callback)
+  [RUN]() {
+    const workers = []
+    for (let i = 0; i < this.#options.concurrency; i++) workers.push(this.#worker())
+    return Promise.all(workers).then(() => undefined)
   }
 
   #ackContext() {
