@@ -320,19 +320,21 @@ pub fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// Fixtures of the unit tests that split requests over shards (this module's and `txn_plan`'s).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use super::ShardMap;
 
-    fn map() -> ShardMap {
+    /// Broker "b" over 4 shards.
+    pub(crate) fn map() -> ShardMap {
         ShardMap {
             broker: "b".into(),
             count: 4,
         }
     }
 
-    /// Two queue names on different shards.
-    fn two_shards() -> (String, String) {
+    /// Two queue names on different shards of [`map`].
+    pub(crate) fn two_queues() -> (String, String) {
         let m = map();
         let a = "q0".to_string();
         let b = (1..)
@@ -341,6 +343,12 @@ mod tests {
             .unwrap();
         (a, b)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{map, two_queues};
+    use super::*;
 
     #[test]
     fn queue_routes_go_to_the_queue_shard() {
@@ -375,7 +383,7 @@ mod tests {
     #[test]
     fn pushes_split_only_over_several_shards() {
         let m = map();
-        let (a, b) = two_shards();
+        let (a, b) = two_queues();
         let one = format!(r#"{{"items":[{{"queue":"{a}"}},{{"queue":"{a}"}}]}}"#);
         assert_eq!(
             plan(&m, "POST", "/api/v1/push", "", one.as_bytes()),
@@ -399,7 +407,7 @@ mod tests {
     #[test]
     fn cross_shard_transactions_go_to_two_phase_commit() {
         let m = map();
-        let (a, b) = two_shards();
+        let (a, b) = two_queues();
         let same = format!(r#"{{"operations":[{{"type":"push","items":[{{"queue":"{a}"}}]}}]}}"#);
         assert_eq!(
             plan(&m, "POST", "/api/v1/transaction", "", same.as_bytes()),

@@ -145,25 +145,8 @@ pub fn merge_results(parts: &[Part], answers: &[Vec<&RawValue>]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routing::fixtures::{map, two_queues};
     use serde_json::{json, Value};
-
-    fn map() -> ShardMap {
-        ShardMap {
-            broker: "b".into(),
-            count: 4,
-        }
-    }
-
-    /// Two queue names on different shards.
-    fn two_queues() -> (String, String) {
-        let m = map();
-        let a = "q0".to_string();
-        let b = (1..)
-            .map(|i| format!("q{i}"))
-            .find(|q| m.of_queue(q) != m.of_queue(&a))
-            .unwrap();
-        (a, b)
-    }
 
     #[test]
     fn a_push_over_two_shards_becomes_two_parts_and_merges_back_in_order() {
