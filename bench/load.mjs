@@ -2,7 +2,7 @@
 // push and pop+ack load, a broker's storage counters, the arithmetic of alternating rounds, and `perf` records.
 import http from 'node:http';
 import { execFileSync, spawn } from 'node:child_process';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, readdirSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 /**
@@ -26,6 +26,33 @@ export function requester(connections) {
     });
   request.close = () => agent.destroy();
   return request;
+}
+
+/**
+ * Memory the kernel may hand to the brokers' files, touched before a measurement: writes `mb` MiB to a file in
+ * /dev/shm and deletes it. Returns the seconds it took (0 when `mb` is 0).
+ *
+ * Why (docs/decisions.md, "A growing database on a fresh VM (session 23)"): on this machine, a Firecracker VM,
+ * the first write to a page of memory the guest has not touched lately is slow (a fault taken on the host,
+ * invisible to the guest and charged to whatever touched the page). A broker whose database file grows (queen-edge keeps consumed messages until retention, as
+ * Queen does) meets such pages at every checkpoint; the naive queue deletes what is acked and its next
+ * pushes reuse those pages. Freed pages go to the front of the kernel's free lists, so touching some just
+ * before a measurement measures both as a server whose memory is in use would run. Set `mb` to 0 to measure
+ * the VM as it is.
+ */
+export function touchFreeMemory(mb) {
+  if (!(mb > 0)) return 0;
+  const t0 = performance.now();
+  const path = `/dev/shm/queen-edge-touch-${process.pid}`;
+  const chunk = Buffer.alloc(1 << 20, 1);
+  const fd = openSync(path, 'w');
+  try {
+    for (let i = 0; i < mb; i++) writeSync(fd, chunk);
+  } finally {
+    closeSync(fd);
+    unlinkSync(path);
+  }
+  return (performance.now() - t0) / 1000;
 }
 
 /** CPU time (ns) of process `pid`, all its threads, from /proc/PID/task/TID/schedstat. */

@@ -9,15 +9,16 @@
 //
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
 //                            [--batches 1,10,100] [--payload 64] [--state tmpfs|disk]
-//                            [--var NAME:VAR=VALUE]...
+//                            [--var NAME:VAR=VALUE]... [--touch-mb 2048]
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
 //   --var: a Worker variable for build NAME only, e.g. one DIR under three names with COMMIT_SHARING off, on, auto.
+//   --touch-mb: MiB of free memory touched before each round's batch size (bench/load.mjs, touchFreeMemory; 0: none).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, loadDriver, median, requester, roundOrder, withStorage } from './load.mjs';
+import { buildsFromArgs, loadDriver, median, requester, roundOrder, touchFreeMemory, withStorage } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -28,6 +29,7 @@ const ROUNDS = Number(opt('--rounds', 3));
 const SECONDS = Number(opt('--seconds', 2));
 const BATCHES = opt('--batches', '1,10,100').split(',').map(Number);
 const PAYLOAD = Number(opt('--payload', 64));
+const TOUCH_MB = Number(opt('--touch-mb', 2048));
 // Where the SQLite files live: tmpfs (/dev/shm, the default: the brokers' own cost) or the disk (the temp dir,
 // as scripts/bench-worker's disk rows: each commit's writes and syncs reach the file system).
 const STATE = opt('--state', 'tmpfs');
@@ -73,6 +75,7 @@ try {
   renice([process.pid, ...brokers.map((b) => b.pid)]);
   for (let round = 0; round < ROUNDS; round++) {
     for (const batch of BATCHES) {
+      touchFreeMemory(TOUCH_MB);
       for (const b of roundOrder(brokers, round)) {
         const queue = `r${round}-b${batch}`;
         const p = await withStorage(request, b, () => push(b, queue, batch, SECONDS));

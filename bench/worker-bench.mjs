@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import { join } from 'node:path';
 import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { loadDriver, median, pairedRatio, percentile, requester, roundOrder, withStorage } from './load.mjs';
+import { loadDriver, median, pairedRatio, percentile, requester, roundOrder, touchFreeMemory, withStorage } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -20,6 +20,8 @@ const OUT = argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : null;
 // A row's push time per broker, split over ROUNDS rounds of SECONDS / ROUNDS each (pop+ack stops at the same).
 const SECONDS = Number(process.env.QE_BENCH_SECONDS || (QUICK ? 1.5 : 4));
 const ROUNDS = Number(process.env.QE_BENCH_ROUNDS || 3);
+// MiB of free memory touched before each row (bench/load.mjs, touchFreeMemory); 0 measures the VM as it is.
+const TOUCH_MB = Number(process.env.QE_BENCH_TOUCH_MB ?? 2048);
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error(`QE_BENCH_ROUNDS wants a whole number of at least 1, got ${process.env.QE_BENCH_ROUNDS}`);
 const ROUND_SECONDS = SECONDS / ROUNDS;
 const CONNECTIONS = 8;
@@ -100,6 +102,8 @@ for (const storage of STORAGE) {
     for (const b of brokers) await warmUp(b);
     for (const size of PAYLOADS) {
       for (const batch of BATCHES) {
+        const touched = touchFreeMemory(TOUCH_MB);
+        if (touched) console.log(`[bench] ${TOUCH_MB} MiB of free memory touched in ${touched.toFixed(1)} s`);
         const cell = { size, batch };
         const rounds = Object.fromEntries(brokers.map((b) => [b.name, { push: [], popack: [] }]));
         const tag = (b, round) => `[bench] ${storage.padEnd(5)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)} `
@@ -197,6 +201,15 @@ md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `st
 md.push('- **State**: each broker\'s SQLite files in a fresh temporary directory, once on the disk and once on '
   + 'tmpfs (`/dev/shm`). On the disk, workerd\'s SQLite reaches the disk at each commit, and on this machine that '
   + 'dominates small batches; tmpfs shows what the brokers themselves cost.');
+md.push(TOUCH_MB > 0
+  ? `- **Memory touched before each row**: ${TOUCH_MB} MiB written to a file in /dev/shm and deleted (\`QE_BENCH_TOUCH_MB\`; 0 to `
+    + 'skip). This machine is a VM on which the first write to memory the guest has not touched lately is slow, '
+    + 'which a database file that grows meets at every checkpoint: queen-edge\'s does (it keeps consumed messages '
+    + 'until retention, as Queen does), the naive queue\'s reuses the pages of the rows it deleted. Touched '
+    + 'memory measures both as on a server whose memory is in use (docs/decisions.md, "A growing database on a '
+    + 'fresh VM").'
+  : '- **Memory not touched before the rows** (`QE_BENCH_TOUCH_MB=0`): a growing database meets memory this VM '
+    + 'has not touched lately, slow to write the first time (docs/decisions.md, "A growing database on a fresh VM").');
 md.push(`- Load average (1 min) ${load0[0].toFixed(1)} at the start and ${load1[0].toFixed(1)} at the end of the run, `
   + 'on 2 cores: other work shared the machine, so repeated runs differ; the brokers of a row alternate round '
   + 'by round, which keeps their ratio fairer than the absolute figures, and the rounds ahead say how steady it was.');

@@ -12,16 +12,17 @@
 //
 //   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--no-naive] [--op pop+ack]
 //                              [--batch 100] [--payload 64] [--seconds 4] [--warm 1] [--state tmpfs|disk]
-//                              [--out DIR]
+//                              [--out DIR] [--touch-mb 2048]
 //
 // `--warm` is the seconds of each warm-up phase (V8 compiles the wasm's hot functions with TurboFan during the
-// first seconds of load: bench/worker-perf-split.py's JIT row).
+// first seconds of load: bench/worker-perf-split.py's JIT row). `--touch-mb`: MiB of free memory touched before each
+// broker's measurement (bench/load.mjs, touchFreeMemory; 0: none).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { ROOT, startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, loadDriver, perfScriptWhile, requester } from './load.mjs';
+import { buildsFromArgs, loadDriver, perfScriptWhile, requester, touchFreeMemory } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -38,6 +39,7 @@ const STATE = opt('--state', 'tmpfs');
 if (!['tmpfs', 'disk'].includes(STATE)) throw new Error(`--state is tmpfs or disk, got ${STATE}`);
 const SECONDS = Number(opt('--seconds', 4));
 const WARM = Number(opt('--warm', 1));
+const TOUCH_MB = Number(opt('--touch-mb', 2048));
 const OUT = resolve(opt('--out', mkdtempSync(join(os.tmpdir(), 'queen-edge-perf-'))));
 const PERF_FLAGS = ['--v8-flag', '--perf-basic-prof'];
 mkdirSync(OUT, { recursive: true });
@@ -66,6 +68,7 @@ try {
       renice(b.pid);
     }
     for (const b of brokers) {
+      touchFreeMemory(TOUCH_MB);
       let recorded;
       if (OP === 'push') {
         recorded = await perfScriptWhile(b.pid, OUT, b.name, () => push(b, 'q', BATCH, SECONDS));
