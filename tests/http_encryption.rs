@@ -280,9 +280,11 @@ fn every_stored_copy_of_an_encrypted_queue_holds_only_the_envelope() {
     let (status, body) = h.call(
         "POST",
         "/api/v1/configure",
-        Some(json!({"queue": "secret", "options": {"encryptionEnabled": true, "retryLimit": 0,
+        Some(
+            json!({"queue": "secret", "options": {"encryptionEnabled": true, "retryLimit": 0,
                     "dlqAfterMaxRetries": true, "deadLetterQueue": true, "reclaimLimit": 1,
-                    "deliveryLog": "all", "leaseTime": 5}})),
+                    "deliveryLog": "all", "leaseTime": 5}}),
+        ),
     );
     assert_eq!(status, 200, "{body}");
     let clean = |step: &str| {
@@ -310,10 +312,14 @@ fn every_stored_copy_of_an_encrypted_queue_holds_only_the_envelope() {
     assert_eq!(status, 200);
     clean("the drain");
     for tx in ["f1", "r1"] {
-        assert_eq!(push(&h, "secret", tx, json!({"m": MARKER, "tx": tx})).0, 201);
+        assert_eq!(
+            push(&h, "secret", tx, json!({"m": MARKER, "tx": tx})).0,
+            201
+        );
     }
     // An exhausted `failed` (retryLimit 0) files the head to the dead-letter queue.
-    let popped = h.pop_messages("/api/v1/pop/queue/secret?consumerGroup=g&subscriptionMode=all&batch=1");
+    let popped =
+        h.pop_messages("/api/v1/pop/queue/secret?consumerGroup=g&subscriptionMode=all&batch=1");
     assert_eq!(popped.len(), 1);
     assert_eq!(popped[0]["data"]["via"], "buffer");
     let acked = h.ack_batch(&popped, "failed", Some("g"));
@@ -338,13 +344,15 @@ fn every_stored_copy_of_an_encrypted_queue_holds_only_the_envelope() {
         "the dead-letter queue holds the filed heads: {dlq}"
     );
     // A trace about a message of the queue.
-    let m = &h.pop_messages("/api/v1/pop/queue/secret?consumerGroup=t&subscriptionMode=all&batch=1")
-        [0];
+    let m =
+        &h.pop_messages("/api/v1/pop/queue/secret?consumerGroup=t&subscriptionMode=all&batch=1")[0];
     let (status, body) = h.call(
         "POST",
         "/api/v1/traces",
-        Some(json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-                    "consumerGroup": "t", "data": {"note": "seen"}})),
+        Some(
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                    "consumerGroup": "t", "data": {"note": "seen"}}),
+        ),
     );
     assert_eq!(status, 201, "{body}");
     clean("a trace");
@@ -375,7 +383,8 @@ fn every_stored_copy_of_an_encrypted_queue_holds_only_the_envelope() {
         ));
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         clean("a prepared part");
-        let r = futures::executor::block_on(queen_edge::http::prepared::commit(&h.engine, "part-1"));
+        let r =
+            futures::executor::block_on(queen_edge::http::prepared::commit(&h.engine, "part-1"));
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         clean("a committed prepared part");
     }
