@@ -223,6 +223,7 @@ impl Broker {
     ) -> CoreResult<Vec<PushResult>> {
         let now = self.tick(now);
         self.check_quota(Self::push_size(items))?;
+        self.check_sealed(items)?;
         let none_stored = lookup.is_some_and(|l| l.none_stored_at == Some(self.txids_indexed));
         let stored = if none_stored {
             Vec::new()
@@ -233,6 +234,38 @@ impl Broker {
             return Ok(Vec::new());
         }
         Ok(self.append_items(now, std::mem::take(items), 0, stored))
+    }
+
+    /// Refuses (409) a push that carries a plain payload for a queue that has `encryptionEnabled`. The
+    /// HTTP layer seals the payloads of such queues, reading the flag before the command runs; a configure
+    /// that turned it on in between (both waiting for the command gate) must not let this push store its
+    /// payload in plain text, so nothing of it is pushed and the client sends it again, sealed then.
+    pub(super) fn check_sealed(&self, items: &[PushItem]) -> CoreResult<()> {
+        let mut last: Option<(&str, bool)> = None;
+        for item in items {
+            let encrypted = match last {
+                Some((queue, encrypted)) if queue == item.queue.as_str() => encrypted,
+                _ => {
+                    let encrypted = self
+                        .queues
+                        .get(item.queue.as_str())
+                        .is_some_and(|q| q.record.options.encryption_enabled);
+                    last = Some((item.queue.as_str(), encrypted));
+                    encrypted
+                }
+            };
+            if encrypted && envelope_of(&item.payload).is_none() {
+                return Err(CoreError {
+                    kind: ErrorKind::Conflict,
+                    message: format!(
+                        "queue '{}' turned encryptionEnabled on while this push was on its way, so its \
+                         payload was not encrypted; nothing was pushed: send it again",
+                        item.queue
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// About how many bytes `items` add to storage (their payloads as JSON text, before compression).
