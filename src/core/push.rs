@@ -12,6 +12,10 @@ use super::Broker;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// Why a push with a plain payload for a queue that has `encryptionEnabled` was refused.
+pub const UNSEALED_PUSH: &str =
+    "encryptionEnabled was turned on during this push: nothing was pushed, send it again";
+
 /// The new messages of one push for one partition, and the names its results share.
 struct Batch {
     pid: u64,
@@ -240,30 +244,18 @@ impl Broker {
     /// HTTP layer seals the payloads of such queues, reading the flag before the command runs; a configure
     /// that turned it on in between (both waiting for the command gate) must not let this push store its
     /// payload in plain text, so nothing of it is pushed and the client sends it again, sealed then.
+    #[inline(never)]
     pub(super) fn check_sealed(&self, items: &[PushItem]) -> CoreResult<()> {
-        let mut last: Option<(&str, bool)> = None;
-        for item in items {
-            let encrypted = match last {
-                Some((queue, encrypted)) if queue == item.queue.as_str() => encrypted,
-                _ => {
-                    let encrypted = self
-                        .queues
-                        .get(item.queue.as_str())
-                        .is_some_and(|q| q.record.options.encryption_enabled);
-                    last = Some((item.queue.as_str(), encrypted));
-                    encrypted
-                }
-            };
-            if encrypted && envelope_of(&item.payload).is_none() {
-                return Err(CoreError {
-                    kind: ErrorKind::Conflict,
-                    message: format!(
-                        "queue '{}' turned encryptionEnabled on while this push was on its way, so its \
-                         payload was not encrypted; nothing was pushed: send it again",
-                        item.queue
-                    ),
-                });
-            }
+        let unsealed = items.iter().any(|item| {
+            self.queue_options(&item.queue)
+                .is_some_and(|o| o.encryption_enabled)
+                && envelope_of(&item.payload).is_none()
+        });
+        if unsealed {
+            return Err(CoreError {
+                kind: ErrorKind::Conflict,
+                message: UNSEALED_PUSH.to_string(),
+            });
         }
         Ok(())
     }

@@ -206,6 +206,7 @@ const AUTH_TAG_KEY: &[u8] = b"\"authTag\"";
 
 /// The envelope a raw payload holds, if it is one. Payloads are raw JSON text: only an object that
 /// mentions `authTag` is parsed to look closer, so plain payloads cost a scan, not a parse.
+#[inline(never)]
 pub fn envelope_of(payload: &Payload) -> Option<Value> {
     let text = payload.get();
     // A byte-window search: `str::contains` with a text pattern would bring the standard library's
