@@ -239,3 +239,124 @@ fn a_push_racing_a_configure_that_turns_encryption_on_never_stores_plain_text() 
     .unwrap()
     .contains(MARKER)));
 }
+
+/// The same race with a transaction that pushes: refused whole, nothing stored in plain text.
+#[test]
+fn a_transaction_racing_a_configure_that_turns_encryption_on_never_stores_plain_text() {
+    use futures::executor::LocalPool;
+    use futures::task::LocalSpawnExt;
+    use queen_edge::core::BrokerConfig;
+    use queen_edge::engine::Engine;
+    use queen_edge::http::{handle, EncryptionKey, HttpRequest};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    const MARKER: &str = "RACING-PLAINTEXT-MARKER";
+    let store = YieldingGets(queen_edge::store::MemStore::new());
+    let host = TestHost::new(T0);
+    let config = Rc::new(HttpConfig {
+        encryption: Some(
+            EncryptionKey::from_hex(
+                "8f1c2e0b5a7d93e4c6b1f0a29d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807",
+            )
+            .unwrap(),
+        ),
+        ..HttpConfig::default()
+    });
+    let open = || {
+        Rc::new(
+            futures::executor::block_on(Engine::open(
+                store.clone(),
+                host.clone(),
+                BrokerConfig::default(),
+            ))
+            .unwrap(),
+        )
+    };
+    let request = |method: &str, path: &str, body: serde_json::Value| {
+        HttpRequest::new(method, path).with_json(serde_json::to_vec(&body).unwrap())
+    };
+    // A message in another queue, then a restart: its segment is not in memory.
+    let engine = open();
+    let r = futures::executor::block_on(handle(
+        &engine,
+        &config,
+        request(
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "other", "payload": 1}]}),
+        ),
+    ));
+    assert_eq!(r.status, 201);
+    let engine = open();
+    let mut pool = LocalPool::new();
+    let answers: Rc<RefCell<Vec<(String, u16, String)>>> = Rc::default();
+    for (name, method, path, body) in [
+        ("pop", "GET", "/api/v1/pop/queue/other?batch=1", json!(null)),
+        (
+            "configure",
+            "POST",
+            "/api/v1/configure",
+            json!({"queue": "secret", "options": {"encryptionEnabled": true}}),
+        ),
+        (
+            "transaction",
+            "POST",
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "push", "items": [{"queue": "secret", "payload": {"m": MARKER}}]}]}),
+        ),
+    ] {
+        let (engine, config, answers) = (engine.clone(), config.clone(), answers.clone());
+        let req = if body.is_null() {
+            HttpRequest::new(method, path)
+        } else {
+            request(method, path, body)
+        };
+        pool.spawner()
+            .spawn_local(async move {
+                let r = handle(&engine, &config, req).await;
+                answers.borrow_mut().push((
+                    name.to_string(),
+                    r.status,
+                    String::from_utf8_lossy(&r.body).into_owned(),
+                ));
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    let answers = answers.borrow().clone();
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let (_, options) = futures::executor::block_on(async {
+        let r = handle(
+            &engine,
+            &config,
+            HttpRequest::new("GET", "/api/v1/resources/queues/secret"),
+        )
+        .await;
+        (r.status, String::from_utf8_lossy(&r.body).into_owned())
+    });
+    assert!(options.contains("\"encryptionEnabled\":true"), "{options}");
+    let stored: String = futures::executor::block_on(queen_edge::store::Store::scan(&store.0, ""))
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            if k.starts_with("s/") {
+                serde_json::to_string(&queen_edge::core::segment::decode(v).unwrap()).unwrap()
+            } else {
+                String::from_utf8_lossy(v).into_owned()
+            }
+        })
+        .collect();
+    assert!(
+        !stored.contains(MARKER),
+        "plain text stored in a queue with encryptionEnabled; answers: {answers:?}"
+    );
+    // Refused whole: `success: false`, saying to send it again.
+    let tx = &answers[2];
+    assert_eq!((tx.0.as_str(), tx.1), ("transaction", 200), "{answers:?}");
+    assert!(
+        tx.2.contains("\"success\":false") && tx.2.contains("send it again"),
+        "{}",
+        tx.2
+    );
+}
