@@ -101,6 +101,8 @@ export class Bridge {
   #onOffline = null
   #onPageHide = null
   #held = new Set()
+  #keyed = null
+  #sealedAtEdge = new Set()
 
   /**
    * Starts forwarding (internal: `Queen.open` makes it). `options`: checked by bridgeOptions (below); `deps`:
@@ -323,6 +325,7 @@ export class Bridge {
         this.#setState('forwarding')
         let results
         try {
+          await this.#checkSealing(queue)
           const answer = await this.#edge.request('POST', '/api/v1/push', { items })
           if (answer.status < 200 || answer.status >= 300) throw errorFromResponse(answer)
           results = Array.isArray(answer.body) ? answer.body : null
@@ -360,6 +363,35 @@ export class Bridge {
       clearInterval(renewal)
       this.#held.delete(messages)
     }
+  }
+
+  /**
+   * Throws QueenError `conflict` when `queue` has encryptionEnabled here and not at the edge: the local
+   * pop hands the bridge plain text, which the edge would then store as it is (a push never makes an
+   * encrypted queue). A broker without a key pops envelopes as stored, so it forwards ciphertext.
+   */
+  async #checkSealing(queue) {
+    if (this.#sealedAtEdge.has(queue)) return
+    if (this.#keyed === null) {
+      const health = await this.#queen.request('GET', '/health')
+      if (health.status !== 200) throw errorFromResponse(health)
+      this.#keyed = !!(health.body && health.body.encryption && health.body.encryption.keyConfigured)
+    }
+    if (!this.#keyed) return
+    const path = `/api/v1/resources/queues/${enc(queue)}`
+    const local = await this.#queen.request('GET', path)
+    // A writer without views (501) cannot say: only an encrypted edge queue is safe then.
+    if (local.status === 200 && !(local.body && local.body.options && local.body.options.encryptionEnabled)) return
+    if (local.status !== 200 && local.status !== 404 && local.status !== 501) throw errorFromResponse(local)
+    const edge = await this.#edge.request('GET', path)
+    if (edge.status === 200 && edge.body && edge.body.options && edge.body.options.encryptionEnabled) {
+      this.#sealedAtEdge.add(queue)
+      return
+    }
+    if (edge.status !== 200 && edge.status !== 404) throw errorFromResponse(edge)
+    throw new QueenError('conflict', `queue ${queue} has encryptionEnabled here (or this broker cannot say), and at the edge ` +
+      `${edge.status === 404 ? 'it does not exist' : 'it does not'}: its payloads would be stored there in plain text. ` +
+      'Configure it at the edge with encryptionEnabled (the edge needs QUEEN_ENCRYPTION_KEY); its messages wait here until then')
   }
 
   #fail(queue, message, delay, count = true) {

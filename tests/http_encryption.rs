@@ -269,3 +269,132 @@ fn health_says_whether_a_key_is_configured() {
     let (_, body) = Harness::with_config(keyed()).call("GET", "/health", None);
     assert_eq!(body["encryption"]["keyConfigured"], true);
 }
+
+/// Every place a payload of an `encryptionEnabled` queue or a copy of it is stored, walked through and
+/// scanned after each step (session 23 audit): the maintenance buffer and its drain, an exhausted
+/// `failed` and a `reclaimLimit` filing into the dead-letter queue, the delivery log, a bulk replay, a
+/// trace, and a prepared part of a transaction across shards. None may hold the plaintext.
+#[test]
+fn every_stored_copy_of_an_encrypted_queue_holds_only_the_envelope() {
+    let h = Harness::with_config(keyed());
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(
+            json!({"queue": "secret", "options": {"encryptionEnabled": true, "retryLimit": 0,
+                    "dlqAfterMaxRetries": true, "deadLetterQueue": true, "reclaimLimit": 1,
+                    "deliveryLog": "all", "leaseTime": 5}}),
+        ),
+    );
+    assert_eq!(status, 200, "{body}");
+    let clean = |step: &str| {
+        let stored = stored_text(&h);
+        assert!(
+            !stored.contains(MARKER),
+            "plaintext at rest after {step}:\n{stored}"
+        );
+    };
+    // Maintenance buffer (`b/`), then its drain into the queue.
+    let (status, _) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": true})),
+    );
+    assert_eq!(status, 200);
+    let (status, body) = push(&h, "secret", "b1", json!({"m": MARKER, "via": "buffer"}));
+    assert_eq!((status, &body[0]["status"]), (201, &json!("buffered")));
+    clean("a buffered push");
+    let (status, _) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": false})),
+    );
+    assert_eq!(status, 200);
+    clean("the drain");
+    for tx in ["f1", "r1"] {
+        assert_eq!(
+            push(&h, "secret", tx, json!({"m": MARKER, "tx": tx})).0,
+            201
+        );
+    }
+    // An exhausted `failed` (retryLimit 0) files the head to the dead-letter queue.
+    let popped =
+        h.pop_messages("/api/v1/pop/queue/secret?consumerGroup=g&subscriptionMode=all&batch=1");
+    assert_eq!(popped.len(), 1);
+    assert_eq!(popped[0]["data"]["via"], "buffer");
+    let acked = h.ack_batch(&popped, "failed", Some("g"));
+    assert_eq!(acked[0]["dlq"], true, "{acked}");
+    clean("a failed ack filed to the dead-letter queue");
+    // `reclaimLimit` 1: a lease that runs out twice (the second time delivered alone) files the head.
+    for _ in 0..2 {
+        let popped =
+            h.pop_messages("/api/v1/pop/queue/secret?consumerGroup=g&subscriptionMode=all&batch=1");
+        assert_eq!(popped.len(), 1);
+        h.advance(6_000);
+    }
+    let _ = h.call(
+        "GET",
+        "/api/v1/pop/queue/secret?consumerGroup=g&subscriptionMode=all&batch=1&wait=false",
+        None,
+    );
+    clean("reclaimLimit filings and the delivery log");
+    let (_, dlq) = h.call("GET", "/api/v1/dlq?queue=secret", None);
+    assert!(
+        !dlq["messages"].as_array().unwrap().is_empty(),
+        "the dead-letter queue holds the filed heads: {dlq}"
+    );
+    // A trace about a message of the queue.
+    let m =
+        &h.pop_messages("/api/v1/pop/queue/secret?consumerGroup=t&subscriptionMode=all&batch=1")[0];
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/traces",
+        Some(
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                    "consumerGroup": "t", "data": {"note": "seen"}}),
+        ),
+    );
+    assert_eq!(status, 201, "{body}");
+    clean("a trace");
+    // Bulk replay of every dead letter of the queue.
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/dlq/replay",
+        Some(json!({"queue": "secret"})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body["replayed"].as_u64().unwrap() >= 1, "{body}");
+    clean("a bulk replay");
+    // A prepared part of a transaction across shards (`w/`).
+    #[cfg(feature = "twophase")]
+    {
+        let body = json!({"operations": [{"type": "push", "items": [
+            {"queue": "secret", "transactionId": "w1", "payload": {"m": MARKER, "via": "prepared"}}]}]});
+        let request = queen_edge::http::HttpRequest::new("POST", "/internal/prepare")
+            .with_json(body.to_string().into_bytes());
+        let r = futures::executor::block_on(queen_edge::http::prepared::prepare(
+            &h.engine,
+            &h.config,
+            &request,
+            #[cfg(feature = "jwt")]
+            &queen_edge::http::jwt::JwtOutcome::default(),
+            "part-1",
+            "owner",
+        ));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        clean("a prepared part");
+        let r =
+            futures::executor::block_on(queen_edge::http::prepared::commit(&h.engine, "part-1"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        clean("a committed prepared part");
+    }
+    // Everything comes back in plain text to a fresh group.
+    let all = h.pop_messages(
+        "/api/v1/pop/queue/secret?consumerGroup=fresh&subscriptionMode=all&batch=100",
+    );
+    let texts: Vec<String> = all.iter().map(|m| m["data"].to_string()).collect();
+    assert!(
+        texts.iter().all(|t| t.contains(MARKER)),
+        "every message opens: {texts:?}"
+    );
+}

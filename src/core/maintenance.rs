@@ -231,6 +231,7 @@ impl Broker {
     /// whole (507) when they would take the buffer past [`MAX_BUFFER_BYTES`].
     pub fn buffer_push(&mut self, now: i64, items: &[PushItem]) -> CoreResult<Vec<BufferedResult>> {
         let now = self.tick(now);
+        self.check_sealed(items)?;
         let incoming = Self::push_size(items);
         if self.mode.buffer_bytes + incoming > MAX_BUFFER_BYTES {
             return Err(CoreError::full(format!(

@@ -12,6 +12,10 @@ use super::Broker;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// Why a push with a plain payload for a queue that has `encryptionEnabled` was refused.
+pub const UNSEALED_PUSH: &str =
+    "encryptionEnabled was turned on during this push: nothing was pushed, send it again";
+
 /// The new messages of one push for one partition, and the names its results share.
 struct Batch {
     pid: u64,
@@ -223,6 +227,7 @@ impl Broker {
     ) -> CoreResult<Vec<PushResult>> {
         let now = self.tick(now);
         self.check_quota(Self::push_size(items))?;
+        self.check_sealed(items)?;
         let none_stored = lookup.is_some_and(|l| l.none_stored_at == Some(self.txids_indexed));
         let stored = if none_stored {
             Vec::new()
@@ -233,6 +238,26 @@ impl Broker {
             return Ok(Vec::new());
         }
         Ok(self.append_items(now, std::mem::take(items), 0, stored))
+    }
+
+    /// Refuses (409) a push that carries a plain payload for a queue that has `encryptionEnabled`. The
+    /// HTTP layer seals the payloads of such queues, reading the flag before the command runs; a configure
+    /// that turned it on in between (both waiting for the command gate) must not let this push store its
+    /// payload in plain text, so nothing of it is pushed and the client sends it again, sealed then.
+    #[inline(never)]
+    pub(super) fn check_sealed(&self, items: &[PushItem]) -> CoreResult<()> {
+        let unsealed = items.iter().any(|item| {
+            self.queue_options(&item.queue)
+                .is_some_and(|o| o.encryption_enabled)
+                && envelope_of(&item.payload).is_none()
+        });
+        if unsealed {
+            return Err(CoreError {
+                kind: ErrorKind::Conflict,
+                message: UNSEALED_PUSH.to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// About how many bytes `items` add to storage (their payloads as JSON text, before compression).

@@ -91,6 +91,7 @@ impl Broker {
     }
 
     /// One queue's options, if it exists (no view is built: cheap enough for every push).
+    #[inline(never)]
     pub fn queue_options(&self, queue: &str) -> Option<&QueueOptions> {
         self.queues.get(queue).map(|q| &q.record.options)
     }

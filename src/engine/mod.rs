@@ -1015,7 +1015,9 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Runs retention and eviction, and deletes the traces of messages no longer retained (the host
-    /// calls this periodically).
+    /// calls this periodically). Then it finishes a drain of the maintenance buffer that stopped part
+    /// way (a failed commit, or a stop, after push maintenance was turned off): otherwise what waits
+    /// there, answered `buffered`, would reach its queue only with the next push.
     pub async fn maintain(&self) -> EngineResult<MaintenanceReport> {
         let mut report = self
             .run_plain(|b, now| {
@@ -1026,6 +1028,15 @@ impl<S: Store, H: Host> Engine<S, H> {
             })
             .await?;
         report.segments_compressed = self.compress_waiting_segments().await?;
+        #[cfg(feature = "ops")]
+        if self.read(|b, _| !b.mode().push_paused && b.maintenance().buffered() > 0) {
+            match self.drain_push_buffer().await {
+                // The core refuses a chunk that does not fit the quota: it waits in the buffer for
+                // room, as the pushes behind it do, and retention above ran all the same.
+                Ok(()) | Err(EngineError::Core(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         Ok(report)
     }
 

@@ -39,7 +39,7 @@ pub struct TestHost {
 }
 
 impl TestHost {
-    fn new(now: i64) -> Self {
+    pub fn new(now: i64) -> Self {
         let clock = Clock::default();
         clock.now.set(now);
         TestHost {

@@ -30,6 +30,8 @@ import { startWorker, tempPersistDir } from '../../worker/test/harness.mjs'
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const TOKEN = 'bridge-' + Math.random().toString(36).slice(2)
+/** The edge's and the sealed test's local key (QUEEN_ENCRYPTION_KEY, Queen.open's encryptionKey). */
+const KEY = '8f1c2e0b5a7d93e4c6b1f0a29d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807'
 
 if (!existsSync(resolve(ROOT, 'www/vendor/queen-edge/queen-edge.js'))) {
   console.error('bridge test: no www/vendor/queen-edge/queen-edge.js; run scripts/build-js')
@@ -105,7 +107,53 @@ async function assertEdgeHolds(queue, expected, label) {
   }
 }
 
+/** A call to the edge with the token; resolves to {status, body}. */
+async function edgeCall(method, path, body) {
+  const res = await fetch(worker.url + path, {
+    method,
+    headers: { Authorization: 'Bearer ' + TOKEN, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body)
+  })
+  const text = await res.text()
+  return { status: res.status, body: text ? JSON.parse(text) : null }
+}
+
 const tests = [
+  ['an encryptionEnabled queue is forwarded only to an encrypted queue at the edge, never stored there in plain text', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'sealed')
+    const name = uniqueName('bridge-sealed')
+    const queue = uniqueName('sealed')
+    const secret = { secret: 'SEALED-' + Math.random().toString(36).slice(2) }
+    await page.evaluate(async ({ name, url, token, queue, key, secret }) => {
+      window.queen = await window.QE.Queen.open({
+        name,
+        encryptionKey: key,
+        bridge: { url, token, queues: [queue], retryDelayMillis: 200, maxRetryDelayMillis: 1000 }
+      })
+      const c = await window.queen.request('POST', '/api/v1/configure', { queue, options: { encryptionEnabled: true } })
+      if (c.status !== 200) throw new Error('local configure: ' + JSON.stringify(c))
+      await window.queen.queue(queue).push([{ data: secret }])
+    }, { name, url: worker.url, token: TOKEN, queue, key: KEY, secret })
+    await sleep(2000)
+    const held = await page.evaluate(() => window.queen.bridge.status())
+    assertEq([held.pending, held.forwarded], [1, 0], `held while the edge's queue is not encrypted (${JSON.stringify(held)})`)
+    assert(/encryptionEnabled/.test(held.lastError || ''), `the last error says why: ${held.lastError}`)
+    const before = await edgeCall('GET', `/api/v1/resources/queues/${encodeURIComponent(queue)}`)
+    assertEq(before.status, 404, `the edge holds nothing of the queue, in plain text or otherwise (${JSON.stringify(before.body)})`)
+    // Encrypted at the edge too: forwarded, stored there as an envelope, popped in plain text.
+    const cfg = await edgeCall('POST', '/api/v1/configure', { queue, options: { encryptionEnabled: true } })
+    assertEq(cfg.status, 200, 'edge configure')
+    await page.evaluate(() => window.queen.bridge.retryNow())
+    const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
+    assertEq([drained.pending, drained.forwarded], [0, 1], 'forwarded once the edge encrypts the queue')
+    const listed = await edgeCall('GET', `/api/v1/messages?queue=${encodeURIComponent(queue)}`)
+    assertEq(listed.body.messages.map((m) => m.isEncrypted), [true], 'stored as an envelope at the edge')
+    assertEq((await edgeMessages(queue, 'Default')).map((m) => m.data), [secret], 'and read back in plain text')
+    await page.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
   ['offline: pushes stay local with pending shown; back online they reach the edge once, in order', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'offline')
@@ -383,7 +431,7 @@ const state = tempPersistDir()
 let failed = 1
 let env = null
 try {
-  worker = await startWorker({ persistTo: state.dir, vars: { API_TOKEN: TOKEN } })
+  worker = await startWorker({ persistTo: state.dir, vars: { API_TOKEN: TOKEN, QUEEN_ENCRYPTION_KEY: KEY } })
   console.log(`  worker (workerd) at ${worker.url} after ${Date.now() - t0} ms`)
   env = await launch()
   failed = await runTests(tests, env, process.argv.slice(2))

@@ -187,3 +187,36 @@ impl<'de> serde::Deserialize<'de> for Payload {
         Box::<RawValue>::deserialize(deserializer).map(|raw| Payload(Text::Own(raw)))
     }
 }
+
+/// True when `payload` has the envelope's shape of encryption at rest (`http::crypto`): an object of
+/// exactly the string fields `encrypted`, `iv` and `authTag` (the message browser's `isEncrypted`; the
+/// cipher checks the rest).
+pub fn is_envelope(payload: &Value) -> bool {
+    let Value::Object(map) = payload else {
+        return false;
+    };
+    map.len() == 3
+        && ["encrypted", "iv", "authTag"]
+            .iter()
+            .all(|k| map.get(*k).is_some_and(Value::is_string))
+}
+
+/// The envelope's tag key as it appears in JSON text.
+const AUTH_TAG_KEY: &[u8] = b"\"authTag\"";
+
+/// The envelope a raw payload holds, if it is one. Payloads are raw JSON text: only an object that
+/// mentions `authTag` is parsed to look closer, so plain payloads cost a scan, not a parse.
+#[inline(never)]
+pub fn envelope_of(payload: &Payload) -> Option<Value> {
+    let text = payload.get();
+    // A byte-window search: `str::contains` with a text pattern would bring the standard library's
+    // substring searcher into the browser module for this one use.
+    let mentions_tag = text
+        .as_bytes()
+        .windows(AUTH_TAG_KEY.len())
+        .any(|w| w == AUTH_TAG_KEY);
+    if !text.trim_start().starts_with('{') || !mentions_tag {
+        return None;
+    }
+    payload.to_value().ok().filter(is_envelope)
+}

@@ -120,7 +120,11 @@ impl Broker {
                 TxOperation::Unknown(kind) => {
                     return Some(format!("Unknown operation type: {kind}"))
                 }
-                TxOperation::Push(_) => {}
+                TxOperation::Push(items) => {
+                    if let Err(e) = self.check_sealed(items) {
+                        return Some(e.message);
+                    }
+                }
                 TxOperation::Ack { item, group } => {
                     let group = Self::group_name(group.as_deref());
                     let found = self

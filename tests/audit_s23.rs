@@ -1,0 +1,362 @@
+//! Defects found by the session-23 audit of stored copies and multi-step operations (docs/decisions.md,
+//! "Audit of stored copies and multi-step operations (session 23) — audit"), each pinned by the test
+//! that showed it.
+
+#![cfg(all(not(target_arch = "wasm32"), feature = "ops"))]
+
+mod http_support;
+
+use http_support::*;
+use queen_edge::http::HttpConfig;
+use serde_json::json;
+
+/// Turning push maintenance off commits the switch, then drains the buffer a chunk per commit. When a
+/// drain commit fails (or the broker stops mid-drain), the items left in the buffer were pushed and
+/// answered `buffered`, yet nothing but a later push (or switching maintenance again) ever drained
+/// them: consumers never got them. Maintenance (the Worker's alarm, the page's timer) must finish the
+/// drain.
+#[test]
+fn buffered_messages_left_by_a_failed_drain_reach_consumers_without_another_push() {
+    let h = Harness::new();
+    let (status, _) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": true})),
+    );
+    assert_eq!(status, 200);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "m", "payload": "waits"}]})),
+    );
+    assert_eq!((status, &body[0]["status"]), (201, &json!("buffered")));
+    // The switch commits, the drain's commit fails; then the broker restarts.
+    h.store.fail_commit_after(1);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": false})),
+    );
+    assert_eq!(status, 500, "{body}");
+    let h = h.restart(HttpConfig::default());
+    let (_, mode) = h.call("GET", "/api/v1/system/maintenance", None);
+    assert_eq!(mode["maintenanceMode"], false, "{mode}");
+    // Maintenance runs (as the alarm or the page's timer would).
+    futures::executor::block_on(h.engine.maintain()).expect("maintenance runs");
+    let (status, popped) = h.call("GET", "/api/v1/pop/queue/m?batch=10&wait=false", None);
+    assert_eq!(
+        status, 200,
+        "the buffered message was never delivered: {popped}"
+    );
+    assert_eq!(popped["messages"][0]["data"], json!("waits"));
+}
+
+/// A `MemStore` whose reads of records by key (segments) yield once before they answer, as IndexedDB's and
+/// the Durable Object's do: a command that loads a segment holds the command gate across that wait.
+#[derive(Clone)]
+struct YieldingGets(queen_edge::store::MemStore);
+
+impl queen_edge::store::Store for YieldingGets {
+    async fn scan(&self, prefix: &str) -> Result<Vec<queen_edge::store::Record>, StoreError> {
+        self.0.scan(prefix).await
+    }
+    async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        YieldOnce(false).await;
+        self.0.get(keys).await
+    }
+    async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
+        self.0.first_keys(ranges).await
+    }
+    async fn commit(&self, changes: &ChangeSet) -> Result<(), StoreError> {
+        self.0.commit(changes).await
+    }
+    async fn commit_noted(&self, changes: &ChangeSet, notes: &[Note]) -> Result<(), StoreError> {
+        self.0.commit_noted(changes, notes).await
+    }
+}
+
+/// Pending once, then ready.
+struct YieldOnce(bool);
+
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+use queen_edge::store::{ChangeSet, KeyRange, Note, StoreError};
+
+/// The HTTP layer reads a queue's `encryptionEnabled` before the push command runs; a configure that
+/// turns it on and is applied between that read and the push (here: both wait for the command gate
+/// while a pop loads a segment) let the push store its payload in plain text in a queue that has
+/// `encryptionEnabled`. The push must be sealed, or refused.
+#[test]
+fn a_push_racing_a_configure_that_turns_encryption_on_never_stores_plain_text() {
+    use futures::executor::LocalPool;
+    use futures::task::LocalSpawnExt;
+    use queen_edge::core::BrokerConfig;
+    use queen_edge::engine::Engine;
+    use queen_edge::http::{handle, EncryptionKey, HttpRequest};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    const MARKER: &str = "RACING-PLAINTEXT-MARKER";
+    let store = YieldingGets(queen_edge::store::MemStore::new());
+    let host = TestHost::new(T0);
+    let config = Rc::new(HttpConfig {
+        encryption: Some(
+            EncryptionKey::from_hex(
+                "8f1c2e0b5a7d93e4c6b1f0a29d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807",
+            )
+            .unwrap(),
+        ),
+        ..HttpConfig::default()
+    });
+    let open = || {
+        Rc::new(
+            futures::executor::block_on(Engine::open(
+                store.clone(),
+                host.clone(),
+                BrokerConfig::default(),
+            ))
+            .unwrap(),
+        )
+    };
+    let request = |method: &str, path: &str, body: serde_json::Value| {
+        HttpRequest::new(method, path).with_json(serde_json::to_vec(&body).unwrap())
+    };
+    // A message in another queue, then a restart: its segment is not in memory.
+    let engine = open();
+    let r = futures::executor::block_on(handle(
+        &engine,
+        &config,
+        request(
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "other", "payload": 1}]}),
+        ),
+    ));
+    assert_eq!(r.status, 201);
+    let engine = open();
+    let mut pool = LocalPool::new();
+    let answers: Rc<RefCell<Vec<(String, u16, String)>>> = Rc::default();
+    for (name, method, path, body) in [
+        ("pop", "GET", "/api/v1/pop/queue/other?batch=1", json!(null)),
+        (
+            "configure",
+            "POST",
+            "/api/v1/configure",
+            json!({"queue": "secret", "options": {"encryptionEnabled": true}}),
+        ),
+        (
+            "push",
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "secret", "payload": {"m": MARKER}}]}),
+        ),
+    ] {
+        let (engine, config, answers) = (engine.clone(), config.clone(), answers.clone());
+        let req = if body.is_null() {
+            HttpRequest::new(method, path)
+        } else {
+            request(method, path, body)
+        };
+        pool.spawner()
+            .spawn_local(async move {
+                let r = handle(&engine, &config, req).await;
+                answers.borrow_mut().push((
+                    name.to_string(),
+                    r.status,
+                    String::from_utf8_lossy(&r.body).into_owned(),
+                ));
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    let answers = answers.borrow().clone();
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let (_, options) = futures::executor::block_on(async {
+        let r = handle(
+            &engine,
+            &config,
+            HttpRequest::new("GET", "/api/v1/resources/queues/secret"),
+        )
+        .await;
+        (r.status, String::from_utf8_lossy(&r.body).into_owned())
+    });
+    assert!(options.contains("\"encryptionEnabled\":true"), "{options}");
+    let stored: String = futures::executor::block_on(queen_edge::store::Store::scan(&store.0, ""))
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            if k.starts_with("s/") {
+                serde_json::to_string(&queen_edge::core::segment::decode(v).unwrap()).unwrap()
+            } else {
+                String::from_utf8_lossy(v).into_owned()
+            }
+        })
+        .collect();
+    assert!(
+        !stored.contains(MARKER),
+        "plain text stored in a queue with encryptionEnabled; answers: {answers:?}"
+    );
+    // The push was refused whole (409, saying to send it again); sent again, it is sealed.
+    let push = &answers[2];
+    assert_eq!((push.0.as_str(), push.1), ("push", 409), "{answers:?}");
+    assert!(push.2.contains("send it again"), "{}", push.2);
+    let again = futures::executor::block_on(handle(
+        &engine,
+        &config,
+        request(
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "secret", "payload": {"m": MARKER}}]}),
+        ),
+    ));
+    assert_eq!(again.status, 201);
+    let popped = futures::executor::block_on(handle(
+        &engine,
+        &config,
+        HttpRequest::new("GET", "/api/v1/pop/queue/secret?batch=10"),
+    ));
+    let popped: serde_json::Value = serde_json::from_slice(&popped.body).unwrap();
+    assert_eq!(popped["messages"][0]["data"], json!({"m": MARKER}));
+    let stored =
+        futures::executor::block_on(queen_edge::store::Store::scan(&store.0, "s/")).unwrap();
+    assert!(stored.iter().all(|(_, v)| !serde_json::to_string(
+        &queen_edge::core::segment::decode(v).unwrap()
+    )
+    .unwrap()
+    .contains(MARKER)));
+}
+
+/// The same race with a transaction that pushes: refused whole, nothing stored in plain text.
+#[test]
+fn a_transaction_racing_a_configure_that_turns_encryption_on_never_stores_plain_text() {
+    use futures::executor::LocalPool;
+    use futures::task::LocalSpawnExt;
+    use queen_edge::core::BrokerConfig;
+    use queen_edge::engine::Engine;
+    use queen_edge::http::{handle, EncryptionKey, HttpRequest};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    const MARKER: &str = "RACING-PLAINTEXT-MARKER";
+    let store = YieldingGets(queen_edge::store::MemStore::new());
+    let host = TestHost::new(T0);
+    let config = Rc::new(HttpConfig {
+        encryption: Some(
+            EncryptionKey::from_hex(
+                "8f1c2e0b5a7d93e4c6b1f0a29d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807",
+            )
+            .unwrap(),
+        ),
+        ..HttpConfig::default()
+    });
+    let open = || {
+        Rc::new(
+            futures::executor::block_on(Engine::open(
+                store.clone(),
+                host.clone(),
+                BrokerConfig::default(),
+            ))
+            .unwrap(),
+        )
+    };
+    let request = |method: &str, path: &str, body: serde_json::Value| {
+        HttpRequest::new(method, path).with_json(serde_json::to_vec(&body).unwrap())
+    };
+    // A message in another queue, then a restart: its segment is not in memory.
+    let engine = open();
+    let r = futures::executor::block_on(handle(
+        &engine,
+        &config,
+        request(
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "other", "payload": 1}]}),
+        ),
+    ));
+    assert_eq!(r.status, 201);
+    let engine = open();
+    let mut pool = LocalPool::new();
+    let answers: Rc<RefCell<Vec<(String, u16, String)>>> = Rc::default();
+    for (name, method, path, body) in [
+        ("pop", "GET", "/api/v1/pop/queue/other?batch=1", json!(null)),
+        (
+            "configure",
+            "POST",
+            "/api/v1/configure",
+            json!({"queue": "secret", "options": {"encryptionEnabled": true}}),
+        ),
+        (
+            "transaction",
+            "POST",
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "push", "items": [{"queue": "secret", "payload": {"m": MARKER}}]}]}),
+        ),
+    ] {
+        let (engine, config, answers) = (engine.clone(), config.clone(), answers.clone());
+        let req = if body.is_null() {
+            HttpRequest::new(method, path)
+        } else {
+            request(method, path, body)
+        };
+        pool.spawner()
+            .spawn_local(async move {
+                let r = handle(&engine, &config, req).await;
+                answers.borrow_mut().push((
+                    name.to_string(),
+                    r.status,
+                    String::from_utf8_lossy(&r.body).into_owned(),
+                ));
+            })
+            .unwrap();
+    }
+    pool.run_until_stalled();
+    let answers = answers.borrow().clone();
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let (_, options) = futures::executor::block_on(async {
+        let r = handle(
+            &engine,
+            &config,
+            HttpRequest::new("GET", "/api/v1/resources/queues/secret"),
+        )
+        .await;
+        (r.status, String::from_utf8_lossy(&r.body).into_owned())
+    });
+    assert!(options.contains("\"encryptionEnabled\":true"), "{options}");
+    let stored: String = futures::executor::block_on(queen_edge::store::Store::scan(&store.0, ""))
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            if k.starts_with("s/") {
+                serde_json::to_string(&queen_edge::core::segment::decode(v).unwrap()).unwrap()
+            } else {
+                String::from_utf8_lossy(v).into_owned()
+            }
+        })
+        .collect();
+    assert!(
+        !stored.contains(MARKER),
+        "plain text stored in a queue with encryptionEnabled; answers: {answers:?}"
+    );
+    // Refused whole: `success: false`, saying to send it again.
+    let tx = &answers[2];
+    assert_eq!((tx.0.as_str(), tx.1), ("transaction", 200), "{answers:?}");
+    assert!(
+        tx.2.contains("\"success\":false") && tx.2.contains("send it again"),
+        "{}",
+        tx.2
+    );
+}
