@@ -389,8 +389,12 @@ export class Bridge {
       return
     }
     if (edge.status !== 200 && edge.status !== 404) throw errorFromResponse(edge)
-    throw new QueenError('conflict', `queue ${queue} has encryptionEnabled here (or this broker cannot say), and at the edge ` +
-      `${edge.status === 404 ? 'it does not exist' : 'it does not'}: its payloads would be stored there in plain text. ` +
+    const here = local.status === 501
+      ? `the tab that writes this broker was opened without views, so it cannot say whether queue ${queue} has encryptionEnabled ` +
+        '(open every tab with views: true to forward plain queues),'
+      : `queue ${queue} has encryptionEnabled here,`
+    throw new QueenError('conflict', `${here} and at the edge ` +
+      `${edge.status === 404 ? 'it does not exist' : 'it does not have it'}: its payloads would be stored there in plain text. ` +
       'Configure it at the edge with encryptionEnabled (the edge needs QUEEN_ENCRYPTION_KEY); its messages wait here until then')
   }
 

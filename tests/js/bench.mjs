@@ -79,7 +79,10 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // (-0.4 KB of JS).
 // 199.5 KB since four collect::<Result<..>> became plain loops (-0.9 KB, the lead): 199.4 KB, within issue 11's
 // 200 KB target.
-const BUDGET_GZ = 199.5 * 1024
+// 200 KB (issue 11's target itself) since session 24: the core's refusal of a plain payload for an encrypted
+// queue (audit23, a data-safety fix: +0.2 KB) put the module 154 bytes over 199.5 KB; docs/decisions.md,
+// "The size budget at the target (session 24)".
+const BUDGET_GZ = 200 * 1024
 const TARGET_GZ = 200 * 1024
 const args = new Set(process.argv.slice(2))
 const vendor = resolve(ROOT, 'www/vendor/queen-edge')
