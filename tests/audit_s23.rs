@@ -51,6 +51,48 @@ fn buffered_messages_left_by_a_failed_drain_reach_consumers_without_another_push
     assert_eq!(popped["messages"][0]["data"], json!("waits"));
 }
 
+/// The Worker arms its alarm (which runs maintenance) only while the broker has periodic work. Buffered
+/// items for a queue that does not exist yet are such work: with queues alone as the test (session 23's
+/// condition), a broker whose only content is a stopped drain's buffer never woke to finish it.
+#[test]
+fn items_left_in_the_buffer_for_a_queue_not_yet_made_are_periodic_work() {
+    let h = Harness::new();
+    h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": true})),
+    );
+    let (status, _) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({"items": [{"queue": "not-yet", "payload": 1}]})),
+    );
+    assert_eq!(status, 201);
+    h.store.fail_commit_after(1);
+    h.call(
+        "POST",
+        "/api/v1/system/maintenance",
+        Some(json!({"enabled": false})),
+    );
+    let h = h.restart(HttpConfig::default());
+    let (queues, buffered) = h
+        .engine
+        .read(|b, now| (b.stats(now).queues, b.maintenance().buffered()));
+    assert_eq!(
+        (queues, buffered),
+        (0, 1),
+        "the scenario: no queue, one item buffered"
+    );
+    assert!(
+        h.engine.read(|b, _| b.has_periodic_work()),
+        "a buffered item must keep the maintenance alarm armed"
+    );
+    futures::executor::block_on(h.engine.maintain()).expect("maintenance runs");
+    assert!(h
+        .engine
+        .read(|b, _| b.stats(0).queues == 1 && b.maintenance().buffered() == 0));
+}
+
 /// A `MemStore` whose reads of records by key (segments) yield once before they answer, as IndexedDB's and
 /// the Durable Object's do: a command that loads a segment holds the command gate across that wait.
 #[derive(Clone)]

@@ -194,6 +194,13 @@ impl Broker {
     pub fn mode(&self) -> ModeState {
         self.mode.state
     }
+
+    /// True while periodic maintenance (`Engine::maintain`) has work to do: a queue to retain or evict
+    /// from, or items waiting in the push buffer, whose drain maintenance finishes when one stopped part
+    /// way, whether or not their queues exist yet.
+    pub fn has_periodic_work(&self) -> bool {
+        !self.queues.is_empty() || self.mode.buffered() > 0
+    }
 }
 
 #[cfg(feature = "ops")]

@@ -212,11 +212,12 @@ impl Broker {
         }
     }
 
-    /// Retention and eviction run from the object's alarm: schedules one when the broker holds queues
-    /// and none is scheduled. An empty broker needs none, so an object that was only probed (or whose
+    /// Retention, eviction and the end of a stopped drain run from the object's alarm: schedules one
+    /// when the broker has such work (`has_periodic_work`: queues, or items in the push buffer) and
+    /// none is scheduled. An empty broker needs none, so an object that was only probed (or whose
     /// queues were all deleted) goes quiet instead of waking every minute forever.
     async fn arm_alarm_if_needed(&self, engine: &BrokerEngine) {
-        if self.alarm_armed.get() || engine.read(|b, now| b.stats(now).queues) == 0 {
+        if self.alarm_armed.get() || !engine.read(|b, _| b.has_periodic_work()) {
             return;
         }
         if self
