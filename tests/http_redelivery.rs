@@ -360,6 +360,71 @@ fn bulk_replay_goes_in_chunks_as_dlq_ids_and_twice_adds_nothing() {
     assert_eq!((&none["replayed"], &none["chunks"]), (&json!(0), &json!(0)));
 }
 
+/// A message that two groups filed is one message address with two rows. Bulk replay works by address,
+/// as `admin.retryMessage` does: one copy, both rows gone, even with a filter naming one group (the copy
+/// reaches every group). Before, each row was pushed, so every group received the message twice, under
+/// two transaction ids no client could see as the same.
+#[test]
+fn bulk_replay_pushes_one_copy_per_message_address() {
+    let h = Harness::new();
+    push(&h, "m", "p", "both");
+    push(&h, "m", "p", "only-g1");
+    // g1 files both messages, g2 only the first.
+    for (group, count) in [("g1", 2), ("g2", 1)] {
+        for _ in 0..count {
+            let (_, popped) = h.call(
+                "GET",
+                &format!(
+                    "/api/v1/pop/queue/m/partition/p?consumerGroup={group}&subscriptionMode=all"
+                ),
+                None,
+            );
+            let m = &popped["messages"][0];
+            let (code, body) = h.call(
+                "POST",
+                "/api/v1/ack",
+                Some(
+                    json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                            "status": "dlq", "error": "bad", "leaseId": popped["leaseId"],
+                            "consumerGroup": group}),
+                ),
+            );
+            assert_eq!((code, &body[0]["dlq"]), (200, &json!(true)), "{body}");
+        }
+    }
+    let (_, dlq) = h.call("GET", "/api/v1/dlq?queue=m", None);
+    assert_eq!(dlq["total"], 3, "{dlq}");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/dlq/replay",
+        Some(json!({"queue": "m", "consumerGroup": "g1"})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"dryRun": false, "replayed": 3, "queued": 2, "duplicates": 0, "chunks": 1}),
+        "two addresses, three rows"
+    );
+    let (_, dlq) = h.call("GET", "/api/v1/dlq?queue=m", None);
+    assert_eq!(
+        dlq["total"], 0,
+        "g2's row at the replayed address went too: {dlq}"
+    );
+    // A new group reading from the start sees the two originals and one copy of each.
+    let (_, all) = h.call(
+        "GET",
+        "/api/v1/pop/queue/m/partition/p?consumerGroup=g3&subscriptionMode=all&batch=10",
+        None,
+    );
+    let payloads: Vec<String> = all["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"]["tx"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(payloads, ["both", "only-g1", "both", "only-g1"]);
+}
+
 #[test]
 fn bulk_delete_by_group_error_and_time() {
     let h = Harness::new();

@@ -3,10 +3,13 @@
 //!
 //! The core does one chunk per command ([`Broker::dlq_replay_rows`], [`Broker::dlq_delete_rows`]); the
 //! caller (the HTTP route) picks the next chunk with [`Broker::dlq_select`] between commands, so a large
-//! dead-letter queue never holds the command gate for long. A replayed row is pushed as
-//! `transactionId` `dlq:<row id>` exactly as a single replay is, so replaying a row twice adds nothing.
+//! dead-letter queue never holds the command gate for long. A replay works by message address, as
+//! `admin.retryMessage` does: the newest row at the address is pushed once as `transactionId`
+//! `dlq:<row id>` and every row at the address goes, so a message that two groups filed comes back
+//! once, and replaying it twice adds nothing.
 
 use super::api::*;
+use super::fxhash::FxHashMap;
 use super::records::dead_letter_key;
 use super::state::DeadLetter;
 use super::Broker;
@@ -93,20 +96,54 @@ impl Broker {
         (all.ids.len(), sample)
     }
 
-    /// Replays the rows `ids` still present (one chunk): each as a single replay would.
+    /// Replays the rows `ids` still present (one chunk), one message address (partition, transaction
+    /// id) at a time, as a replay by address does: the newest row at the address is pushed once, and
+    /// every row there goes, other groups' rows too (the copy reaches every group; a second copy would
+    /// reach each group twice). One reply per address replayed, in the order of its first row in `ids`.
     pub fn dlq_replay_rows(&mut self, now: i64, ids: &[String]) -> Vec<ReplayReply> {
         let now = self.tick(now);
-        let letters: Vec<DeadLetter> = ids
-            .iter()
-            .filter_map(|id| self.dead_letters.get(id).map(|d| (**d).clone()))
-            .collect();
-        letters
-            .into_iter()
-            .map(|letter| {
-                let id = letter.id.clone();
-                self.replay(now, letter, vec![id])
-            })
-            .collect()
+        let by_transaction = self.rows_by_transaction(ids);
+        let mut replies = Vec::new();
+        for id in ids {
+            let Some(letter) = self.dead_letters.get(id) else {
+                continue; // gone before this chunk, or replayed with an earlier row of its address
+            };
+            let pid = letter.partition_id;
+            let rows: Vec<String> = by_transaction
+                .get(letter.transaction_id.as_str())
+                .map_or(&[][..], Vec::as_slice)
+                .iter()
+                .filter(|(p, _, r)| *p == pid && self.dead_letters.contains_key(r))
+                .map(|(_, _, r)| r.clone())
+                .collect();
+            let Some(newest) = rows.last().and_then(|r| self.dead_letters.get(r)) else {
+                continue;
+            };
+            let newest = (**newest).clone();
+            replies.push(self.replay(now, newest, rows));
+        }
+        replies
+    }
+
+    /// The dead-letter rows that share a transaction id with a row of `ids`, as (partition id, filing
+    /// sequence, row id), oldest filing first (one pass over the dead letters, as `dlq_select` makes
+    /// per chunk).
+    fn rows_by_transaction(&self, ids: &[String]) -> FxHashMap<String, Vec<(u64, u64, String)>> {
+        let mut rows: FxHashMap<String, Vec<(u64, u64, String)>> = FxHashMap::default();
+        for id in ids {
+            if let Some(d) = self.dead_letters.get(id) {
+                rows.insert(d.transaction_id.clone(), Vec::new());
+            }
+        }
+        for d in self.dead_letters.values() {
+            if let Some(same) = rows.get_mut(d.transaction_id.as_str()) {
+                same.push((d.partition_id, d.seq, d.id.clone()));
+            }
+        }
+        for same in rows.values_mut() {
+            same.sort_by_key(|(_, seq, _)| *seq);
+        }
+        rows
     }
 
     /// Deletes the rows `ids` still present (one chunk). Returns how many went.

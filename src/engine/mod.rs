@@ -963,7 +963,8 @@ impl<S: Store, H: Host> Engine<S, H> {
             .await
     }
 
-    /// Replays one chunk of dead-letter rows, each as a single replay (bulk replay, `core::dlq_bulk`).
+    /// Replays one chunk of dead-letter rows by message address: one copy per address, every row there
+    /// removed (bulk replay, `core::dlq_bulk`).
     pub async fn dlq_replay_rows(&self, ids: &[String]) -> EngineResult<Vec<ReplayReply>> {
         self.run_plain(|b, now| Ok(b.dlq_replay_rows(now, ids)))
             .await

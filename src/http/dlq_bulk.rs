@@ -5,7 +5,13 @@
 //! it is answered, so all its chunks commit with its answer or none does (`engine::Recording`).
 //!
 //! Body: `{queue, consumerGroup, partition, errorContains, from, to, limit, dryRun}`, every field
-//! optional; `from`/`to` are ISO-8601 instants bounding the time a row was dead-lettered (inclusive).
+//! optional; `from`/`to` are ISO-8601 instants bounding the time a row was dead-lettered (inclusive);
+//! `limit` and the dry run's `count` are in selected rows.
+//!
+//! A replay answers `{dryRun: false, replayed, queued, duplicates, chunks}`: `replayed` is the rows it
+//! removed, `queued + duplicates` the copies it pushed, one per message address (a message that two
+//! groups filed is one copy and two rows; the other group's row goes even when the filter names a
+//! group, as with a replay by address, since the copy reaches every group).
 
 use super::crypto;
 use super::error::{json_response, HttpError};
@@ -171,7 +177,7 @@ pub(crate) async fn answer<S: Store, H: Host>(
                     .await
                     .map_err(|e| failed(e, done))?;
                 for reply in replies {
-                    done += 1;
+                    done += reply.rows_removed;
                     if reply.status == PushStatus::Duplicate {
                         duplicates += 1;
                     } else {
