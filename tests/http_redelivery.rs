@@ -326,7 +326,7 @@ fn bulk_replay_goes_in_chunks_as_dlq_ids_and_twice_adds_nothing() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,
-        json!({"dryRun": false, "replayed": 210, "queued": 210, "duplicates": 0, "chunks": 3})
+        json!({"dryRun": false, "selected": 210, "replayed": 210, "queued": 210, "duplicates": 0, "chunks": 3})
     );
     let (_, dlq) = h.call("GET", "/api/v1/dlq?queue=big&limit=1000", None);
     assert_eq!(dlq["total"], 22);
@@ -402,8 +402,8 @@ fn bulk_replay_pushes_one_copy_per_message_address() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body,
-        json!({"dryRun": false, "replayed": 3, "queued": 2, "duplicates": 0, "chunks": 1}),
-        "two addresses, three rows"
+        json!({"dryRun": false, "selected": 2, "replayed": 3, "queued": 2, "duplicates": 0, "chunks": 1}),
+        "two rows selected, at two addresses, with three rows"
     );
     let (_, dlq) = h.call("GET", "/api/v1/dlq?queue=m", None);
     assert_eq!(
@@ -445,7 +445,7 @@ fn bulk_delete_by_group_error_and_time() {
     );
     assert_eq!(
         body,
-        json!({"dryRun": false, "deleted": 4, "chunks": 1}),
+        json!({"dryRun": false, "selected": 4, "deleted": 4, "chunks": 1}),
         "{body}"
     );
     let (_, from) = h.call(

@@ -11,6 +11,7 @@
 use super::api::*;
 use super::fxhash::FxHashMap;
 use super::records::dead_letter_key;
+use super::sort::sort_by_key;
 use super::state::DeadLetter;
 use super::Broker;
 
@@ -102,48 +103,59 @@ impl Broker {
     /// reach each group twice). One reply per address replayed, in the order of its first row in `ids`.
     pub fn dlq_replay_rows(&mut self, now: i64, ids: &[String]) -> Vec<ReplayReply> {
         let now = self.tick(now);
-        let by_transaction = self.rows_by_transaction(ids);
+        let mut at_address = self.rows_at_addresses(ids);
         let mut replies = Vec::new();
         for id in ids {
             let Some(letter) = self.dead_letters.get(id) else {
                 continue; // gone before this chunk, or replayed with an earlier row of its address
             };
             let pid = letter.partition_id;
-            let rows: Vec<String> = by_transaction
-                .get(letter.transaction_id.as_str())
-                .map_or(&[][..], Vec::as_slice)
-                .iter()
-                .filter(|(p, _, r)| *p == pid && self.dead_letters.contains_key(r))
-                .map(|(_, _, r)| r.clone())
-                .collect();
-            let Some(newest) = rows.last().and_then(|r| self.dead_letters.get(r)) else {
+            let Some(rows) = at_address
+                .get_mut(letter.transaction_id.as_str())
+                .and_then(|by_partition| by_partition.remove(&pid))
+            else {
+                continue;
+            };
+            let Some(newest) = rows.last().and_then(|(_, r)| self.dead_letters.get(r)) else {
                 continue;
             };
             let newest = (**newest).clone();
-            replies.push(self.replay(now, newest, rows));
+            let remove = rows.into_iter().map(|(_, r)| r).collect();
+            replies.push(self.replay(now, newest, remove));
         }
         replies
     }
 
-    /// The dead-letter rows that share a transaction id with a row of `ids`, as (partition id, filing
-    /// sequence, row id), oldest filing first (one pass over the dead letters, as `dlq_select` makes
-    /// per chunk).
-    fn rows_by_transaction(&self, ids: &[String]) -> FxHashMap<String, Vec<(u64, u64, String)>> {
-        let mut rows: FxHashMap<String, Vec<(u64, u64, String)>> = FxHashMap::default();
+    /// Every dead-letter row at the message addresses of the rows `ids`: by transaction id, then
+    /// partition id, the rows' (filing sequence, row id), oldest filing first. One pass over the dead
+    /// letters, as `dlq_select` makes per chunk.
+    fn rows_at_addresses(
+        &self,
+        ids: &[String],
+    ) -> FxHashMap<String, FxHashMap<u64, Vec<(u64, String)>>> {
+        let mut at: FxHashMap<String, FxHashMap<u64, Vec<(u64, String)>>> = FxHashMap::default();
         for id in ids {
             if let Some(d) = self.dead_letters.get(id) {
-                rows.insert(d.transaction_id.clone(), Vec::new());
+                at.entry(d.transaction_id.clone())
+                    .or_default()
+                    .insert(d.partition_id, Vec::new());
             }
         }
         for d in self.dead_letters.values() {
-            if let Some(same) = rows.get_mut(d.transaction_id.as_str()) {
-                same.push((d.partition_id, d.seq, d.id.clone()));
+            if let Some(rows) = at
+                .get_mut(d.transaction_id.as_str())
+                .and_then(|by_partition| by_partition.get_mut(&d.partition_id))
+            {
+                rows.push((d.seq, d.id.clone()));
             }
         }
-        for same in rows.values_mut() {
-            same.sort_by_key(|(_, seq, _)| *seq);
+        for rows in at
+            .values_mut()
+            .flat_map(|by_partition| by_partition.values_mut())
+        {
+            sort_by_key(rows, |(seq, _)| *seq);
         }
-        rows
+        at
     }
 
     /// Deletes the rows `ids` still present (one chunk). Returns how many went.

@@ -196,10 +196,12 @@ impl Broker {
     }
 
     /// True while periodic maintenance (`Engine::maintain`) has work to do: a queue to retain or evict
-    /// from, or items waiting in the push buffer, whose drain maintenance finishes when one stopped part
-    /// way, whether or not their queues exist yet.
+    /// from, or items waiting in the push buffer while push maintenance is off, whose drain maintenance
+    /// finishes when one stopped part way, whether or not their queues exist yet. (While push
+    /// maintenance is on the buffer only grows; the request that turns it off is a request, after which
+    /// this is asked again. A build without `ops` counts a buffer it cannot drain, and has no alarm.)
     pub fn has_periodic_work(&self) -> bool {
-        !self.queues.is_empty() || self.mode.buffered() > 0
+        !self.queues.is_empty() || (self.mode.buffered() > 0 && !self.mode.state.push_paused)
     }
 }
 

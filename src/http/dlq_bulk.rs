@@ -8,10 +8,11 @@
 //! optional; `from`/`to` are ISO-8601 instants bounding the time a row was dead-lettered (inclusive);
 //! `limit` and the dry run's `count` are in selected rows.
 //!
-//! A replay answers `{dryRun: false, replayed, queued, duplicates, chunks}`: `replayed` is the rows it
-//! removed, `queued + duplicates` the copies it pushed, one per message address (a message that two
-//! groups filed is one copy and two rows; the other group's row goes even when the filter names a
-//! group, as with a replay by address, since the copy reaches every group).
+//! A replay answers `{dryRun: false, selected, replayed, queued, duplicates, chunks}`: `selected` is the
+//! rows the filter selected (what `limit` counts), `replayed` the rows it removed, `queued + duplicates`
+//! the copies it pushed, one per message address (a message that two groups filed is one copy and two
+//! rows; the other group's row goes even when the filter names a group, as with a replay by address,
+//! since the copy reaches every group). A delete answers `{dryRun: false, selected, deleted, chunks}`.
 
 use super::crypto;
 use super::error::{json_response, HttpError};
@@ -137,13 +138,18 @@ pub(crate) async fn answer<S: Store, H: Host>(
             }),
         ));
     }
-    // Rows filed while this runs are left alone: the selection stops at today's next sequence.
+    // Rows filed while this runs are not selected: the selection stops at today's next sequence. (A
+    // replay still removes such a row when it is at an address it replays, and pushes it if it is the
+    // newest there: the copy answers it too.)
     // Read with `read_current`: after a failed commit, memory may still hold the changes it refused
     // (a replay the store does not hold) until the engine reloads.
     let before = engine.read_current(|b, _| b.dlq_next_seq()).await?;
     let mut after = None;
     let mut left = req.limit;
     let (mut done, mut queued, mut duplicates, mut chunks) = (0usize, 0usize, 0usize, 0usize);
+    // Selected rows handled: what `limit` counts (a replay's `done` counts rows removed, more when other
+    // groups' rows share an address).
+    let mut selected = 0usize;
     // A failure after some chunks committed says so: those rows stay replayed (or deleted).
     let failed = |e: crate::engine::EngineError, done: usize| {
         let mut error = HttpError::from(e);
@@ -169,6 +175,7 @@ pub(crate) async fn answer<S: Store, H: Host>(
         };
         after = Some(last);
         left -= chunk.ids.len();
+        selected += chunk.ids.len();
         chunks += 1;
         match action {
             BulkAction::Replay => {
@@ -196,12 +203,15 @@ pub(crate) async fn answer<S: Store, H: Host>(
     let body = match action {
         BulkAction::Replay => json!({
             "dryRun": false,
+            "selected": selected,
             "replayed": done,
             "queued": queued,
             "duplicates": duplicates,
             "chunks": chunks,
         }),
-        BulkAction::Delete => json!({"dryRun": false, "deleted": done, "chunks": chunks}),
+        BulkAction::Delete => {
+            json!({"dryRun": false, "selected": selected, "deleted": done, "chunks": chunks})
+        }
     };
     Ok(json_response(200, &body))
 }

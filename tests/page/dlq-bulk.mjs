@@ -2,31 +2,38 @@
 // through the API (20 with a timeout error, 10 with a payload error), then in the page refuse bad filter
 // values in words, preview the timeouts (the count and the oldest rows), confirm the replay, check that
 // exactly those 20 came back and that replaying the same filter again adds nothing; then delete 300
-// dead letters of another queue and watch the work go in two calls. Screenshots go to `shots`.
+// dead letters of another queue and watch the work go in two calls; then replay one group's rows of messages
+// that two groups dead-lettered (one copy per message, both groups' rows gone, progress in selected rows).
+// Screenshots go to `shots`.
 
 import { api, text, until } from './helpers.mjs';
 
 const REPLAY_QUEUE = 'bulk-replay';
 const DELETE_QUEUE = 'bulk-delete';
+const GROUPS_QUEUE = 'bulk-groups';
 
 /** Pushes one message to each of `count` partitions of `queue` and dead-letters every one of them
- * (retry limit 0: the first failed ack files it), with the error `errorOf(i)`. */
-async function deadLetter(page, queue, count, errorOf) {
+ * (retry limit 0: the first failed ack files it), with the error `errorOf(i)`: in queue mode, or once by
+ * each consumer group of `groups`. */
+async function deadLetter(page, queue, count, errorOf, groups = [null]) {
   await api(page, 'POST', '/api/v1/configure', { queue, options: { leaseTime: 60, retryLimit: 0, retryDelay: 0 } });
   const items = Array.from({ length: count }, (_, i) => ({ queue, partition: `p${i}`, transactionId: `${queue}-${i}`, payload: { i } }));
   const pushed = await api(page, 'POST', '/api/v1/push', { items });
   if (pushed.status !== 201) throw new Error(`push to ${queue} answered ${pushed.status}`);
-  let filed = 0;
-  for (;;) {
-    const res = await api(page, 'GET', `/api/v1/pop/queue/${queue}?batch=64&partitions=64&wait=false`);
-    const messages = res.body?.messages ?? [];
-    if (!messages.length) break;
-    const acknowledgments = messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId,
-      status: 'failed', error: errorOf(Number(m.transactionId.split('-').pop())) }));
-    const acked = await api(page, 'POST', '/api/v1/ack/batch', { acknowledgments });
-    filed += acked.body.filter((r) => r.dlq).length;
+  for (const group of groups) {
+    const as = group ? `&consumerGroup=${group}&subscriptionMode=all` : '';
+    let filed = 0;
+    for (;;) {
+      const res = await api(page, 'GET', `/api/v1/pop/queue/${queue}?batch=64&partitions=64&wait=false${as}`);
+      const messages = res.body?.messages ?? [];
+      if (!messages.length) break;
+      const acknowledgments = messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId,
+        status: 'failed', error: errorOf(Number(m.transactionId.split('-').pop())) }));
+      const acked = await api(page, 'POST', '/api/v1/ack/batch', { acknowledgments, ...(group ? { consumerGroup: group } : {}) });
+      filed += acked.body.filter((r) => r.dlq).length;
+    }
+    if (filed !== count) throw new Error(`${filed} of ${count} messages of ${queue} were dead-lettered${group ? ` by ${group}` : ''}`);
   }
-  if (filed !== count) throw new Error(`${filed} of ${count} messages of ${queue} were dead-lettered`);
 }
 
 async function dlqCount(page, queue) {
@@ -125,4 +132,22 @@ export async function runDlqBulk(page, { label, shots, log = console.log }) {
   if ((await dlqCount(page, DELETE_QUEUE)) !== 0) throw new Error('dead letters of the deleted set are left');
   if ((await dlqCount(page, REPLAY_QUEUE)) !== 10) throw new Error('the delete touched another queue');
   await shot('deleted');
+
+  step('260 messages dead-lettered by two groups (520 rows): replay g1\'s, one copy each, every row gone, in two calls');
+  await deadLetter(page, GROUPS_QUEUE, 260, (i) => `rejected ${i}`, ['g1', 'g2']);
+  await page.fill('#bulk-queue', GROUPS_QUEUE);
+  await page.fill('#bulk-group', 'g1');
+  await preview('replay');
+  await until('the preview to count 260', async () => (await page.getAttribute('#bulk-preview', 'data-count')) === '260');
+  await page.click('#bulk-confirm');
+  await until('the replay to finish', async () => (await page.getAttribute('#bulk-run', 'data-phase')) === 'done', 60_000);
+  const both = await page.evaluate(() => ({ ...document.getElementById('bulk-run').dataset }));
+  // Progress counts the selected rows: counting the rows removed (twice as many) stopped after one call.
+  if (both.done !== '260' || both.calls !== '2' || both.queued !== '260') {
+    throw new Error(`the replay reports ${JSON.stringify(both)} (want 260 done in 2 calls, 260 pushed back)`);
+  }
+  if (!(await text(page, '#bulk-result')).includes('260 rows of other groups')) throw new Error(`the result says "${await text(page, '#bulk-result')}"`);
+  if ((await dlqCount(page, GROUPS_QUEUE)) !== 0) throw new Error('rows of the replayed messages are left');
+  if ((await messageCount(page, GROUPS_QUEUE)) !== 520) throw new Error('not one copy per message (want 260 + 260)');
+  await page.fill('#bulk-group', '');
 }

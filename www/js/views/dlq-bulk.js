@@ -2,8 +2,10 @@
 // dead-lettered, how many), preview what matches (POST /dlq/replay or /dlq/delete with dryRun: the
 // count and the oldest few), confirm, then watch the work go: the page asks for the previewed rows in
 // calls of CALL_ROWS, oldest first, and shows how many are done after each call (the broker itself works
-// in chunks, so other requests are served meanwhile). A replayed row is pushed back as transactionId
-// dlq:<row id> and leaves the dead-letter queue, so a second replay of the same filter finds nothing.
+// in chunks, so other requests are served meanwhile). A replay works by message: the newest row at a
+// message's address is pushed back once as transactionId dlq:<row id>, and every row there leaves the
+// dead-letter queue (other groups' rows for that message too, since the copy reaches every group), so a
+// second replay of the same filter finds nothing. Progress counts the selected rows (`selected`).
 import { h, n, replaceKeepingFocus, timeCell } from '../dom.js';
 import { store, QUEUE_MODE } from '../state.js';
 
@@ -139,7 +141,7 @@ async function confirm() {
   const conn = store.state.conn;
   if (!conn || run.phase !== 'preview') return;
   const { action, filter, count } = run;
-  run = { phase: 'running', action, filter, total: count, done: 0, calls: 0, queued: 0, duplicates: 0, stop: false };
+  run = { phase: 'running', action, filter, total: count, done: 0, removed: 0, calls: 0, queued: 0, duplicates: 0, stop: false };
   draw();
   const r = run;
   try {
@@ -148,9 +150,11 @@ async function confirm() {
     while (r.done < r.total && !r.stop) {
       const limit = Math.min(CALL_ROWS, r.total - r.done);
       const { body } = await conn.request('POST', `/api/v1/dlq/${action}`, { ...filter, limit });
-      const got = action === 'replay' ? body.replayed : body.deleted;
+      const removed = action === 'replay' ? body.replayed : body.deleted;
+      const got = body.selected ?? removed;
       r.calls += 1;
       r.done += got;
+      r.removed += removed;
       r.queued += body.queued ?? 0;
       r.duplicates += body.duplicates ?? 0;
       draw();
@@ -219,6 +223,7 @@ function result() {
         ? `${r.action === 'replay' ? 'Replaying' : 'Deleting'}: ${r.done} of ${r.total} done (${n('call', r.calls)} so far).`
         : `${done(r.action)} ${r.done} of ${r.total} in ${n('call', r.calls)}` +
           (r.action === 'replay' ? `: ${r.queued} pushed back, ${r.duplicates} already there (duplicates, nothing added).` : '.') +
+          (r.removed > r.done ? ` ${n('row', r.removed - r.done)} of other groups for the same messages went too (one copy reaches every group).` : '') +
           (r.stop ? ' Stopped before the end.' : '') + (r.done < r.total && !r.stop && !r.error ? ' The others were no longer there.' : '');
       return h('div', { id: 'bulk-run', dataset: { ...data, phase: r.phase } },
         h('progress', { id: 'bulk-progress', max: String(Math.max(1, r.total)), value: String(r.done), 'aria-label': `${done(r.action)} so far` }),
