@@ -5,9 +5,10 @@
 #![cfg(all(not(target_arch = "wasm32"), feature = "ops"))]
 
 mod http_support;
+mod support;
 
 use http_support::*;
-use queen_edge::http::HttpConfig;
+use queen_edge::http::{HttpConfig, HttpRequest};
 use serde_json::json;
 
 /// Turning push maintenance off commits the switch, then drains the buffer a chunk per commit. When a
@@ -103,7 +104,7 @@ impl queen_edge::store::Store for YieldingGets {
         self.0.scan(prefix).await
     }
     async fn get(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        YieldOnce(false).await;
+        support::YieldOnce(false).await;
         self.0.get(keys).await
     }
     async fn first_keys(&self, ranges: &[KeyRange]) -> Result<Vec<Option<String>>, StoreError> {
@@ -117,26 +118,139 @@ impl queen_edge::store::Store for YieldingGets {
     }
 }
 
-/// Pending once, then ready.
-struct YieldOnce(bool);
+use queen_edge::store::{ChangeSet, KeyRange, Note, StoreError};
 
-impl std::future::Future for YieldOnce {
-    type Output = ();
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if self.0 {
-            std::task::Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
+/// What a race of a pop (holding the command gate while it loads a segment), a configure that turns
+/// `encryptionEnabled` on, and then `last`, each spawned in that order, left behind.
+struct Race {
+    engine: std::rc::Rc<queen_edge::engine::Engine<YieldingGets, TestHost>>,
+    config: std::rc::Rc<HttpConfig>,
+    store: YieldingGets,
+    /// (name, status, body) of each request, in the order they were answered.
+    answers: Vec<(String, u16, String)>,
+}
+
+/// A payload whose text must never be stored in plain text.
+const MARKER: &str = "RACING-PLAINTEXT-MARKER";
+
+impl Race {
+    /// Runs the race; `last` is (name, path, body) of a POST that carries [`MARKER`] to queue `secret`.
+    fn run(last: (&'static str, &str, serde_json::Value)) -> Race {
+        use futures::executor::LocalPool;
+        use futures::task::LocalSpawnExt;
+        use queen_edge::core::BrokerConfig;
+        use queen_edge::engine::Engine;
+        use queen_edge::http::{handle, EncryptionKey};
+        use std::cell::RefCell;
+        use std::rc::Rc;
+
+        let store = YieldingGets(queen_edge::store::MemStore::new());
+        let host = TestHost::new(T0);
+        let config = Rc::new(HttpConfig {
+            encryption: Some(
+                EncryptionKey::from_hex(
+                    "8f1c2e0b5a7d93e4c6b1f0a29d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807",
+                )
+                .unwrap(),
+            ),
+            ..HttpConfig::default()
+        });
+        let open = || {
+            Rc::new(
+                futures::executor::block_on(Engine::open(
+                    store.clone(),
+                    host.clone(),
+                    BrokerConfig::default(),
+                ))
+                .unwrap(),
+            )
+        };
+        // A message in another queue, then a restart: its segment is not in memory.
+        let engine = open();
+        let r = futures::executor::block_on(handle(
+            &engine,
+            &config,
+            post(
+                "/api/v1/push",
+                json!({"items": [{"queue": "other", "payload": 1}]}),
+            ),
+        ));
+        assert_eq!(r.status, 201);
+        let engine = open();
+        let mut pool = LocalPool::new();
+        let answers: Rc<RefCell<Vec<(String, u16, String)>>> = Rc::default();
+        let (last_name, last_path, last_body) = last;
+        for (name, req) in [
+            (
+                "pop",
+                HttpRequest::new("GET", "/api/v1/pop/queue/other?batch=1"),
+            ),
+            (
+                "configure",
+                post(
+                    "/api/v1/configure",
+                    json!({"queue": "secret", "options": {"encryptionEnabled": true}}),
+                ),
+            ),
+            (last_name, post(last_path, last_body)),
+        ] {
+            let (engine, config, answers) = (engine.clone(), config.clone(), answers.clone());
+            pool.spawner()
+                .spawn_local(async move {
+                    let r = handle(&engine, &config, req).await;
+                    answers.borrow_mut().push((
+                        name.to_string(),
+                        r.status,
+                        String::from_utf8_lossy(&r.body).into_owned(),
+                    ));
+                })
+                .unwrap();
         }
+        pool.run_until_stalled();
+        let answers = answers.borrow().clone();
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        let race = Race {
+            engine,
+            config,
+            store,
+            answers,
+        };
+        let options = race.call(HttpRequest::new("GET", "/api/v1/resources/queues/secret"));
+        assert!(
+            options.1.contains("\"encryptionEnabled\":true"),
+            "{}",
+            options.1
+        );
+        race
+    }
+
+    /// Answers `req` on the race's engine: (status, body).
+    fn call(&self, req: HttpRequest) -> (u16, String) {
+        let r =
+            futures::executor::block_on(queen_edge::http::handle(&self.engine, &self.config, req));
+        (r.status, String::from_utf8_lossy(&r.body).into_owned())
+    }
+
+    /// Whether any stored record (segments decoded) holds [`MARKER`] in plain text.
+    fn marker_stored(&self) -> bool {
+        futures::executor::block_on(queen_edge::store::Store::scan(&self.store.0, ""))
+            .unwrap()
+            .iter()
+            .any(|(k, v)| {
+                let text = if k.starts_with("s/") {
+                    serde_json::to_string(&queen_edge::core::segment::decode(v).unwrap()).unwrap()
+                } else {
+                    String::from_utf8_lossy(v).into_owned()
+                };
+                text.contains(MARKER)
+            })
     }
 }
 
-use queen_edge::store::{ChangeSet, KeyRange, Note, StoreError};
+/// A POST with a JSON body.
+fn post(path: &str, body: serde_json::Value) -> HttpRequest {
+    HttpRequest::new("POST", path).with_json(serde_json::to_vec(&body).unwrap())
+}
 
 /// The HTTP layer reads a queue's `encryptionEnabled` before the push command runs; a configure that
 /// turns it on and is applied between that read and the push (here: both wait for the command gate
@@ -144,253 +258,42 @@ use queen_edge::store::{ChangeSet, KeyRange, Note, StoreError};
 /// `encryptionEnabled`. The push must be sealed, or refused.
 #[test]
 fn a_push_racing_a_configure_that_turns_encryption_on_never_stores_plain_text() {
-    use futures::executor::LocalPool;
-    use futures::task::LocalSpawnExt;
-    use queen_edge::core::BrokerConfig;
-    use queen_edge::engine::Engine;
-    use queen_edge::http::{handle, EncryptionKey, HttpRequest};
-    use std::cell::RefCell;
-    use std::rc::Rc;
-
-    const MARKER: &str = "RACING-PLAINTEXT-MARKER";
-    let store = YieldingGets(queen_edge::store::MemStore::new());
-    let host = TestHost::new(T0);
-    let config = Rc::new(HttpConfig {
-        encryption: Some(
-            EncryptionKey::from_hex(
-                "8f1c2e0b5a7d93e4c6b1f0a29d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807",
-            )
-            .unwrap(),
-        ),
-        ..HttpConfig::default()
-    });
-    let open = || {
-        Rc::new(
-            futures::executor::block_on(Engine::open(
-                store.clone(),
-                host.clone(),
-                BrokerConfig::default(),
-            ))
-            .unwrap(),
-        )
-    };
-    let request = |method: &str, path: &str, body: serde_json::Value| {
-        HttpRequest::new(method, path).with_json(serde_json::to_vec(&body).unwrap())
-    };
-    // A message in another queue, then a restart: its segment is not in memory.
-    let engine = open();
-    let r = futures::executor::block_on(handle(
-        &engine,
-        &config,
-        request(
-            "POST",
-            "/api/v1/push",
-            json!({"items": [{"queue": "other", "payload": 1}]}),
-        ),
-    ));
-    assert_eq!(r.status, 201);
-    let engine = open();
-    let mut pool = LocalPool::new();
-    let answers: Rc<RefCell<Vec<(String, u16, String)>>> = Rc::default();
-    for (name, method, path, body) in [
-        ("pop", "GET", "/api/v1/pop/queue/other?batch=1", json!(null)),
-        (
-            "configure",
-            "POST",
-            "/api/v1/configure",
-            json!({"queue": "secret", "options": {"encryptionEnabled": true}}),
-        ),
-        (
-            "push",
-            "POST",
-            "/api/v1/push",
-            json!({"items": [{"queue": "secret", "payload": {"m": MARKER}}]}),
-        ),
-    ] {
-        let (engine, config, answers) = (engine.clone(), config.clone(), answers.clone());
-        let req = if body.is_null() {
-            HttpRequest::new(method, path)
-        } else {
-            request(method, path, body)
-        };
-        pool.spawner()
-            .spawn_local(async move {
-                let r = handle(&engine, &config, req).await;
-                answers.borrow_mut().push((
-                    name.to_string(),
-                    r.status,
-                    String::from_utf8_lossy(&r.body).into_owned(),
-                ));
-            })
-            .unwrap();
-    }
-    pool.run_until_stalled();
-    let answers = answers.borrow().clone();
-    assert_eq!(answers.len(), 3, "{answers:?}");
-    let (_, options) = futures::executor::block_on(async {
-        let r = handle(
-            &engine,
-            &config,
-            HttpRequest::new("GET", "/api/v1/resources/queues/secret"),
-        )
-        .await;
-        (r.status, String::from_utf8_lossy(&r.body).into_owned())
-    });
-    assert!(options.contains("\"encryptionEnabled\":true"), "{options}");
-    let stored: String = futures::executor::block_on(queen_edge::store::Store::scan(&store.0, ""))
-        .unwrap()
-        .iter()
-        .map(|(k, v)| {
-            if k.starts_with("s/") {
-                serde_json::to_string(&queen_edge::core::segment::decode(v).unwrap()).unwrap()
-            } else {
-                String::from_utf8_lossy(v).into_owned()
-            }
-        })
-        .collect();
+    let push = || json!({"items": [{"queue": "secret", "payload": {"m": MARKER}}]});
+    let race = Race::run(("push", "/api/v1/push", push()));
+    let answers = &race.answers;
     assert!(
-        !stored.contains(MARKER),
+        !race.marker_stored(),
         "plain text stored in a queue with encryptionEnabled; answers: {answers:?}"
     );
     // The push was refused whole (409, saying to send it again); sent again, it is sealed.
-    let push = &answers[2];
-    assert_eq!((push.0.as_str(), push.1), ("push", 409), "{answers:?}");
-    assert!(push.2.contains("send it again"), "{}", push.2);
-    let again = futures::executor::block_on(handle(
-        &engine,
-        &config,
-        request(
-            "POST",
-            "/api/v1/push",
-            json!({"items": [{"queue": "secret", "payload": {"m": MARKER}}]}),
-        ),
-    ));
-    assert_eq!(again.status, 201);
-    let popped = futures::executor::block_on(handle(
-        &engine,
-        &config,
-        HttpRequest::new("GET", "/api/v1/pop/queue/secret?batch=10"),
-    ));
-    let popped: serde_json::Value = serde_json::from_slice(&popped.body).unwrap();
+    let refused = &answers[2];
+    assert_eq!(
+        (refused.0.as_str(), refused.1),
+        ("push", 409),
+        "{answers:?}"
+    );
+    assert!(refused.2.contains("send it again"), "{}", refused.2);
+    assert_eq!(race.call(post("/api/v1/push", push())).0, 201);
+    let (_, popped) = race.call(HttpRequest::new("GET", "/api/v1/pop/queue/secret?batch=10"));
+    let popped: serde_json::Value = serde_json::from_str(&popped).unwrap();
     assert_eq!(popped["messages"][0]["data"], json!({"m": MARKER}));
-    let stored =
-        futures::executor::block_on(queen_edge::store::Store::scan(&store.0, "s/")).unwrap();
-    assert!(stored.iter().all(|(_, v)| !serde_json::to_string(
-        &queen_edge::core::segment::decode(v).unwrap()
-    )
-    .unwrap()
-    .contains(MARKER)));
+    assert!(
+        !race.marker_stored(),
+        "the push sent again is stored sealed"
+    );
 }
 
 /// The same race with a transaction that pushes: refused whole, nothing stored in plain text.
 #[test]
 fn a_transaction_racing_a_configure_that_turns_encryption_on_never_stores_plain_text() {
-    use futures::executor::LocalPool;
-    use futures::task::LocalSpawnExt;
-    use queen_edge::core::BrokerConfig;
-    use queen_edge::engine::Engine;
-    use queen_edge::http::{handle, EncryptionKey, HttpRequest};
-    use std::cell::RefCell;
-    use std::rc::Rc;
-
-    const MARKER: &str = "RACING-PLAINTEXT-MARKER";
-    let store = YieldingGets(queen_edge::store::MemStore::new());
-    let host = TestHost::new(T0);
-    let config = Rc::new(HttpConfig {
-        encryption: Some(
-            EncryptionKey::from_hex(
-                "8f1c2e0b5a7d93e4c6b1f0a29d8e7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a291807",
-            )
-            .unwrap(),
-        ),
-        ..HttpConfig::default()
-    });
-    let open = || {
-        Rc::new(
-            futures::executor::block_on(Engine::open(
-                store.clone(),
-                host.clone(),
-                BrokerConfig::default(),
-            ))
-            .unwrap(),
-        )
-    };
-    let request = |method: &str, path: &str, body: serde_json::Value| {
-        HttpRequest::new(method, path).with_json(serde_json::to_vec(&body).unwrap())
-    };
-    // A message in another queue, then a restart: its segment is not in memory.
-    let engine = open();
-    let r = futures::executor::block_on(handle(
-        &engine,
-        &config,
-        request(
-            "POST",
-            "/api/v1/push",
-            json!({"items": [{"queue": "other", "payload": 1}]}),
-        ),
+    let race = Race::run((
+        "transaction",
+        "/api/v1/transaction",
+        json!({"operations": [{"type": "push", "items": [{"queue": "secret", "payload": {"m": MARKER}}]}]}),
     ));
-    assert_eq!(r.status, 201);
-    let engine = open();
-    let mut pool = LocalPool::new();
-    let answers: Rc<RefCell<Vec<(String, u16, String)>>> = Rc::default();
-    for (name, method, path, body) in [
-        ("pop", "GET", "/api/v1/pop/queue/other?batch=1", json!(null)),
-        (
-            "configure",
-            "POST",
-            "/api/v1/configure",
-            json!({"queue": "secret", "options": {"encryptionEnabled": true}}),
-        ),
-        (
-            "transaction",
-            "POST",
-            "/api/v1/transaction",
-            json!({"operations": [{"type": "push", "items": [{"queue": "secret", "payload": {"m": MARKER}}]}]}),
-        ),
-    ] {
-        let (engine, config, answers) = (engine.clone(), config.clone(), answers.clone());
-        let req = if body.is_null() {
-            HttpRequest::new(method, path)
-        } else {
-            request(method, path, body)
-        };
-        pool.spawner()
-            .spawn_local(async move {
-                let r = handle(&engine, &config, req).await;
-                answers.borrow_mut().push((
-                    name.to_string(),
-                    r.status,
-                    String::from_utf8_lossy(&r.body).into_owned(),
-                ));
-            })
-            .unwrap();
-    }
-    pool.run_until_stalled();
-    let answers = answers.borrow().clone();
-    assert_eq!(answers.len(), 3, "{answers:?}");
-    let (_, options) = futures::executor::block_on(async {
-        let r = handle(
-            &engine,
-            &config,
-            HttpRequest::new("GET", "/api/v1/resources/queues/secret"),
-        )
-        .await;
-        (r.status, String::from_utf8_lossy(&r.body).into_owned())
-    });
-    assert!(options.contains("\"encryptionEnabled\":true"), "{options}");
-    let stored: String = futures::executor::block_on(queen_edge::store::Store::scan(&store.0, ""))
-        .unwrap()
-        .iter()
-        .map(|(k, v)| {
-            if k.starts_with("s/") {
-                serde_json::to_string(&queen_edge::core::segment::decode(v).unwrap()).unwrap()
-            } else {
-                String::from_utf8_lossy(v).into_owned()
-            }
-        })
-        .collect();
+    let answers = &race.answers;
     assert!(
-        !stored.contains(MARKER),
+        !race.marker_stored(),
         "plain text stored in a queue with encryptionEnabled; answers: {answers:?}"
     );
     // Refused whole: `success: false`, saying to send it again.
