@@ -78,16 +78,7 @@ fn a_request_body_is_not_kept_alive_by_what_the_broker_holds() {
             r#"{{"operations": [{{"type": "push", "items": [{{"queue": "q", "payload": {{"c": 3}}, "transactionId": "t3", "pad": "{}"}}]}}]}}"#,
             pad()
         );
-        let request = HttpRequest::new("POST", "/internal/prepare").with_json(body.into_bytes());
-        let r = futures::executor::block_on(queen_edge::http::prepared::prepare(
-            &h.engine,
-            &h.config,
-            &request,
-            #[cfg(feature = "jwt")]
-            &queen_edge::http::jwt::JwtOutcome::default(),
-            "part-1",
-            "owner",
-        ));
+        let r = h.prepare_part(body.into_bytes());
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         assert!(String::from_utf8_lossy(&r.body).contains("\"prepared\":true"));
     });

@@ -370,17 +370,7 @@ fn every_stored_copy_of_an_encrypted_queue_holds_only_the_envelope() {
     {
         let body = json!({"operations": [{"type": "push", "items": [
             {"queue": "secret", "transactionId": "w1", "payload": {"m": MARKER, "via": "prepared"}}]}]});
-        let request = queen_edge::http::HttpRequest::new("POST", "/internal/prepare")
-            .with_json(body.to_string().into_bytes());
-        let r = futures::executor::block_on(queen_edge::http::prepared::prepare(
-            &h.engine,
-            &h.config,
-            &request,
-            #[cfg(feature = "jwt")]
-            &queen_edge::http::jwt::JwtOutcome::default(),
-            "part-1",
-            "owner",
-        ));
+        let r = h.prepare_part(body.to_string().into_bytes());
         assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
         clean("a prepared part");
         let r =

@@ -249,6 +249,22 @@ impl Harness {
         self.wait(&pending)
     }
 
+    /// Prepares the transaction `body` as part `part-1` of a transaction across shards (owner
+    /// `owner`), as the coordinator's `POST /internal/prepare` would; returns the answer.
+    #[cfg(feature = "twophase")]
+    pub fn prepare_part(&self, body: Vec<u8>) -> HttpResponse {
+        let request = HttpRequest::new("POST", "/internal/prepare").with_json(body);
+        futures::executor::block_on(queen_edge::http::prepared::prepare(
+            &self.engine,
+            &self.config,
+            &request,
+            #[cfg(feature = "jwt")]
+            &queen_edge::http::jwt::JwtOutcome::default(),
+            "part-1",
+            "owner",
+        ))
+    }
+
     /// Sends `method target` with an optional JSON body; returns the status and the JSON body
     /// (`Value::Null` when there is none).
     pub fn call(&self, method: &str, target: &str, body: Option<Value>) -> (u16, Value) {
