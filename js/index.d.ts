@@ -485,8 +485,11 @@ export class Admin {
   retryMessage(partitionId: string, transactionId: string): Promise<JsonObject>
   /** Replays a dead letter by its row id. */
   replayDeadLetter(id: string): Promise<JsonObject>
-  /** Replays every dead letter the filter selects (as `dlq:<id>`, so twice adds nothing), in chunks;
-   *  `{dryRun: true}` answers `{count, sample}` and changes nothing. Against `Queen.open`, needs
+  /** Replays the messages of the dead letters the filter selects, in chunks: one copy per message (the
+   *  newest row's, as `dlq:<id>`, so twice adds nothing), and every dead letter of that message goes, other
+   *  groups' too (the copy reaches every group). Answers `{selected, replayed, queued, duplicates, chunks}`
+   *  (rows selected, rows removed, copies pushed or already there); `{dryRun: true}` answers `{count,
+   *  sample}` and changes nothing. Against `Queen.open`, needs
    *  `views: true` (the default build answers 501 `not_built`); the edge broker always has it. */
   replayDeadLetters(filter?: DeadLetterFilter, options?: { dryRun?: boolean }): Promise<JsonObject>
   /** Deletes every dead letter the filter selects, in chunks; `{dryRun: true}` previews (`views: true`, as above). */
