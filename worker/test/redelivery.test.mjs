@@ -113,7 +113,7 @@ test('bulk dead-letter replay and delete by filter, in chunks, with a dry run fi
     ]);
     assert.equal(pushed.status, 201);
     assert.equal(replay.status, 200, JSON.stringify(replay.body));
-    assert.deepEqual(replay.body, { dryRun: false, replayed: rows / 2, queued: rows / 2, duplicates: 0, chunks: 1 });
+    assert.deepEqual(replay.body, { dryRun: false, selected: rows / 2, replayed: rows / 2, queued: rows / 2, duplicates: 0, chunks: 1 });
     const back = await getJson(`${w.url}/api/v1/pop/queue/bulk/partition/even?batch=1000&wait=false`);
     assert.equal(back.body.messages.length, rows / 2);
     assert.ok(back.body.messages.every((m) => m.transactionId.startsWith('dlq:')));
@@ -122,7 +122,7 @@ test('bulk dead-letter replay and delete by filter, in chunks, with a dry run fi
     assert.equal(again.body.replayed, 0, 'replayed rows are gone: a second replay adds nothing');
 
     const del = await getJson(`${w.url}/api/v1/dlq/delete`, post({ queue: 'bulk', consumerGroup: '__QUEUE_MODE__', limit: 60 }));
-    assert.deepEqual(del.body, { dryRun: false, deleted: 60, chunks: 1 });
+    assert.deepEqual(del.body, { dryRun: false, selected: 60, deleted: 60, chunks: 1 });
     const left = await getJson(`${w.url}/api/v1/dlq?queue=bulk&limit=1000`);
     assert.equal(left.body.messages.length, rows / 2 - 60);
 
