@@ -147,9 +147,6 @@ pub(crate) async fn answer<S: Store, H: Host>(
     let mut after = None;
     let mut left = req.limit;
     let (mut done, mut queued, mut duplicates, mut chunks) = (0usize, 0usize, 0usize, 0usize);
-    // Selected rows handled: what `limit` counts (a replay's `done` counts rows removed, more when other
-    // groups' rows share an address).
-    let mut selected = 0usize;
     // A failure after some chunks committed says so: those rows stay replayed (or deleted).
     let failed = |e: crate::engine::EngineError, done: usize| {
         let mut error = HttpError::from(e);
@@ -175,7 +172,6 @@ pub(crate) async fn answer<S: Store, H: Host>(
         };
         after = Some(last);
         left -= chunk.ids.len();
-        selected += chunk.ids.len();
         chunks += 1;
         match action {
             BulkAction::Replay => {
@@ -200,6 +196,9 @@ pub(crate) async fn answer<S: Store, H: Host>(
             }
         }
     }
+    // Rows selected: what `limit` counts (a replay's `done` counts rows removed, more when other groups'
+    // rows share an address).
+    let selected = req.limit - left;
     let body = match action {
         BulkAction::Replay => json!({
             "dryRun": false,
