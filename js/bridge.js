@@ -11,6 +11,11 @@
 // so the edge appends in partition order.
 // Failures (offline, 5xx, 401, an item refused) keep the batch leased and retry it with a doubling
 // back-off; nothing is dropped. See docs/decisions.md ("browser-to-edge bridge").
+//
+// A page that goes away while it holds a span gives it back on `pagehide`, but a page being unloaded may
+// not finish that write, and a crashed one runs nothing. So each span held is also noted in localStorage
+// with the Web Lock that marks its bridge alive; the next bridge on the same broker gives back the spans
+// of bridges that are gone before it claims, instead of waiting `leaseSeconds` for their leases.
 
 // This file imports nothing: the bundle makes it a chunk of its own, loaded by `Queen.open` only with
 // a bridge, and what it needs from the main module is handed to bridgeOptions and the constructor. The
@@ -22,6 +27,10 @@ const BRIDGE_GROUP = '__bridge__'
 const IDLE_POLL_MILLIS = 10000
 /** Edge push results that mean the edge has the message (`buffered`: held in its maintenance buffer). */
 const ACCEPTED = new Set(['queued', 'duplicate', 'buffered'])
+/** localStorage key prefix of held spans (then the broker's name, a colon, the lease id). */
+const HELD_PREFIX = 'queen-edge-bridge:'
+/** Web Lock name prefix that marks a bridge alive (then its random id). */
+const ALIVE_PREFIX = 'queen-edge-bridge-alive:'
 
 const enc = encodeURIComponent
 const iso = (ms) => (ms ? new Date(ms).toISOString() : null)
@@ -101,6 +110,8 @@ export class Bridge {
   #onOffline = null
   #onPageHide = null
   #held = new Set()
+  #registry = null
+  #endAlive = null
   #keyed = null
   #sealedAtEdge = new Set()
 
@@ -133,7 +144,11 @@ export class Bridge {
       }
       target.addEventListener('pagehide', this.#onPageHide)
     }
-    this.#loops = options.queues.map((queue) => this.#run(queue))
+    const ready = this.#openRegistry()
+    this.#loops = options.queues.map(async (queue) => {
+      await ready
+      return this.#run(queue)
+    })
   }
 
   /** The edge broker's URL. */
@@ -200,6 +215,8 @@ export class Bridge {
     this.#edge.close()
     // Loops parked in a local long-poll end when the transport closes; do not wait for them.
     await Promise.race([Promise.allSettled(this.#loops), new Promise((resolve) => setTimeout(resolve, 1000))])
+    // A span still noted now was not given back: the next bridge does it, as for a page that is gone.
+    if (this.#endAlive) this.#endAlive()
     this.#emit()
   }
 
@@ -310,6 +327,7 @@ export class Bridge {
       if (!renewed.success) leaseLost = true
     }, Math.max(1000, (o.leaseSeconds * 1000) / 3))
     this.#held.add(messages)
+    this.#note(leaseId, messages)
     const items = messages.map((m) => {
       const item = { queue: m.queue || queue, partition: m.partition, payload: m.data, transactionId: m.transactionId }
       if (m.traceId) item.traceId = m.traceId
@@ -362,6 +380,72 @@ export class Bridge {
     } finally {
       clearInterval(renewal)
       this.#held.delete(messages)
+      this.#note(leaseId, null)
+    }
+  }
+
+  /**
+   * Takes this bridge's alive lock, then gives back the spans noted by bridges on this broker whose lock is
+   * gone (a reloaded or crashed page). Without localStorage or Web Locks (a worker, an opaque origin)
+   * there is no registry and such spans wait for their leases.
+   */
+  async #openRegistry() {
+    let storage = null
+    try {
+      storage = globalThis.localStorage ?? null
+    } catch {
+      // Storage refused (a sandboxed frame): no registry.
+    }
+    const locks = globalThis.navigator && globalThis.navigator.locks
+    if (!storage || !locks) return
+    const alive = ALIVE_PREFIX + Math.random().toString(36).slice(2) + Date.now().toString(36)
+    try {
+      await new Promise((granted, refused) => {
+        locks.request(alive, () => new Promise((end) => {
+          this.#endAlive = end
+          granted()
+          if (this.#stopped) end()
+        })).catch(refused)
+      })
+      const live = new Set((await locks.query()).held.map((lock) => lock.name))
+      const prefix = HELD_PREFIX + this.#queen.name + ':'
+      const keys = []
+      for (let i = 0; i < storage.length; i++) {
+        const key = storage.key(i)
+        if (key && key.startsWith(prefix)) keys.push(key)
+      }
+      for (const key of keys) {
+        let noted = null
+        try {
+          noted = JSON.parse(storage.getItem(key))
+        } catch {
+          // Not ours to read: dropped below.
+        }
+        if (noted && live.has(noted.alive)) continue
+        // Fenced by its lease id: a span already given back or claimed again is not touched. One attempt:
+        // if it does not get through, the lease still ends on its own.
+        if (noted && Array.isArray(noted.messages)) await this.#queen.ack(noted.messages, 'retry', { group: BRIDGE_GROUP })
+        storage.removeItem(key)
+      }
+      this.#registry = { storage, alive, prefix }
+    } catch {
+      // No registry (locks refused, storage unreadable): spans of a page that goes away wait for their leases.
+      if (this.#endAlive) this.#endAlive()
+      this.#endAlive = null
+    }
+  }
+
+  /** Notes (or, with `messages` null, forgets) a span this bridge holds; best effort. */
+  #note(leaseId, messages) {
+    const registry = this.#registry
+    if (!registry || !leaseId) return
+    try {
+      const key = registry.prefix + leaseId
+      if (!messages) return registry.storage.removeItem(key)
+      const fenced = messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId }))
+      registry.storage.setItem(key, JSON.stringify({ alive: registry.alive, messages: fenced }))
+    } catch {
+      // Storage full: this span waits for its lease if the page goes away.
     }
   }
 

@@ -12,9 +12,9 @@
 //   3. a wrong token: 401 as the last error, nothing dropped;
 //   4. a reload while the edge is unreachable: the pending messages are still there (IndexedDB) and
 //      forwarded after the reload;
-//   5. the tab crashes after the edge stored a batch and before the local ack: after reopening, the
-//      span is sent again once its lease expired, the edge answers `duplicate`, and holds each message
-//      once;
+//   5. the tab crashes after the edge stored a batch and before the local ack: the reopened page gives
+//      the crashed page's span back at once (the held-span registry, not the 30 s lease), sends it
+//      again, the edge answers `duplicate`, and holds each message once;
 //   6. bad options fail Queen.open with clear errors;
 //   7. (not the bridge) a buffered push through Queen.connect while the broker is unreachable: kept and
 //      retried with a back-off, then delivered once.
@@ -329,7 +329,7 @@ const tests = [
     await context.close()
   }],
 
-  ['the tab crashes after the edge stored a batch, before the local ack: resent after the lease, the edge holds it once', async ({ browser, url }) => {
+  ['the tab crashes after the edge stored a batch, before the local ack: the next page gives the span back at once (not after the 30 s lease) and resends it, the edge holds it once', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'crash')
     const name = uniqueName('bridge-crash')
@@ -346,7 +346,9 @@ const tests = [
         cdp.send('Page.crash').catch(() => {})
       })
     })
-    await openBridged(page, { name, queue, leaseSeconds: 2 })
+    // The default lease (30 s) outlasts the drain below: only the give-back of a crashed page's span
+    // (the held-span registry) lets the reopened page resend in time.
+    await openBridged(page, { name, queue })
     await context.setOffline(true)
     const pushed = await pushLocal(page, queue, ['p'], 5, 'crash')
     await context.setOffline(false)
@@ -354,11 +356,11 @@ const tests = [
     assertEq(stored.map((r) => r.status), Array(5).fill('queued'), 'the edge stored the batch before the crash')
     await sleep(300)
     const reopened = await openPage(context, url, 'crash reopened')
-    const before = await openBridged(reopened, { name, queue, leaseSeconds: 2 })
+    const before = await openBridged(reopened, { name, queue })
     assertEq(before.pending, 5, 'after the crash the batch is still pending locally (it was never acked)')
     const drained = await reopened.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
     assertEq([drained.pending, drained.forwarded, drained.duplicates], [0, 5, 5],
-      'once the lease expired the batch was sent again and the edge answered duplicate for each')
+      'the crashed page\'s span was given back and sent again, and the edge answered duplicate for each')
     await assertEdgeHolds(queue, pushed, 'after the crash')
     await reopened.evaluate(() => window.queen.close())
     await context.close()
