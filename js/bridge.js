@@ -435,15 +435,19 @@ export class Bridge {
     }
   }
 
-  /** Notes (or, with `messages` null, forgets) a span this bridge holds; best effort. */
+  /**
+   * Notes (or, with `messages` null, forgets) a span this bridge holds; best effort. A span is one
+   * partition's lease, and a `retry` ack of its first message gives back the whole of it (contract §3.5),
+   * so that message is all the note keeps.
+   */
   #note(leaseId, messages) {
     const registry = this.#registry
     if (!registry || !leaseId) return
     try {
       const key = registry.prefix + leaseId
       if (!messages) return registry.storage.removeItem(key)
-      const fenced = messages.map((m) => ({ transactionId: m.transactionId, partitionId: m.partitionId, leaseId: m.leaseId }))
-      registry.storage.setItem(key, JSON.stringify({ alive: registry.alive, messages: fenced }))
+      const { transactionId, partitionId } = messages[0]
+      registry.storage.setItem(key, JSON.stringify({ alive: registry.alive, messages: [{ transactionId, partitionId, leaseId }] }))
     } catch {
       // Storage full: this span waits for its lease if the page goes away.
     }

@@ -11,7 +11,8 @@
 //      tab's pushes in order;
 //   3. a wrong token: 401 as the last error, nothing dropped;
 //   4. a reload while the edge is unreachable: the pending messages are still there (IndexedDB) and
-//      forwarded after the reload;
+//      forwarded after the reload; and once more with the page's pagehide hand-back suppressed (an unload
+//      cut short): the next page gives the held span back at once (the held-span registry);
 //   5. the tab crashes after the edge stored a batch and before the local ack: the reopened page gives
 //      the crashed page's span back at once (the held-span registry, not the 30 s lease), sends it
 //      again, the edge answers `duplicate`, and holds each message once;
@@ -325,6 +326,32 @@ const tests = [
     const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
     assertEq([drained.pending, drained.forwarded], [0, 6], 'forwarded after the reload')
     await assertEdgeHolds(queue, pushed, 'after the reload')
+    await page.evaluate(() => window.queen.close())
+    await context.close()
+  }],
+
+  ['a reload whose pagehide hand-back never lands: the next page gives the held span back at once (not after the 30 s lease)', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'reload-cut')
+    const name = uniqueName('bridge-reload-cut')
+    const queue = uniqueName('outbox')
+    await context.route(worker.url + '/**', (route) => route.abort('internetdisconnected'))
+    await openBridged(page, { name, queue })
+    const pushed = await pushLocal(page, queue, ['x'], 3, 'reload-cut')
+    // The bridge holds the span (retrying it) before the page goes.
+    await page.waitForFunction(() => window.events.some((s) => s.state === 'retrying' && s.failedAttempts > 0), null, { timeout: 15000 })
+    // An unload cut short: the bridge's pagehide hand-back (an ack through the page's broker) never lands.
+    await page.evaluate(() => {
+      window.queen.ack = () => new Promise(() => {})
+    })
+    await page.reload()
+    await page.waitForFunction(() => window.qeReady === true, null, { timeout: 15000 })
+    await context.unroute(worker.url + '/**')
+    await openBridged(page, { name, queue })
+    // The default lease (30 s) outlasts this drain: only the held-span registry frees the span in time.
+    const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 15000 }))
+    assertEq([drained.pending, drained.forwarded], [0, 3], 'forwarded after the reload, without waiting for the lease')
+    await assertEdgeHolds(queue, pushed, 'after the cut-short reload')
     await page.evaluate(() => window.queen.close())
     await context.close()
   }],
