@@ -31,6 +31,9 @@ const ACCEPTED = new Set(['queued', 'duplicate', 'buffered'])
 const HELD_PREFIX = 'queen-edge-bridge:'
 /** Web Lock name prefix that marks a bridge alive (then its random id). */
 const ALIVE_PREFIX = 'queen-edge-bridge-alive:'
+/** While other bridges' notes remain, the registry looks again after this, doubling up to SWEEP_MAX_MILLIS. */
+const SWEEP_FIRST_MILLIS = 250
+const SWEEP_MAX_MILLIS = 30000
 
 const enc = encodeURIComponent
 const iso = (ms) => (ms ? new Date(ms).toISOString() : null)
@@ -386,8 +389,9 @@ export class Bridge {
 
   /**
    * Takes this bridge's alive lock, then gives back the spans noted by bridges on this broker whose lock is
-   * gone (a reloaded or crashed page). Without localStorage or Web Locks (a worker, an opaque origin)
-   * there is no registry and such spans wait for their leases.
+   * gone (a reloaded or crashed page). The browser drops a dead page's lock a little after the page is gone,
+   * so while notes of other bridges remain, it looks again later (`#sweep`). Without localStorage or Web
+   * Locks (a worker, an opaque origin) there is no registry and such spans wait for their leases.
    */
   async #openRegistry() {
     let storage = null
@@ -407,31 +411,50 @@ export class Bridge {
           if (this.#stopped) end()
         })).catch(refused)
       })
-      const live = new Set((await locks.query()).held.map((lock) => lock.name))
-      const prefix = HELD_PREFIX + this.#queen.name + ':'
-      const keys = []
-      for (let i = 0; i < storage.length; i++) {
-        const key = storage.key(i)
-        if (key && key.startsWith(prefix)) keys.push(key)
-      }
-      for (const key of keys) {
-        let noted = null
-        try {
-          noted = JSON.parse(storage.getItem(key))
-        } catch {
-          // Not ours to read: dropped below.
-        }
-        if (noted && live.has(noted.alive)) continue
-        // Fenced by its lease id: a span already given back or claimed again is not touched. One attempt:
-        // if it does not get through, the lease still ends on its own.
-        if (noted && Array.isArray(noted.messages)) await this.#queen.ack(noted.messages, 'retry', { group: BRIDGE_GROUP })
-        storage.removeItem(key)
-      }
-      this.#registry = { storage, alive, prefix }
+      this.#registry = { storage, locks, alive, prefix: HELD_PREFIX + this.#queen.name + ':' }
+      await this.#sweep(SWEEP_FIRST_MILLIS)
     } catch {
       // No registry (locks refused, storage unreadable): spans of a page that goes away wait for their leases.
+      this.#registry = null
       if (this.#endAlive) this.#endAlive()
       this.#endAlive = null
+    }
+  }
+
+  /**
+   * Gives back every noted span whose bridge's alive lock is not held, and forgets its note. While notes of
+   * other bridges remain (alive, or dead and not yet seen so), sweeps again after `delay`, doubling to
+   * `SWEEP_MAX_MILLIS`.
+   */
+  async #sweep(delay) {
+    if (this.#stopped) return
+    const { storage, locks, alive, prefix } = this.#registry
+    const live = new Set((await locks.query()).held.map((lock) => lock.name))
+    const keys = []
+    for (let i = 0; i < storage.length; i++) {
+      const key = storage.key(i)
+      if (key && key.startsWith(prefix)) keys.push(key)
+    }
+    let others = 0
+    for (const key of keys) {
+      let noted = null
+      try {
+        noted = JSON.parse(storage.getItem(key))
+      } catch {
+        // Not ours to read: dropped below.
+      }
+      if (noted && noted.alive === alive) continue
+      if (noted && live.has(noted.alive)) {
+        others++
+        continue
+      }
+      // Fenced by its lease id: a span already given back or claimed again is not touched. One attempt:
+      // if it does not get through, the lease still ends on its own.
+      if (noted && Array.isArray(noted.messages)) await this.#queen.ack(noted.messages, 'retry', { group: BRIDGE_GROUP })
+      storage.removeItem(key)
+    }
+    if (others > 0 && !this.#stopped) {
+      setTimeout(() => this.#sweep(Math.min(SWEEP_MAX_MILLIS, delay * 2)).catch(() => {}), delay)
     }
   }
 
