@@ -76,9 +76,10 @@ const BRIDGE_STEP = `
   const bridgedName = name + '-bridge'
   const bridged = await Queen.open({ name: bridgedName, bridge: { url: 'http://127.0.0.1:9', queues: ['q'], retryDelayMillis: 100, maxRetryDelayMillis: 200 } })
   await bridged.queue('q').push([{ data: 1 }])
-  // Between its attempts the bridge is 'retrying'; an attempt in flight reads 'forwarding': wait for the former.
+  // Between its attempts the bridge is 'retrying'; an attempt in flight reads 'forwarding': wait for the former
+  // (up to 15 s: a loaded machine; the page's result is awaited for 30 s).
   let s = await bridged.bridge.status()
-  for (let i = 0; i < 100 && !(s.state === 'retrying' && s.lastError); i++) {
+  for (const deadline = Date.now() + 15000; Date.now() < deadline && !(s.state === 'retrying' && s.lastError);) {
     await new Promise((r) => setTimeout(r, 50))
     s = await bridged.bridge.status()
   }

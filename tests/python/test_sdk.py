@@ -275,19 +275,20 @@ async def t_ack_true_false_retry(queen):
 
 async def t_renew(queen):
     q = qn("renew")
-    await queen.queue(q).config({"leaseTime": 2}).create()
+    await queen.queue(q).config({"leaseTime": 4}).create()
     await queen.queue(q).push([{"data": "keep"}])
     got = await pop_all(queen, q, want=1, seconds=3)
+    popped_at = time.monotonic()  # the lease started before this
     check(len(got) == 1, f"pop {got}")
     msg = got[0]
     r = await queen.renew(msg)
     check(r.get("success") is True and r.get("newExpiresAt"), f"renew {r}")
     exp = datetime.fromisoformat(r["newExpiresAt"].replace("Z", "+00:00"))
     left = (exp - datetime.now(timezone.utc)).total_seconds()
-    check(left > 10, f"renewed lease expires in {left:.1f} s (leaseTime 2)")
+    check(left > 10, f"renewed lease expires in {left:.1f} s (leaseTime 4)")
     r_list = await queen.renew([msg, msg])
     check(isinstance(r_list, list) and len(r_list) == 1 and r_list[0]["success"], f"renew list {r_list}")
-    await asyncio.sleep(2.5)  # past the original 2 s lease
+    await asyncio.sleep(max(0.0, popped_at + 4.5 - time.monotonic()))  # past the original 4 s lease
     check(await pop_all(queen, q, seconds=1) == [], "message redelivered while its renewed lease was live")
     ack = await queen.ack(msg, True)
     check(ack.get("success") is True, f"ack after renew {ack}")

@@ -32,8 +32,9 @@ test('a segment missing before a stored one stops the open with a 503 naming bot
   }
 
   // Ready means /health answers 503 (the open refused the store). A build that missed the damage answers 200
-  // and never becomes ready: a minute, not the harness's default four, says so.
-  w = await startWorker({ persistTo: state.dir, vars: VARS, readyStatus: 503, readyTimeoutMs: 60_000 });
+  // and never becomes ready: the harness's ready timeout (four minutes: a loaded machine, or wrangler dev,
+  // can take over a minute to start) says so.
+  w = await startWorker({ persistTo: state.dir, vars: VARS, readyStatus: 503 });
   try {
     const pop = await getJson(`${w.url}/api/v1/pop/queue/damaged?batch=10&wait=false`);
     t.diagnostic(`pop after the damage: ${pop.status} ${JSON.stringify(pop.body)}`);
@@ -90,7 +91,7 @@ for (const { what, sql, error } of [
       }
       assert.ok(changed > 0, `${sql} changed no row`);
 
-      w = await startWorker({ persistTo: dir.dir, vars: VARS, readyStatus: 503, readyTimeoutMs: 60_000 });
+      w = await startWorker({ persistTo: dir.dir, vars: VARS, readyStatus: 503 });
       try {
         const pop = await getJson(`${w.url}/api/v1/pop/queue/typed?batch=10&wait=false`);
         t.diagnostic(`pop after the edit: ${pop.status} ${JSON.stringify(pop.body)}`);

@@ -205,13 +205,15 @@ test('leases in flight hold the migration back until they expire; nothing moves 
   const state = tempPersistDir();
   try {
     let w = await startWorker({ persistTo: state.dir, vars: { SHARDS: '1' } });
-    // The lease must outlive the Worker's restart below, which takes seconds on a loaded machine.
-    const LEASE_S = 8;
+    // The lease must outlive the Worker's stop and restart below and the first reshard call (about 0.3 s
+    // unloaded, several seconds on a saturated machine).
+    const LEASE_S = 15;
     const conf = await getJson(`${w.url}/api/v1/configure`, post({ queue: 'leased', options: { leaseTime: LEASE_S } }));
     assert.equal(conf.status, 200, JSON.stringify(conf.body));
     await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'leased', payload: 1, transactionId: 'l-1' }] }));
-    const poppedAt = Date.now();
     const pop = await getJson(`${w.url}/api/v1/pop/queue/leased?wait=false`);
+    // Taken once the pop answered: the lease, which started before, has surely expired LEASE_S after it.
+    const poppedAt = Date.now();
     assert.equal(pop.status, 200);
     await w.stop();
 

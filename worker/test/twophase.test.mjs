@@ -12,15 +12,19 @@ import { placementFor } from './placement.mjs';
 
 const SHARDS = 4;
 const TIMEOUT_MS = 800;
+// The lease of a message a test waits to see expire (or not): short, since the test sleeps past it (counted
+// from the pop); only the one transaction request right after the pop has to run within it.
 const LEASE_S = 2;
+// The lease of a message whose expiry a test never waits for: nothing the test does races it.
+const LONG_LEASE_S = 15;
 
 const { onDistinctShards } = placementFor(SHARDS);
 
 const vars = (extra = {}) => ({ SHARDS: String(SHARDS), TXN_TIMEOUT_MS: String(TIMEOUT_MS), ...extra });
 
-/** Pushes one message to `queue` (lease `LEASE_S`) and pops it: the leased message. */
-async function leased(w, queue, payload) {
-  const cfg = await getJson(`${w.url}/api/v1/configure`, post({ queue, options: { leaseTime: LEASE_S } }));
+/** Pushes one message to `queue` (lease `leaseS` seconds) and pops it: the leased message. */
+async function leased(w, queue, payload, leaseS = LEASE_S) {
+  const cfg = await getJson(`${w.url}/api/v1/configure`, post({ queue, options: { leaseTime: leaseS } }));
   assert.equal(cfg.status, 200, JSON.stringify(cfg.body));
   const push = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue, payload }] }));
   assert.equal(push.status, 201, JSON.stringify(push.body));
@@ -37,6 +41,9 @@ const popData = async (w, queue) => {
   const r = await getJson(`${w.url}/api/v1/pop/queue/${queue}?wait=false&batch=10`);
   return r.status === 204 ? [] : r.body.messages.map((x) => x.data);
 };
+
+/** Sleeps until `LEASE_S` (plus 300 ms) after `poppedAt`, taken once the pop answered: past that lease's expiry. */
+const sleepPastLease = (poppedAt) => sleep(Math.max(0, poppedAt + LEASE_S * 1000 + 300 - Date.now()));
 
 /** Polls `check` (an async predicate) every 200 ms for up to `ms`; true when it held. */
 async function eventually(check, ms = 30_000) {
@@ -71,6 +78,7 @@ test('a transaction over three shards commits on all of them, results in request
   try {
     const [a, b, c] = onDistinctShards('tp-ok-', 3);
     const m = await leased(w, a, 'in');
+    const poppedAt = Date.now();
     const tx = await getJson(`${w.url}/api/v1/transaction`, post({
       operations: [
         ackOp(m),
@@ -87,7 +95,7 @@ test('a transaction over three shards commits on all of them, results in request
     assert.deepEqual(await popData(w, c), ['c1']);
     // The ack applied: its lease is released, and the message does not come back after the lease time.
     assert.equal((await ackNow(w, m)).body[0].success, false);
-    await sleep(LEASE_S * 1000 + 300);
+    await sleepPastLease(poppedAt);
     assert.deepEqual(await popData(w, a), []);
   } finally {
     await w.stop();
@@ -100,8 +108,8 @@ test('a transaction with a bad part applies nothing and releases the lease it pi
   const w = await startWorker({ persistTo: state.dir, vars: vars() });
   try {
     const [a, b, c] = onDistinctShards('tp-bad-', 3);
-    const good = await leased(w, a, 'good');
-    const gone = await leased(w, c, 'gone');
+    const good = await leased(w, a, 'good', LONG_LEASE_S);
+    const gone = await leased(w, c, 'gone', LONG_LEASE_S);
     assert.equal((await ackNow(w, gone)).body[0].success, true, 'its lease is gone once acked');
     const tx = await getJson(`${w.url}/api/v1/transaction`, post({
       operations: [ackOp(good), { type: 'push', items: [{ queue: b, payload: 'never' }] }, ackOp(gone)],
@@ -130,13 +138,14 @@ test('killed between prepare and commit: aborted after restart, nothing applied,
   let m;
   try {
     m = await leased(w, a, 'in');
+    const poppedAt = Date.now();
     const tx = await getJson(`${w.url}/api/v1/transaction`, post({
       operations: [ackOp(m), { type: 'push', items: [{ queue: b, payload: 'out' }] }],
     }));
     assert.equal(tx.status, 500, JSON.stringify(tx.body));
     assert.match(tx.body.error, /stopped after the prepares/);
     // Prepared: the ack's lease is pinned (it outlives its lease time), the push is not visible.
-    await sleep(LEASE_S * 1000 + 300);
+    await sleepPastLease(poppedAt);
     assert.deepEqual(await popData(w, a), [], 'a pinned lease does not expire');
     assert.match((await ackNow(w, m)).body[0].error ?? '', /held by a prepared transaction/, 'nobody else acts on a pinned lease');
     assert.deepEqual(await popData(w, b), []);
@@ -164,8 +173,10 @@ test('killed after the decision: committed on every shard after restart', { time
     vars: vars({ QUEEN_TEST_ROUTES: 'true', QUEEN_TEST_TXN_FAULT: 'after-decision', TXN_TIMEOUT_MS: '60000' }),
   });
   let m;
+  let poppedAt;
   try {
     m = await leased(w, a, 'in');
+    poppedAt = Date.now();
     const tx = await getJson(`${w.url}/api/v1/transaction`, post({
       operations: [ackOp(m), { type: 'push', items: [{ queue: b, payload: 'out' }] }],
     }));
@@ -183,7 +194,9 @@ test('killed after the decision: committed on every shard after restart', { time
     // (While prepared, an ack with the lease is refused as pinned; once committed, the lease is gone.)
     assert.ok(await eventually(async () => /Invalid or expired lease/.test((await ackNow(w, m)).body[0].error ?? '')),
       'the ack was not applied');
-    await sleep(LEASE_S * 1000 + 300);
+    // Had the commit released the lease without applying the ack, the message would be back once its lease
+    // time (counted from the pop) has passed.
+    await sleepPastLease(poppedAt);
     assert.deepEqual(await popData(w, a), [], 'the acked message came back');
   } finally {
     await w.stop();
