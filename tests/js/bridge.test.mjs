@@ -83,6 +83,22 @@ async function statusWhen(page, predicate, timeoutMillis = 15000) {
   }
 }
 
+/** Waits until `page`'s bridge holds a span it could not forward (it failed once and retries). */
+function holdingASpan(page) {
+  return page.waitForFunction(() => window.events.some((s) => s.state === 'retrying' && s.failedAttempts > 0), null, { timeout: 15000 })
+}
+
+/**
+ * Drains `page`'s bridge within `timeoutMillis`, asserts that `count` messages were forwarded and that the
+ * edge holds `pushed` exactly, then closes the page's broker.
+ */
+async function expectForwarded(page, { queue, pushed, count, timeoutMillis, label }) {
+  const drained = await page.evaluate((timeoutMillis) => window.queen.bridge.drain({ timeoutMillis }), timeoutMillis)
+  assertEq([drained.pending, drained.forwarded], [0, count], `${label}: forwarded`)
+  await assertEdgeHolds(queue, pushed, label)
+  await page.evaluate(() => window.queen.close())
+}
+
 /** Shows the bridge's status in the page and keeps a screenshot (test-artifacts/js/bridge-<label>.png). */
 async function screenshot(page, label) {
   await page.evaluate(async (label) => {
@@ -340,10 +356,7 @@ const tests = [
     const after = await openBridged(page, { name, queue })
     assertEq(after.pending, 6, 'after the reload the six pushes are pending (read from IndexedDB)')
     await context.unroute(worker.url + '/**')
-    const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 20000 }))
-    assertEq([drained.pending, drained.forwarded], [0, 6], 'forwarded after the reload')
-    await assertEdgeHolds(queue, pushed, 'after the reload')
-    await page.evaluate(() => window.queen.close())
+    await expectForwarded(page, { queue, pushed, count: 6, timeoutMillis: 20000, label: 'after the reload' })
     await context.close()
   }],
 
@@ -355,8 +368,7 @@ const tests = [
     await context.route(worker.url + '/**', (route) => route.abort('internetdisconnected'))
     await openBridged(page, { name, queue })
     const pushed = await pushLocal(page, queue, ['x'], 3, 'reload-cut')
-    // The bridge holds the span (retrying it) before the page goes.
-    await page.waitForFunction(() => window.events.some((s) => s.state === 'retrying' && s.failedAttempts > 0), null, { timeout: 15000 })
+    await holdingASpan(page)
     // An unload cut short: the bridge's pagehide hand-back (an ack through the page's broker) never lands.
     await page.evaluate(() => {
       window.queen.ack = () => new Promise(() => {})
@@ -366,10 +378,7 @@ const tests = [
     await context.unroute(worker.url + '/**')
     await openBridged(page, { name, queue })
     // The default lease (30 s) outlasts this drain: only the held-span registry frees the span in time.
-    const drained = await page.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 15000 }))
-    assertEq([drained.pending, drained.forwarded], [0, 3], 'forwarded after the reload, without waiting for the lease')
-    await assertEdgeHolds(queue, pushed, 'after the cut-short reload')
-    await page.evaluate(() => window.queen.close())
+    await expectForwarded(page, { queue, pushed, count: 3, timeoutMillis: 15000, label: 'after the cut-short reload' })
     await context.close()
   }],
 
@@ -383,7 +392,7 @@ const tests = [
     for (const page of [first, second]) await page.route(worker.url + '/**', (route) => route.abort('internetdisconnected'))
     await openBridged(first, { name, queue })
     const pushed = await pushLocal(first, queue, ['x'], 3, 'crash-other')
-    await first.waitForFunction(() => window.events.some((s) => s.state === 'retrying' && s.failedAttempts > 0), null, { timeout: 15000 })
+    await holdingASpan(first)
     // The second tab's bridge starts while the first one is alive and holds the span: its first look leaves
     // the span alone, and only a later one (after the crash) can give it back.
     await openBridged(second, { name, queue })
@@ -392,10 +401,8 @@ const tests = [
     cdp.send('Page.crash').catch(() => {})
     await gone
     await second.unroute(worker.url + '/**')
-    const drained = await second.evaluate(() => window.queen.bridge.drain({ timeoutMillis: 15000 }))
-    assertEq([drained.pending, drained.forwarded], [0, 3], 'the crashed tab\'s span was forwarded by the other tab without waiting for the lease')
-    await assertEdgeHolds(queue, pushed, 'after the other tab crashed')
-    await second.evaluate(() => window.queen.close())
+    // As above: the drain is shorter than the lease.
+    await expectForwarded(second, { queue, pushed, count: 3, timeoutMillis: 15000, label: 'by the other tab after the crash' })
     await context.close()
   }],
 
