@@ -27,7 +27,10 @@ const BRIDGE_GROUP = '__bridge__'
 const IDLE_POLL_MILLIS = 10000
 /** Edge push results that mean the edge has the message (`buffered`: held in its maintenance buffer). */
 const ACCEPTED = new Set(['queued', 'duplicate', 'buffered'])
-/** localStorage key prefix of held spans (then the broker's name, a colon, the lease id). */
+/**
+ * localStorage key prefix of held spans; the key goes on with the broker's name, URI-encoded so that it holds
+ * no colon (a broker `a` must not read the notes of a broker `a:b`), then a colon and the lease id.
+ */
 const HELD_PREFIX = 'queen-edge-bridge:'
 /** Web Lock name prefix that marks a bridge alive (then its random id). */
 const ALIVE_PREFIX = 'queen-edge-bridge-alive:'
@@ -411,7 +414,7 @@ export class Bridge {
           if (this.#stopped) end()
         })).catch(refused)
       })
-      this.#registry = { storage, locks, alive, prefix: HELD_PREFIX + this.#queen.name + ':' }
+      this.#registry = { storage, locks, alive, prefix: HELD_PREFIX + enc(this.#queen.name) + ':' }
       await this.#sweep(SWEEP_FIRST_MILLIS)
     } catch {
       // No registry (locks refused, storage unreadable): spans of a page that goes away wait for their leases.
