@@ -13,13 +13,15 @@
 // back-off; nothing is dropped. See docs/decisions.md ("browser-to-edge bridge").
 //
 // A page that goes away while it holds a span gives it back on `pagehide`, but a page being unloaded may
-// not finish that write, and a crashed one runs nothing. So each span held is also noted in localStorage
-// with the Web Lock that marks its bridge alive; the next bridge on the same broker gives back the spans
-// of bridges that are gone before it claims, instead of waiting `leaseSeconds` for their leases.
+// not finish that write, and a crashed one runs nothing. So each span held is also noted in the held-span
+// registry (held-spans.js), from which other bridges on the broker give back the spans of bridges that are
+// gone, instead of waiting `leaseSeconds` for their leases.
 
-// This file imports nothing: the bundle makes it a chunk of its own, loaded by `Queen.open` only with
-// a bridge, and what it needs from the main module is handed to bridgeOptions and the constructor. The
-// bridge's options are checked here too, so a page without a bridge downloads neither.
+// This file imports nothing from the main module: the bundle makes it (with held-spans.js) a chunk of its
+// own, loaded by `Queen.open` only with a bridge, and what it needs from the main module is handed to
+// bridgeOptions and the constructor. The bridge's options are checked here too, so a page without a bridge
+// downloads neither.
+import { HeldSpans } from './held-spans.js'
 
 /** The consumer group the bridge forwards with, on every bridged queue of the local broker. */
 const BRIDGE_GROUP = '__bridge__'
@@ -27,16 +29,6 @@ const BRIDGE_GROUP = '__bridge__'
 const IDLE_POLL_MILLIS = 10000
 /** Edge push results that mean the edge has the message (`buffered`: held in its maintenance buffer). */
 const ACCEPTED = new Set(['queued', 'duplicate', 'buffered'])
-/**
- * localStorage key prefix of held spans; the key goes on with the broker's name, URI-encoded so that it holds
- * no colon (a broker `a` must not read the notes of a broker `a:b`), then a colon and the lease id.
- */
-const HELD_PREFIX = 'queen-edge-bridge:'
-/** Web Lock name prefix that marks a bridge alive (then its random id). */
-const ALIVE_PREFIX = 'queen-edge-bridge-alive:'
-/** While other bridges' notes remain, the registry looks again after this, doubling up to SWEEP_MAX_MILLIS. */
-const SWEEP_FIRST_MILLIS = 250
-const SWEEP_MAX_MILLIS = 30000
 
 const enc = encodeURIComponent
 const iso = (ms) => (ms ? new Date(ms).toISOString() : null)
@@ -116,8 +108,7 @@ export class Bridge {
   #onOffline = null
   #onPageHide = null
   #held = new Set()
-  #registry = null
-  #endAlive = null
+  #heldSpans = null
   #keyed = null
   #sealedAtEdge = new Set()
 
@@ -150,7 +141,11 @@ export class Bridge {
       }
       target.addEventListener('pagehide', this.#onPageHide)
     }
-    const ready = this.#openRegistry()
+    const ready = HeldSpans.open(queen.name, (messages) => this.#queen.ack(messages, 'retry', { group: BRIDGE_GROUP }))
+      .then((heldSpans) => {
+        this.#heldSpans = heldSpans
+        if (this.#stopped && heldSpans) heldSpans.close()
+      })
     this.#loops = options.queues.map(async (queue) => {
       await ready
       return this.#run(queue)
@@ -221,8 +216,8 @@ export class Bridge {
     this.#edge.close()
     // Loops parked in a local long-poll end when the transport closes; do not wait for them.
     await Promise.race([Promise.allSettled(this.#loops), new Promise((resolve) => setTimeout(resolve, 1000))])
-    // A span still noted now was not given back: the next bridge does it, as for a page that is gone.
-    if (this.#endAlive) this.#endAlive()
+    // A span still noted now was not given back: other bridges do it, as for a page that is gone.
+    if (this.#heldSpans) this.#heldSpans.close()
     this.#emit()
   }
 
@@ -333,7 +328,8 @@ export class Bridge {
       if (!renewed.success) leaseLost = true
     }, Math.max(1000, (o.leaseSeconds * 1000) / 3))
     this.#held.add(messages)
-    this.#note(leaseId, messages)
+    if (this.#heldSpans) this.#heldSpans.note(leaseId, messages)
+    let keepNote = false
     const items = messages.map((m) => {
       const item = { queue: m.queue || queue, partition: m.partition, payload: m.data, transactionId: m.transactionId }
       if (m.traceId) item.traceId = m.traceId
@@ -379,103 +375,15 @@ export class Bridge {
         return o.retryDelayMillis
       }
       if (this.#stopped && !leaseLost) {
-        // Give the span back so the next context forwards it without waiting for the lease.
-        await this.#queen.ack(messages, 'retry', { group: BRIDGE_GROUP }).catch(() => {})
+        // Give the span back so the next context forwards it without waiting for the lease; if that does
+        // not land (the transport closed first), its note stays for other bridges to give it back.
+        keepNote = !(await this.#queen.ack(messages, 'retry', { group: BRIDGE_GROUP })).success
       }
       return delay
     } finally {
       clearInterval(renewal)
       this.#held.delete(messages)
-      this.#note(leaseId, null)
-    }
-  }
-
-  /**
-   * Takes this bridge's alive lock, then gives back the spans noted by bridges on this broker whose lock is
-   * gone (a reloaded or crashed page). The browser drops a dead page's lock a little after the page is gone,
-   * so while notes of other bridges remain, it looks again later (`#sweep`). Without localStorage or Web
-   * Locks (a worker, an opaque origin) there is no registry and such spans wait for their leases.
-   */
-  async #openRegistry() {
-    let storage = null
-    try {
-      storage = globalThis.localStorage ?? null
-    } catch {
-      // Storage refused (a sandboxed frame): no registry.
-    }
-    const locks = globalThis.navigator && globalThis.navigator.locks
-    if (!storage || !locks) return
-    const alive = ALIVE_PREFIX + Math.random().toString(36).slice(2) + Date.now().toString(36)
-    try {
-      await new Promise((granted, refused) => {
-        locks.request(alive, () => new Promise((end) => {
-          this.#endAlive = end
-          granted()
-          if (this.#stopped) end()
-        })).catch(refused)
-      })
-      this.#registry = { storage, locks, alive, prefix: HELD_PREFIX + enc(this.#queen.name) + ':' }
-      await this.#sweep(SWEEP_FIRST_MILLIS)
-    } catch {
-      // No registry (locks refused, storage unreadable): spans of a page that goes away wait for their leases.
-      this.#registry = null
-      if (this.#endAlive) this.#endAlive()
-      this.#endAlive = null
-    }
-  }
-
-  /**
-   * Gives back every noted span whose bridge's alive lock is not held, and forgets its note. While notes of
-   * other bridges remain (alive, or dead and not yet seen so), sweeps again after `delay`, doubling to
-   * `SWEEP_MAX_MILLIS`.
-   */
-  async #sweep(delay) {
-    if (this.#stopped) return
-    const { storage, locks, alive, prefix } = this.#registry
-    const live = new Set((await locks.query()).held.map((lock) => lock.name))
-    const keys = []
-    for (let i = 0; i < storage.length; i++) {
-      const key = storage.key(i)
-      if (key && key.startsWith(prefix)) keys.push(key)
-    }
-    let others = 0
-    for (const key of keys) {
-      let noted = null
-      try {
-        noted = JSON.parse(storage.getItem(key))
-      } catch {
-        // Not ours to read: dropped below.
-      }
-      if (noted && noted.alive === alive) continue
-      if (noted && live.has(noted.alive)) {
-        others++
-        continue
-      }
-      // Fenced by its lease id: a span already given back or claimed again is not touched. One attempt:
-      // if it does not get through, the lease still ends on its own.
-      if (noted && Array.isArray(noted.messages)) await this.#queen.ack(noted.messages, 'retry', { group: BRIDGE_GROUP })
-      storage.removeItem(key)
-    }
-    if (others > 0 && !this.#stopped) {
-      setTimeout(() => this.#sweep(Math.min(SWEEP_MAX_MILLIS, delay * 2)).catch(() => {}), delay)
-    }
-  }
-
-  /**
-   * Notes (or, with `messages` null, forgets) a span this bridge holds; best effort. A span is one
-   * partition's lease, and a `retry` ack of its first message gives back the whole of it (contract §3.5),
-   * so that message is all the note keeps.
-   */
-  #note(leaseId, messages) {
-    const registry = this.#registry
-    if (!registry || !leaseId) return
-    try {
-      const key = registry.prefix + leaseId
-      if (!messages) return registry.storage.removeItem(key)
-      const { transactionId, partitionId } = messages[0]
-      registry.storage.setItem(key, JSON.stringify({ alive: registry.alive, messages: [{ transactionId, partitionId, leaseId }] }))
-    } catch {
-      // Storage full: this span waits for its lease if the page goes away.
+      if (this.#heldSpans && !keepNote) this.#heldSpans.forget(leaseId)
     }
   }
 

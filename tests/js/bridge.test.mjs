@@ -13,8 +13,8 @@
 //   4. a reload while the edge is unreachable: the pending messages are still there (IndexedDB) and
 //      forwarded after the reload; and once more with the page's pagehide hand-back suppressed (an unload
 //      cut short): the next page gives the held span back at once (the held-span registry);
-//   4a. a tab holding a span crashes while a second bridged tab runs: the second gives the span back once
-//      the browser dropped the crashed tab's lock (the registry looks again while others' notes remain);
+//   4a. a tab holding a span crashes while a second bridged tab runs, started after or before the span was
+//      claimed: the second gives the span back once the browser dropped the crashed tab's alive lock;
 //   5. the tab crashes after the edge stored a batch and before the local ack: the reopened page gives
 //      the crashed page's span back at once (the held-span registry, not the 30 s lease), sends it
 //      again, the edge answers `duplicate`, and holds each message once;
@@ -146,6 +146,35 @@ async function edgeCall(method, path, body) {
   })
   const text = await res.text()
   return { status: res.status, body: text ? JSON.parse(text) : null }
+}
+
+/**
+ * Two bridged tabs of one broker; the first claims a span (the edge unreachable, so it holds it) and crashes.
+ * The second must give the span back at once (the drain is shorter than the 30 s lease), whether it started
+ * while the first already held the span (it finds the note when it starts) or before the first claimed it
+ * (it learns of the note from a `storage` event).
+ */
+async function crashBesideAnotherTab(browser, url, { secondStartsFirst }) {
+  const context = await browser.newContext()
+  const first = await openPage(context, url, 'crash-other first')
+  const second = await openPage(context, url, 'crash-other second')
+  const name = uniqueName('bridge-crash-other')
+  const queue = uniqueName('outbox')
+  // Routes per page: a context's routes cannot be changed once one of its pages crashed.
+  for (const page of [first, second]) await page.route(worker.url + '/**', (route) => route.abort('internetdisconnected'))
+  await openBridged(first, { name, queue })
+  if (secondStartsFirst) await openBridged(second, { name, queue })
+  const pushed = await pushLocal(first, queue, ['x'], 3, 'crash-other')
+  await holdingASpan(first)
+  if (!secondStartsFirst) await openBridged(second, { name, queue })
+  const gone = new Promise((resolveCrash) => first.once('crash', () => resolveCrash()))
+  const cdp = await context.newCDPSession(first)
+  cdp.send('Page.crash').catch(() => {})
+  await gone
+  await second.unroute(worker.url + '/**')
+  // As above: the drain is shorter than the lease.
+  await expectForwarded(second, { queue, pushed, count: 3, timeoutMillis: 15000, label: 'by the other tab after the crash' })
+  await context.close()
 }
 
 const tests = [
@@ -383,27 +412,11 @@ const tests = [
   }],
 
   ['a tab holding a span crashes while another bridged tab runs: that tab gives the span back at once (not after the 30 s lease)', async ({ browser, url }) => {
-    const context = await browser.newContext()
-    const first = await openPage(context, url, 'crash-other first')
-    const second = await openPage(context, url, 'crash-other second')
-    const name = uniqueName('bridge-crash-other')
-    const queue = uniqueName('outbox')
-    // Routes per page: a context's routes cannot be changed once one of its pages crashed.
-    for (const page of [first, second]) await page.route(worker.url + '/**', (route) => route.abort('internetdisconnected'))
-    await openBridged(first, { name, queue })
-    const pushed = await pushLocal(first, queue, ['x'], 3, 'crash-other')
-    await holdingASpan(first)
-    // The second tab's bridge starts while the first one is alive and holds the span: its first look leaves
-    // the span alone, and only a later one (after the crash) can give it back.
-    await openBridged(second, { name, queue })
-    const gone = new Promise((resolveCrash) => first.once('crash', () => resolveCrash()))
-    const cdp = await context.newCDPSession(first)
-    cdp.send('Page.crash').catch(() => {})
-    await gone
-    await second.unroute(worker.url + '/**')
-    // As above: the drain is shorter than the lease.
-    await expectForwarded(second, { queue, pushed, count: 3, timeoutMillis: 15000, label: 'by the other tab after the crash' })
-    await context.close()
+    await crashBesideAnotherTab(browser, url, { secondStartsFirst: false })
+  }],
+
+  ['another bridged tab started before the span was claimed: it learns of the note and gives the span back at once after the crash', async ({ browser, url }) => {
+    await crashBesideAnotherTab(browser, url, { secondStartsFirst: true })
   }],
 
   ['the tab crashes after the edge stored a batch, before the local ack: the next page gives the span back at once (not after the 30 s lease) and resends it, the edge holds it once', async ({ browser, url }) => {
