@@ -117,6 +117,7 @@ export class HeldSpans {
   async #sweep() {
     const notes = this.#readNotes()
     const held = new Set((await this.#locks.query()).held.map((lock) => lock.name))
+    if (this.#closed) return
     if (typeof globalThis.addEventListener === 'function') {
       this.#onStorage = (event) => {
         if (!event.key || !event.key.startsWith(this.#prefix) || !event.newValue) return
