@@ -108,7 +108,7 @@ export class Bridge {
   #onOffline = null
   #onPageHide = null
   #held = new Set()
-  #heldSpans = null
+  #registry = null
   #keyed = null
   #sealedAtEdge = new Set()
 
@@ -143,7 +143,7 @@ export class Bridge {
     }
     const ready = HeldSpans.open(queen.name, (messages) => this.#queen.ack(messages, 'retry', { group: BRIDGE_GROUP }))
       .then((heldSpans) => {
-        this.#heldSpans = heldSpans
+        this.#registry = heldSpans
         if (this.#stopped && heldSpans) heldSpans.close()
       })
     this.#loops = options.queues.map(async (queue) => {
@@ -217,7 +217,7 @@ export class Bridge {
     // Loops parked in a local long-poll end when the transport closes; do not wait for them.
     await Promise.race([Promise.allSettled(this.#loops), new Promise((resolve) => setTimeout(resolve, 1000))])
     // A span still noted now was not given back: other bridges do it, as for a page that is gone.
-    if (this.#heldSpans) this.#heldSpans.close()
+    if (this.#registry) this.#registry.close()
     this.#emit()
   }
 
@@ -328,7 +328,7 @@ export class Bridge {
       if (!renewed.success) leaseLost = true
     }, Math.max(1000, (o.leaseSeconds * 1000) / 3))
     this.#held.add(messages)
-    if (this.#heldSpans) this.#heldSpans.note(leaseId, messages)
+    if (this.#registry) this.#registry.note(leaseId, messages)
     let keepNote = false
     const items = messages.map((m) => {
       const item = { queue: m.queue || queue, partition: m.partition, payload: m.data, transactionId: m.transactionId }
@@ -383,7 +383,7 @@ export class Bridge {
     } finally {
       clearInterval(renewal)
       this.#held.delete(messages)
-      if (this.#heldSpans && !keepNote) this.#heldSpans.forget(leaseId)
+      if (this.#registry && !keepNote) this.#registry.forget(leaseId)
     }
   }
 

@@ -263,11 +263,7 @@ const tests = [
     const refusedSoFar = refused
     // A snapshot may land inside an attempt (state `forwarding`); the state between attempts is
     // `retrying`, so read until the bridge is between two attempts (at most a back-off of 1 s).
-    let cut = await page.evaluate(() => window.queen.bridge.status())
-    for (const deadline = Date.now() + 3000; cut.state === 'forwarding' && Date.now() < deadline;) {
-      await sleep(50)
-      cut = await page.evaluate(() => window.queen.bridge.status())
-    }
+    const cut = await statusWhen(page, (s) => s.state !== 'forwarding', 3000)
     assertEq([cut.state, cut.online, cut.pending, cut.forwarded], ['retrying', true, 4, 0], `retrying (${JSON.stringify(cut)})`)
     assert(cut.failedAttempts >= 2 && refused >= 2, `retried (${cut.failedAttempts} attempts, ${refused} requests refused)`)
     // 200 ms doubling to 1 s: about 2 + elapsed / 1 s attempts (6 in 2.5 s); a busy loop makes dozens.
@@ -360,11 +356,7 @@ const tests = [
     await pushLocal(page, queue, ['p'], 2, 'token')
     // The bridge alternates between `forwarding` (an attempt) and `retrying` (its backoff): wait for a backoff
     // after a refusal rather than reading the state at a fixed moment, which may fall inside an attempt.
-    let s
-    for (const deadline = Date.now() + 15000; Date.now() < deadline; await sleep(100)) {
-      s = await page.evaluate(() => window.queen.bridge.status())
-      if (s.state === 'retrying' && s.lastError) break
-    }
+    const s = await statusWhen(page, (status) => status.state === 'retrying' && status.lastError)
     assertEq([s.state, s.pending, s.forwarded], ['retrying', 2, 0], `refused by the edge (${JSON.stringify(s)})`)
     assert(/^unauthorized: /.test(s.lastError), `the edge's 401 is the last error: ${s.lastError}`)
     assertEq((await edgeMessages(queue, 'p')).length, 0, 'the edge has nothing')
