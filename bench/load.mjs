@@ -12,7 +12,10 @@ import { join, resolve } from 'node:path';
  */
 export function requester(connections) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
-  const request = (port, method, path, body) =>
+  // A kept-alive socket that the server closed while it sat idle (one broker's connections wait while the others
+  // are measured) fails the next request sent on it with ECONNRESET before the server read it: sent again once
+  // on a new socket, as Node's http documentation advises (`request.reusedSocket`).
+  const request = (port, method, path, body, retried = false) =>
     new Promise((resolve, reject) => {
       const headers = body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
       const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
@@ -21,7 +24,13 @@ export function requester(connections) {
         res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
         res.on('error', reject);
       });
-      req.on('error', reject);
+      req.on('error', (e) => {
+        if (!retried && req.reusedSocket && e.code === 'ECONNRESET') {
+          resolve(request(port, method, path, body, true));
+        } else {
+          reject(e);
+        }
+      });
       req.end(body);
     });
   request.close = () => agent.destroy();

@@ -472,8 +472,12 @@ const tests = [
     assert(refusedSoFar >= 2 && refusedSoFar <= 3 + Math.ceil(elapsed / 400), `retried with a back-off (${refusedSoFar} attempts in ${elapsed} ms)`)
     assert(typeof cut.lastError === 'string' && cut.lastError.length > 0, 'the last error is shown')
     await page.unroute(worker.url + '/api/v1/push')
-    // The retry timer delivers them (its back-off is at most 5 s by then).
-    await page.waitForFunction(() => window.remote.getBufferStats().totalBufferedMessages === 0, null, { timeout: 15000, polling: 100 })
+    // The retry timer delivers them (its back-off is at most 5 s by then). Waits for the flush's end, not for the
+    // buffer to empty: a batch in flight is out of the buffer and not yet counted.
+    await page.waitForFunction(() => {
+      const stats = window.remote.getBufferStats()
+      return stats.totalBufferedMessages === 0 && stats.flushesPerformed + stats.failedMessages > 0
+    }, null, { timeout: 15000, polling: 100 })
     const after = await page.evaluate(() => window.remote.getBufferStats())
     assertEq([after.totalBufferedMessages, after.flushesPerformed, after.failedMessages], [0, 1, 0], `delivered by the retry timer (${JSON.stringify(after)})`)
     assertEq((await edgeMessages(queue, 'p')).map((m) => m.data), [1, 2, 3], 'the broker has them once, in order')
