@@ -12,13 +12,17 @@ import { join, resolve } from 'node:path';
  */
 export function requester(connections) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: connections, maxFreeSockets: connections });
-  // A kept-alive socket that the server closed while it sat idle (one broker's connections wait while the others
-  // are measured) fails the next request sent on it with ECONNRESET before the server read it: sent again once
-  // on a new socket, as Node's http documentation advises (`request.reusedSocket`).
+  // A kept-alive socket that the server closed while it sat idle fails the next request sent on it with
+  // ECONNRESET before the server read it. workerd closes a connection idle for about 15 s (one broker's
+  // connections wait that long while the others are measured); when the close arrives while this process is
+  // busy (touchFreeMemory blocks it for seconds), the pool still holds every closed socket, and a request
+  // sent again through the pool meets the next one. So it is sent again once on a connection of its own, as
+  // Node's http documentation advises for `request.reusedSocket`.
   const request = (port, method, path, body, retried = false) =>
     new Promise((resolve, reject) => {
       const headers = body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {};
-      const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
+      const options = { host: '127.0.0.1', port, method, path, agent: retried ? false : agent, headers };
+      const req = http.request(options, (res) => {
         const chunks = [];
         res.on('data', (c) => chunks.push(c));
         res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks).toString() }));
@@ -28,7 +32,7 @@ export function requester(connections) {
         if (!retried && req.reusedSocket && e.code === 'ECONNRESET') {
           resolve(request(port, method, path, body, true));
         } else {
-          reject(e);
+          reject(new Error(`${method} 127.0.0.1:${port}${path}${retried ? ' (sent again)' : ''}: ${e.message}`, { cause: e }));
         }
       });
       req.end(body);

@@ -40,7 +40,7 @@ const request = requester(CONNECTIONS);
 
 async function startBuild(build, stateDir) {
   const w = await startWorker({ persistTo: stateDir, vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
-  return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop, commits: true };
+  return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop, logs: w.logs, commits: true };
 }
 
 const { push, popAck } = loadDriver({ request, connections: CONNECTIONS, partitions: PARTITIONS, payloadBytes: PAYLOAD });
@@ -92,6 +92,11 @@ try {
       }
     }
   }
+} catch (e) {
+  // What each build's workerd printed, to tell a broker's failure from the client's (the naive queue's
+  // workerd prints to this process's own output).
+  for (const b of brokers) if (b.logs) console.error(`[ab] ${b.name} (port ${b.port}) workerd output, last 4 KB:\n${b.logs().slice(-4096)}`);
+  throw e;
 } finally {
   for (const b of brokers) await b.stop();
   request.close();
