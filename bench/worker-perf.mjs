@@ -12,7 +12,7 @@
 //
 //   node bench/worker-perf.mjs --build NAME=DIR [--build NAME=DIR]... [--var NAME:VAR=VALUE]... [--no-naive] [--op pop+ack]
 //                              [--batch 100] [--payload 64] [--seconds 4] [--warm 1] [--state tmpfs|disk]
-//                              [--out DIR] [--touch-mb 2048]
+//                              [--out DIR] [--touch-mb 2048] [--connections 8]
 //
 // `--warm` is the seconds of each warm-up phase (V8 compiles the wasm's hot functions with TurboFan during the
 // first seconds of load: bench/worker-perf-split.py's JIT row). `--touch-mb`: MiB of free memory touched before each
@@ -45,7 +45,10 @@ const PERF_FLAGS = ['--v8-flag', '--perf-basic-prof'];
 mkdirSync(OUT, { recursive: true });
 
 const request = requester(8);
-const { push, popAck } = loadDriver({ request, connections: 8, partitions: 10, payloadBytes: PAYLOAD });
+// `--connections 1` sends one request at a time: no request waits for another, so a difference in workerd's
+// per-request layers between the brokers is work one of them does, not the pace of the load.
+const CONNECTIONS = Number(opt('--connections', 8));
+const { push, popAck } = loadDriver({ request, connections: CONNECTIONS, partitions: 10, payloadBytes: PAYLOAD });
 
 function renice(pid) {
   for (const t of readdirSync(`/proc/${pid}/task`)) execFileSync('renice', ['-n', '-10', '-p', t], { stdio: 'ignore' });

@@ -136,7 +136,7 @@ export default handlers;
 // `durableObjectClass(exports.Name)`). An instance keeps the wasm object and builds it again after a trap
 // reset the wasm instance, as the proxies above do. When the wasm class has `serve` (the Broker), `fetch`
 // reads a public request's body once and passes the request's parts to it; the answer comes back as a frame
-// (worker/src/respond.rs, `frame`): status, header set, body, built into a `Response` here, in the same call
+// (worker/src/frame.rs, `frame`): status, header set, body, built into a `Response` here, in the same call
 // unless the request had to wait (then `serve` returns a Promise of the frame). Internal and test routes
 // (`/__...`), and a body without a declared length or declared longer than the limit (read in Rust, which
 // stops at the limit and answers 413), go to the wasm object's own `fetch` with the `Request`. `fetch` is not
@@ -161,8 +161,11 @@ function headerPairs(text) {
 
 function durableObjectClass(Wasm) {
   const fast = typeof Wasm.prototype.serve === 'function';
-  // The two header sets nearly every answer carries, built once: 0 the CORS headers, 1 with JSON.
-  const headerSets = fast ? [0, 1].map((kind) => new Headers(headerPairs(Wasm.frameHeaders(kind)))) : [];
+  // The two header sets nearly every answer carries, built once: 0 the CORS headers, 1 with JSON; and the
+  // same without the CORS headers, for an object whose socket adds them (`corsFromSocket`: CORS_HEADERS =
+  // "socket", set by scripts/serve, whose workerd config injects them into every response).
+  const setsOf = (cors) => [0, 1].map((kind) => new Headers(headerPairs(Wasm.frameHeaders(kind, cors))));
+  const headerSets = fast ? { cors: setsOf(true), plain: setsOf(false) } : null;
 
   const ObjectClass = class {
     constructor(state, env) {
@@ -188,8 +191,9 @@ function durableObjectClass(Wasm) {
       return this.wasm;
     }
 
-    /** What the fast path keeps of a (new) wasm object: its body limit and which headers it reads. */
+    /** What the fast path keeps of a (new) wasm object: its header sets, its body limit and which headers it reads. */
     settingsOf(wasm) {
+      this.headerSets = fast ? (wasm.corsFromSocket ? headerSets.plain : headerSets.cors) : null;
       this.maxBodyBytes = fast ? wasm.maxBodyBytes : 0;
       this.readsAuthorization = fast ? wasm.readsAuthorization : true;
       this.shardHintWanted = fast;
@@ -260,13 +264,14 @@ function durableObjectClass(Wasm) {
       if (kind === 2) {
         const length = frame[3] | (frame[4] << 8) | (frame[5] << 16) | (frame[6] << 24);
         start = 7 + length;
-        headers = new Headers(headerSets[0]);
+        const base = this.headerSets[0];
+        headers = new Headers(base);
         for (const [name, value] of headerPairs(frameDecoder.decode(frame.subarray(7, start)))) {
-          if (headerSets[0].has(name)) headers.set(name, value);
+          if (base.has(name)) headers.set(name, value);
           else headers.append(name, value);
         }
       } else {
-        headers = headerSets[kind];
+        headers = this.headerSets[kind];
       }
       return new Response(start < frame.length ? frame.subarray(start) : null, { status, headers });
     }
