@@ -161,11 +161,8 @@ function headerPairs(text) {
 
 function durableObjectClass(Wasm) {
   const fast = typeof Wasm.prototype.serve === 'function';
-  // The two header sets nearly every answer carries, built once: 0 the CORS headers, 1 with JSON; and the
-  // same without the CORS headers, for an object whose socket adds them (`corsFromSocket`: CORS_HEADERS =
-  // "socket", set by scripts/serve, whose workerd config injects them into every response).
-  const setsOf = (cors) => [0, 1].map((kind) => new Headers(headerPairs(Wasm.frameHeaders(kind, cors))));
-  const headerSets = fast ? { cors: setsOf(true), plain: setsOf(false) } : null;
+  // The two header sets nearly every answer carries, built once: 0 the CORS headers, 1 with JSON.
+  const headerSets = fast ? [0, 1].map((kind) => new Headers(headerPairs(Wasm.frameHeaders(kind)))) : [];
 
   const ObjectClass = class {
     constructor(state, env) {
@@ -191,9 +188,8 @@ function durableObjectClass(Wasm) {
       return this.wasm;
     }
 
-    /** What the fast path keeps of a (new) wasm object: its header sets, its body limit and which headers it reads. */
+    /** What the fast path keeps of a (new) wasm object: its body limit and which headers it reads. */
     settingsOf(wasm) {
-      this.headerSets = fast ? (wasm.corsFromSocket ? headerSets.plain : headerSets.cors) : null;
       this.maxBodyBytes = fast ? wasm.maxBodyBytes : 0;
       this.readsAuthorization = fast ? wasm.readsAuthorization : true;
       this.shardHintWanted = fast;
@@ -264,14 +260,13 @@ function durableObjectClass(Wasm) {
       if (kind === 2) {
         const length = frame[3] | (frame[4] << 8) | (frame[5] << 16) | (frame[6] << 24);
         start = 7 + length;
-        const base = this.headerSets[0];
-        headers = new Headers(base);
+        headers = new Headers(headerSets[0]);
         for (const [name, value] of headerPairs(frameDecoder.decode(frame.subarray(7, start)))) {
-          if (base.has(name)) headers.set(name, value);
+          if (headerSets[0].has(name)) headers.set(name, value);
           else headers.append(name, value);
         }
       } else {
-        headers = this.headerSets[kind];
+        headers = headerSets[kind];
       }
       return new Response(start < frame.length ? frame.subarray(start) : null, { status, headers });
     }

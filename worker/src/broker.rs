@@ -495,7 +495,7 @@ pub struct BrokerObject {
 }
 
 // What `#[durable_object]` would export (constructor, `fetch`, `alarm`; the futures asserted
-// unwind-safe as it does), plus `serve`, `maxBodyBytes`, `corsFromSocket` and `frameHeaders` for the shim.
+// unwind-safe as it does), plus `serve`, `maxBodyBytes` and `frameHeaders` for the shim.
 #[wasm_bindgen(
     wasm_bindgen = ::worker::wasm_bindgen,
     wasm_bindgen_futures = ::worker::wasm_bindgen_futures,
@@ -592,18 +592,10 @@ impl BrokerObject {
         !self.broker.engine_is_open()
     }
 
-    /// The header set `kind` of a frame as `name\nvalue\n` pairs, with the CORS headers when `cors`
-    /// ([`frame::frame_headers`]).
+    /// The header set `kind` of a frame as `name\nvalue\n` pairs ([`frame::frame_headers`]).
     #[wasm_bindgen(js_name = frameHeaders)]
-    pub fn frame_headers(kind: u8, cors: bool) -> String {
-        frame::frame_headers(kind, cors)
-    }
-
-    /// Whether workerd's socket adds the CORS headers to this object's answers (`CORS_HEADERS = "socket"`,
-    /// [`crate::config::CorsHeaders`]), fixed for its life: then the shim builds its answers without them.
-    #[wasm_bindgen(getter, js_name = corsFromSocket)]
-    pub fn cors_from_socket(&self) -> bool {
-        self.broker.config.cors_headers == crate::config::CorsHeaders::Socket
+    pub fn frame_headers(kind: u8) -> String {
+        frame::frame_headers(kind)
     }
 
     /// Called by workerd (through the shim) for the requests [`BrokerObject::serve`] does not take.

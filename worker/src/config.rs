@@ -1,11 +1,10 @@
 //! Settings read from the Worker's environment (`[vars]` in `wrangler.toml`, secrets via `wrangler secret`).
 //!
 //! Every setting has a default, so a missing or unparsable variable never stops the broker; the defaults are
-//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`). Three exceptions stop
+//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`). Two exceptions stop
 //! the broker (every request answers 503 saying why): a `QUEEN_ENCRYPTION_KEY` that is set but not 64 hex
-//! characters, because running without it would refuse or misread encrypted queues; a `COMMIT_SHARING`
-//! that is not `off`, `on` or `auto` ([`CommitSharing`]), and a `CORS_HEADERS` that is not `worker` or
-//! `socket` ([`CorsHeaders`]), so a misspelt setting is never taken for another.
+//! characters, because running without it would refuse or misread encrypted queues; and a `COMMIT_SHARING`
+//! that is not `off`, `on` or `auto` ([`CommitSharing`]), so a misspelt setting is never taken for another.
 //!
 //! The values are read from the `Env` by `crate::vars` (wasm32); what they mean is decided here, without I/O.
 
@@ -75,39 +74,6 @@ impl CommitSharing {
     }
 }
 
-/// The variable that says who adds the contract's CORS headers to the broker's answers ([`CorsHeaders`]).
-pub const CORS_HEADERS_VAR: &str = "CORS_HEADERS";
-
-/// Who adds the CORS headers of contract §0.1 (`queen_edge::http::CORS_HEADERS`) to the answers of the
-/// `Broker` object's fast path (`worker/shim.js`). Every answer leaves with them either way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CorsHeaders {
-    /// The Worker adds them to every answer (unset: this; Cloudflare and `wrangler dev`).
-    #[default]
-    Worker,
-    /// workerd's HTTP socket adds them to every response it sends (`injectResponseHeaders`, which
-    /// `scripts/serve` writes into the socket of the config it generates, replacing any header of the same
-    /// name), so the object's fast path leaves them out: four headers fewer to copy into each `Response`,
-    /// across the hop to the entry Worker and out (docs/decisions.md, "CORS headers from workerd's socket").
-    /// Right only where the socket does inject them; other answers still carry them (the socket replaces
-    /// them, so they are never doubled).
-    Socket,
-}
-
-impl CorsHeaders {
-    /// Reads the variable's value: `worker`, `socket`, or unset (worker). Anything else is an error naming
-    /// the variable and the values it takes.
-    pub fn parse(value: Option<&str>) -> Result<Self, String> {
-        match value {
-            None | Some("worker") => Ok(CorsHeaders::Worker),
-            Some("socket") => Ok(CorsHeaders::Socket),
-            Some(other) => Err(format!(
-                "{CORS_HEADERS_VAR} is {other:?}; it takes \"worker\" or \"socket\""
-            )),
-        }
-    }
-}
-
 /// Everything the Durable Object hands to the engine and the HTTP layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerConfig {
@@ -122,10 +88,8 @@ pub struct WorkerConfig {
     pub http: HttpConfig,
     /// `COMMIT_SHARING` ([`CommitSharing`]).
     pub commit_sharing: CommitSharing,
-    /// `CORS_HEADERS` ([`CorsHeaders`]).
-    pub cors_headers: CorsHeaders,
-    /// Why the broker must not start (a malformed [`ENCRYPTION_KEY_SECRET`], [`COMMIT_SHARING_VAR`] or
-    /// [`CORS_HEADERS_VAR`]), if it must not.
+    /// Why the broker must not start (a malformed [`ENCRYPTION_KEY_SECRET`] or [`COMMIT_SHARING_VAR`]),
+    /// if it must not.
     pub startup_error: Option<String>,
 }
 
@@ -201,18 +165,10 @@ impl WorkerConfig {
                 CommitSharing::Off
             }
         };
-        let cors_headers = match CorsHeaders::parse(var(CORS_HEADERS_VAR).as_deref()) {
-            Ok(cors) => cors,
-            Err(e) => {
-                startup_error.get_or_insert(e);
-                CorsHeaders::Worker
-            }
-        };
         WorkerConfig {
             broker,
             http,
             commit_sharing,
-            cors_headers,
             startup_error,
         }
     }
@@ -226,29 +182,6 @@ pub fn is_true(value: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cors_headers_take_worker_and_socket_and_are_the_workers_when_unset() {
-        assert_eq!(CorsHeaders::parse(None), Ok(CorsHeaders::Worker));
-        assert_eq!(CorsHeaders::parse(Some("worker")), Ok(CorsHeaders::Worker));
-        assert_eq!(CorsHeaders::parse(Some("socket")), Ok(CorsHeaders::Socket));
-        for bad in ["Socket", "true", "off", "none", ""] {
-            let err = CorsHeaders::parse(Some(bad)).unwrap_err();
-            assert!(err.contains(CORS_HEADERS_VAR), "{err}");
-        }
-    }
-
-    #[test]
-    fn a_misspelt_cors_headers_stops_the_broker_and_keeps_the_headers_in_the_worker() {
-        let vars = |name: &str| (name == CORS_HEADERS_VAR).then(|| "sockets".to_string());
-        let config = WorkerConfig::from_vars(vars, "w".into(), 0);
-        assert_eq!(config.cors_headers, CorsHeaders::Worker);
-        let error = config.startup_error.expect("a startup error");
-        assert!(
-            error.contains(CORS_HEADERS_VAR) && error.contains("sockets"),
-            "{error}"
-        );
-    }
 
     #[test]
     fn commit_sharing_takes_off_on_and_auto_and_is_off_when_unset() {

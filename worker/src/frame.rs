@@ -95,18 +95,14 @@ pub fn frame(answer: &HttpResponse) -> Vec<u8> {
 }
 
 /// The header set `kind` of a [`frame`] ([`FRAME_CORS`] or [`FRAME_CORS_JSON`]) as `name\nvalue\n`
-/// pairs: the JS side builds each set once from this. Without `cors` the set leaves the CORS headers out,
-/// for an object whose socket adds them (`crate::config::CorsHeaders::Socket`).
-pub fn frame_headers(kind: u8, cors: bool) -> String {
+/// pairs: the JS side builds each set once from this.
+pub fn frame_headers(kind: u8) -> String {
     let mut text = String::new();
     if kind == FRAME_CORS_JSON {
         text.push_str(CONTENT_TYPE);
         text.push('\n');
         text.push_str(JSON);
         text.push('\n');
-    }
-    if !cors {
-        return text;
     }
     for (name, value) in CORS_HEADERS {
         text.push_str(name);
@@ -188,21 +184,12 @@ mod tests {
 
     #[test]
     fn frame_headers_are_the_cors_set_with_or_without_json() {
-        let cors = frame_headers(FRAME_CORS, true);
+        let cors = frame_headers(FRAME_CORS);
         assert_eq!(cors.lines().count(), 2 * CORS_HEADERS.len());
         assert!(cors.starts_with("Access-Control-Allow-Origin\n*\n"));
         assert_eq!(
-            frame_headers(FRAME_CORS_JSON, true),
+            frame_headers(FRAME_CORS_JSON),
             format!("{CONTENT_TYPE}\n{JSON}\n{cors}")
-        );
-    }
-
-    #[test]
-    fn frame_headers_without_cors_are_the_json_type_or_nothing() {
-        assert_eq!(frame_headers(FRAME_CORS, false), "");
-        assert_eq!(
-            frame_headers(FRAME_CORS_JSON, false),
-            format!("{CONTENT_TYPE}\n{JSON}\n")
         );
     }
 }
