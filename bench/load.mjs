@@ -214,7 +214,7 @@ export function buildsFromArgs(argv) {
   const builds = argv.flatMap((a, i) => (a === '--build' ? [argv[i + 1]] : [])).map((b) => {
     const at = b.indexOf('=');
     if (at < 1) throw new Error(`--build wants NAME=DIR, got ${b}`);
-    return { name: b.slice(0, at), dir: resolve(b.slice(at + 1)), vars: {} };
+    return { name: b.slice(0, at), dir: resolve(b.slice(at + 1)), vars: {}, v8Flags: [] };
   });
   if (!builds.length) throw new Error('give at least one --build NAME=DIR');
   for (const v of argv.flatMap((a, i) => (a === '--var' ? [argv[i + 1]] : []))) {
@@ -223,6 +223,12 @@ export function buildsFromArgs(argv) {
     const build = builds.find((b) => b.name === m[1]);
     if (!build) throw new Error(`--var ${v}: no --build named ${m[1]}`);
     build.vars[m[2]] = m[3];
+  }
+  for (const f of argv.flatMap((a, i) => (a === '--v8-flag' ? [argv[i + 1]] : []))) {
+    const at = (f ?? '').indexOf(':');
+    const build = builds.find((b) => b.name === f?.slice(0, at));
+    if (at < 1 || !build) throw new Error(`--v8-flag wants NAME:FLAG with NAME a --build, got ${f}`);
+    build.v8Flags.push(f.slice(at + 1));
   }
   return builds;
 }

@@ -9,9 +9,10 @@
 //
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
 //                            [--batches 1,10,100] [--payload 64] [--state tmpfs|disk]
-//                            [--var NAME:VAR=VALUE]... [--touch-mb 2048]
+//                            [--var NAME:VAR=VALUE]... [--v8-flag NAME:FLAG]... [--touch-mb 2048]
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
 //   --var: a Worker variable for build NAME only, e.g. one DIR under three names with COMMIT_SHARING off, on, auto.
+//   --v8-flag: a V8 flag for build NAME's workerd only (e.g. NAME:--perf-basic-prof, what bench/worker-perf.mjs sets).
 //   --touch-mb: MiB of free memory touched before each round's batch size (bench/load.mjs, touchFreeMemory; 0: none).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -39,7 +40,7 @@ const PARTITIONS = 10;
 const request = requester(CONNECTIONS);
 
 async function startBuild(build, stateDir) {
-  const w = await startWorker({ persistTo: stateDir, vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir] });
+  const w = await startWorker({ persistTo: stateDir, vars: build.vars, runtime: 'workerd', extraArgs: ['--build-dir', build.dir, ...build.v8Flags.flatMap((f) => ['--v8-flag', f])] });
   return { name: build.name, port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop, logs: w.logs, commits: true };
 }
 
