@@ -3,7 +3,7 @@
 //! it, and looks for the next item where the one before was found: neither may leak into another
 //! partition's items).
 
-mod support;
+use crate::support;
 
 use queen_edge::core::api::*;
 use serde_json::json;

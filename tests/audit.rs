@@ -2,8 +2,8 @@
 //! by the test that showed it: an acknowledged write lost, a message delivered to no one, or an answer
 //! that misstates what happened to data.
 
-mod http_support;
-mod support;
+use crate::http_support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;

@@ -4,8 +4,8 @@
 
 #![cfg(all(not(target_arch = "wasm32"), feature = "ops"))]
 
-mod http_support;
-mod support;
+use crate::http_support;
+use crate::support;
 
 use http_support::*;
 use queen_edge::http::{HttpConfig, HttpRequest};

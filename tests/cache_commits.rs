@@ -3,7 +3,7 @@
 //! trim may evict it before the engine reports that commit, with several commands per commit, pops of
 //! other groups reading it meanwhile, and a commit failing in the middle.
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use futures::future::{join_all, LocalBoxFuture};

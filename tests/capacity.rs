@@ -7,7 +7,7 @@
 //! - A failed commit reloads the index, not the segments.
 //! - The storage quota refuses pushes with 507-class errors while pops, acks and deletes go on.
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;

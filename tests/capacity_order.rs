@@ -6,7 +6,7 @@
 //! over, however the lanes passed it: by acks, by a seek, or because retention deleted it. Such segments
 //! must leave the cache before a backlog that a consumer is about to read.
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;

@@ -4,7 +4,7 @@
 //! bytes, what waits for compression, as a fresh open reads them) and every message still reads back.
 #![cfg(feature = "deflate")]
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use futures::future::LocalBoxFuture;

@@ -1,7 +1,7 @@
 //! Engine divergence under store faults (issue 15.4): state the store does not hold must never reach a
 //! later commit or a later answer.
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;

@@ -3,7 +3,7 @@
 //! pop route, before it looks for the queue). docs/decisions.md, "A `new` group's first pop before its
 //! queue exists (session 10) — audit2".
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;

@@ -6,7 +6,7 @@
 //! committed in the transaction that holds the request's changes, or nowhere; a request holding its
 //! group never deadlocks the engine (several commands, a long-poll, a concurrent read).
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use futures::future::join_all;

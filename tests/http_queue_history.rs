@@ -5,7 +5,7 @@
 
 #![cfg(not(target_arch = "wasm32"))]
 
-mod http_support;
+use crate::http_support;
 
 use http_support::*;
 use queen_edge::http::HttpConfig;

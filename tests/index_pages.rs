@@ -3,7 +3,7 @@
 //! format 2 (one index entry record per segment) with a backlog. Crashes before a page is written are in
 //! tests/faults.rs and tests/simulation.rs.
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;

@@ -2,7 +2,7 @@
 //! or fail with an error; they never panic. Damage the loader can see for certain (a missing index
 //! entry inside a partition's chain, an unreadable index entry) is always an error.
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use queen_edge::core::api::AckStatus;

@@ -6,7 +6,7 @@
 //!
 //! `PROPTEST_CASES=5000 cargo test --release --test model` runs longer.
 
-mod support;
+use crate::support;
 
 use proptest::prelude::*;
 use queen_edge::core::api::*;

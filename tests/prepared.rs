@@ -3,7 +3,7 @@
 //! restart; commit applies it once, abort leaves no trace and releases the leases.
 #![cfg(feature = "twophase")]
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::api::*;

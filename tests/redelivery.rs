@@ -3,7 +3,7 @@
 //! interaction with the retry budget and the ack table, restarts, and the same workload with every
 //! option off (Queen's behaviour).
 
-mod support;
+use crate::support;
 
 use queen_edge::core::api::*;
 use support::*;

@@ -6,7 +6,7 @@
 
 #![cfg(all(not(target_arch = "wasm32"), feature = "ops"))]
 
-mod http_support;
+use crate::http_support;
 
 use http_support::*;
 use queen_edge::core::ids::ShardTag;

@@ -5,7 +5,7 @@
 
 #![cfg(not(target_arch = "wasm32"))]
 
-mod http_support;
+use crate::http_support;
 
 use http_support::*;
 use queen_edge::http::{HttpRequest, HttpResponse};
@@ -239,7 +239,7 @@ fn bad_push_and_transaction_bodies_are_4xx_with_an_error() {
     t.save("errors");
 }
 
-mod support;
+use crate::support;
 
 /// A push body of every payload of [`PAYLOADS`] to queue `g`, ids `{prefix}-N` written with escapes.
 fn payloads_body(prefix: &str) -> Vec<u8> {

@@ -3,7 +3,7 @@
 //! the answer had claimed messages that never existed. docs/decisions.md, "Views read only committed state
 //! (session 10) — audit2".
 
-mod support;
+use crate::support;
 
 use futures::executor::block_on;
 use queen_edge::core::BrokerConfig;
