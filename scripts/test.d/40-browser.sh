@@ -42,6 +42,11 @@ for f in tests/*.rs; do
     targets+=(--test "$(basename "$f" .rs)")
   fi
 done
+# chromedriver's sessions leave their Chromium profiles (org.chromium.Chromium.*, about 25 MB each) in the temp
+# directory when the runner ends them: give this tier a temp directory of its own and remove it at the end.
+tier_tmp=$(mktemp -d "${TMPDIR:-/tmp}/queen-edge-40-browser.XXXXXX")
+trap 'rm -rf "$tier_tmp"' EXIT
+export TMPDIR="$tier_tmp"
 echo "== 40-browser: cargo test --target wasm32-unknown-unknown ${targets[*]}"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 scripts/with-clippy cargo test --target wasm32-unknown-unknown --no-default-features --features talc "${targets[@]}"
