@@ -6,7 +6,7 @@
 //! Run longer with more cases (proptest reads `PROPTEST_CASES`), preferably in release mode:
 //!
 //! ```text
-//! PROPTEST_CASES=100000 cargo test --release --test http_fuzz
+//! PROPTEST_CASES=100000 cargo test --release --test native http_fuzz::
 //! ```
 
 #![cfg(not(target_arch = "wasm32"))]

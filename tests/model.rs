@@ -4,7 +4,7 @@
 //! deliveries, per-item ack outcomes, cursors, budgets and dead letters must agree. Restarts rebuild the
 //! broker from its committed records, so persistence is checked too.
 //!
-//! `PROPTEST_CASES=5000 cargo test --release --test model` runs longer.
+//! `PROPTEST_CASES=5000 cargo test --release --test native model::` runs longer.
 
 use crate::support;
 
