@@ -205,12 +205,14 @@ export function pairedRatio(a, b, higherIsBetter = true) {
 }
 
 /**
- * The builds named by `--build NAME=DIR` arguments (at least one), each `{ name, dir, vars }` with `dir` absolute;
+ * The builds named by `--build NAME=DIR` arguments (at least one), each `{ name, dir, vars, v8Flags }` with `dir` absolute;
  * `--var NAME:VAR=VALUE` (repeatable) sets a Worker variable for build NAME only (scripts/serve's `--var`), so one
  * build directory can run under several names with different settings, e.g. `--build off=DIR --var
- * off:COMMIT_SHARING=off --build on=DIR --var on:COMMIT_SHARING=on`.
+ * off:COMMIT_SHARING=off --build on=DIR --var on:COMMIT_SHARING=on`. With `{ v8Flags: true }` (a tool that
+ * passes them to its workerd), `--v8-flag NAME:FLAG` (repeatable) adds a V8 flag to build NAME's `v8Flags`; a tool
+ * that does not refuses the option rather than ignore it.
  */
-export function buildsFromArgs(argv) {
+export function buildsFromArgs(argv, { v8Flags: takesV8Flags = false } = {}) {
   const builds = argv.flatMap((a, i) => (a === '--build' ? [argv[i + 1]] : [])).map((b) => {
     const at = b.indexOf('=');
     if (at < 1) throw new Error(`--build wants NAME=DIR, got ${b}`);
@@ -225,6 +227,7 @@ export function buildsFromArgs(argv) {
     build.vars[m[2]] = m[3];
   }
   for (const f of argv.flatMap((a, i) => (a === '--v8-flag' ? [argv[i + 1]] : []))) {
+    if (!takesV8Flags) throw new Error('this tool does not take --v8-flag (bench/worker-ab.mjs does)');
     const at = (f ?? '').indexOf(':');
     const build = builds.find((b) => b.name === f?.slice(0, at));
     if (at < 1 || !build) throw new Error(`--v8-flag wants NAME:FLAG with NAME a --build, got ${f}`);

@@ -24,7 +24,7 @@ import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
 const opt = (name, fallback) => (argv.includes(name) ? argv[argv.indexOf(name) + 1] : fallback);
-const BUILDS = buildsFromArgs(argv);
+const BUILDS = buildsFromArgs(argv, { v8Flags: true });
 const NAIVE = !argv.includes('--no-naive');
 const ROUNDS = Number(opt('--rounds', 3));
 const SECONDS = Number(opt('--seconds', 2));
