@@ -700,9 +700,17 @@ impl Sim {
         let before = self.now();
         if let Ok(reply) = run(self.engine.extend_lease(&lease, LEASE_S)) {
             if reply.renewed > 0 {
-                let hi = self.max_seen + LEASE_MS;
+                let max_seen = self.max_seen;
+                let hi = max_seen + LEASE_MS;
                 for h in self.held.iter_mut().filter(|h| h.lease_id == lease) {
-                    h.expires_lo = h.expires_lo.max(before + LEASE_MS);
+                    // The broker renews the lanes that still hold the lease. A claim surely live until
+                    // now holds all of its lanes, so all of them were renewed. One whose lease may have
+                    // lapsed may have lost lanes to other claims meanwhile (and a broker reloaded with
+                    // its clock behind can find the lease live again on the others): its lower bound
+                    // stays, or the model would count it live on a lane another claim holds.
+                    if h.expires_lo > max_seen {
+                        h.expires_lo = h.expires_lo.max(before + LEASE_MS);
+                    }
                     h.expires_hi = h.expires_hi.max(hi);
                 }
             }
