@@ -19,8 +19,9 @@
 //! One canary per check (`canary_*`): a fault that breaks exactly what the check guards, and a run that
 //! must stop on that check (failures of other checks are noted and passed over in a canary run).
 //!
-//! `SIM_SEEDS=n` runs more seeds; `SIM_SEED=s cargo test --test simulation replay_one -- --ignored
-//! --nocapture` replays one seed with a step log.
+//! `SIM_SEEDS=n` runs more seeds (`SIM_SEED_FROM=f`: seeds `f..f+n`, to go on where a search stopped);
+//! `SIM_SEED=s cargo test --test simulation replay_one -- --ignored --nocapture` replays one seed with a
+//! step log.
 
 use futures::executor::block_on;
 use futures::future::LocalBoxFuture;
@@ -953,14 +954,22 @@ fn simulation_seeds() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default_seeds);
+    // Where a longer search goes on from (seeds `from..from + seeds`), so that it need not run again the
+    // seeds an earlier one passed.
+    let from: u64 = match std::env::var("SIM_SEED_FROM") {
+        Ok(s) => s
+            .parse()
+            .expect("SIM_SEED_FROM is the first seed to run, a number"),
+        Err(_) => 0,
+    };
     let mut stats = Stats::default();
-    for seed in 0..seeds {
+    for seed in from..from + seeds {
         match run_seed(seed, Fault::None, None, false) {
             Ok(s) => stats += s,
             Err(e) => panic!("{}", e.message),
         }
     }
-    println!("{seeds} seeds: {stats:?}");
+    println!("seeds {from}..{}: {stats:?}", from + seeds);
     // The checks that could pass over nothing had something to check.
     assert!(
         stats.live_acks > 0,
