@@ -687,8 +687,15 @@ fn concurrent_long_polls_gate_and_waiters_on_a_virtual_clock() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
+    // As in the sequential part: `SIM_SEED_FROM` is where a longer search goes on from.
+    let from: u64 = match std::env::var("SIM_SEED_FROM") {
+        Ok(s) => s
+            .parse()
+            .expect("SIM_SEED_FROM is the first seed to run, a number"),
+        Err(_) => 0,
+    };
     let mut total = Counts::default();
-    for seed in 0..seeds {
+    for seed in from..from + seeds {
         let c = run_concurrent(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         total.messages += c.messages;
         total.late_acks += c.late_acks;
