@@ -940,6 +940,22 @@ fn run_seed(
     Ok(sim.stats)
 }
 
+/// The seeds a run covers: `SIM_SEEDS` of them (`default_seeds` unless set), from `SIM_SEED_FROM` (0 unless
+/// set), so that a longer search can go on where an earlier one stopped. Under wasm there is no environment.
+fn seed_range(default_seeds: u64) -> std::ops::Range<u64> {
+    let seeds: u64 = std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default_seeds);
+    let from: u64 = match std::env::var("SIM_SEED_FROM") {
+        Ok(s) => s
+            .parse()
+            .expect("SIM_SEED_FROM is the first seed to run, a number"),
+        Err(_) => 0,
+    };
+    from..from + seeds
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn simulation_seeds() {
@@ -950,26 +966,15 @@ fn simulation_seeds() {
     } else {
         200
     };
-    let seeds: u64 = std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default_seeds);
-    // Where a longer search goes on from (seeds `from..from + seeds`), so that it need not run again the
-    // seeds an earlier one passed.
-    let from: u64 = match std::env::var("SIM_SEED_FROM") {
-        Ok(s) => s
-            .parse()
-            .expect("SIM_SEED_FROM is the first seed to run, a number"),
-        Err(_) => 0,
-    };
+    let seeds = seed_range(default_seeds);
     let mut stats = Stats::default();
-    for seed in from..from + seeds {
+    for seed in seeds.clone() {
         match run_seed(seed, Fault::None, None, false) {
             Ok(s) => stats += s,
             Err(e) => panic!("{}", e.message),
         }
     }
-    println!("seeds {from}..{}: {stats:?}", from + seeds);
+    println!("seeds {seeds:?}: {stats:?}");
     // The checks that could pass over nothing had something to check.
     assert!(
         stats.live_acks > 0,
@@ -985,7 +990,7 @@ fn simulation_seeds() {
     );
     assert!(stats.drained > 0, "the drain delivered nothing: {stats:?}");
     assert!(
-        seeds < 2 || stats.quarantined_checks > 0,
+        seeds.end - seeds.start < 2 || stats.quarantined_checks > 0,
         "no seed reached a reclaimLimit quarantine, so the invariants never saw one: {stats:?}"
     );
 }
