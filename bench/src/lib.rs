@@ -361,21 +361,81 @@ pub fn scenarios(quick: bool) -> Vec<(PayloadKind, u32, u32, u64)> {
     all
 }
 
-/// Runs everything and renders a Markdown report.
-pub fn run_all(label: &str, quick: bool, clock_ms: &dyn Fn() -> f64) -> String {
-    let mut out = format!(
-        "#### {label}\n\n| payload | batch | partitions | messages | push msg/s | pop+ack msg/s | rows/msg push | rows/msg pop+ack |\n|---|---|---|---|---|---|---|---|\n"
-    );
-    for (kind, batch, partitions, messages) in scenarios(quick) {
-        let r = run_scenario(kind, batch, partitions, messages, clock_ms, &|_| {});
+/// The median of `values` (the mean of the middle two for an even count); `values` is not empty.
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+/// msg/s as thousands or millions, for the range columns (`834k`, `1.42M`).
+fn short_rate(per_s: f64) -> String {
+    if per_s >= 1e6 {
+        format!("{:.2}M", per_s / 1e6)
+    } else {
+        format!("{:.0}k", per_s / 1e3)
+    }
+}
+
+/// Runs everything and renders a Markdown report. Each throughput scenario runs `rounds` times (the
+/// whole list once per round, so that a slow spell of a shared machine falls on several scenarios rather
+/// than on every round of one); the table shows each scenario's median msg/s and, with more than one
+/// round, the lowest and highest.
+pub fn run_all(label: &str, quick: bool, rounds: u32, clock_ms: &dyn Fn() -> f64) -> String {
+    let rounds = rounds.max(1);
+    let list = scenarios(quick);
+    let mut runs: Vec<Vec<Row>> = vec![Vec::new(); list.len()];
+    for _ in 0..rounds {
+        for (i, &(kind, batch, partitions, messages)) in list.iter().enumerate() {
+            runs[i].push(run_scenario(
+                kind,
+                batch,
+                partitions,
+                messages,
+                clock_ms,
+                &|_| {},
+            ));
+        }
+    }
+    let ranges = rounds > 1;
+    let mut out = if ranges {
+        format!(
+            "#### {label}\n\nMedian of {rounds} rounds; the range columns give the lowest and highest round.\n\n| payload | batch | partitions | messages | push msg/s | pop+ack msg/s | push range | pop+ack range | rows/msg push | rows/msg pop+ack |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        )
+    } else {
+        format!(
+            "#### {label}\n\nOne round.\n\n| payload | batch | partitions | messages | push msg/s | pop+ack msg/s | rows/msg push | rows/msg pop+ack |\n|---|---|---|---|---|---|---|---|\n"
+        )
+    };
+    for rows in &runs {
+        let r = &rows[0];
+        let mut push: Vec<f64> = rows.iter().map(|r| r.push_per_s).collect();
+        let mut pop: Vec<f64> = rows.iter().map(|r| r.pop_ack_per_s).collect();
+        let (push_median, pop_median) = (median(&mut push), median(&mut pop));
+        let range = |sorted: &[f64]| {
+            format!(
+                "{} to {}",
+                short_rate(sorted[0]),
+                short_rate(sorted[sorted.len() - 1])
+            )
+        };
+        let range_cells = if ranges {
+            format!(" {} | {} |", range(&push), range(&pop))
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} |\n",
+            "| {} | {} | {} | {} | {:.0} | {:.0} |{range_cells} {:.2} | {:.2} |\n",
             r.payload.label(),
             r.batch,
             r.partitions,
             r.messages,
-            r.push_per_s,
-            r.pop_ack_per_s,
+            push_median,
+            pop_median,
             r.push_rows_per_msg,
             r.pop_ack_rows_per_msg
         ));
@@ -470,5 +530,5 @@ pub fn run_bench(quick: bool) -> String {
             .unwrap_or_else(js_sys::Date::now),
         _ => js_sys::Date::now(),
     };
-    run_all("wasm32 under node", quick, &clock)
+    run_all("wasm32 under node", quick, 1, &clock)
 }

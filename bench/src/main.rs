@@ -1,6 +1,7 @@
 //! `queen-bench`: prints the core benchmark's figures as Markdown (native build).
 //!
-//! `cargo run --release -p queen-edge-bench` (add `--quick` for a ten times smaller run).
+//! `cargo run --release -p queen-edge-bench` (add `--quick` for a ten times smaller run; `QE_CORE_ROUNDS`
+//! rounds of the throughput scenarios, 3 unless told, each row the median).
 //! `queen-bench --profile-run MESSAGES [PARTITIONS]` runs only the profiled scenario (64-byte payloads,
 //! batch 100, 10 partitions unless told) for `scripts/bench-core --profile`, naming the thread after
 //! each phase (`qb-push`, `qb-popack`, and `qb-prep` while it builds the next call's items off the
@@ -71,8 +72,16 @@ fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    let rounds = match std::env::var("QE_CORE_ROUNDS") {
+        Ok(text) => text
+            .parse()
+            .ok()
+            .filter(|&r: &u32| r >= 1)
+            .unwrap_or_else(|| panic!("QE_CORE_ROUNDS={text}: want a whole number of at least 1")),
+        Err(_) => 3,
+    };
     print!(
         "{}",
-        queen_edge_bench::run_all("native (release)", quick, &clock)
+        queen_edge_bench::run_all("native (release)", quick, rounds, &clock)
     );
 }
