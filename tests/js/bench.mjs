@@ -350,8 +350,6 @@ if (!args.has('--size-only')) {
   }
 }
 
-/** queen-edge over the naive queue per batch: push, pop+ack, and combined (time to push and pop+ack the same
- * messages, naive over queen-edge). */
 /**
  * Each row's ratios to the naive queue: the median over the interleaved runs of the run's own ratio (queen-edge's
  * figure over the naive queue's of the same run, measured seconds apart), and in how many runs queen-edge was
