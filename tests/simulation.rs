@@ -943,17 +943,14 @@ fn run_seed(
 /// The seeds a run covers: `SIM_SEEDS` of them (`default_seeds` unless set), from `SIM_SEED_FROM` (0 unless
 /// set), so that a longer search can go on where an earlier one stopped. Under wasm there is no environment.
 fn seed_range(default_seeds: u64) -> std::ops::Range<u64> {
-    let seeds: u64 = std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default_seeds);
-    let from: u64 = match std::env::var("SIM_SEED_FROM") {
+    let read = |name: &str, default: u64| match std::env::var(name) {
         Ok(s) => s
             .parse()
-            .expect("SIM_SEED_FROM is the first seed to run, a number"),
-        Err(_) => 0,
+            .unwrap_or_else(|_| panic!("{name}={s}: want a whole number")),
+        Err(_) => default,
     };
-    from..from + seeds
+    let from = read("SIM_SEED_FROM", 0);
+    from..from + read("SIM_SEEDS", default_seeds)
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -412,7 +412,8 @@ pub fn run_all(label: &str, quick: bool, rounds: u32, clock_ms: &dyn Fn() -> f64
         )
     };
     for rows in &runs {
-        let r = &rows[0];
+        // What every round of a scenario shares (its parameters, and its rows per message).
+        let first = &rows[0];
         let mut push: Vec<f64> = rows.iter().map(|r| r.push_per_s).collect();
         let mut pop: Vec<f64> = rows.iter().map(|r| r.pop_ack_per_s).collect();
         let (push_median, pop_median) = (median(&mut push), median(&mut pop));
@@ -430,14 +431,14 @@ pub fn run_all(label: &str, quick: bool, rounds: u32, clock_ms: &dyn Fn() -> f64
         };
         out.push_str(&format!(
             "| {} | {} | {} | {} | {:.0} | {:.0} |{range_cells} {:.2} | {:.2} |\n",
-            r.payload.label(),
-            r.batch,
-            r.partitions,
-            r.messages,
+            first.payload.label(),
+            first.batch,
+            first.partitions,
+            first.messages,
             push_median,
             pop_median,
-            r.push_rows_per_msg,
-            r.pop_ack_rows_per_msg
+            first.push_rows_per_msg,
+            first.pop_ack_rows_per_msg
         ));
     }
     out.push_str("\n| payload | batch per segment | bytes/msg before compression | bytes/msg stored by the push | bytes/msg stored after maintenance |\n|---|---|---|---|---|\n");

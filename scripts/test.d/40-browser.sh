@@ -42,8 +42,8 @@ for f in tests/*.rs; do
     targets+=(--test "$(basename "$f" .rs)")
   fi
 done
-# The browser runs left Chromium's profiles (org.chromium.Chromium.*, about 10 a run, up to 25 MB each) in the
-# temp directory: give this tier a temp directory of its own and remove it at the end.
+# Chromium leaves its profiles (org.chromium.Chromium.*, about 10 a run, up to 25 MB each) in the temp
+# directory: this tier gets a temp directory of its own, removed at the end.
 tier_tmp=$(mktemp -d "${TMPDIR:-/tmp}/queen-edge-40-browser.XXXXXX")
 trap 'rm -rf "$tier_tmp"' EXIT
 export TMPDIR="$tier_tmp"

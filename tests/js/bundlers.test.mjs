@@ -319,7 +319,6 @@ compiler.run((error, stats) => {
           await (await devServers[devPkg]).stop()
           devServers[devPkg] = startVite(devPkg, devPkg)
           server = await start()
-          warmed.delete(server.url)
           await warmUp(server.url)
           continue
         }
