@@ -10,11 +10,12 @@
 //! - `GET /__test/store/atomicity?object=NAME`: a commit whose last row fails must leave no trace, for a
 //!   put-only commit (one statement) and for one that deletes too (two statements in one transaction).
 //! - `GET /__test/store/previous-build?object=NAME`: storage the previous build (format 1, every record in
-//!   `queen_kv`) wrote with its commit SQL (kept here) opens as format 2, which that build's format check
+//!   `queen_kv`) wrote with its commit SQL (kept here) opens as this build's format, which that build's format check
 //!   refuses; its segments and records read back by scan and get, and move to `queen_seg` when written again.
 //! - `POST /__test/store/downgrade?object=NAME`: rewrites the object's storage as the previous build would have
 //!   written it (every segment in `queen_kv`, format 1), for a test that restarts workerd and works on.
-//! - `GET /__test/store/layout?object=NAME`: the stored format and the segment rows in each table.
+//! - `GET /__test/store/layout?object=NAME`: the stored format and the segment rows in each table (`queen_blob`'s
+//!   too).
 //! - `GET /__test/store/upgrade-fails?object=NAME`: an upgrade of format 1 storage whose last statement fails
 //!   (the format row refuses 2) must fail the open and leave the storage exactly as format 1 had it: no
 //!   `queen_seg`, no routing trigger, its segment where it was.
@@ -490,8 +491,19 @@ fn layout(state: &State) -> std::result::Result<Value, String> {
     } else {
         0
     };
+    let has_blob = integer(
+        &sql,
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queen_blob'",
+        None,
+    )? == 1;
+    let in_blob = if has_blob {
+        integer(&sql, "SELECT count(*) FROM queen_blob", None)?
+    } else {
+        0
+    };
     Ok(
-        json!({ "ok": true, "format": format, "kvSegmentRows": in_kv, "segRows": in_seg, "hasSegTable": has_seg }),
+        json!({ "ok": true, "format": format, "kvSegmentRows": in_kv, "segRows": in_seg, "hasSegTable": has_seg,
+            "blobRows": in_blob }),
     )
 }
 
