@@ -9,8 +9,9 @@ use queen_edge::store::{ChangeSet, KeyRange, Record};
 /// Bytes per stored chunk of a value (1 MiB; the Durable Object SQLite row limit is 2 MB).
 pub const CHUNK_BYTES: usize = 1024 * 1024;
 
-/// The on-disk layout version this build writes and understands (2: segments in `queen_seg`).
-pub const FORMAT_VERSION: i64 = 2;
+/// The on-disk layout version this build writes and understands (2: segments in `queen_seg`; 3: a segment value
+/// of [`BLOB_MIN_BYTES`] or more in `queen_blob`, its `queen_seg` row pointing at it).
+pub const FORMAT_VERSION: i64 = 3;
 
 /// Partition ids below `1 << SEG_PID_BITS` and first offsets below `1 << SEG_FIRST_BITS` make a segment key
 /// whose value can live in `queen_seg`: the id `pid << SEG_FIRST_BITS | first` stays under 2^53, which a JS
@@ -21,22 +22,68 @@ pub const SEG_FIRST_BITS: u32 = 32;
 /// One past the largest `queen_seg` id.
 pub const SEG_ID_END: u64 = 1 << (SEG_PID_BITS + SEG_FIRST_BITS);
 
-/// The table of segment values (`crate::do_store`'s documentation, "Layout").
-pub const SEG_TABLE: &str =
-    "CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)";
+/// The table of segments (`crate::do_store`'s documentation, "Layout"): a value shorter than
+/// [`BLOB_MIN_BYTES`] in `value`, a longer one in the `queen_blob` row `blob` (and `value` empty).
+pub const SEG_TABLE: &str = "CREATE TABLE IF NOT EXISTS queen_seg \
+     (id INTEGER PRIMARY KEY, value BLOB NOT NULL, blob INTEGER)";
 
-/// Puts a row of an upsert into `queen_kv` whose chunk is negative into `queen_seg` instead (id `-1 -
-/// chunk`), deletes whatever `queen_kv` holds under its key (a value of [`CHUNK_BYTES`] or more it had
-/// before), and skips the row (`RAISE(IGNORE)` ends this row's insert, the statement goes on with the next
-/// row). So a commit that puts segments and other records stays one statement. Its name carries a version:
-/// a changed body gets a new name.
-pub const ROUTE_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_seg_route_v1 \
-     BEFORE INSERT ON queen_kv WHEN NEW.chunk < 0 BEGIN \
-       INSERT INTO queen_seg (id, value) VALUES (-1 - NEW.chunk, NEW.value) \
-         ON CONFLICT (id) DO UPDATE SET value = excluded.value; \
+/// Format 2's `queen_seg` gains the `blob` column (`NULL` in every row it held: their values are inline).
+pub const SEG_BLOB_COLUMN: &str = "ALTER TABLE queen_seg ADD COLUMN blob INTEGER";
+
+/// The values of long segments, in the order they were written: a new row takes the next rowid, so it is
+/// appended at the right edge of the b-tree, where SQLite adds a page without rebalancing its neighbours.
+pub const BLOB_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS queen_blob (id INTEGER PRIMARY KEY, value BLOB NOT NULL)";
+
+/// Segment values of this many bytes or more go to `queen_blob` (docs/decisions.md, "Long segments appended
+/// to a table of their own"): a `queen_seg` leaf holds one such value or two, so a value inserted among
+/// other partitions' rows split a full leaf and rewrote its neighbours; shorter values share leaves.
+pub const BLOB_MIN_BYTES: usize = 1024;
+
+/// Drops format 2's routing trigger, which would leave a `blob` pointer in place when it rewrote a value.
+pub const DROP_ROUTE_V1: &str = "DROP TRIGGER IF EXISTS queen_seg_route_v1";
+
+/// Puts a row of an upsert into `queen_kv` whose chunk is negative and whose value is shorter than
+/// [`BLOB_MIN_BYTES`] into `queen_seg` instead (id `-1 - chunk`, the value inline), deletes whatever
+/// `queen_kv` holds under its key (a value of [`CHUNK_BYTES`] or more it had before), and skips the row
+/// (`RAISE(IGNORE)` ends this row's insert, the statement goes on with the next row). So a commit that puts
+/// segments and other records stays one statement. Its name carries a version: a changed body gets a new name.
+pub const ROUTE_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_seg_route_v2 \
+     BEFORE INSERT ON queen_kv WHEN NEW.chunk < 0 AND length(NEW.value) < 1024 BEGIN \
+       INSERT INTO queen_seg (id, value, blob) VALUES (-1 - NEW.chunk, NEW.value, NULL) \
+         ON CONFLICT (id) DO UPDATE SET value = excluded.value, blob = NULL; \
        DELETE FROM queen_kv WHERE key = NEW.key; \
        SELECT RAISE(IGNORE); \
      END";
+
+/// [`ROUTE_TRIGGER`] for a value of [`BLOB_MIN_BYTES`] or more: the value is appended to `queen_blob`, and the
+/// `queen_seg` row points at it (`last_insert_rowid()` is the trigger's own insert while the trigger runs).
+pub const ROUTE_BLOB_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_seg_route_blob_v1 \
+     BEFORE INSERT ON queen_kv WHEN NEW.chunk < 0 AND length(NEW.value) >= 1024 BEGIN \
+       INSERT INTO queen_blob (value) VALUES (NEW.value); \
+       INSERT INTO queen_seg (id, value, blob) VALUES (-1 - NEW.chunk, X'', last_insert_rowid()) \
+         ON CONFLICT (id) DO UPDATE SET value = excluded.value, blob = excluded.blob; \
+       DELETE FROM queen_kv WHERE key = NEW.key; \
+       SELECT RAISE(IGNORE); \
+     END";
+
+/// Deletes the `queen_blob` row of a `queen_seg` row deleted (a segment deleted, or moved to `queen_kv`).
+pub const BLOB_DELETE_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_blob_drop_v1 \
+     AFTER DELETE ON queen_seg WHEN OLD.blob IS NOT NULL BEGIN \
+       DELETE FROM queen_blob WHERE id = OLD.blob; \
+     END";
+
+/// Deletes the `queen_blob` row a `queen_seg` row pointed at before an update pointed it elsewhere or nowhere
+/// (a segment written again: compressed by maintenance, or shortened).
+pub const BLOB_UPDATE_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_blob_swap_v1 \
+     AFTER UPDATE OF blob ON queen_seg WHEN OLD.blob IS NOT NULL AND OLD.blob IS NOT NEW.blob BEGIN \
+       DELETE FROM queen_blob WHERE id = OLD.blob; \
+     END";
+
+/// The start of a query of `(id, value)` rows of `queen_seg` (`s`), each value read from `queen_blob` when it
+/// is there; a `WHERE` on `s.id` follows.
+pub const SEG_ROWS_HEAD: &str = "SELECT s.id, \
+     coalesce((SELECT b.value FROM queen_blob b WHERE b.id = s.blob), s.value) FROM queen_seg s WHERE ";
 
 /// Bound parameters per statement, under SQLite-in-Durable-Objects' limit of 100.
 pub const MAX_BINDINGS: usize = 99;
@@ -533,6 +580,12 @@ mod tests {
     #[test]
     fn the_shrink_trigger_skips_values_of_a_full_chunk_or_more() {
         assert!(SHRINK_TRIGGER.contains(&format!("length(NEW.value) < {CHUNK_BYTES} ")));
+    }
+
+    #[test]
+    fn the_routing_triggers_split_segment_values_at_blob_min_bytes() {
+        assert!(ROUTE_TRIGGER.contains(&format!("length(NEW.value) < {BLOB_MIN_BYTES} ")));
+        assert!(ROUTE_BLOB_TRIGGER.contains(&format!("length(NEW.value) >= {BLOB_MIN_BYTES} ")));
     }
 
     #[test]

@@ -2,12 +2,13 @@
 //!
 //! # Layout
 //!
-//! Two tables hold the records:
+//! Three tables hold the records:
 //!
 //! ```sql
 //! CREATE TABLE queen_kv (key TEXT NOT NULL, chunk INTEGER NOT NULL, value BLOB NOT NULL,
 //!                        PRIMARY KEY (key, chunk)) WITHOUT ROWID
-//! CREATE TABLE queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)
+//! CREATE TABLE queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL, blob INTEGER)
+//! CREATE TABLE queen_blob (id INTEGER PRIMARY KEY, value BLOB NOT NULL)
 //! ```
 //!
 //! `queen_seg` holds segment values: a key `s/PID/FIRST` (16 lower-case hex digits each, as
@@ -21,6 +22,17 @@
 //! them every seek, for a lane record as for a segment, read several segments on its way down. In a rowid
 //! table the b-tree's interior cells are integers (docs/decisions.md, "Segments in a table of their own").
 //!
+//! A segment value of [`BLOB_MIN_BYTES`] or more (a push of a few messages or more) is a row of `queen_blob`,
+//! appended (the next rowid), and its `queen_seg` row holds an empty `value` and the `blob` id; a shorter one is
+//! inline in `queen_seg` (`blob` `NULL`). Why: `queen_seg` ids follow the partitions, so with several partitions
+//! pushed at once each new segment goes into the middle of the b-tree, and a leaf holds one long value, so
+//! every insert split a full leaf and rewrote its neighbours (3.7 leaf pages a 100-message push on disk);
+//! appended at the right edge of `queen_blob` it writes its own pages, and its small `queen_seg` row shares a
+//! leaf with others (docs/decisions.md, "Long segments appended to a table of their own"). Triggers keep the
+//! two in step: [`ROUTE_BLOB_TRIGGER`] writes both rows, and deleting or rewriting a `queen_seg` row deletes
+//! the `queen_blob` row it pointed at ([`BLOB_DELETE_TRIGGER`], [`BLOB_UPDATE_TRIGGER`]). Reads take the value
+//! from `queen_blob` when the row points there ([`SEG_ROWS_HEAD`]).
+//!
 //! In `queen_kv` a value is split into chunks of [`CHUNK_BYTES`] (1 MiB, well under the 2 MB row limit of
 //! Durable Object SQLite); chunk `0..n` of a key hold the value in order, and an empty value is one empty chunk
 //! `0`. Keys are `TEXT` compared with SQLite's default `BINARY` collation (`memcmp` over UTF-8), so `ORDER BY
@@ -28,15 +40,18 @@
 //! id range of the same keys from `queen_seg` (none when no segment key can be in it: [`first_segment_id_from`])
 //! and merges them; a get reads the segment keys from `queen_seg` first and whatever it did not find from
 //! `queen_kv`; `first_keys` asks both tables for the first key of each range (two scalar subqueries a range,
-//! the ranges batched into statements by `crate::do_layout::first_keys_plan`) and takes the smaller. A row written is one b-tree entry in either
+//! the ranges batched into statements by `crate::do_layout::first_keys_plan`) and takes the smaller. A row written is one b-tree entry in any
 //! table and no second index: rows written is what Cloudflare bills.
 //!
-//! A third table, `queen_meta`, records the layout version ([`FORMAT_VERSION`]); opening storage written by a
+//! A fourth table, `queen_meta`, records the layout version ([`FORMAT_VERSION`]); opening storage written by a
 //! newer layout fails with [`StoreErrorKind::NewerFormat`] instead of misreading it. Format 1 (sessions 6 to
 //! 9) kept segments in `queen_kv` too: opening it creates `queen_seg` and the triggers and writes format 2, in
 //! one `transactionSync`, and moves nothing (the old segments are read where they are, and move to
 //! `queen_seg` when they are written again). From then on a format 1 build refuses the storage, as it must: it
-//! would not look in `queen_seg`.
+//! would not look in `queen_seg`. Format 2 (sessions 10 to 29) had no `queen_blob`: opening it adds the `blob`
+//! column (`NULL` in every row it holds, whose values stay inline), `queen_blob` and the triggers, and writes
+//! format 3, in one transaction; a format 2 build then refuses it (it would read an empty value where a
+//! `queen_blob` row holds it).
 //!
 //! # Commit
 //!
@@ -50,10 +65,11 @@
 //!   UPDATE SET value = excluded.value` for every chunk of every value it puts, chunk 0 of a key first (an
 //!   upsert writes one row, where `INSERT OR REPLACE` would delete and insert). A value bound for `queen_seg`
 //!   is a row `(key, -1 - id, value)`: the trigger [`ROUTE_TRIGGER`] (`BEFORE INSERT` on `queen_kv`, for a
-//!   negative chunk) upserts it into `queen_seg`, deletes the key's rows in `queen_kv` (a value of
-//!   [`CHUNK_BYTES`] or more, or one format 1 wrote: it finds none otherwise) and skips the row. So a push
-//!   (its segment, index entry and partition record) is still one statement, and writes the rows it wrote
-//!   before.
+//!   negative chunk and a value shorter than [`BLOB_MIN_BYTES`]) upserts it into `queen_seg`, or
+//!   [`ROUTE_BLOB_TRIGGER`] (a longer one) appends it to `queen_blob` and upserts its `queen_seg` row; either
+//!   deletes the key's rows in `queen_kv` (a value of [`CHUNK_BYTES`] or more, or one format 1 wrote: it
+//!   finds none otherwise) and skips the row. So a push (its segment, index entry and partition record) is
+//!   still one statement; a long segment writes two rows where it wrote one.
 //!
 //! A put must not leave an old, longer value's later chunks behind:
 //! - a value shorter than [`CHUNK_BYTES`] is one chunk, whose chunk 0 is shorter than a full chunk; when such
@@ -84,6 +100,7 @@
 //!
 //! [`CHUNK_BYTES`]: crate::do_layout::CHUNK_BYTES
 //! [`MAX_BATCH_BYTES`]: crate::do_layout::MAX_BATCH_BYTES
+//! [`BLOB_MIN_BYTES`]: crate::do_layout::BLOB_MIN_BYTES
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -96,8 +113,10 @@ use worker::{SqlStorage, SqlStorageValue, Storage};
 
 use crate::do_layout::{
     first_keys_plan, first_segment_id_from, merge_records, placeholders, plan, prefix_end,
-    segment_id, segment_key_of, Binding, Statement, DROP_EARLIER_TRIGGER, FORMAT_VERSION,
-    MAX_BINDINGS, ROUTE_TRIGGER, SEG_ID_END, SEG_TABLE, SHRINK_TRIGGER,
+    segment_id, segment_key_of, Binding, Statement, BLOB_DELETE_TRIGGER, BLOB_TABLE,
+    BLOB_UPDATE_TRIGGER, DROP_EARLIER_TRIGGER, DROP_ROUTE_V1, FORMAT_VERSION, MAX_BINDINGS,
+    ROUTE_BLOB_TRIGGER, ROUTE_TRIGGER, SEG_BLOB_COLUMN, SEG_ID_END, SEG_ROWS_HEAD, SEG_TABLE,
+    SHRINK_TRIGGER,
 };
 use crate::sql_rows::Rows;
 
@@ -262,20 +281,28 @@ impl DoStore {
         // as it was found.
         let schema = [
             SEG_TABLE,
+            BLOB_TABLE,
             DROP_EARLIER_TRIGGER,
+            DROP_ROUTE_V1,
             SHRINK_TRIGGER,
             ROUTE_TRIGGER,
+            ROUTE_BLOB_TRIGGER,
+            BLOB_DELETE_TRIGGER,
+            BLOB_UPDATE_TRIGGER,
         ];
         if stored == Some(FORMAT_VERSION) {
             for statement in schema {
                 store.exec(statement, Vec::new())?;
             }
         } else {
-            // New storage, or format 1 (segments in `queen_kv`, which stay there: reads look in both tables).
-            // The schema and the version in one transaction: a build of format 1 refuses the storage from the
-            // moment `queen_seg_route_v1` can put a segment where it would not look.
-            let mut statements: Vec<Statement> = schema
-                .iter()
+            // New storage, format 1 (segments in `queen_kv`, which stay there: reads look in both tables) or
+            // format 2 (`queen_seg` without its `blob` column: its rows stay as they are, values inline). The
+            // schema and the version in one transaction: an older build refuses the storage from the moment
+            // a trigger can put a segment where it would not look.
+            let upgrade = (stored == Some(2)).then_some(SEG_BLOB_COLUMN);
+            let mut statements: Vec<Statement> = upgrade
+                .into_iter()
+                .chain(schema)
                 .map(|sql| Statement {
                     sql: sql.to_string(),
                     bindings: Vec::new(),
@@ -435,7 +462,7 @@ impl DoStore {
             return Ok(Vec::new());
         }
         let rows = self.read(
-            "SELECT id, value FROM queen_seg WHERE id BETWEEN ? AND ? ORDER BY id",
+            &format!("{SEG_ROWS_HEAD}s.id BETWEEN ? AND ? ORDER BY s.id"),
             vec![
                 JsValue::from_f64(first as f64),
                 JsValue::from_f64((end - 1) as f64),
@@ -585,10 +612,7 @@ impl Store for DoStore {
         let ids: Vec<i64> = by_id.keys().copied().collect();
         for batch in ids.chunks(MAX_BINDINGS) {
             let rows = self.read(
-                &format!(
-                    "SELECT id, value FROM queen_seg WHERE id IN ({})",
-                    placeholders(batch.len())
-                ),
+                &format!("{SEG_ROWS_HEAD}s.id IN ({})", placeholders(batch.len())),
                 batch
                     .iter()
                     .map(|&id| JsValue::from_f64(id as f64))

@@ -10,14 +10,18 @@
 //! - `GET /__test/store/atomicity?object=NAME`: a commit whose last row fails must leave no trace, for a
 //!   put-only commit (one statement) and for one that deletes too (two statements in one transaction).
 //! - `GET /__test/store/previous-build?object=NAME`: storage the previous build (format 1, every record in
-//!   `queen_kv`) wrote with its commit SQL (kept here) opens as format 2, which that build's format check
+//!   `queen_kv`) wrote with its commit SQL (kept here) opens as this build's format, which that build's format check
 //!   refuses; its segments and records read back by scan and get, and move to `queen_seg` when written again.
 //! - `POST /__test/store/downgrade?object=NAME`: rewrites the object's storage as the previous build would have
 //!   written it (every segment in `queen_kv`, format 1), for a test that restarts workerd and works on.
-//! - `GET /__test/store/layout?object=NAME`: the stored format and the segment rows in each table.
+//! - `GET /__test/store/layout?object=NAME`: the stored format and the segment rows in each table (`queen_blob`'s
+//!   too).
 //! - `GET /__test/store/upgrade-fails?object=NAME`: an upgrade of format 1 storage whose last statement fails
 //!   (the format row refuses 2) must fail the open and leave the storage exactly as format 1 had it: no
 //!   `queen_seg`, no routing trigger, its segment where it was.
+//! - `GET /__test/store/format2?object=NAME`: storage format 2 wrote (`queen_seg` without its `blob` column,
+//!   that build's routing trigger) opens as this build's format and reads back; a long segment written then
+//!   goes to `queen_blob`, and written again shorter, or deleted, leaves no `queen_blob` row behind.
 //! - `POST /__test/store/delete?object=NAME&key=KEY`: deletes the record `KEY` (storage damage, for a test
 //!   of how a broker opening it answers; the broker's engine, if open, does not see it until it reopens).
 //! - `GET /__test/alarm?object=NAME`: whether the object has a maintenance alarm scheduled.
@@ -29,7 +33,7 @@ use serde_json::{json, Value};
 use worker::worker_sys::web_sys::Response;
 use worker::{Method, Request, Result, SqlStorage, SqlStorageValue, State};
 
-use crate::do_layout::CHUNK_BYTES;
+use crate::do_layout::{BLOB_MIN_BYTES, CHUNK_BYTES, FORMAT_VERSION};
 use crate::do_store::DoStore;
 use crate::respond::{error as error_response, json as json_response};
 
@@ -70,6 +74,11 @@ pub async fn handle(state: &State, req: Request) -> Result<Response> {
         (Method::Post, "/__test/store/downgrade") => Some(downgrade(state)),
         (Method::Get, "/__test/store/layout") => Some(layout(state)),
         (Method::Get, "/__test/store/upgrade-fails") => Some(upgrade_fails(state)),
+        (Method::Get, "/__test/store/format2") => Some(
+            format2(state)
+                .await
+                .map(|checked| json!({ "ok": true, "checked": checked })),
+        ),
         _ => None,
     };
     if let Some(outcome) = raw {
@@ -338,18 +347,22 @@ async fn previous_build(state: &State) -> std::result::Result<Vec<&'static str>,
     let puts: Vec<(&str, &[u8])> = old.iter().map(|(k, v)| (k.as_str(), &v[..])).collect();
     previous_commit(&sql, &puts)?;
 
-    // This build opens it: format 2 from now on, nothing moved, everything reads back in key order.
+    // This build opens it: its format from now on, nothing moved, everything reads back in key order.
     let store = DoStore::open(&state.storage()).map_err(|e| e.message)?;
     if integer(
         &sql,
         "SELECT value FROM queen_meta WHERE name = 'format'",
         None,
-    )? != 2
+    )? != FORMAT_VERSION
         || previous_build_accepts(&sql)?
     {
-        return Err("the opened storage is not format 2, or a format 1 build would read it".into());
+        return Err(
+            "the opened storage is not this build's format, or a format 1 build would read it"
+                .into(),
+        );
     }
-    checked.push("the storage is format 2 once opened, which the previous build refuses");
+    checked
+        .push("the storage is this build's format once opened, which the previous build refuses");
     if integer(&sql, "SELECT count(*) FROM queen_seg", None)? != 0 {
         return Err("the upgrade moved segments (it should leave them where they are)".into());
     }
@@ -429,15 +442,23 @@ fn downgrade(state: &State) -> std::result::Result<Value, String> {
         };
         let key = seg((id >> 32) as u64, (id & 0xffff_ffff) as u64);
         sql.exec(
-            "INSERT INTO queen_kv (key, chunk, value) SELECT ?, 0, value FROM queen_seg WHERE id = ?",
-            vec![SqlStorageValue::from(key.as_str()), SqlStorageValue::Integer(id)],
+            "INSERT INTO queen_kv (key, chunk, value) SELECT ?, 0, \
+             coalesce((SELECT b.value FROM queen_blob b WHERE b.id = s.blob), s.value) \
+             FROM queen_seg s WHERE s.id = ?",
+            vec![
+                SqlStorageValue::from(key.as_str()),
+                SqlStorageValue::Integer(id),
+            ],
         )
         .map_err(|e| e.to_string())?;
         moved += 1;
     }
     for statement in [
         "DROP TRIGGER IF EXISTS queen_seg_route_v1",
+        "DROP TRIGGER IF EXISTS queen_seg_route_v2",
+        "DROP TRIGGER IF EXISTS queen_seg_route_blob_v1",
         "DROP TABLE IF EXISTS queen_seg",
+        "DROP TABLE IF EXISTS queen_blob",
         "UPDATE queen_meta SET value = 1 WHERE name = 'format'",
     ] {
         sql.exec(statement, None::<Vec<SqlStorageValue>>)
@@ -470,8 +491,19 @@ fn layout(state: &State) -> std::result::Result<Value, String> {
     } else {
         0
     };
+    let has_blob = integer(
+        &sql,
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queen_blob'",
+        None,
+    )? == 1;
+    let in_blob = if has_blob {
+        integer(&sql, "SELECT count(*) FROM queen_blob", None)?
+    } else {
+        0
+    };
     Ok(
-        json!({ "ok": true, "format": format, "kvSegmentRows": in_kv, "segRows": in_seg, "hasSegTable": has_seg }),
+        json!({ "ok": true, "format": format, "kvSegmentRows": in_kv, "segRows": in_seg, "hasSegTable": has_seg,
+            "blobRows": in_blob }),
     )
 }
 
@@ -530,4 +562,105 @@ fn upgrade_fails(state: &State) -> std::result::Result<Value, String> {
         "ok": ok, "refused": refused, "schema_before": before, "schema_after": after,
         "format": format, "segment_rows_in_queen_kv": rows,
     }))
+}
+
+/// Format 2's schema (sessions 10 to 29): `queen_seg` without the `blob` column, and its routing trigger.
+const FORMAT2_SCHEMA: [&str; 3] = [
+    "CREATE TABLE IF NOT EXISTS queen_seg (id INTEGER PRIMARY KEY, value BLOB NOT NULL)",
+    "CREATE TRIGGER IF NOT EXISTS queen_seg_route_v1 \
+     BEFORE INSERT ON queen_kv WHEN NEW.chunk < 0 BEGIN \
+       INSERT INTO queen_seg (id, value) VALUES (-1 - NEW.chunk, NEW.value) \
+         ON CONFLICT (id) DO UPDATE SET value = excluded.value; \
+       DELETE FROM queen_kv WHERE key = NEW.key; \
+       SELECT RAISE(IGNORE); \
+     END",
+    "UPDATE queen_meta SET value = 2 WHERE name = 'format'",
+];
+
+/// `GET /__test/store/format2`: see the module documentation. Returns the steps checked.
+async fn format2(state: &State) -> std::result::Result<Vec<&'static str>, String> {
+    let sql = state.storage().sql();
+    for statement in PREVIOUS_SCHEMA.iter().chain(FORMAT2_SCHEMA.iter()) {
+        sql.exec(statement, None::<Vec<SqlStorageValue>>)
+            .map_err(|e| e.to_string())?;
+    }
+    // Format 2's rows: a short and a long segment in `queen_seg`, through its trigger.
+    let old = vec![
+        (seg(1, 0), pattern(200, 1)),
+        (seg(1, 0x64), pattern(BLOB_MIN_BYTES * 3, 2)),
+    ];
+    for (key, value) in &old {
+        let id = crate::do_layout::segment_id(key).ok_or("a test key without a queen_seg id")?;
+        sql.exec(
+            "INSERT INTO queen_kv (key, chunk, value) VALUES (?, ?, ?)",
+            vec![
+                SqlStorageValue::from(key.as_str()),
+                SqlStorageValue::Integer(-1 - id),
+                SqlStorageValue::Blob(value.clone()),
+            ],
+        )
+        .map_err(|e| format!("format 2's commit: {e}"))?;
+    }
+    let mut checked = Vec::new();
+    let store = DoStore::open(&state.storage()).map_err(|e| e.message)?;
+    let format = integer(
+        &sql,
+        "SELECT value FROM queen_meta WHERE name = 'format'",
+        None,
+    )?;
+    if format != FORMAT_VERSION || integer(&sql, "SELECT count(*) FROM queen_blob", None)? != 0 {
+        return Err(format!(
+            "opened format 2 storage is format {format}, or moved values"
+        ));
+    }
+    if store.scan("s/").await.map_err(|e| e.message)? != old {
+        return Err("this build misread format 2's segments".into());
+    }
+    checked.push("format 2 storage opens as this build's format and reads back as it was");
+
+    // A long segment new, the old long one written again long: two `queen_blob` rows, read back.
+    let mut changes = ChangeSet::default();
+    changes.put(seg(1, 0xc8), pattern(BLOB_MIN_BYTES, 3));
+    changes.put(seg(1, 0x64), pattern(BLOB_MIN_BYTES * 2, 4));
+    store.commit(&changes).await.map_err(|e| e.message)?;
+    let blobs = integer(&sql, "SELECT count(*) FROM queen_blob", None)?;
+    let want = vec![
+        (seg(1, 0), pattern(200, 1)),
+        (seg(1, 0x64), pattern(BLOB_MIN_BYTES * 2, 4)),
+        (seg(1, 0xc8), pattern(BLOB_MIN_BYTES, 3)),
+    ];
+    let keys: Vec<String> = want.iter().map(|(k, _)| k.clone()).collect();
+    let got = store.get(&keys).await.map_err(|e| e.message)?;
+    if blobs != 2
+        || store.scan("s/").await.map_err(|e| e.message)? != want
+        || got
+            != want
+                .iter()
+                .map(|(_, v)| Some(v.clone()))
+                .collect::<Vec<_>>()
+    {
+        return Err(format!(
+            "long segments: {blobs} queen_blob rows (want 2), or misread"
+        ));
+    }
+    checked.push("long segments go to queen_blob, and read back by scan and by get");
+
+    // Written again long (its old row replaced), written again short, deleted: no row is left behind.
+    let mut changes = ChangeSet::default();
+    changes.put(seg(1, 0xc8), pattern(BLOB_MIN_BYTES + 1, 5));
+    store.commit(&changes).await.map_err(|e| e.message)?;
+    let replaced = integer(&sql, "SELECT count(*) FROM queen_blob", None)?;
+    let mut changes = ChangeSet::default();
+    changes.put(seg(1, 0x64), pattern(10, 6));
+    changes.delete(seg(1, 0xc8));
+    store.commit(&changes).await.map_err(|e| e.message)?;
+    let left = integer(&sql, "SELECT count(*) FROM queen_blob", None)?;
+    let want = vec![(seg(1, 0), pattern(200, 1)), (seg(1, 0x64), pattern(10, 6))];
+    if replaced != 2 || left != 0 || store.scan("s/").await.map_err(|e| e.message)? != want {
+        return Err(format!(
+            "queen_blob rows: {replaced} after a rewrite (want 2), {left} after shortening and delete (want 0)"
+        ));
+    }
+    checked.push("a long segment written again or deleted leaves no queen_blob row behind");
+    Ok(checked)
 }

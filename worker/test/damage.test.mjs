@@ -62,7 +62,7 @@ function brokerDatabases(dir) {
 // names the table, instead of reading it as something else (an empty value, chunk 0): worker/src/sql_rows.rs
 // reads each cell as the type its reader expects, and worker/src/do_store.rs refuses any other.
 for (const { what, sql, error } of [
-  { what: 'a segment value stored as text', sql: "UPDATE queen_seg SET value = 'not a blob'",
+  { what: 'a segment value stored as text', sql: "UPDATE queen_seg SET value = 'not a blob', blob = NULL",
     error: 'queen_seg row has unexpected column types' },
   { what: 'a chunk number stored as text', sql: "UPDATE queen_kv SET chunk = 'x' || chunk",
     error: 'queen_kv row has unexpected column types' },

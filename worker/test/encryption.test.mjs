@@ -48,9 +48,13 @@ function storedText(dir) {
     for (const row of db.prepare('SELECT key, chunk, value FROM queen_kv ORDER BY key, chunk').all()) {
       values.set(row.key, Buffer.concat([values.get(row.key) ?? Buffer.alloc(0), Buffer.from(row.value)]));
     }
-    // Segments in `queen_seg` (format 2, worker/src/do_store.rs): the id is the partition id << 32 | first offset.
+    // Segments in `queen_seg` (worker/src/do_store.rs): the id is the partition id << 32 | first offset; a long
+    // value is the `queen_blob` row the `blob` column names (format 3).
     if (tables.includes('queen_seg')) {
-      for (const row of db.prepare('SELECT id, value FROM queen_seg ORDER BY id').all()) {
+      const read = tables.includes('queen_blob')
+        ? 'SELECT s.id, coalesce((SELECT b.value FROM queen_blob b WHERE b.id = s.blob), s.value) AS value FROM queen_seg s ORDER BY s.id'
+        : 'SELECT id, value FROM queen_seg ORDER BY id';
+      for (const row of db.prepare(read).all()) {
         const id = BigInt(row.id);
         const hex = (n) => n.toString(16).padStart(16, '0');
         values.set(`s/${hex(id >> 32n)}/${hex(id & 0xffffffffn)}`, Buffer.from(row.value));
