@@ -35,9 +35,10 @@ pub const SEG_BLOB_COLUMN: &str = "ALTER TABLE queen_seg ADD COLUMN blob INTEGER
 pub const BLOB_TABLE: &str =
     "CREATE TABLE IF NOT EXISTS queen_blob (id INTEGER PRIMARY KEY, value BLOB NOT NULL)";
 
-/// Segment values of this many bytes or more go to `queen_blob` (docs/decisions.md, "Long segments appended
-/// to a table of their own"): a `queen_seg` leaf holds one such value or two, so a value inserted among
-/// other partitions' rows split a full leaf and rewrote its neighbours; shorter values share leaves.
+/// Segment values of this many bytes or more go to `queen_blob` (docs/decisions.md, "The disk's share of a
+/// batch-100 push, and long segments appended to a table of their own"): a `queen_seg` leaf holds one such
+/// value or two, so a value inserted among other partitions' rows split a full leaf and rewrote its
+/// neighbours; shorter values share leaves.
 pub const BLOB_MIN_BYTES: usize = 1024;
 
 /// Drops format 2's routing trigger, which would leave a `blob` pointer in place when it rewrote a value.

@@ -26,9 +26,10 @@
 //! appended (the next rowid), and its `queen_seg` row holds an empty `value` and the `blob` id; a shorter one is
 //! inline in `queen_seg` (`blob` `NULL`). Why: `queen_seg` ids follow the partitions, so with several partitions
 //! pushed at once each new segment goes into the middle of the b-tree, and a leaf holds one long value, so
-//! every insert split a full leaf and rewrote its neighbours (3.7 leaf pages a 100-message push on disk);
+//! every insert split a full leaf and rewrote its neighbours;
 //! appended at the right edge of `queen_blob` it writes its own pages, and its small `queen_seg` row shares a
-//! leaf with others (docs/decisions.md, "Long segments appended to a table of their own"). Triggers keep the
+//! leaf with others (docs/decisions.md, "The disk's share of a batch-100
+//! push, and long segments appended to a table of their own"). Triggers keep the
 //! two in step: [`ROUTE_BLOB_TRIGGER`] writes both rows, and deleting or rewriting a `queen_seg` row deletes
 //! the `queen_blob` row it pointed at ([`BLOB_DELETE_TRIGGER`], [`BLOB_UPDATE_TRIGGER`]). Reads take the value
 //! from `queen_blob` when the row points there ([`SEG_ROWS_HEAD`]).
