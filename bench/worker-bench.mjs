@@ -193,9 +193,10 @@ md.push('- **commits/100 msg**: queen-edge\'s Durable Object commits per 100 mes
   + '`GET /api/v1/status`); at one commit per request it is 100 / batch for push and twice that for pop+ack (a pop '
   + 'and an ack), less when requests share commits. The naive queue commits once per request.');
 md.push('- **rows/msg**: rows written per message. queen-edge: the engine\'s `storage.rowsWritten` '
-  + '(`GET /api/v1/status`: `cursor.rowsWritten`, one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` '
-  + 'table, or in `queen_seg`, the rowid table of segments since session 10, and one more in `queen_blob` for a '
-  + 'segment of 1 KB or more since session 30; none has a secondary index, so one b-tree entry each). Naive: `cursor.rowsWritten` (what workerd reports for each '
+  + '(`GET /api/v1/status`; one row per key put or deleted in `queen_kv`, a `WITHOUT ROWID` table, or in '
+  + '`queen_seg`, the rowid table of segments since session 10; neither has a secondary index, so one b-tree '
+  + 'entry each; a segment of 1 KB or more is one SQLite row more, in `queen_blob`, since session 30, which '
+  + 'this count leaves out and Durable Objects bill: at most 0.01 a message more at batch 100). Naive: `cursor.rowsWritten` (what workerd reports for each '
   + 'statement, the figure Durable Objects bill) summed over its statements; its push counts 2 per message, the '
   + 'row and its `(queue, id)` index entry.');
 md.push('- **State**: each broker\'s SQLite files in a fresh temporary directory, once on the disk and once on '

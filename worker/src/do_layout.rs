@@ -30,6 +30,11 @@ pub const SEG_TABLE: &str = "CREATE TABLE IF NOT EXISTS queen_seg \
 /// Format 2's `queen_seg` gains the `blob` column (`NULL` in every row it held: their values are inline).
 pub const SEG_BLOB_COLUMN: &str = "ALTER TABLE queen_seg ADD COLUMN blob INTEGER";
 
+/// One row: 1 when `queen_seg` exists without its `blob` column (format 2's table, which
+/// [`SEG_BLOB_COLUMN`] upgrades), 0 otherwise.
+pub const SEG_LACKS_BLOB_COLUMN: &str = "SELECT count(*) FROM sqlite_master WHERE type = 'table' \
+     AND name = 'queen_seg' AND sql NOT LIKE '%blob INTEGER%'";
+
 /// The values of long segments, in the order they were written: a new row takes the next rowid, so it is
 /// appended at the right edge of the b-tree, where SQLite adds a page without rebalancing its neighbours.
 pub const BLOB_TABLE: &str =
@@ -81,10 +86,13 @@ pub const BLOB_UPDATE_TRIGGER: &str = "CREATE TRIGGER IF NOT EXISTS queen_blob_s
        DELETE FROM queen_blob WHERE id = OLD.blob; \
      END";
 
-/// The start of a query of `(id, value)` rows of `queen_seg` (`s`), each value read from `queen_blob` when it
-/// is there; a `WHERE` on `s.id` follows.
-pub const SEG_ROWS_HEAD: &str = "SELECT s.id, \
-     coalesce((SELECT b.value FROM queen_blob b WHERE b.id = s.blob), s.value) FROM queen_seg s WHERE ";
+/// The start of a query of `(id, value)` rows of `queen_seg` (`s`), each value read from `queen_blob` when the
+/// row points there; a `WHERE` on `s.id` follows. A row that points at a `queen_blob` row that is not there
+/// (damaged storage) reads as text, which the reader refuses with an error naming the tables, rather than
+/// as an empty value.
+pub const SEG_ROWS_HEAD: &str = "SELECT s.id, CASE WHEN s.blob IS NULL THEN s.value \
+     ELSE coalesce((SELECT b.value FROM queen_blob b WHERE b.id = s.blob), 'queen_blob row missing') END \
+     FROM queen_seg s WHERE ";
 
 /// Bound parameters per statement, under SQLite-in-Durable-Objects' limit of 100.
 pub const MAX_BINDINGS: usize = 99;

@@ -50,7 +50,8 @@
 //! one `transactionSync`, and moves nothing (the old segments are read where they are, and move to
 //! `queen_seg` when they are written again). From then on a format 1 build refuses the storage, as it must: it
 //! would not look in `queen_seg`. Format 2 (sessions 10 to 29) had no `queen_blob`: opening it adds the `blob`
-//! column (`NULL` in every row it holds, whose values stay inline), `queen_blob` and the triggers, and writes
+//! column (`NULL` in every row it holds, whose values stay inline; unless the table has it already),
+//! `queen_blob` and the triggers, and writes
 //! format 3, in one transaction; a format 2 build then refuses it (it would read an empty value where a
 //! `queen_blob` row holds it).
 //!
@@ -116,8 +117,8 @@ use crate::do_layout::{
     first_keys_plan, first_segment_id_from, merge_records, placeholders, plan, prefix_end,
     segment_id, segment_key_of, Binding, Statement, BLOB_DELETE_TRIGGER, BLOB_TABLE,
     BLOB_UPDATE_TRIGGER, DROP_EARLIER_TRIGGER, DROP_ROUTE_V1, FORMAT_VERSION, MAX_BINDINGS,
-    ROUTE_BLOB_TRIGGER, ROUTE_TRIGGER, SEG_BLOB_COLUMN, SEG_ID_END, SEG_ROWS_HEAD, SEG_TABLE,
-    SHRINK_TRIGGER,
+    ROUTE_BLOB_TRIGGER, ROUTE_TRIGGER, SEG_BLOB_COLUMN, SEG_ID_END, SEG_LACKS_BLOB_COLUMN,
+    SEG_ROWS_HEAD, SEG_TABLE, SHRINK_TRIGGER,
 };
 use crate::sql_rows::Rows;
 
@@ -300,7 +301,20 @@ impl DoStore {
             // format 2 (`queen_seg` without its `blob` column: its rows stay as they are, values inline). The
             // schema and the version in one transaction: an older build refuses the storage from the moment
             // a trigger can put a segment where it would not look.
-            let upgrade = (stored == Some(2)).then_some(SEG_BLOB_COLUMN);
+            // Asked of the table, not of the format row: a `queen_seg` that has the column already (storage
+            // repaired by hand) is not altered twice.
+            let lacks_blob: Vec<Vec<SqlStorageValue>> = store
+                .sql
+                .exec(SEG_LACKS_BLOB_COLUMN, None::<Vec<SqlStorageValue>>)
+                .map_err(sql_error)?
+                .raw()
+                .collect::<Result<_, _>>()
+                .map_err(sql_error)?;
+            let upgrade = matches!(
+                lacks_blob.first().and_then(|row| row.first()),
+                Some(SqlStorageValue::Integer(1))
+            )
+            .then_some(SEG_BLOB_COLUMN);
             let mut statements: Vec<Statement> = upgrade
                 .into_iter()
                 .chain(schema)

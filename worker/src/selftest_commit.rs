@@ -220,7 +220,7 @@ async fn rows_written(state: &State) -> Checked {
     let store = open(state)?;
     let sql = state.storage().sql();
     type Build = fn(&mut ChangeSet);
-    let cases: [(&str, Build); 15] = [
+    let cases: [(&str, Build); 18] = [
         ("put a new one-chunk value", |s| s.put("rw/a", vec![1; 10])),
         ("update a one-chunk value", |s| s.put("rw/a", vec![2; 10])),
         ("put a new three-chunk value", |s| {
@@ -255,6 +255,12 @@ async fn rows_written(state: &State) -> Checked {
             s.put("x/0000000000000003/0000000000000000", vec![14; 30]);
         }),
         ("delete a segment", |s| s.delete(RW_SEGMENT)),
+        // A long segment: its `queen_blob` row and its `queen_seg` row (format 3).
+        ("put a long segment", |s| s.put(RW_SEGMENT, vec![15; 4000])),
+        ("update a long segment", |s| {
+            s.put(RW_SEGMENT, vec![16; 5000])
+        }),
+        ("delete a long segment", |s| s.delete(RW_SEGMENT)),
     ];
     let mut failures = Vec::new();
     let mut seen = Vec::new();

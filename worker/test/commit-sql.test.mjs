@@ -39,6 +39,10 @@ test('the commit SQL keeps values whole, counts its rows and refuses newer stora
     const push = rows.body.cases.find((c) => c.case === 'push: a segment, its index entry, the partition');
     assert.equal(push.rows_written, 3, JSON.stringify(push));
     assert.equal(rows.body.cases.find((c) => c.case === 'delete a segment').rows_written, 1);
+    // A long segment (format 3) is two rows: its `queen_blob` row and its `queen_seg` row. Written again, the new
+    // `queen_blob` row, the `queen_seg` row updated, the old `queen_blob` row deleted; deleted, both rows.
+    const long = (name) => rows.body.cases.find((c) => c.case === name).rows_written;
+    assert.deepEqual([long('put a long segment'), long('update a long segment'), long('delete a long segment')], [2, 3, 2]);
 
     // Storage opened by an earlier build of this change (ea7b0ea) holds a trigger of the same name whose body
     // fires for every chunk 0: opening it must put this build's trigger in force. And storage this build opened,

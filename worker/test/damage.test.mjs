@@ -61,13 +61,16 @@ function brokerDatabases(dir) {
 // A stored cell of the wrong type (what a damaged or hand-edited file holds) stops the open with a 503 that
 // names the table, instead of reading it as something else (an empty value, chunk 0): worker/src/sql_rows.rs
 // reads each cell as the type its reader expects, and worker/src/do_store.rs refuses any other.
-for (const { what, sql, error } of [
+for (const { what, sql, error, pad = 0 } of [
   { what: 'a segment value stored as text', sql: "UPDATE queen_seg SET value = 'not a blob', blob = NULL",
     error: 'queen_seg row has unexpected column types' },
   { what: 'a chunk number stored as text', sql: "UPDATE queen_kv SET chunk = 'x' || chunk",
     error: 'queen_kv row has unexpected column types' },
   { what: 'a record value stored as a number', sql: 'UPDATE queen_kv SET value = 42',
     error: 'is not a blob' },
+  // Long segments (1 KB or more) are `queen_blob` rows: a missing one is named, not read as an empty value.
+  { what: 'a long segment whose queen_blob row is missing', sql: 'DELETE FROM queen_blob', pad: 2000,
+    error: 'queen_blob row missing' },
 ]) {
   test(`${what} stops the open with a 503 naming it`, async (t) => {
     const dir = tempPersistDir();
@@ -75,7 +78,7 @@ for (const { what, sql, error } of [
       let w = await startWorker({ persistTo: dir.dir, vars: VARS });
       try {
         for (let i = 0; i < 3; i++) {
-          const res = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'typed', payload: { i } }] }));
+          const res = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'typed', payload: { i, pad: 'x'.repeat(pad) } }] }));
           assert.equal(res.status, 201, JSON.stringify(res.body));
         }
       } finally {

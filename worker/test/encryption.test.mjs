@@ -89,7 +89,10 @@ test('an encrypted queue round-trips in plain text while SQLite holds only ciphe
       operations: [{ type: 'push', items: [{ queue: 'vault', transactionId: 'tx', payload: { card: SECRET, via: 'tx' } }] }],
     }));
     assert.equal(tx.body.success, true, JSON.stringify(tx.body));
-    const plain = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'open', payload: { note: VISIBLE } }] }));
+    // Long enough (a segment of 1 KB or more) to be stored in `queen_blob`, so the scan's sight of it shows that
+    // it reads long segments too.
+    const plainItems = Array.from({ length: 20 }, (_, i) => ({ queue: 'open', payload: { note: VISIBLE, i, pad: 'p'.repeat(60) } }));
+    const plain = await getJson(`${w.url}/api/v1/push`, post({ items: plainItems }));
     assert.equal(plain.status, 201);
 
     const pop = await getJson(`${w.url}/api/v1/pop/queue/vault?batch=100`);
@@ -108,7 +111,7 @@ test('an encrypted queue round-trips in plain text while SQLite holds only ciphe
   }
 
   const stored = storedText(state.dir);
-  assert.ok(stored.includes(VISIBLE), 'the scan sees a plain queue\'s payload (so it would see plaintext)');
+  assert.ok(stored.includes(VISIBLE), 'the scan sees a plain queue\'s payload, stored as a long segment (so it would see plaintext)');
   assert.ok(!stored.includes(SECRET), `plaintext of the encrypted queue at rest:\n${stored.slice(0, 4000)}`);
   assert.match(stored, /"authTag":"[A-Za-z0-9+/]{22}==","encrypted":"[A-Za-z0-9+/=]+","iv":"[A-Za-z0-9+/]{22}=="/);
   for (const file of files(state.dir)) {
