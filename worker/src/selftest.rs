@@ -481,30 +481,27 @@ fn layout(state: &State) -> std::result::Result<Value, String> {
         "SELECT count(*) FROM queen_kv WHERE key >= 's/' AND key < 's0'",
         None,
     )?;
-    let has_seg = integer(
-        &sql,
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queen_seg'",
-        None,
-    )? == 1;
-    let in_seg = if has_seg {
-        integer(&sql, "SELECT count(*) FROM queen_seg", None)?
-    } else {
-        0
-    };
-    let has_blob = integer(
-        &sql,
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queen_blob'",
-        None,
-    )? == 1;
-    let in_blob = if has_blob {
-        integer(&sql, "SELECT count(*) FROM queen_blob", None)?
-    } else {
-        0
-    };
+    let (has_seg, in_seg) = table_rows(&sql, "queen_seg")?;
+    let (_, in_blob) = table_rows(&sql, "queen_blob")?;
     Ok(
         json!({ "ok": true, "format": format, "kvSegmentRows": in_kv, "segRows": in_seg, "hasSegTable": has_seg,
             "blobRows": in_blob }),
     )
+}
+
+/// Whether table `name` exists, and its rows (0 when it does not).
+fn table_rows(sql: &SqlStorage, name: &str) -> std::result::Result<(bool, i64), String> {
+    let exists = integer(
+        sql,
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        Some(name),
+    )? == 1;
+    let rows = if exists {
+        integer(sql, &format!("SELECT count(*) FROM {name}"), None)?
+    } else {
+        0
+    };
+    Ok((exists, rows))
 }
 
 /// The objects of the storage's schema (tables, triggers, views), sorted by name.
