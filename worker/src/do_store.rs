@@ -257,17 +257,10 @@ impl DoStore {
             "CREATE TABLE IF NOT EXISTS queen_meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
             Vec::new(),
         )?;
-        let rows: Vec<Vec<SqlStorageValue>> = store
-            .sql
-            .exec(
-                "SELECT value FROM queen_meta WHERE name = 'format'",
-                None::<Vec<SqlStorageValue>>,
-            )
-            .map_err(sql_error)?
-            .raw()
-            .collect::<Result<_, _>>()
-            .map_err(sql_error)?;
-        let stored = match rows.first().and_then(|row| row.first()) {
+        let stored = match store
+            .first_cell("SELECT value FROM queen_meta WHERE name = 'format'")?
+            .as_ref()
+        {
             None => None,
             Some(SqlStorageValue::Integer(v)) if *v <= FORMAT_VERSION => Some(*v),
             Some(other) => {
@@ -303,15 +296,8 @@ impl DoStore {
             // a trigger can put a segment where it would not look.
             // Asked of the table, not of the format row: a `queen_seg` that has the column already (storage
             // repaired by hand) is not altered twice.
-            let lacks_blob: Vec<Vec<SqlStorageValue>> = store
-                .sql
-                .exec(SEG_LACKS_BLOB_COLUMN, None::<Vec<SqlStorageValue>>)
-                .map_err(sql_error)?
-                .raw()
-                .collect::<Result<_, _>>()
-                .map_err(sql_error)?;
             let upgrade = matches!(
-                lacks_blob.first().and_then(|row| row.first()),
+                store.first_cell(SEG_LACKS_BLOB_COLUMN)?,
                 Some(SqlStorageValue::Integer(1))
             )
             .then_some(SEG_BLOB_COLUMN);
@@ -333,6 +319,21 @@ impl DoStore {
             store.run_in_transaction(statements)?;
         }
         Ok(store)
+    }
+
+    /// The first column of the first row of `query` (no bindings), if it has a row.
+    fn first_cell(&self, query: &str) -> Result<Option<SqlStorageValue>, StoreError> {
+        let rows: Vec<Vec<SqlStorageValue>> = self
+            .sql
+            .exec(query, None::<Vec<SqlStorageValue>>)
+            .map_err(sql_error)?
+            .raw()
+            .collect::<Result<_, _>>()
+            .map_err(sql_error)?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|row| row.into_iter().next()))
     }
 
     /// Opens `storage` again like [`DoStore::open`], but keeps counting into this store's counters (so a
