@@ -38,7 +38,13 @@ const drivers = new Map(PAYLOADS.map((size) => [size, loadDriver({ request, conn
 
 async function startQueenEdge(stateDir) {
   const w = await startWorker({ persistTo: stateDir, runtime: 'workerd' });
-  return { name: 'queen-edge', port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop };
+  // What scripts/serve picked for this state directory (it logs the choice and why).
+  const sharing = /\[serve\] COMMIT_SHARING=(\S+) \(([^)]*)\)/.exec(w.logs());
+  if (!sharing) throw new Error(`scripts/serve did not log its COMMIT_SHARING:\n${w.logs()}`);
+  return {
+    name: 'queen-edge', port: Number(new URL(w.url).port), pid: workerdUnder(w.pid), stop: w.stop,
+    sharing: { value: sharing[1], why: sharing[2] },
+  };
 }
 
 /** Push for `seconds`, then (`popAckRun`) pop+ack what it stored, with the storage counters of each. */
@@ -98,6 +104,7 @@ for (const storage of STORAGE) {
   const brokers = [];
   try {
     brokers.push(await startQueenEdge(join(stateRoot, 'queen-edge')));
+    run.sharing = brokers[0].sharing;
     brokers.push(await startNaive(join(stateRoot, 'naive'), request));
     for (const b of brokers) await warmUp(b);
     for (const size of PAYLOADS) {
@@ -163,8 +170,8 @@ md.push(`Written by \`scripts/bench-worker${QUICK ? ' --quick' : ''}\` (${ROUNDS
 md.push('');
 md.push('- **queen-edge**: the built Worker (`worker/build`) and its `Broker` Durable Object on bare workerd, started by '
   + '`scripts/serve` (no wrangler, no dev proxy), with the settings `scripts/serve` picks for a self-hosted user: '
-  + '`COMMIT_SHARING` `auto`, each object sharing commits when that answers more requests (README, "Self-hosted on '
-  + 'workerd").');
+  + `\`COMMIT_SHARING\` by where the state lives (${runs.map((r) => `\`${r.sharing.value}\` with the state on ${r.storage} (${r.sharing.why})`).join(', ')}; `
+  + 'README, "Self-hosted on workerd").');
 md.push('- **naive DO queue**: `bench/naive-do/naive.js`, a hand-written JavaScript Durable Object (one SQLite row '
   + 'per message, an index on `(queue, id)`, pop = one `UPDATE ... RETURNING` lease, ack = one `DELETE` per '
   + 'message; no dedup, no consumer groups, no retries), behind the same kind of entry Worker, on the same workerd '

@@ -4,7 +4,7 @@
 // to the process group, as a terminal sends it) leave no process behind.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, freePort, tempPersistDir, getJson, isRunning } from './harness.mjs';
@@ -170,18 +170,30 @@ test('scripts/serve killed with SIGKILL (no trap runs): its workerd ends too and
   await assert.rejects(fetch(`${s.url}/health`, { signal: AbortSignal.timeout(5_000) }), TypeError, 'nothing answers on the port');
 });
 
-test('scripts/serve: COMMIT_SHARING is wrangler.toml\'s auto wherever the state is, and --var overrides it', { timeout: 60_000 }, async () => {
+test('scripts/serve: COMMIT_SHARING is on for state on a disk, off on tmpfs, and .dev.vars or --var overrides it', { timeout: 60_000 }, async () => {
   const { execFileSync } = await import('node:child_process');
-  const sharing = (state, ...more) => {
-    const config = execFileSync('bash', [join(ROOT, 'scripts', 'serve'), '--build-dir', join(ROOT, 'worker', 'build'),
+  const sharing = (state, { devVars = join(ROOT, 'no-such.dev.vars'), more = [] } = {}) => {
+    const run = spawnSync('bash', [join(ROOT, 'scripts', 'serve'), '--build-dir', join(ROOT, 'worker', 'build'),
       '--state', join(state, 'not-yet-made'), '--print-config', ...more],
-    { encoding: 'utf8', env: { ...process.env, QE_DEV_VARS: join(ROOT, 'no-such.dev.vars') } });
-    return config.match(/name = "COMMIT_SHARING", text = "([^"]*)"/)[1];
+    { encoding: 'utf8', env: { ...process.env, QE_DEV_VARS: devVars } });
+    assert.equal(run.status, 0, run.stderr);
+    const value = run.stdout.match(/name = "COMMIT_SHARING", text = "([^"]*)"/)[1];
+    assert.match(run.stderr, new RegExp(`\\[serve\\] COMMIT_SHARING=${value} \\(`), 'the log names the choice');
+    return value;
   };
+  // The file system type as GNU stat names it: a second reading of what serve reads from /proc/mounts.
+  const fileSystem = (dir) => execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim();
   const onTmp = tempPersistDir();
   after(() => onTmp.cleanup());
-  for (const dir of [onTmp.dir, '/dev/shm'].filter((d) => existsSync(d))) {
-    assert.equal(sharing(dir), 'auto', `state under ${dir}`);
-    for (const value of ['off', 'on', 'auto']) assert.equal(sharing(dir, '--var', `COMMIT_SHARING:${value}`), value);
+  const dirs = [onTmp.dir, join(ROOT, 'target'), '/dev/shm'].filter((d) => existsSync(d));
+  for (const dir of dirs) {
+    const memory = ['tmpfs', 'ramfs'].includes(fileSystem(dir));
+    assert.equal(sharing(dir), memory ? 'off' : 'on', `state under ${dir} (${fileSystem(dir)})`);
+    for (const value of ['off', 'on', 'auto']) assert.equal(sharing(dir, { more: ['--var', `COMMIT_SHARING:${value}`] }), value);
   }
+  // .dev.vars wins over the file system's pick, and --var over .dev.vars.
+  const devVars = join(onTmp.dir, 'sharing.dev.vars');
+  writeFileSync(devVars, 'COMMIT_SHARING=auto\n');
+  assert.equal(sharing(onTmp.dir, { devVars }), 'auto');
+  assert.equal(sharing(join(ROOT, 'target'), { devVars, more: ['--var', 'COMMIT_SHARING:off'] }), 'off');
 });
