@@ -12,6 +12,7 @@
 //                            [--var NAME:VAR=VALUE]... [--v8-flag NAME:FLAG]... [--touch-mb 2048]
 //   DIR: a worker/build directory (scripts/build-worker's output, copied aside for the "before" build).
 //   --var: a Worker variable for build NAME only, e.g. one DIR under three names with COMMIT_SHARING off, on, auto.
+//   Without it a build runs with scripts/serve's own pick of COMMIT_SHARING: off on tmpfs state, on with --state disk.
 //   --v8-flag: a V8 flag for build NAME's workerd only (e.g. NAME:--perf-basic-prof, what bench/worker-perf.mjs sets).
 //   --touch-mb: MiB of free memory touched before each round's batch size (bench/load.mjs, touchFreeMemory; 0: none).
 import { execFileSync } from 'node:child_process';

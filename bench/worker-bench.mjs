@@ -170,8 +170,8 @@ md.push(`Written by \`scripts/bench-worker${QUICK ? ' --quick' : ''}\` (${ROUNDS
 md.push('');
 md.push('- **queen-edge**: the built Worker (`worker/build`) and its `Broker` Durable Object on bare workerd, started by '
   + '`scripts/serve` (no wrangler, no dev proxy), with the settings `scripts/serve` picks for a self-hosted user: '
-  + `\`COMMIT_SHARING\` by where the state lives (${runs.map((r) => `\`${r.sharing.value}\` with the state on ${r.storage} (${r.sharing.why})`).join(', ')}; `
-  + 'README, "Self-hosted on workerd").');
+  + `\`COMMIT_SHARING\` by the state's file system: ${runs.map((r) => `\`${r.sharing.value}\` on ${r.storage} (${r.sharing.why.replace(/^the state directory is on /, '')})`).join(', ')} `
+  + '(README, "Self-hosted on workerd").');
 md.push('- **naive DO queue**: `bench/naive-do/naive.js`, a hand-written JavaScript Durable Object (one SQLite row '
   + 'per message, an index on `(queue, id)`, pop = one `UPDATE ... RETURNING` lease, ack = one `DELETE` per '
   + 'message; no dedup, no consumer groups, no retries), behind the same kind of entry Worker, on the same workerd '

@@ -170,30 +170,43 @@ test('scripts/serve killed with SIGKILL (no trap runs): its workerd ends too and
   await assert.rejects(fetch(`${s.url}/health`, { signal: AbortSignal.timeout(5_000) }), TypeError, 'nothing answers on the port');
 });
 
-test('scripts/serve: COMMIT_SHARING is on for state on a disk, off on tmpfs, and .dev.vars or --var overrides it', { timeout: 60_000 }, async () => {
+test('scripts/serve: COMMIT_SHARING is on for state on a disk, off on tmpfs, and .dev.vars or --var overrides it', { timeout: 60_000 }, async (t) => {
   const { execFileSync } = await import('node:child_process');
+  // The value in the generated config, and the reason serve logs for it.
   const sharing = (state, { devVars = join(ROOT, 'no-such.dev.vars'), more = [] } = {}) => {
     const run = spawnSync('bash', [join(ROOT, 'scripts', 'serve'), '--build-dir', join(ROOT, 'worker', 'build'),
       '--state', join(state, 'not-yet-made'), '--print-config', ...more],
     { encoding: 'utf8', env: { ...process.env, QE_DEV_VARS: devVars } });
     assert.equal(run.status, 0, run.stderr);
     const value = run.stdout.match(/name = "COMMIT_SHARING", text = "([^"]*)"/)[1];
-    assert.match(run.stderr, new RegExp(`\\[serve\\] COMMIT_SHARING=${value} \\(`), 'the log names the choice');
-    return value;
+    const logged = run.stderr.match(/\[serve\] COMMIT_SHARING=(\S+) \((.*)\)\n/);
+    assert.ok(logged, `serve logs its choice:\n${run.stderr}`);
+    assert.equal(logged[1], value, 'the log names the value in the config');
+    return { value, why: logged[2] };
   };
   // The file system type as GNU stat names it: a second reading of what serve reads from /proc/mounts.
   const fileSystem = (dir) => execFileSync('stat', ['-f', '-c', '%T', dir], { encoding: 'utf8' }).trim();
   const onTmp = tempPersistDir();
   after(() => onTmp.cleanup());
   const dirs = [onTmp.dir, join(ROOT, 'target'), '/dev/shm'].filter((d) => existsSync(d));
+  const seen = new Set();
   for (const dir of dirs) {
-    const memory = ['tmpfs', 'ramfs'].includes(fileSystem(dir));
-    assert.equal(sharing(dir), memory ? 'off' : 'on', `state under ${dir} (${fileSystem(dir)})`);
-    for (const value of ['off', 'on', 'auto']) assert.equal(sharing(dir, { more: ['--var', `COMMIT_SHARING:${value}`] }), value);
+    const kind = fileSystem(dir);
+    const memory = ['tmpfs', 'ramfs'].includes(kind);
+    const picked = sharing(dir);
+    assert.equal(picked.value, memory ? 'off' : 'on', `state under ${dir} (${kind})`);
+    // stat and /proc/mounts name tmpfs alike; ext4 is "ext2/ext3" to stat.
+    const named = /^the state directory is on (\S+)$/.exec(picked.why);
+    assert.ok(named && (!memory || named[1] === kind), `the reason names the file system: ${picked.why}`);
+    seen.add(memory ? 'off' : 'on');
+    for (const value of ['off', 'on', 'auto']) {
+      assert.deepEqual(sharing(dir, { more: ['--var', `COMMIT_SHARING:${value}`] }), { value, why: '--var' });
+    }
   }
+  if (seen.size < 2) t.diagnostic(`only ${[...seen]} was picked here: no directory of the other kind (${dirs.join(', ')})`);
   // .dev.vars wins over the file system's pick, and --var over .dev.vars.
   const devVars = join(onTmp.dir, 'sharing.dev.vars');
   writeFileSync(devVars, 'COMMIT_SHARING=auto\n');
-  assert.equal(sharing(onTmp.dir, { devVars }), 'auto');
-  assert.equal(sharing(join(ROOT, 'target'), { devVars, more: ['--var', 'COMMIT_SHARING:off'] }), 'off');
+  assert.deepEqual(sharing(onTmp.dir, { devVars }), { value: 'auto', why: devVars });
+  assert.deepEqual(sharing(join(ROOT, 'target'), { devVars, more: ['--var', 'COMMIT_SHARING:off'] }), { value: 'off', why: '--var' });
 });
