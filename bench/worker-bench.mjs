@@ -24,6 +24,13 @@ const ROUNDS = Number(process.env.QE_BENCH_ROUNDS || 3);
 const TOUCH_MB = Number(process.env.QE_BENCH_TOUCH_MB ?? 2048);
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error(`QE_BENCH_ROUNDS wants a whole number of at least 1, got ${process.env.QE_BENCH_ROUNDS}`);
 const ROUND_SECONDS = SECONDS / ROUNDS;
+// Batch 1 moves the fewest messages a round, so a checkpoint or a collection is a large part of one of its rounds
+// and its per-round ratios spread widest: its rows take more rounds of the same length (QE_BENCH_BATCH1_ROUNDS,
+// three times QE_BENCH_ROUNDS unless set), for a median that one slow round moves less.
+const BATCH1_ROUNDS = Number(process.env.QE_BENCH_BATCH1_ROUNDS || ROUNDS * 3);
+if (!Number.isInteger(BATCH1_ROUNDS) || BATCH1_ROUNDS < 1) throw new Error(`QE_BENCH_BATCH1_ROUNDS wants a whole number of at least 1, got ${process.env.QE_BENCH_BATCH1_ROUNDS}`);
+/** How many rounds a row of `batch` takes. */
+const roundsAt = (batch) => (batch === 1 ? BATCH1_ROUNDS : ROUNDS);
 const CONNECTIONS = 8;
 const PARTITIONS = 10;
 const BATCHES = [1, 10, 100];
@@ -113,9 +120,10 @@ for (const storage of STORAGE) {
         if (touched) console.log(`[bench] ${TOUCH_MB} MiB of free memory touched in ${touched.toFixed(1)} s`);
         const cell = { size, batch };
         const rounds = Object.fromEntries(brokers.map((b) => [b.name, { push: [], popack: [] }]));
+        const rowRounds = roundsAt(batch);
         const tag = (b, round) => `[bench] ${storage.padEnd(5)} ${String(size).padStart(4)} B batch ${String(batch).padStart(3)} `
-          + `round ${round + 1}/${ROUNDS} ${b.name.padEnd(14)}`;
-        for (let round = 0; round < ROUNDS; round++) {
+          + `round ${round + 1}/${rowRounds} ${b.name.padEnd(14)}`;
+        for (let round = 0; round < rowRounds; round++) {
           const order = roundOrder(brokers, round);
           const queue = `q${size}-${batch}-r${round}`;
           const pushed = new Map();
@@ -155,7 +163,8 @@ const ratioCell = (q, n, key, higherIsBetter) => {
   return Number.isFinite(r.ratio) ? `*${r.ratio.toFixed(2)}x, ${r.ahead}/${r.rounds}*` : '*n/a*';
 };
 /** A pop+ack rate's mark: (d) when every round drained what its push stored in time, (d k/R) when k rounds did. */
-const drainedMark = (pa) => (pa.drainedRounds === ROUNDS ? ' (d)' : pa.drainedRounds ? ` (d ${pa.drainedRounds}/${ROUNDS})` : '');
+const drainedMark = (pa) => (pa.drainedRounds === pa.rounds.length ? ' (d)'
+  : pa.drainedRounds ? ` (d ${pa.drainedRounds}/${pa.rounds.length})` : '');
 const workerdVersion = JSON.parse(readFileSync(join(ROOT, 'node_modules/@cloudflare/workerd-linux-64/package.json'), 'utf8')).version;
 const cpu = os.cpus()[0]?.model?.trim() ?? 'unknown CPU';
 const machine = `${os.cpus().length} cores, ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB; ${os.type()} ${os.release()}; `
@@ -165,7 +174,8 @@ md.push('<!-- worker:begin -->');
 md.push('## Worker on bare workerd, against a naive Durable Object queue');
 md.push('');
 md.push(`Written by \`scripts/bench-worker${QUICK ? ' --quick' : ''}\` (${ROUNDS} rounds of ${+ROUND_SECONDS.toFixed(2)} s per `
-  + `push measurement, ${SECONDS} s per row and broker), `
+  + `push measurement, ${SECONDS} s per row and broker; batch 1: ${BATCH1_ROUNDS} rounds, `
+  + `${+(BATCH1_ROUNDS * ROUND_SECONDS).toFixed(2)} s), `
   + `measured ${new Date().toISOString().slice(0, 16)}Z. Machine: ${machine}.`);
 md.push('');
 md.push('- **queen-edge**: the built Worker (`worker/build`) and its `Broker` Durable Object on bare workerd, started by '
@@ -188,7 +198,10 @@ md.push(`- Load: node \`http\` with keep-alive, ${CONNECTIONS} connections, on t
 md.push(`- **Rounds**: each row is measured in ${ROUNDS} alternating rounds (\`QE_BENCH_ROUNDS\`), each on a fresh `
   + 'queue: both brokers push in turn, then both pop+ack in the same order, which rotates every round (in one '
   + 'round queen-edge goes first, in the next the naive queue). Each push lasts the row\'s time divided by the '
-  + `rounds (${SECONDS} s / ${ROUNDS}), so a run takes about as long as one measurement per row would. msg/s, CPU `
+  + `rounds (${SECONDS} s / ${ROUNDS}), so a run takes about as long as one measurement per row would. The batch-1 `
+  + `rows take ${BATCH1_ROUNDS} rounds of that length (\`QE_BENCH_BATCH1_ROUNDS\`): a batch-1 round moves the fewest `
+  + 'messages, so a checkpoint or a garbage collection is a large part of it, and its per-round ratios spread the '
+  + 'widest (docs/decisions.md, "Batch 1 at parity, in more rounds (session 32)"). msg/s, CPU '
   + 'us/msg, rows/msg and commits/100 msg are the medians of the rounds\' figures; the latency percentiles are '
   + 'taken over all the rounds\' requests together (as many requests as one measurement of the whole time, and a '
   + 'p99 that a median of short rounds would understate). The *queen-edge / naive* row is the median of the '
