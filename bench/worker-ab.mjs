@@ -4,7 +4,8 @@
 // every round) pushes for --seconds with 8 connections to 10 partitions (64-byte payloads), then pops and
 // acks what it stored (/ack/batch). Prints, per broker, batch and operation, the median over the rounds of the
 // workerd CPU per message (all of workerd's threads, /proc schedstat) and of msg/s, and for each build the Durable
-// Object commits per 100 messages (`/api/v1/status` storage.commits: how much commits were shared). Prints only; not part of
+// Object commits per 100 messages (`/api/v1/status` storage.commits: how much commits were shared), and each build's msg/s
+// over the naive queue's and over the first build's, paired by round (median of the per-round ratios, rounds ahead). Prints only; not part of
 // scripts/test.
 //
 //   node bench/worker-ab.mjs --build NAME=DIR [--build NAME=DIR]... [--no-naive] [--rounds 3] [--seconds 2]
@@ -20,7 +21,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { startWorker, workerdUnder } from '../worker/test/harness.mjs';
-import { buildsFromArgs, loadDriver, median, requester, roundOrder, touchFreeMemory, withStorage } from './load.mjs';
+import { buildsFromArgs, loadDriver, median, pairedRatio, requester, roundOrder, touchFreeMemory, withStorage } from './load.mjs';
 import { startNaive } from './naive-do/start.mjs';
 
 const argv = process.argv.slice(2);
@@ -125,5 +126,26 @@ for (const batch of BATCHES) {
   for (const op of ['push', 'pop+ack']) {
     const cells = builds.map((b) => median((results.get(`${b.name}|${batch}|${op}`) ?? []).map((r) => r.commitsPer100)).toFixed(1));
     console.log(`| ${batch} | ${op} | ${cells.join(' | ')} |`);
+  }
+}
+// Paired by round: each build's msg/s over the naive queue's and over the first build's of the same round (every
+// broker runs in every round), as the median of the per-round ratios and the rounds it was ahead: the reading
+// that a drift of the machine's load between rounds moves least.
+const naive = brokers.find((b) => !b.commits);
+const pairs = [...(naive ? builds.map((b) => [b, naive]) : []), ...builds.slice(1).map((b) => [b, builds[0]])];
+if (pairs.length) {
+  const rates = (b, batch, op) => (results.get(`${b.name}|${batch}|${op}`) ?? []).map((r) => r.msgsPerSec);
+  console.log(`
+msg/s paired by round: the median of the ${ROUNDS} per-round ratios (rounds ahead)`);
+  console.log('| batch | op | ' + pairs.map(([a, b]) => `${a.name} / ${b.name}`).join(' | ') + ' |');
+  console.log('|---:|---|' + pairs.map(() => '---:').join('|') + '|');
+  for (const batch of BATCHES) {
+    for (const op of ['push', 'pop+ack']) {
+      const cells = pairs.map(([a, b]) => {
+        const r = pairedRatio(rates(a, batch, op), rates(b, batch, op));
+        return `${r.ratio.toFixed(2)}x (${r.ahead}/${r.rounds})`;
+      });
+      console.log(`| ${batch} | ${op} | ${cells.join(' | ')} |`);
+    }
   }
 }
