@@ -95,10 +95,12 @@ pub const BROKER_HEADER: &str = "x-queen-broker";
 /// Query parameter that picks the broker when `BROKER_SELECTABLE` is on (the header wins when both are sent).
 pub const BROKER_QUERY: &str = "broker";
 
-/// True for the paths the broker answers (the rest are static assets).
+/// True for the paths the broker answers (the rest are static assets). Every path under `/api` is the
+/// broker's, so that one it does not serve (`/api/v2/...`) is its JSON 404 `no_such_route` (wire contract
+/// D18), not the page's.
 pub fn is_broker_path(path: &str) -> bool {
-    path == "/api/v1"
-        || path.starts_with("/api/v1/")
+    path == "/api"
+        || path.starts_with("/api/")
         || path == "/health"
         || path == "/metrics"
         || path.starts_with("/metrics/")
@@ -144,7 +146,10 @@ mod tests {
         assert!(is_broker_path("/metrics/prometheus"));
         assert!(!is_broker_path("/"));
         assert!(!is_broker_path("/index.html"));
-        assert!(!is_broker_path("/api/v10"));
+        assert!(is_broker_path("/api/v10"));
+        assert!(is_broker_path("/api"));
+        assert!(!is_broker_path("/apis"));
+        assert!(!is_broker_path("/api.html"));
     }
 
     #[test]

@@ -40,6 +40,9 @@ test('requests the entry Worker refuses never create or wake a Durable Object', 
         body: push([{ queue: 'q', payload: 'x'.repeat(4096) }]),
       }],
       [404, /no_such_route/, '/api/v1/no-such-route?broker=probe-route', { headers: admin }],
+      // Outside /api/v1 but under /api: the broker's JSON 404 too, not the page's (contract D18).
+      [404, /no_such_route/, '/api/v2/whatever?broker=probe-v2', { headers: admin }],
+      [404, /no_such_route/, '/api/push?broker=probe-api', { headers: admin }],
       [400, /broker name must be/, '/api/v1/resources/queues', { headers: { ...admin, 'X-Queen-Broker': 'bad/name' } }],
       [400, /broker name must be/, `/api/v1/resources/queues?broker=${'x'.repeat(65)}`, { headers: admin }],
     ];
