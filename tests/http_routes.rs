@@ -149,6 +149,46 @@ fn payloads_come_back_as_the_client_sent_them() {
     );
 }
 
+#[test]
+fn a_payload_nested_deeper_than_512_levels_is_refused() {
+    // A payload is kept as its text, but one nested past what every Queen client's JSON reader takes
+    // (Python's stops near 1,000 levels) would be accepted and then stall its partition for those
+    // consumers: 512 arrays or objects deep is taken and comes back as sent, 513 is a 400 naming the item
+    // (`Limits::max_payload_depth`; docs/decisions.md, "Payloads nest at most 512 levels (session 32)").
+    let h = Harness::new();
+    let nested = |depth: usize| "[".repeat(depth) + &"]".repeat(depth);
+    let push = |payload: &str| {
+        let body = format!(
+            r#"{{"items": [{{"queue": "deep", "transactionId": "t{}", "payload": {payload}}}]}}"#,
+            payload.len()
+        );
+        h.call_raw("POST", "/api/v1/push", body.as_bytes())
+    };
+    let (status, refused) = push(&nested(513));
+    assert_eq!(
+        (status, refused),
+        (
+            400,
+            json!({"error": "Payload nested deeper than 512 levels (items[0].payload)"})
+        )
+    );
+    let object = "{\"a\":".repeat(513) + "1" + &"}".repeat(513);
+    assert_eq!(push(&object).0, 400, "an object nests the same way");
+    // Brackets inside strings are text, not nesting.
+    let text = format!("[\"{}\\\"{}\"]", "[".repeat(600), "{".repeat(600));
+    assert_eq!(push(&text).0, 201, "brackets in a string");
+
+    let (status, pushed) = push(&nested(512));
+    assert_eq!(status, 201, "{pushed}");
+    let popped = h.send(HttpRequest::new("GET", "/api/v1/pop/queue/deep?batch=10"));
+    assert_eq!(popped.status, 200);
+    let popped = String::from_utf8(popped.body).unwrap();
+    assert!(
+        popped.contains(&format!(r#""data":{},"#, nested(512))),
+        "the 512-deep payload comes back as sent"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // pop
 // ---------------------------------------------------------------------------------------------

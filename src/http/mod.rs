@@ -171,6 +171,10 @@ pub struct Limits {
     pub max_duration_seconds: u64,
     /// Largest dead-letter or message page (`limit`). Default 10 000.
     pub max_page: usize,
+    /// Most arrays and objects a pushed payload may nest. Default 512, within what every Queen
+    /// client's JSON reader takes (Python's stops near 1 000 levels): a payload its consumers cannot
+    /// read would come back at every pop and hold its partition.
+    pub max_payload_depth: usize,
 }
 
 impl Default for Limits {
@@ -189,6 +193,7 @@ impl Default for Limits {
             default_wait_ms: 30_000,
             max_duration_seconds: 10 * 365 * 24 * 3600,
             max_page: 10_000,
+            max_payload_depth: 512,
         }
     }
 }

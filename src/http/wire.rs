@@ -495,6 +495,38 @@ pub(crate) fn push_items(
     Ok(out)
 }
 
+/// Whether the JSON text `json` (a valid value, as the parser found it) nests more than `limit` arrays
+/// and objects. A value that does takes at least two bytes a level, so shorter texts are not scanned.
+fn nests_deeper_than(json: &str, limit: usize) -> bool {
+    if json.len() <= limit.saturating_mul(2) {
+        return false;
+    }
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// `raw`, which the parser lent from `body`, as a payload that is a part of it.
 fn body_part(body: &Rc<str>, raw: &RawValue) -> Payload {
     Payload::in_text(body_str(body, raw.get()))
@@ -554,7 +586,16 @@ pub(crate) fn push_item(
     .map_or_else(|| SharedStr::from(DEFAULT_PARTITION), |p| p.shared(body));
     check_name("Partition name", &partition, false, limits)?;
     let payload = match item.payload {
-        Some(raw) => body_part(body, raw),
+        Some(raw) => {
+            if nests_deeper_than(raw.get(), limits.max_payload_depth) {
+                return Err(HttpError::bad_request(format!(
+                    "Payload nested deeper than {} levels{}",
+                    limits.max_payload_depth,
+                    at_path(path, "payload")
+                )));
+            }
+            body_part(body, raw)
+        }
         None => missing_payload(),
     };
     if measure_payload && payload.len() > limits.max_payload_bytes {
@@ -1150,6 +1191,20 @@ pub(crate) fn subscription_timestamp(body: &[u8]) -> Result<i64, HttpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nesting_is_counted_outside_strings_only() {
+        let nested = |depth: usize| "[".repeat(depth) + &"]".repeat(depth);
+        assert!(!nests_deeper_than(&nested(3), 3));
+        assert!(nests_deeper_than(&nested(4), 3));
+        assert!(nests_deeper_than(r#"{"a":{"b":[{"c":1}]}}"#, 3));
+        // An escaped backslash ends before the closing quote, so the brackets after it count.
+        assert!(nests_deeper_than(r#"["\\",[[[1]]]]"#, 3));
+        // An escaped quote does not close the string, so the brackets inside it do not count.
+        assert!(!nests_deeper_than(r#"["\"[[[[[[[[",1]"#, 3));
+        // A text too short to hold more than `limit` levels is not scanned.
+        assert!(!nests_deeper_than("[[[[", 3));
+    }
 
     #[test]
     fn trace_ids_are_checked_as_the_uuid_crate_reads_them() {
