@@ -520,7 +520,7 @@ fn nests_deeper_than(json: &str, limit: usize) -> bool {
                     return true;
                 }
             }
-            b']' | b'}' => depth -= 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
