@@ -1,12 +1,13 @@
-// What the hop from the entry Worker to the Durable Object costs in three shapes (bench/do-hop/hop.js: the
-// client's Request forwarded as it is, a fresh request with its parts, an RPC call), with no broker behind it:
+// What the hop from the entry Worker to the Durable Object costs in its shapes (bench/do-hop/hop.js: the
+// client's Request forwarded as it is, a fresh request with its parts, an RPC call, requests grouped into one
+// hop, and no hop at all), with no broker behind it:
 // one JavaScript object on the workerd binary the project pins, 8 keep-alive connections, each request a push
 // body of --batch messages of 64 B (as bench/load.mjs sends) answered with 330 bytes per message (about what
 // queen-edge answers a push). Shapes alternate round by round (order reversed every other round); prints the
 // workerd CPU per request of each round, the medians and the rounds where each shape used less than the first.
 // Prints only; not part of scripts/test.
 //
-//   node bench/do-hop.mjs [--shapes forward,fresh,rpc] [--batch 100] [--rounds 11] [--requests 2000]
+//   node bench/do-hop.mjs [--shapes forward,fresh,rpc,coalesce,local] [--batch 100] [--rounds 11] [--requests 2000]
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -55,12 +56,14 @@ async function cpuPerRequest(shape, n) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const load0 = os.loadavg()[0];
 const results = Object.fromEntries(SHAPES.map((s) => [s, []]));
+let groupStats = '';
 try {
   for (const shape of SHAPES) await cpuPerRequest(shape, REQUESTS); // warm-up, not counted
   for (let round = 0; round < ROUNDS; round++) {
     const order = round % 2 ? [...SHAPES].reverse() : SHAPES;
     for (const shape of order) results[shape].push(await cpuPerRequest(shape, REQUESTS));
   }
+  groupStats = (await request(hop.port, 'GET', '/stats')).body;
 } finally {
   request.close();
   await hop.stop();
@@ -75,3 +78,4 @@ for (const shape of SHAPES) {
   const below = shape === SHAPES[0] ? '' : `${xs.filter((x, i) => x < first[i]).length} of ${xs.length}`;
   console.log(`| ${shape} | ${xs.map((x) => x.toFixed(0)).join(' ')} | ${median(xs).toFixed(0)} | ${below} |`);
 }
+if (SHAPES.includes('coalesce')) console.log(`coalesce: ${groupStats}`);
