@@ -8,7 +8,9 @@
  * - broker answers: `bad_request`, `unauthorized`, `forbidden`, `not_found`, `conflict`, `too_large`,
  *   `unsupported`, `not_built` (a view route on a broker opened without `views: true`),
  *   `server_error`;
- * - transport: `network`, `timeout`, `closed` (the Queen was closed), `no_writer` (no tab answered);
+ * - transport: `network`, `timeout`, `closed` (the Queen was closed: a request made after it was not sent;
+ *   one it interrupted may or may not have been applied, and its message says so), `no_writer` (no tab
+ *   answered);
  * - client side: `invalid` (a call that cannot be sent, e.g. an empty transaction).
  */
 export class QueenError extends Error {

@@ -90,7 +90,9 @@ export class HttpTransport {
         }
         return out
       } catch (error) {
-        if (this.#closed) throw new QueenError('closed', 'this Queen was closed')
+        if (this.#closed) {
+          throw new QueenError('closed', 'this Queen was closed; the request may or may not have been applied')
+        }
         if (controller.signal.aborted) {
           lastError = new QueenError('timeout', `no answer within ${timeoutMs} ms from ${this.#base}${path}`)
           // A long-poll that timed out on our side is not retried: the caller polls again.

@@ -102,14 +102,15 @@ export class Queen extends QueenClient {
 
   /**
    * Stops this client: sends what `.buffer()` holds first (up to 30 s; rejects, after closing, when
-   * some could not be sent). In-browser, a writer hands the database to the next tab or worker.
+   * some could not be sent). In-browser, a writer hands the database to the next tab or worker, and
+   * resolves once the requests its broker was running have their answers (LocalTransport.close).
    */
   async close() {
     try {
       await flushBuffersForClose(this)
     } finally {
       if (this.#bridge) await this.#bridge.stop()
-      this.transport.close()
+      await this.transport.close()
     }
   }
 }

@@ -218,6 +218,9 @@ export class LocalTransport {
   #releaseLock = null
   #lockAbort = new AbortController()
   #closed = false
+  // close(): resolves its promise once the requests this context's broker was running have their answers.
+  #onDrained = null
+  #closing = null
   #timers = []
   #maintenance = null
   #roleListeners = new Set()
@@ -628,7 +631,12 @@ export class LocalTransport {
       if (err.code !== 'superseded') throw err
       response = null
     }
-    if (this.#closed) throw new QueenError('closed', 'this Queen was closed')
+    // Closed meanwhile: the broker's answer says what happened (a commit that was in flight finished; the
+    // fenced store refused the rest, 503), so it is delivered as it is. Superseded: nothing was written.
+    if (this.#closed) {
+      if (!response) throw new QueenError('closed', 'this Queen was closed')
+      return response
+    }
     // A failure on a broker this context stepped down from meanwhile: its store was fenced, so the
     // request was refused before writing anything.
     if (response && response.status >= 500 && this.#broker !== broker) response = null
@@ -648,7 +656,7 @@ export class LocalTransport {
         } else if (entry.attempts++ >= 5) {
           this.#settle(entry.msg.id, null, new QueenError('superseded',
             `other tabs or workers kept taking over "${this.#name}"; nothing of this request was written`))
-        } else if (this.#pending.has(entry.msg.id)) {
+        } else if (this.#pending.has(entry.msg.id) && !this.#closed) {
           // Not written: send it to whoever is the writer now (or run it here if that is us again).
           entry.local = false
           if (this.#role === 'writer') this.#runPendingLocally(entry)
@@ -665,6 +673,7 @@ export class LocalTransport {
     this.#pending.delete(id)
     if (error) entry.reject(error)
     else entry.resolve(response)
+    if (this.#closed && this.#pending.size === 0 && this.#onDrained) this.#onDrained()
   }
 
   #tick() {
@@ -875,14 +884,24 @@ export class LocalTransport {
 
   /**
    * Closes this context's part: a writer fences its broker (nothing more reaches IndexedDB) and gives the
-   * lock to the next waiting context; requests still pending here reject with code `closed`.
+   * lock to the next waiting context. Requests made later reject with code `closed`. Of the requests still
+   * pending, those this context's broker is running get their own answers (a commit already under way
+   * finishes and its request succeeds; the fenced store refuses the rest with a 503), and the promise
+   * resolves once they have them. The others reject with code `closed` at once, saying that their outcome
+   * is unknown: a request sent to the writer of another tab or worker, and a long-poll pop (whose messages'
+   * lease then expires), may or may not have been applied.
    */
   close() {
-    if (this.#closed) return
+    if (this.#closed) return this.#closing
     this.#post({ t: 'gone', from: this.#id })
     this.#shutdown()
-    for (const entry of this.#pending.values()) entry.reject(new QueenError('closed', 'this Queen was closed'))
-    this.#pending.clear()
+    for (const entry of [...this.#pending.values()]) {
+      if (entry.local && longPollMillis(entry.msg.path) === 0) continue
+      this.#pending.delete(entry.msg.id)
+      entry.reject(new QueenError('closed', 'this Queen was closed; the request may or may not have been applied'))
+    }
     this.#setRole('closed')
+    this.#closing = this.#pending.size === 0 ? Promise.resolve() : new Promise((resolve) => { this.#onDrained = resolve })
+    return this.#closing
   }
 }

@@ -608,6 +608,46 @@ const tests = [
     await context.close()
   }],
 
+  ['close() with requests in flight: the writer\'s own get their real answers (stored exactly when answered queued); a follower\'s reject `closed` saying they may or may not have been applied', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const name = uniqueName('close-inflight')
+    const w = await openPage(context, url, 'writer')
+    const f = await openPage(context, url, 'follower')
+    /** In `page`: 8 pushes (one a partition of queue `q`) or, when `wait`, pushes until `wait` are answered; then close(). */
+    const pushThenClose = (page, q, wait) => page.evaluate(async ([name, q, wait]) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue(q).create()
+      let queued = 0
+      const answers = Array.from({ length: wait ? 200 : 8 }, (_, i) => queen.queue(q).partition('p' + (i % 8)).push({ data: i })
+        .then((r) => { queued++; return r[0].status }, (e) => `${e.code}: ${e.message}`))
+      if (wait) await new Promise((resolve) => { const t = setInterval(() => { if (queued >= wait) { clearInterval(t); resolve() } }, 0) })
+      else await new Promise((resolve) => setTimeout(resolve, 0))
+      await queen.close()
+      return { role: queen.role, answers: await Promise.all(answers) }
+    }, [name, q, wait])
+    const stored = (q) => f.evaluate(async ([name, q]) => {
+      const queen = await window.QE.Queen.open({ name })
+      const msgs = await queen.queue(q).batch(1000).partitions(8).wait(false).pop()
+      await queen.close()
+      return msgs.length
+    }, [name, q])
+
+    const own = await pushThenClose(w, 'own', 0)
+    const ownQueued = own.answers.filter((a) => a === 'queued').length
+    assertEq(own.answers.filter((a) => a.startsWith('closed')), [], 'no push the writer\'s broker ran is answered `closed`')
+    assert(ownQueued >= 1, `the commit under way at close() finished (${JSON.stringify(own.answers)})`)
+    assertEq(await stored('own'), ownQueued, 'stored after close() = pushes answered queued')
+
+    await w.evaluate(async (name) => { window.queen = await window.QE.Queen.open({ name }) }, name)
+    const fromFollower = await pushThenClose(f, 'forwarded', 20)
+    await w.evaluate(() => window.queen.close())
+    const rejected = fromFollower.answers.filter((a) => a !== 'queued')
+    assert(rejected.length > 0, 'some forwarded pushes were still pending at close()')
+    for (const a of rejected) assert(/^closed: .*may or may not have been applied/.test(a), `a forwarded push pending at close() says its outcome is unknown: ${a}`)
+    assert(await stored('forwarded') >= 200 - rejected.length, 'every push answered queued is stored')
+    await context.close()
+  }],
+
   ['without Web Locks: two tabs pushing at once lose nothing (the storage fence keeps one writer)', async ({ browser, url }) => {
     // A non-secure origin (plain http on a LAN address) has no navigator.locks.
     const context = await browser.newContext()
