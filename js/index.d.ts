@@ -483,7 +483,8 @@ export class Admin {
   deleteMessage(partitionId: string, transactionId: string): Promise<JsonObject>
   /** Replays a dead-lettered message to the end of its partition (idempotent). */
   retryMessage(partitionId: string, transactionId: string): Promise<JsonObject>
-  /** Replays a dead letter by its row id. */
+  /** Replays a dead letter by its row id. A message two groups filed has a row each, and replaying both
+   *  pushes two copies; `retryMessage` (by message address) replays it once. */
   replayDeadLetter(id: string): Promise<JsonObject>
   /** Replays the messages of the dead letters the filter selects, in chunks: one copy per message (the
    *  newest row's, as `dlq:<id>`, so twice adds nothing), and every dead letter of that message goes, other
