@@ -1,10 +1,13 @@
 //! Settings read from the Worker's environment (`[vars]` in `wrangler.toml`, secrets via `wrangler secret`).
 //!
-//! Every setting has a default, so a missing or unparsable variable never stops the broker; the defaults are
-//! the ones in the wire contract (§1.3, §1.12, §7.3 of `shared/spec/wire-contract.md`). Two exceptions stop
-//! the broker (every request answers 503 saying why): a `QUEEN_ENCRYPTION_KEY` that is set but not 64 hex
-//! characters, because running without it would refuse or misread encrypted queues; and a `COMMIT_SHARING`
-//! that is not `off`, `on` or `auto` ([`CommitSharing`]), so a misspelt setting is never taken for another.
+//! Every setting has a default, so a missing variable never stops the broker; the defaults are the ones in the
+//! wire contract (§1.3, §1.12, §7.3 of `docs/wire-contract.md`). A variable that is set but cannot be read
+//! stops the broker (every request answers 503 saying why), so that a misspelt setting is never run as the
+//! default or taken for another: a number that is not a whole number (`MAX_STORED_BYTES`,
+//! `SEGMENT_CACHE_BYTES`, `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT`, `MAX_TIMEOUT`), a `DEFAULT_SUBSCRIPTION_MODE`
+//! other than `new` or `all`, a `QUEEN_ENCRYPTION_KEY` that is not 64 hex characters (running without it would
+//! refuse or misread encrypted queues), and a `COMMIT_SHARING` other than `off`, `on` or `auto`
+//! ([`CommitSharing`]).
 //!
 //! The values are read from the `Env` by `crate::vars` (wasm32); what they mean is decided here, without I/O.
 
@@ -88,8 +91,8 @@ pub struct WorkerConfig {
     pub http: HttpConfig,
     /// `COMMIT_SHARING` ([`CommitSharing`]).
     pub commit_sharing: CommitSharing,
-    /// Why the broker must not start (a malformed [`ENCRYPTION_KEY_SECRET`] or [`COMMIT_SHARING_VAR`]),
-    /// if it must not.
+    /// Why the broker must not start (the first variable that is set but cannot be read: see the module
+    /// doc), if it must not.
     pub startup_error: Option<String>,
 }
 
@@ -97,39 +100,56 @@ impl WorkerConfig {
     /// Makes the settings from `var`, which gives the value of a variable or secret by name (`None` when it
     /// is unset or empty); `worker_id` is reported by `/health`, `now_ms` starts the uptime.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>, worker_id: String, now_ms: i64) -> Self {
-        fn parsed<T: std::str::FromStr>(
-            var: impl Fn(&str) -> Option<String>,
-            name: &str,
-        ) -> Option<T> {
-            var(name).and_then(|v| v.parse().ok())
-        }
+        // The first setting that cannot be read (a value that is not a whole number, a subscription mode
+        // other than `new` and `all`): the broker refuses to start, saying why, rather than run on a default.
+        let mut startup_error: Option<String> = None;
+        let mut number = |name: &str| -> Option<u64> {
+            let value = var(name)?;
+            match value.trim().parse() {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    startup_error.get_or_insert(format!(
+                        "{name} is {value:?}; it takes a whole number"
+                    ));
+                    None
+                }
+            }
+        };
         let mut broker = BrokerConfig::default();
-        match var("DEFAULT_SUBSCRIPTION_MODE").as_deref() {
-            Some("all") => broker.default_subscription_new = false,
-            Some("new") => broker.default_subscription_new = true,
-            _ => {}
-        }
-        broker.max_stored_bytes = match parsed::<u64>(&var, "MAX_STORED_BYTES") {
+        broker.max_stored_bytes = match number("MAX_STORED_BYTES") {
             Some(0) => None,
             Some(n) => Some(n),
             None => Some(DEFAULT_MAX_STORED_BYTES),
         };
-        if let Some(v) = parsed(&var, "SEGMENT_CACHE_BYTES") {
-            broker.cache_bytes = v;
-        }
+        let cache_bytes = number("SEGMENT_CACHE_BYTES");
         let mut http = HttpConfig {
             worker_id,
             started_at_ms: now_ms,
             ..HttpConfig::default()
         };
-        if let Some(v) = parsed(&var, "MAX_BODY_BYTES") {
-            http.limits.max_body_bytes = v;
+        let max_body_bytes = number("MAX_BODY_BYTES");
+        let default_wait_ms = number("DEFAULT_TIMEOUT");
+        let max_wait_ms = number("MAX_TIMEOUT");
+        if let Some(v) = cache_bytes {
+            broker.cache_bytes = v as usize;
         }
-        if let Some(v) = parsed(&var, "DEFAULT_TIMEOUT") {
+        if let Some(v) = max_body_bytes {
+            http.limits.max_body_bytes = v as usize;
+        }
+        if let Some(v) = default_wait_ms {
             http.limits.default_wait_ms = v;
         }
-        if let Some(v) = parsed(&var, "MAX_TIMEOUT") {
+        if let Some(v) = max_wait_ms {
             http.limits.max_wait_ms = v;
+        }
+        match var("DEFAULT_SUBSCRIPTION_MODE").as_deref() {
+            None | Some("new") => broker.default_subscription_new = true,
+            Some("all") => broker.default_subscription_new = false,
+            Some(other) => {
+                startup_error.get_or_insert(format!(
+                    "DEFAULT_SUBSCRIPTION_MODE is {other:?}; it takes \"new\" or \"all\""
+                ));
+            }
         }
         let tokens: Vec<AuthToken> = TOKEN_SECRETS
             .iter()
@@ -151,11 +171,12 @@ impl WorkerConfig {
                 skip_paths: var("JWT_SKIP_PATHS"),
             }));
         }
-        let mut startup_error = None;
         if let Some(hex) = var(ENCRYPTION_KEY_SECRET) {
             match EncryptionKey::from_hex(&hex) {
                 Ok(key) => http.encryption = Some(key),
-                Err(e) => startup_error = Some(format!("{ENCRYPTION_KEY_SECRET} is invalid: {e}")),
+                Err(e) => {
+                    startup_error.get_or_insert(format!("{ENCRYPTION_KEY_SECRET} is invalid: {e}"));
+                }
             }
         }
         let commit_sharing = match CommitSharing::parse(var(COMMIT_SHARING_VAR).as_deref()) {
@@ -189,6 +210,57 @@ mod tests {
         assert_eq!(CommitSharing::parse(Some("off")), Ok(CommitSharing::Off));
         assert_eq!(CommitSharing::parse(Some("on")), Ok(CommitSharing::On));
         assert_eq!(CommitSharing::parse(Some("auto")), Ok(CommitSharing::Auto));
+    }
+
+    fn config_of(vars: &[(&str, &str)]) -> WorkerConfig {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        WorkerConfig::from_vars(
+            |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()),
+            String::new(),
+            0,
+        )
+    }
+
+    #[test]
+    fn readable_settings_are_taken_and_start_the_broker() {
+        let config = config_of(&[
+            ("DEFAULT_TIMEOUT", "1500"),
+            ("MAX_TIMEOUT", "9000"),
+            ("MAX_BODY_BYTES", "1024"),
+            ("MAX_STORED_BYTES", "0"),
+            ("DEFAULT_SUBSCRIPTION_MODE", "all"),
+        ]);
+        assert_eq!(config.startup_error, None);
+        assert_eq!(config.http.limits.default_wait_ms, 1500);
+        assert_eq!(config.http.limits.max_wait_ms, 9000);
+        assert_eq!(config.http.limits.max_body_bytes, 1024);
+        assert_eq!(config.broker.max_stored_bytes, None);
+        assert!(!config.broker.default_subscription_new);
+        assert_eq!(config_of(&[]).startup_error, None);
+        assert!(config_of(&[]).broker.default_subscription_new);
+    }
+
+    #[test]
+    fn a_setting_that_cannot_be_read_stops_the_broker_naming_it() {
+        for (name, value) in [
+            ("DEFAULT_TIMEOUT", "abc"),
+            ("MAX_TIMEOUT", "-1"),
+            ("MAX_BODY_BYTES", "16MB"),
+            ("MAX_STORED_BYTES", "1e9"),
+            ("SEGMENT_CACHE_BYTES", "lots"),
+            ("DEFAULT_SUBSCRIPTION_MODE", "NEW"),
+            ("COMMIT_SHARING", "yes"),
+            ("QUEEN_ENCRYPTION_KEY", "abc"),
+        ] {
+            let error = config_of(&[(name, value)]).startup_error;
+            assert!(
+                error.as_deref().is_some_and(|e| e.contains(name)),
+                "{name}={value}: {error:?}"
+            );
+        }
     }
 
     #[test]
