@@ -108,18 +108,19 @@ impl WorkerConfig {
             match value.trim().parse() {
                 Ok(n) => Some(n),
                 Err(_) => {
-                    startup_error.get_or_insert(format!(
-                        "{name} is {value:?}; it takes a whole number"
-                    ));
+                    startup_error
+                        .get_or_insert(format!("{name} is {value:?}; it takes a whole number"));
                     None
                 }
             }
         };
-        let mut broker = BrokerConfig::default();
-        broker.max_stored_bytes = match number("MAX_STORED_BYTES") {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => Some(DEFAULT_MAX_STORED_BYTES),
+        let mut broker = BrokerConfig {
+            max_stored_bytes: match number("MAX_STORED_BYTES") {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => Some(DEFAULT_MAX_STORED_BYTES),
+            },
+            ..BrokerConfig::default()
         };
         let cache_bytes = number("SEGMENT_CACHE_BYTES");
         let mut http = HttpConfig {
