@@ -13,6 +13,9 @@
  *   answered);
  * - client side: `invalid` (a call that cannot be sent, e.g. an empty transaction).
  */
+/** The `closed` error's message for a request close() interrupted whose outcome is unknown. */
+export const MAYBE_APPLIED = 'this Queen was closed; the request may or may not have been applied'
+
 export class QueenError extends Error {
   /**
    * @param {string} code

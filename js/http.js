@@ -1,6 +1,6 @@
 // The HTTP transport: Queen's API over fetch, to a queen-edge worker or a Queen server.
 
-import { QueenError } from './errors.js'
+import { MAYBE_APPLIED, QueenError } from './errors.js'
 
 /** Parses an answer body: JSON when it parses, the text otherwise, null when empty. */
 export function parseBody(text) {
@@ -71,7 +71,7 @@ export class HttpTransport {
     let lastError = null
     for (let attempt = 0; attempt < this.#retryAttempts; attempt++) {
       if (attempt > 0) await sleep(this.#retryDelayMillis * 2 ** (attempt - 1))
-      if (this.#closed) throw new QueenError('closed', 'this Queen was closed')
+      if (this.#closed) throw new QueenError('closed', attempt > 0 ? MAYBE_APPLIED : 'this Queen was closed')
       const controller = new AbortController()
       this.#inflight.add(controller)
       const timer = setTimeout(() => controller.abort(new QueenError('timeout', `no answer within ${timeoutMs} ms`)), timeoutMs)
@@ -91,7 +91,7 @@ export class HttpTransport {
         return out
       } catch (error) {
         if (this.#closed) {
-          throw new QueenError('closed', 'this Queen was closed; the request may or may not have been applied')
+          throw new QueenError('closed', MAYBE_APPLIED)
         }
         if (controller.signal.aborted) {
           lastError = new QueenError('timeout', `no answer within ${timeoutMs} ms from ${this.#base}${path}`)

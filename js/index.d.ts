@@ -730,9 +730,10 @@ export class Queen {
   /**
    * Stops this client: flushes buffers first (up to 30 s; rejects, after closing, when some items could
    * not be sent), stops the bridge; in the browser a writer hands the database to the next tab or worker.
-   * Requests still pending: in the browser, those this tab's broker is running get their own answers
-   * (resolves once they have them); the others reject with code `closed` and a message saying that
-   * they may or may not have been applied. Requests made after `close()` reject with code `closed`.
+   * Requests still pending: in the browser, those this tab's broker is running get their own answers (a
+   * commit under way finishes; the rest reject with code `closed`, saying nothing of them was written;
+   * resolves once they have them); the others reject with code `closed` and a message saying that they
+   * may or may not have been applied. Requests made after `close()` reject with code `closed`.
    */
   close(): Promise<void>
 }

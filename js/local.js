@@ -52,7 +52,7 @@
 // leaving them leased to nobody until the lease expires.
 
 import init, { WasmBroker } from './pkg/queen_edge.js'
-import { QueenError, asQueenError } from './errors.js'
+import { MAYBE_APPLIED, QueenError, asQueenError } from './errors.js'
 import { parseBody, encodeBody } from './http.js'
 
 // Two builds of the broker: without the view (dashboard) routes, what Queen.open loads by default and
@@ -108,6 +108,9 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 /** How long a long-poll pop at `path` may wait at the writer, ms (0 for anything else). */
+/** The `closed` error's message for a request close() interrupted before anything of it was written. */
+const NOT_WRITTEN = 'this Queen was closed; nothing of the request was written'
+
 function longPollMillis(path) {
   const query = String(path).split('?')[1]
   if (!query) return 0
@@ -414,11 +417,8 @@ export class LocalTransport {
           // The database cannot be opened here (e.g. a newer format): give the lock back and try again
           // later; meanwhile another context may succeed.
           this.#lastError = asQueenError(error)
-          for (const entry of this.#pending.values()) {
-            if (entry.local) {
-              this.#pending.delete(entry.msg.id)
-              entry.reject(this.#lastError)
-            }
+          for (const entry of [...this.#pending.values()]) {
+            if (entry.local) this.#settle(entry.msg.id, null, this.#lastError)
           }
           setTimeout(() => { if (!this.#closed) this.#queueForLock() }, 1000)
           return undefined
@@ -628,13 +628,15 @@ export class LocalTransport {
       response = await broker.handle(method, path, headers, body, requestId)
     } catch (error) {
       const err = asQueenError(error)
+      // After this context's close(), the fenced store refused it before writing anything.
+      if (this.#closed && err.code === 'unavailable') throw new QueenError('closed', NOT_WRITTEN)
       if (err.code !== 'superseded') throw err
       response = null
     }
-    // Closed meanwhile: the broker's answer says what happened (a commit that was in flight finished; the
-    // fenced store refused the rest, 503), so it is delivered as it is. Superseded: nothing was written.
+    // Closed meanwhile: a commit that was in flight finished, and its answer is delivered as it is; a
+    // failure (the fenced store refused it, a 5xx) or a takeover wrote nothing.
     if (this.#closed) {
-      if (!response) throw new QueenError('closed', 'this Queen was closed')
+      if (!response || response.status >= 500) throw new QueenError('closed', NOT_WRITTEN)
       return response
     }
     // A failure on a broker this context stepped down from meanwhile: its store was fenced, so the
@@ -656,7 +658,9 @@ export class LocalTransport {
         } else if (entry.attempts++ >= 5) {
           this.#settle(entry.msg.id, null, new QueenError('superseded',
             `other tabs or workers kept taking over "${this.#name}"; nothing of this request was written`))
-        } else if (this.#pending.has(entry.msg.id) && !this.#closed) {
+        } else if (this.#closed) {
+          this.#settle(entry.msg.id, null, new QueenError('closed', NOT_WRITTEN))
+        } else if (this.#pending.has(entry.msg.id)) {
           // Not written: send it to whoever is the writer now (or run it here if that is us again).
           entry.local = false
           if (this.#role === 'writer') this.#runPendingLocally(entry)
@@ -886,8 +890,8 @@ export class LocalTransport {
    * Closes this context's part: a writer fences its broker (nothing more reaches IndexedDB) and gives the
    * lock to the next waiting context. Requests made later reject with code `closed`. Of the requests still
    * pending, those this context's broker is running get their own answers (a commit already under way
-   * finishes and its request succeeds; the fenced store refuses the rest with a 503), and the promise
-   * resolves once they have them. The others reject with code `closed` at once, saying that their outcome
+   * finishes and its request succeeds; those the fenced store refused reject with code `closed`, saying
+   * nothing of them was written), and the promise resolves once they have them. The others reject with code `closed` at once, saying that their outcome
    * is unknown: a request sent to the writer of another tab or worker, and a long-poll pop (whose messages'
    * lease then expires), may or may not have been applied.
    */
@@ -898,10 +902,10 @@ export class LocalTransport {
     for (const entry of [...this.#pending.values()]) {
       if (entry.local && longPollMillis(entry.msg.path) === 0) continue
       this.#pending.delete(entry.msg.id)
-      entry.reject(new QueenError('closed', 'this Queen was closed; the request may or may not have been applied'))
+      entry.reject(new QueenError('closed', MAYBE_APPLIED))
     }
-    this.#setRole('closed')
     this.#closing = this.#pending.size === 0 ? Promise.resolve() : new Promise((resolve) => { this.#onDrained = resolve })
+    this.#setRole('closed')
     return this.#closing
   }
 }

@@ -4,8 +4,8 @@
 //! wire contract (§1.3, §1.12, §7.3 of `docs/wire-contract.md`). A variable that is set but cannot be read
 //! stops the broker (every request answers 503 saying why), so that a misspelt setting is never run as the
 //! default or taken for another: a number that is not a whole number (`MAX_STORED_BYTES`,
-//! `SEGMENT_CACHE_BYTES`, `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT`, `MAX_TIMEOUT`), a `DEFAULT_SUBSCRIPTION_MODE`
-//! other than `new` or `all`, a `QUEEN_ENCRYPTION_KEY` that is not 64 hex characters (running without it would
+//! `SEGMENT_CACHE_BYTES`, `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT`, `MAX_TIMEOUT`; a size too large for the
+//! target), a `DEFAULT_SUBSCRIPTION_MODE` other than `new` (or Queen's `new-only`) or `all`, a `QUEEN_ENCRYPTION_KEY` that is not 64 hex characters (running without it would
 //! refuse or misread encrypted queues), and a `COMMIT_SHARING` other than `off`, `on` or `auto`
 //! ([`CommitSharing`]).
 //!
@@ -131,11 +131,22 @@ impl WorkerConfig {
         let max_body_bytes = number("MAX_BODY_BYTES");
         let default_wait_ms = number("DEFAULT_TIMEOUT");
         let max_wait_ms = number("MAX_TIMEOUT");
-        if let Some(v) = cache_bytes {
-            broker.cache_bytes = v as usize;
+        // A size that does not fit this target's `usize` (wasm32: 4 GiB) is refused, not wrapped.
+        let mut size = |name: &str, value: Option<u64>| -> Option<usize> {
+            let value = value?;
+            usize::try_from(value).ok().or_else(|| {
+                startup_error.get_or_insert(format!(
+                    "{name} is {value}; it takes at most {}",
+                    usize::MAX
+                ));
+                None
+            })
+        };
+        if let Some(v) = size("SEGMENT_CACHE_BYTES", cache_bytes) {
+            broker.cache_bytes = v;
         }
-        if let Some(v) = max_body_bytes {
-            http.limits.max_body_bytes = v as usize;
+        if let Some(v) = size("MAX_BODY_BYTES", max_body_bytes) {
+            http.limits.max_body_bytes = v;
         }
         if let Some(v) = default_wait_ms {
             http.limits.default_wait_ms = v;
@@ -144,7 +155,7 @@ impl WorkerConfig {
             http.limits.max_wait_ms = v;
         }
         match var("DEFAULT_SUBSCRIPTION_MODE").as_deref() {
-            None | Some("new") => broker.default_subscription_new = true,
+            None | Some("new" | "new-only") => broker.default_subscription_new = true,
             Some("all") => broker.default_subscription_new = false,
             Some(other) => {
                 startup_error.get_or_insert(format!(
@@ -227,6 +238,9 @@ mod tests {
 
     #[test]
     fn readable_settings_are_taken_and_start_the_broker() {
+        let new_only = config_of(&[("DEFAULT_SUBSCRIPTION_MODE", "new-only")]);
+        assert_eq!(new_only.startup_error, None);
+        assert!(new_only.broker.default_subscription_new);
         let config = config_of(&[
             ("DEFAULT_TIMEOUT", "1500"),
             ("MAX_TIMEOUT", "9000"),
