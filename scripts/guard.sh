@@ -10,7 +10,9 @@
 #   guard_port_taken HOST PORT   status 0 when something already listens on PORT (any address when HOST is
 #                                0.0.0.0 or ss is there; HOST itself otherwise)
 #   guard_free_port              prints a TCP port nothing listens on
-#   guard_start CMD [ARG]...     starts CMD under a guard; sets GUARD_PID
+#   guard_start CMD [ARG]...     starts CMD under a guard; sets GUARD_PID. With GUARD_REMOVE set to a path, the
+#                                guard removes it once the server has ended (the script's own files, such as a
+#                                generated config, are gone then even when the script was killed by SIGKILL)
 #   guard_alive                  status 0 while the guard (and so the server) runs
 #   guard_owns_listener PORT     status 0 when the process listening on PORT is in the guard's session
 #   guard_stop                   closes the pipe and waits for the guard; returns its status
@@ -54,6 +56,7 @@ if [ "$done_pid" != "$server" ]; then
   wait "$server" 2>/dev/null || rc=$?
 fi
 for p in $(pgrep -g 0); do [ "$p" != "$$" ] && kill -KILL "$p" 2>/dev/null; done
+[ -n "${GUARD_REMOVE:-}" ] && rm -rf "$GUARD_REMOVE"
 exit "$rc"'
 
 guard_start() {

@@ -161,13 +161,64 @@ test('scripts/serve killed with SIGKILL (no trap runs): its workerd ends too and
   const s = await serve();
   const workerd = descendants(s.child.pid).filter((p) => comm(p) === 'workerd');
   assert.equal(workerd.length, 1);
+  // The generated config's directory, from workerd's command line.
+  const config = readFileSync(`/proc/${workerd[0]}/cmdline`, 'utf8').split('\0').find((a) => a.endsWith('workerd.capnp'));
+  assert.ok(config && existsSync(config), `workerd runs a generated config: ${config}`);
   s.child.kill('SIGKILL'); // the script alone, not its process group
   const exit = await s.exited;
   assert.equal(exit.signal, 'SIGKILL');
   const deadline = Date.now() + 15_000;
-  while (workerd.some(isRunning) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while ((workerd.some(isRunning) || existsSync(config)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   assert.ok(!workerd.some(isRunning), `workerd ${workerd} outlived scripts/serve killed with SIGKILL`);
+  assert.ok(!existsSync(join(config, '..')), `the generated config's directory is removed too: ${config}`);
   await assert.rejects(fetch(`${s.url}/health`, { signal: AbortSignal.timeout(5_000) }), TypeError, 'nothing answers on the port');
+});
+
+test('scripts/serve: secrets reach workerd through its environment, never the generated config', { timeout: 60_000 }, async () => {
+  const devVars = join(state.dir, 'secret.dev.vars');
+  writeFileSync(devVars, 'API_TOKEN=tok-from-dev-vars=xy\nQUEEN_ENCRYPTION_KEY=' + 'ab'.repeat(32) + '\n');
+  const run = spawnSync('bash', [join(ROOT, 'scripts', 'serve'), '--build-dir', join(ROOT, 'worker', 'build'),
+    '--state', join(state.dir, 'not-yet-made'), '--print-config', '--var', 'JWT_SECRET:jwt-from-var'],
+  { encoding: 'utf8', env: { ...process.env, QE_DEV_VARS: devVars } });
+  assert.equal(run.status, 0, run.stderr);
+  for (const secret of ['tok-from-dev-vars=xy', 'ab'.repeat(32), 'jwt-from-var']) {
+    assert.ok(!run.stdout.includes(secret), `the config holds no secret value (${secret})`);
+  }
+  for (const name of ['API_TOKEN', 'QUEEN_ENCRYPTION_KEY', 'JWT_SECRET']) {
+    assert.match(run.stdout, new RegExp(`name = "${name}", fromEnvironment = "QE_SECRET_${name}"`), `${name} is bound from the environment`);
+  }
+  assert.doesNotMatch(run.stderr, /base64|invalid input/, `the secrets decode cleanly:\n${run.stderr}`);
+});
+
+test('scripts/serve with a setting the broker cannot read: it says why and keeps serving the 503s', { timeout: 120_000 }, async () => {
+  const port = await freePort();
+  const child = spawn('bash', [join(ROOT, 'scripts', 'serve'), '--no-build', '--var', 'DEFAULT_TIMEOUT:abc'], {
+    cwd: ROOT,
+    env: { ...process.env, PORT: String(port), QE_STATE_DIR: state.dir, QE_DEV_VARS: '/dev/null' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  try {
+    const deadline = Date.now() + 60_000;
+    while (!out.includes('is running on workerd')) {
+      assert.ok(Date.now() < deadline && child.exitCode === null, `scripts/serve did not come up:\n${out}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.match(out, /\[serve\] the broker cannot start: DEFAULT_TIMEOUT is "abc"; it takes a whole number/);
+    const health = await getJson(`http://127.0.0.1:${port}/health`);
+    assert.equal(health.status, 503);
+    assert.match(health.body.error, /DEFAULT_TIMEOUT/);
+    const push = await getJson(`http://127.0.0.1:${port}/api/v1/push`, { method: 'POST', body: '{"items":[]}', headers: { 'Content-Type': 'application/json' } });
+    assert.equal(push.status, 503);
+    assert.match(push.body.error, /broker unavailable: DEFAULT_TIMEOUT/);
+  } finally {
+    process.kill(-child.pid, 'SIGTERM');
+    await exited;
+  }
 });
 
 test('scripts/serve: COMMIT_SHARING is on for state on a disk, off on tmpfs, and .dev.vars or --var overrides it', { timeout: 60_000 }, async (t) => {
