@@ -5,7 +5,8 @@
 //! Every field is lenient: a value of another type than routing expects reads as absent instead of failing
 //! the parse. The broker tolerates some of those (a non-string `namespace` on a pushed item is ignored), and a
 //! field one route does not use must not decide another's routing. A field a route needs that is absent or
-//! of the wrong type sends the request to shard 0, whose broker answers the 400.
+//! of the wrong type sends the request to shard 0, whose broker answers the 400. A key written twice reads as
+//! its last value, as the broker reads it.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -14,66 +15,135 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 /// The routing fields of a request body (each route reads its own).
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 pub struct BodyShape {
     /// `queue` (configure).
-    #[serde(deserialize_with = "lenient_string")]
     pub queue: Option<String>,
     /// `partitionId` (single ack, traces).
-    #[serde(rename = "partitionId", deserialize_with = "lenient_string")]
     pub partition_id: Option<String>,
     /// `namespace` (configure).
-    #[serde(deserialize_with = "lenient_string")]
     pub namespace: Option<String>,
     /// `task` (configure).
-    #[serde(deserialize_with = "lenient_string")]
     pub task: Option<String>,
     /// `items` (push); an element that is not an object is `None`.
-    #[serde(deserialize_with = "lenient_list")]
     pub items: Option<Vec<Option<ItemShape>>>,
     /// `acknowledgments` (batch ack).
-    #[serde(deserialize_with = "lenient_list")]
     pub acknowledgments: Option<Vec<Option<ItemShape>>>,
     /// `operations` (transaction).
-    #[serde(deserialize_with = "lenient_list")]
     pub operations: Option<Vec<Option<OperationShape>>>,
     /// `limit` (bulk dead-letter work): only whether it is there and not null.
     pub limit: Option<IgnoredAny>,
 }
 
 /// The routing fields of a pushed item or an acknowledgment.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 pub struct ItemShape {
     /// `queue` (pushed item).
-    #[serde(deserialize_with = "lenient_string")]
     pub queue: Option<String>,
     /// `partitionId` (acknowledgment).
-    #[serde(rename = "partitionId", deserialize_with = "lenient_string")]
     pub partition_id: Option<String>,
     /// `namespace` (pushed item).
-    #[serde(deserialize_with = "lenient_string")]
     pub namespace: Option<String>,
     /// `task` (pushed item).
-    #[serde(deserialize_with = "lenient_string")]
     pub task: Option<String>,
 }
 
 /// The routing fields of a transaction operation.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+#[derive(Debug, Default)]
 pub struct OperationShape {
     /// `items` (push operation).
-    #[serde(deserialize_with = "lenient_list")]
     pub items: Option<Vec<Option<ItemShape>>>,
     /// `partitionId` (ack operation).
-    #[serde(rename = "partitionId", deserialize_with = "lenient_string")]
     pub partition_id: Option<String>,
 }
 
+/// A reader of a routing shape from a JSON object: each listed key read with its reader (whose value is its
+/// `.0`), every other key skipped without being built. A key written twice reads as its last value, as the
+/// broker's own readers read it (`queen_edge::http`), so routing sends a request to the shard that will
+/// serve the queue the broker reads. (serde's derived readers refuse a repeated field instead, and such a
+/// body went to shard 0, which stored a queue that was not its own.)
+macro_rules! last_value_wins {
+    ($shape:ty { $($key:literal => $field:ident: $reader:ty),* $(,)? }) => {
+        impl<'de> Deserialize<'de> for $shape {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct ShapeVisitor;
+                impl<'de> Visitor<'de> for ShapeVisitor {
+                    type Value = $shape;
+                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                        f.write_str("a JSON object")
+                    }
+                    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<$shape, A::Error> {
+                        let mut out = <$shape>::default();
+                        while let Some(key) = map.next_key::<String>()? {
+                            match key.as_str() {
+                                $($key => out.$field = map.next_value::<$reader>()?.0,)*
+                                _ => {
+                                    map.next_value::<IgnoredAny>()?;
+                                }
+                            }
+                        }
+                        Ok(out)
+                    }
+                }
+                d.deserialize_map(ShapeVisitor)
+            }
+        }
+    };
+}
+
+last_value_wins!(BodyShape {
+    "queue" => queue: LenientString,
+    "partitionId" => partition_id: LenientString,
+    "namespace" => namespace: LenientString,
+    "task" => task: LenientString,
+    "items" => items: LenientList<ItemShape>,
+    "acknowledgments" => acknowledgments: LenientList<ItemShape>,
+    "operations" => operations: LenientList<OperationShape>,
+    "limit" => limit: NotNull,
+});
+
+last_value_wins!(ItemShape {
+    "queue" => queue: LenientString,
+    "partitionId" => partition_id: LenientString,
+    "namespace" => namespace: LenientString,
+    "task" => task: LenientString,
+});
+
+last_value_wins!(OperationShape {
+    "items" => items: LenientList<ItemShape>,
+    "partitionId" => partition_id: LenientString,
+});
+
+/// [`lenient_string`] as a reader.
+struct LenientString(Option<String>);
+
+impl<'de> Deserialize<'de> for LenientString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient_string(d).map(LenientString)
+    }
+}
+
+/// [`lenient_list`] as a reader.
+struct LenientList<T>(Option<Vec<Option<T>>>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for LenientList<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        lenient_list(d).map(LenientList)
+    }
+}
+
+/// Any JSON value, skipped: `Some` unless it is `null`.
+struct NotNull(Option<IgnoredAny>);
+
+impl<'de> Deserialize<'de> for NotNull {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Option::<IgnoredAny>::deserialize(d).map(NotNull)
+    }
+}
+
 /// The routing fields of `body`; `None` when it is not JSON (or not a JSON object): the request then goes
-/// to shard 0, which answers the 400. An empty body has no fields.
+/// to shard 0, which answers the 400. An empty body has no fields. A key written twice reads as its last
+/// value ([`last_value_wins`]).
 pub fn shape(body: &[u8]) -> Option<BodyShape> {
     if body.is_empty() {
         return Some(BodyShape::default());
@@ -237,5 +307,29 @@ mod tests {
         );
         assert!(shape(b"{not json").is_none());
         assert!(shape(b"").is_some());
+    }
+
+    #[test]
+    fn a_repeated_key_reads_as_its_last_value_at_every_level() {
+        let s = shape(
+            br#"{"queue":"first","queue":"last","items":[{"queue":"a"}],"items":[{"queue":"x","payload":1,"queue":"y"}],"namespace":1,"namespace":"ns","operations":[{"partitionId":"p1","partitionId":"p2","items":[{"queue":"b","queue":"c"}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.queue.as_deref(), Some("last"));
+        assert_eq!(s.namespace.as_deref(), Some("ns"));
+        let items = s.items.unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0].as_ref().unwrap().queue.as_deref(), Some("y"));
+        let op = s.operations.unwrap().remove(0).unwrap();
+        assert_eq!(op.partition_id.as_deref(), Some("p2"));
+        assert_eq!(
+            op.items.unwrap()[0].as_ref().unwrap().queue.as_deref(),
+            Some("c")
+        );
+        // Beside a payload nested deeper than a JSON tree may be (the broker keeps payloads as text).
+        let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+        let body = format!(r#"{{"items":[{{"queue":"a","payload":{deep},"queue":"b"}}]}}"#);
+        let items = shape(body.as_bytes()).unwrap().items.unwrap();
+        assert_eq!(items[0].as_ref().unwrap().queue.as_deref(), Some("b"));
     }
 }

@@ -277,6 +277,29 @@ test('a spanning push one shard refuses: its items come back failed, the others 
   }
 });
 
+test('a key written twice routes by its last value, as the broker reads it: the message is where pops find it', async () => {
+  const fresh = tempPersistDir();
+  const w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: String(SHARDS) } });
+  try {
+    const [first, last] = onDistinctShards('twice-', 2);
+    const raw = `{"items":[{"queue":"${first}","payload":{"n":1},"transactionId":"twice-1","queue":"${last}"}]}`;
+    const push = await getJson(`${w.url}/api/v1/push`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: raw });
+    assert.equal(push.status, 201, JSON.stringify(push.body));
+    assert.equal(push.body[0].queueName, last);
+    assert.equal((Number(push.body[0].partitionId) - 1) % SHARDS, shardOf(last), 'stored on the shard of the queue it names');
+    const txn = await getJson(`${w.url}/api/v1/transaction`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: `{"operations":[{"type":"push","items":[{"queue":"${first}","queue":"${last}","payload":2,"transactionId":"twice-2"}]}]}` });
+    assert.equal(txn.status, 200, JSON.stringify(txn.body));
+    const got = await getJson(`${w.url}/api/v1/pop/queue/${last}?batch=10&wait=false`);
+    assert.equal(got.status, 200, JSON.stringify(got.body));
+    assert.deepEqual(got.body.messages.map((m) => m.transactionId), ['twice-1', 'twice-2']);
+    assert.equal((await getJson(`${w.url}/api/v1/resources/queues/${first}`)).status, 404, `nothing was stored as ${first}`);
+  } finally {
+    await w.stop();
+    fresh.cleanup();
+  }
+});
+
 test('a spanning push one shard refuses, whose other part the broker reads but a JSON tree cannot', async () => {
   const fresh = tempPersistDir();
   const w = await startWorker({ persistTo: fresh.dir, vars: { SHARDS: String(SHARDS), QUEEN_TEST_ROUTES: 'true' } });
