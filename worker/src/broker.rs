@@ -117,6 +117,8 @@ pub struct Broker {
     /// Whether commits are shared (`COMMIT_SHARING`); with `auto`, every answer of [`Broker::answer`] is
     /// fed to the policy the engine's host asks.
     sharing: Sharing,
+    /// This object's shard and the broker's shard count, `(index, count)`, once its engine is open.
+    placement: std::cell::Cell<Option<(u16, u16)>>,
 }
 
 impl Broker {
@@ -157,6 +159,7 @@ impl Broker {
         };
         let mut broker_config = self.config.broker.clone();
         broker_config.shard = queen_edge::core::ids::ShardTag { index, count };
+        self.placement.set(Some((index, count)));
         let store = DoStore::open(&storage).map_err(|e| e.message)?;
         let host = WorkerHost {
             sharing: self.sharing.clone(),
@@ -421,6 +424,9 @@ impl Broker {
             Ok(engine) => engine,
             Err(message) => return self.unavailable(&request.path, message),
         };
+        if let Some(refusal) = self.misrouted(&request) {
+            return refusal;
+        }
         // The entry Worker checked the token already; the object checks again (it trusts no header).
         let outcome = queen_edge::http::jwt::authenticate(
             &self.config.http,
@@ -438,6 +444,25 @@ impl Broker {
         // A request may have created the first queue of an idle broker.
         self.arm_alarm_if_needed(&engine).await;
         answer
+    }
+
+    /// The 500 for a write of a queue another shard serves ([`crate::shape::stray_queue`]), before anything
+    /// of it is applied: storing it here would answer it as done while no pop could reach it.
+    fn misrouted(&self, request: &HttpRequest) -> Option<HttpResponse> {
+        let (index, count) = self.placement.get()?;
+        if request.method != "POST" {
+            return None;
+        }
+        let (queue, home) = crate::shape::stray_queue(&request.path, &request.body, index, count)?;
+        let message = format!(
+            "misrouted: queue {queue:?} is served by shard {home}, and this request reached shard {index}; nothing of it was applied"
+        );
+        console_error!("{message}");
+        Some(HttpResponse {
+            status: 500,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: serde_json::to_vec(&json!({ "error": message })).unwrap_or_default(),
+        })
     }
 
     /// Runs retention and eviction, then schedules the next run. A failure is logged and retried at
@@ -528,6 +553,7 @@ impl BrokerObject {
                 shard_hint: std::cell::RefCell::new(None),
                 refusal: std::cell::RefCell::new(None),
                 sharing,
+                placement: std::cell::Cell::new(None),
             }),
         }
     }

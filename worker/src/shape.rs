@@ -151,6 +151,43 @@ pub fn shape(body: &[u8]) -> Option<BodyShape> {
     serde_json::from_slice(body).ok()
 }
 
+/// The first queue a write names that shard `index` of `count` does not serve, with the shard that does: the
+/// items of a push (`/api/v1/push`), the pushed items of a transaction (`/api/v1/transaction`), the queue of a
+/// configure (`/api/v1/configure`); `None` for any other request, a body routing cannot read (its broker answers
+/// the 400), or one shard. The entry Worker routes each queue to its shard, so a stray queue is a routing
+/// fault: the shard refuses the request rather than store a queue no pop can reach (`crate::broker`).
+pub fn stray_queue(path: &str, body: &[u8], index: u16, count: u16) -> Option<(String, u16)> {
+    if count <= 1 {
+        return None;
+    }
+    let shape = match path {
+        "/api/v1/push" | "/api/v1/transaction" | "/api/v1/configure" => shape(body)?,
+        _ => return None,
+    };
+    let items = |list: &Option<Vec<Option<ItemShape>>>| -> Vec<String> {
+        list.iter()
+            .flatten()
+            .flatten()
+            .filter_map(|item| item.queue.clone())
+            .collect()
+    };
+    let queues = match path {
+        "/api/v1/push" => items(&shape.items),
+        "/api/v1/transaction" => shape
+            .operations
+            .iter()
+            .flatten()
+            .flatten()
+            .flat_map(|op| items(&op.items))
+            .collect(),
+        _ => shape.queue.into_iter().collect(),
+    };
+    queues.into_iter().find_map(|queue| {
+        let home = crate::shards::shard_of_queue(&queue, count);
+        (home != index).then_some((queue, home))
+    })
+}
+
 /// Any JSON value: a string is kept, anything else skipped as `None`.
 fn lenient_string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     struct StringOrSkip;
@@ -307,6 +344,50 @@ mod tests {
         );
         assert!(shape(b"{not json").is_none());
         assert!(shape(b"").is_some());
+    }
+
+    #[test]
+    fn a_write_of_a_queue_another_shard_serves_is_found() {
+        use crate::shards::shard_of_queue;
+        let home = |q: &str| shard_of_queue(q, 4);
+        let (mine, other) =
+            (0..100)
+                .map(|i| format!("q{i}"))
+                .fold((None, None), |(mine, other), q| match home(&q) {
+                    1 => (mine.or(Some(q)), other),
+                    _ => (mine, other.or(Some(q))),
+                });
+        let (mine, other) = (mine.unwrap(), other.unwrap());
+        let push =
+            |q: &str| format!(r#"{{"queue":"{other}","items":[{{"queue":"{q}","payload":1}}]}}"#);
+        // A push's top-level `queue` is not read (the push does not use it); its items' are.
+        assert_eq!(
+            stray_queue("/api/v1/push", push(&mine).as_bytes(), 1, 4),
+            None
+        );
+        assert_eq!(
+            stray_queue("/api/v1/push", push(&other).as_bytes(), 1, 4),
+            Some((other.clone(), home(&other)))
+        );
+        let txn = format!(
+            r#"{{"operations":[{{"type":"push","items":[{{"queue":"{mine}"}},{{"queue":"{other}"}}]}}]}}"#
+        );
+        assert_eq!(
+            stray_queue("/api/v1/transaction", txn.as_bytes(), 1, 4),
+            Some((other.clone(), home(&other)))
+        );
+        let configure = format!(r#"{{"queue":"{other}"}}"#);
+        assert!(stray_queue("/api/v1/configure", configure.as_bytes(), 1, 4).is_some());
+        // One shard, another route, or a body routing cannot read: nothing to check here.
+        assert_eq!(
+            stray_queue("/api/v1/push", push(&other).as_bytes(), 0, 1),
+            None
+        );
+        assert_eq!(
+            stray_queue("/api/v1/ack", push(&other).as_bytes(), 1, 4),
+            None
+        );
+        assert_eq!(stray_queue("/api/v1/push", b"{not json", 1, 4), None);
     }
 
     #[test]
