@@ -33,7 +33,8 @@ function descendants(pid) {
 function safeReaddir(dir) { try { return readdirSync(dir); } catch { return []; } }
 function comm(pid) { try { return readFileSync(`/proc/${pid}/comm`, 'utf8').trim(); } catch { return '?'; } }
 
-async function serve({ args = [], env = {} } = {}) {
+/** Starts scripts/serve and waits for its URL; `health` is the status /health must answer then. */
+async function serve({ args = [], env = {}, health: healthStatus = 200 } = {}) {
   const port = await freePort();
   const child = spawn('bash', [join(ROOT, 'scripts', 'serve'), '--no-build', ...args], {
     cwd: ROOT,
@@ -53,7 +54,7 @@ async function serve({ args = [], env = {} } = {}) {
     await new Promise((r) => setTimeout(r, 100));
   }
   const health = await getJson(`${url}/health`);
-  assert.equal(health.status, 200, 'the URL is printed only once /health answers');
+  assert.equal(health.status, healthStatus, 'the URL is printed only once /health answers');
   const workerd = descendants(child.pid).filter((p) => comm(p) === 'workerd');
   assert.equal(workerd.length, 1, `one workerd under scripts/serve: ${descendants(child.pid).map(comm)}`);
   return { url, child, exited, output: () => out };
@@ -191,33 +192,17 @@ test('scripts/serve: secrets reach workerd through its environment, never the ge
 });
 
 test('scripts/serve with a setting the broker cannot read: it says why and keeps serving the 503s', { timeout: 120_000 }, async () => {
-  const port = await freePort();
-  const child = spawn('bash', [join(ROOT, 'scripts', 'serve'), '--no-build', '--var', 'DEFAULT_TIMEOUT:abc'], {
-    cwd: ROOT,
-    env: { ...process.env, PORT: String(port), QE_STATE_DIR: state.dir, QE_DEV_VARS: '/dev/null' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let out = '';
-  child.stdout.on('data', (d) => { out += d; });
-  child.stderr.on('data', (d) => { out += d; });
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const s = await serve({ args: ['--var', 'DEFAULT_TIMEOUT:abc'], health: 503 });
   try {
-    const deadline = Date.now() + 60_000;
-    while (!out.includes('is running on workerd')) {
-      assert.ok(Date.now() < deadline && child.exitCode === null, `scripts/serve did not come up:\n${out}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.match(out, /\[serve\] the broker cannot start: DEFAULT_TIMEOUT is "abc"; it takes a whole number/);
-    const health = await getJson(`http://127.0.0.1:${port}/health`);
-    assert.equal(health.status, 503);
+    assert.match(s.output(), /\[serve\] the broker cannot start: DEFAULT_TIMEOUT is "abc"; it takes a whole number/);
+    const health = await getJson(`${s.url}/health`);
     assert.match(health.body.error, /DEFAULT_TIMEOUT/);
-    const push = await getJson(`http://127.0.0.1:${port}/api/v1/push`, { method: 'POST', body: '{"items":[]}', headers: { 'Content-Type': 'application/json' } });
+    const push = await getJson(`${s.url}/api/v1/push`, { method: 'POST', body: '{"items":[]}', headers: { 'Content-Type': 'application/json' } });
     assert.equal(push.status, 503);
     assert.match(push.body.error, /broker unavailable: DEFAULT_TIMEOUT/);
   } finally {
-    process.kill(-child.pid, 'SIGTERM');
-    await exited;
+    process.kill(-s.child.pid, 'SIGTERM');
+    await s.exited;
   }
 });
 
