@@ -107,10 +107,10 @@ export function lacksWasmSimd() {
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-/** How long a long-poll pop at `path` may wait at the writer, ms (0 for anything else). */
 /** The `closed` error's message for a request close() interrupted before anything of it was written. */
 const NOT_WRITTEN = 'this Queen was closed; nothing of the request was written'
 
+/** How long a long-poll pop at `path` may wait at the writer, ms (0 for anything else). */
 function longPollMillis(path) {
   const query = String(path).split('?')[1]
   if (!query) return 0
@@ -891,9 +891,9 @@ export class LocalTransport {
    * lock to the next waiting context. Requests made later reject with code `closed`. Of the requests still
    * pending, those this context's broker is running get their own answers (a commit already under way
    * finishes and its request succeeds; those the fenced store refused reject with code `closed`, saying
-   * nothing of them was written), and the promise resolves once they have them. The others reject with code `closed` at once, saying that their outcome
-   * is unknown: a request sent to the writer of another tab or worker, and a long-poll pop (whose messages'
-   * lease then expires), may or may not have been applied.
+   * nothing of them was written), and the promise resolves once they have them. The others reject with code
+   * `closed` at once, saying that their outcome is unknown: a request sent to the writer of another tab or
+   * worker, and a long-poll pop (whose messages' lease then expires), may or may not have been applied.
    */
   close() {
     if (this.#closed) return this.#closing
