@@ -100,58 +100,32 @@ impl WorkerConfig {
     /// Makes the settings from `var`, which gives the value of a variable or secret by name (`None` when it
     /// is unset or empty); `worker_id` is reported by `/health`, `now_ms` starts the uptime.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>, worker_id: String, now_ms: i64) -> Self {
-        // The first setting that cannot be read (a value that is not a whole number, a subscription mode
-        // other than `new` and `all`): the broker refuses to start, saying why, rather than run on a default.
+        // The first setting that cannot be read: the broker refuses to start, saying why, rather than run on a
+        // default it was not given.
         let mut startup_error: Option<String> = None;
-        let mut number = |name: &str| -> Option<u64> {
-            let value = var(name)?;
-            match value.trim().parse() {
-                Ok(n) => Some(n),
-                Err(_) => {
-                    startup_error
-                        .get_or_insert(format!("{name} is {value:?}; it takes a whole number"));
-                    None
-                }
-            }
-        };
         let mut broker = BrokerConfig {
-            max_stored_bytes: match number("MAX_STORED_BYTES") {
+            max_stored_bytes: match whole::<u64>(&var, "MAX_STORED_BYTES", &mut startup_error) {
                 Some(0) => None,
                 Some(n) => Some(n),
                 None => Some(DEFAULT_MAX_STORED_BYTES),
             },
             ..BrokerConfig::default()
         };
-        let cache_bytes = number("SEGMENT_CACHE_BYTES");
+        if let Some(v) = whole(&var, "SEGMENT_CACHE_BYTES", &mut startup_error) {
+            broker.cache_bytes = v;
+        }
         let mut http = HttpConfig {
             worker_id,
             started_at_ms: now_ms,
             ..HttpConfig::default()
         };
-        let max_body_bytes = number("MAX_BODY_BYTES");
-        let default_wait_ms = number("DEFAULT_TIMEOUT");
-        let max_wait_ms = number("MAX_TIMEOUT");
-        // A size that does not fit this target's `usize` (wasm32: 4 GiB) is refused, not wrapped.
-        let mut size = |name: &str, value: Option<u64>| -> Option<usize> {
-            let value = value?;
-            usize::try_from(value).ok().or_else(|| {
-                startup_error.get_or_insert(format!(
-                    "{name} is {value}; it takes at most {}",
-                    usize::MAX
-                ));
-                None
-            })
-        };
-        if let Some(v) = size("SEGMENT_CACHE_BYTES", cache_bytes) {
-            broker.cache_bytes = v;
-        }
-        if let Some(v) = size("MAX_BODY_BYTES", max_body_bytes) {
+        if let Some(v) = whole(&var, "MAX_BODY_BYTES", &mut startup_error) {
             http.limits.max_body_bytes = v;
         }
-        if let Some(v) = default_wait_ms {
+        if let Some(v) = whole(&var, "DEFAULT_TIMEOUT", &mut startup_error) {
             http.limits.default_wait_ms = v;
         }
-        if let Some(v) = max_wait_ms {
+        if let Some(v) = whole(&var, "MAX_TIMEOUT", &mut startup_error) {
             http.limits.max_wait_ms = v;
         }
         match var("DEFAULT_SUBSCRIPTION_MODE").as_deref() {
@@ -205,6 +179,24 @@ impl WorkerConfig {
             startup_error,
         }
     }
+}
+
+/// The variable `name` as a whole number of type `T`, `None` when it is unset; a value that is not one, or does
+/// not fit `T` (a `usize` on wasm32 holds less than 4 GiB), is `None` too and is noted in `error` (the first
+/// such note is kept).
+fn whole<T: std::str::FromStr>(
+    var: impl Fn(&str) -> Option<String>,
+    name: &str,
+    error: &mut Option<String>,
+) -> Option<T> {
+    let value = var(name)?;
+    let parsed = value.trim().parse().ok();
+    if parsed.is_none() {
+        error.get_or_insert(format!(
+            "{name} is {value:?}; it takes a whole number this runtime can hold"
+        ));
+    }
+    parsed
 }
 
 /// True for `true` and `1`: the contract's rule for a boolean variable.
