@@ -4,8 +4,8 @@
 //! wire contract (§1.3, §1.12, §7.3 of `docs/wire-contract.md`). A variable that is set but cannot be read
 //! stops the broker (every request answers 503 saying why), so that a misspelt setting is never run as the
 //! default or taken for another: a number that is not a whole number (`MAX_STORED_BYTES`,
-//! `SEGMENT_CACHE_BYTES`, `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT`, `MAX_TIMEOUT`; a size too large for the
-//! target), a `DEFAULT_SUBSCRIPTION_MODE` other than `new` (or Queen's `new-only`) or `all`, a `QUEEN_ENCRYPTION_KEY` that is not 64 hex characters (running without it would
+//! `SEGMENT_CACHE_BYTES`, `MAX_BODY_BYTES`, `DEFAULT_TIMEOUT`, `MAX_TIMEOUT`, `TXN_TIMEOUT_MS`; a size too
+//! large for the target), a `DEFAULT_SUBSCRIPTION_MODE` other than `new` (or Queen's `new-only`) or `all`, a `QUEEN_ENCRYPTION_KEY` that is not 64 hex characters (running without it would
 //! refuse or misread encrypted queues), and a `COMMIT_SHARING` other than `off`, `on` or `auto`
 //! ([`CommitSharing`]).
 //!
@@ -44,6 +44,29 @@ pub const ENCRYPTION_KEY_SECRET: &str = "QUEEN_ENCRYPTION_KEY";
 
 /// The variable that says whether concurrent requests share Durable Object commits ([`CommitSharing`]).
 pub const COMMIT_SHARING_VAR: &str = "COMMIT_SHARING";
+
+/// The variable that bounds how long a transaction across shards may stay undecided, or a part of it
+/// prepared, in ms ([`txn_timeout_ms`]).
+pub const TXN_TIMEOUT_VAR: &str = "TXN_TIMEOUT_MS";
+/// The transaction timeout when [`TXN_TIMEOUT_VAR`] is not set.
+pub const DEFAULT_TXN_TIMEOUT_MS: i64 = 10_000;
+/// The shortest transaction timeout taken: a smaller value is raised to it.
+pub const MIN_TXN_TIMEOUT_MS: i64 = 100;
+
+/// Reads [`TXN_TIMEOUT_VAR`]'s value: unset is [`DEFAULT_TXN_TIMEOUT_MS`]; a whole number is taken, raised
+/// to [`MIN_TXN_TIMEOUT_MS`] when smaller; anything else is an error naming the variable.
+pub fn txn_timeout_ms(value: Option<&str>) -> Result<i64, String> {
+    match value {
+        None => Ok(DEFAULT_TXN_TIMEOUT_MS),
+        Some(text) => text
+            .trim()
+            .parse::<i64>()
+            .map(|ms| ms.max(MIN_TXN_TIMEOUT_MS))
+            .map_err(|_| {
+                format!("{TXN_TIMEOUT_VAR} is {text:?}; it takes a whole number of milliseconds")
+            }),
+    }
+}
 
 /// Whether a commit's leader waits for the requests workerd holds so that they ride in its commit
 /// (`queen_edge::engine::Host::gather`; the engine's group commit, *Gathering*). It pays where a commit
@@ -165,6 +188,9 @@ impl WorkerConfig {
                 }
             }
         }
+        if let Err(e) = txn_timeout_ms(var(TXN_TIMEOUT_VAR).as_deref()) {
+            startup_error.get_or_insert(e);
+        }
         let commit_sharing = match CommitSharing::parse(var(COMMIT_SHARING_VAR).as_deref()) {
             Ok(sharing) => sharing,
             Err(e) => {
@@ -261,6 +287,7 @@ mod tests {
             ("DEFAULT_SUBSCRIPTION_MODE", "NEW"),
             ("COMMIT_SHARING", "yes"),
             ("QUEEN_ENCRYPTION_KEY", "abc"),
+            ("TXN_TIMEOUT_MS", "10s"),
         ] {
             let error = config_of(&[(name, value)]).startup_error;
             assert!(
@@ -268,6 +295,17 @@ mod tests {
                 "{name}={value}: {error:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_transaction_timeout_is_the_default_unset_and_at_least_the_minimum() {
+        assert_eq!(txn_timeout_ms(None), Ok(DEFAULT_TXN_TIMEOUT_MS));
+        assert_eq!(txn_timeout_ms(Some("2500")), Ok(2500));
+        assert_eq!(txn_timeout_ms(Some("5")), Ok(MIN_TXN_TIMEOUT_MS));
+        assert!(txn_timeout_ms(Some("2.5"))
+            .unwrap_err()
+            .contains(TXN_TIMEOUT_VAR));
+        assert_eq!(config_of(&[(TXN_TIMEOUT_VAR, "2500")]).startup_error, None);
     }
 
     #[test]

@@ -57,21 +57,17 @@ pub const OWNER_HEADER: &str = "x-queen-txn-owner";
 const RECORD_PREFIX: &str = "txn/";
 /// Storage key that marks an object as a coordinator (its alarm recovers transactions, nothing else).
 pub const MARKER_KEY: &str = "queen-txn-coordinator";
-/// How long a transaction may stay undecided, or a part prepared, unless the var `TXN_TIMEOUT_MS`
-/// says otherwise.
-pub const DEFAULT_TIMEOUT_MS: i64 = 10_000;
-
 thread_local! {
     /// Transactions a live run in this isolate is driving (the alarm leaves them to it).
     static RUNNING: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
 }
 
-/// The phase timeout: the var `TXN_TIMEOUT_MS` (at least 100 ms), else [`DEFAULT_TIMEOUT_MS`].
+/// The phase timeout, `TXN_TIMEOUT_MS` ([`crate::config::txn_timeout_ms`]). A value that cannot be read
+/// stops every shard of the broker (its `WorkerConfig` notes it), so the default this falls back to
+/// then decides nothing: no shard prepares.
 pub fn timeout(env: &Env) -> i64 {
-    var(env, "TXN_TIMEOUT_MS")
-        .and_then(|v| v.parse::<i64>().ok())
-        .map(|ms| ms.max(100))
-        .unwrap_or(DEFAULT_TIMEOUT_MS)
+    crate::config::txn_timeout_ms(var(env, crate::config::TXN_TIMEOUT_VAR).as_deref())
+        .unwrap_or(crate::config::DEFAULT_TXN_TIMEOUT_MS)
 }
 
 /// Where a transaction is.
