@@ -1162,25 +1162,121 @@ fn transactions_are_all_or_nothing_and_count_duplicates() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn transaction_failing_midway_asks_the_engine_to_roll_back() {
     let mut h = Harness::new();
-    h.push_n("q", 2);
+    let pushed = h.push_n("q", 3);
     let r = h.pop("q", None, 1);
     let m = &r.messages[0];
-    // The first ack completes the batch and releases the lease; the second, fenced by the same lease,
-    // is refused: state was touched, so the core asks for a reload.
+    // The ack of the leased message passes; the ack of a message past the leased span, under the same
+    // lease, is refused when the acks are resolved (the precheck sees a live lease): a push and an ack
+    // were applied by then, so the core asks for a reload.
     let ops = vec![
+        TxOperation::Push(vec![PushItem::new("out", json!(1))]),
         TxOperation::Ack {
             item: AckItem::new(&m.transaction_id, &m.partition_id, C).with_lease(&r.lease_id),
             group: None,
         },
         TxOperation::Ack {
-            item: AckItem::new(&m.transaction_id, &m.partition_id, C).with_lease(&r.lease_id),
+            item: AckItem::new(&pushed[2].transaction_id, &m.partition_id, C)
+                .with_lease(&r.lease_id),
             group: None,
         },
     ];
     let reply = h.broker.transaction(h.now, ops);
     assert!(!reply.success);
+    assert_eq!(
+        reply.results.len(),
+        3,
+        "the results end at the failing ack's"
+    );
     assert!(h.broker.take_discard_flag());
     assert!(h.broker.take_changes().is_empty());
+}
+
+/// Contract §3.5: the ack ops of a transaction are one ack call, resolved per lane in any order. Two
+/// acks under one lease both see the lease the transaction found (the first does not release it
+/// under the second), whatever their order and statuses.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_transactions_acks_under_one_lease_resolve_together_in_any_order() {
+    for statuses in [[C, C], [F, C], [F, F]] {
+        let mut h = Harness::new();
+        h.push_n("q", 2);
+        let r = h.pop("q", None, 2);
+        // The later message first: alone, its completed ack would leave the lease live, and a failed
+        // one would release it under the other ack.
+        let ops = [1, 0]
+            .into_iter()
+            .zip(statuses.clone())
+            .map(|(i, status)| {
+                let m = &r.messages[i];
+                TxOperation::Ack {
+                    item: AckItem::new(&m.transaction_id, &m.partition_id, status)
+                        .with_lease(&r.lease_id),
+                    group: None,
+                }
+            })
+            .chain([TxOperation::Push(vec![PushItem::new("out", json!(1))])])
+            .collect();
+        let reply = h.broker.transaction(h.now, ops);
+        h.commit();
+        assert!(reply.success, "{statuses:?}: {:?}", reply.error);
+        let indexes: Vec<usize> = reply
+            .results
+            .iter()
+            .map(|r| match r {
+                TxResult::Ack(a) => a.index,
+                TxResult::Push(p) => p.index,
+            })
+            .collect();
+        assert_eq!(
+            indexes,
+            [0, 1, 2],
+            "{statuses:?}: results in operation order"
+        );
+    }
+}
+
+/// Contract §3.5, row 4: a `failed` charges a lane's budget once per ack call, and a transaction's acks
+/// are one call: three nacks of one batch in one transaction count one retry, as one `/ack/batch` does.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_transactions_nacks_of_one_batch_charge_the_budget_once() {
+    let mut h = Harness::new();
+    h.configure(
+        "q",
+        OptionsPatch {
+            retry_limit: Some(3),
+            retry_delay_ms: Some(0),
+            ..Default::default()
+        },
+    );
+    h.push_n("q", 3);
+    for expected_retry_count in [0, 1, 2] {
+        let r = h.pop("q", None, 3);
+        assert_eq!(r.messages.len(), 3);
+        assert!(
+            r.messages
+                .iter()
+                .all(|m| m.retry_count == expected_retry_count),
+            "{:?}",
+            r.messages.iter().map(|m| m.retry_count).collect::<Vec<_>>()
+        );
+        // Unfenced, as Queen's JS client sends a transaction's acks.
+        let ops = r
+            .messages
+            .iter()
+            .map(|m| TxOperation::Ack {
+                item: AckItem::new(&m.transaction_id, &m.partition_id, F),
+                group: None,
+            })
+            .collect();
+        let reply = h.broker.transaction(h.now, ops);
+        h.commit();
+        assert!(reply.success, "{:?}", reply.error);
+    }
+    // Budget spent (R = N), nothing filed yet: the fourth delivery still holds all three.
+    let r = h.pop("q", None, 3);
+    assert_eq!(r.messages.len(), 3);
+    assert!(r.messages.iter().all(|m| m.retry_count == 3));
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

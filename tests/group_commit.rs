@@ -663,12 +663,22 @@ fn a_recorded_request_whose_later_command_is_undone_fails_whole_and_keeps_nothin
         },
         group: Some("g".into()),
     };
+    // Under the same lease, the message the request pushes first: past the leased span, so its ack is
+    // refused when the transaction's acks are resolved (after the precheck), and the transaction rolls
+    // back (the engine must undo the first ack and the request's push).
+    let past_span = TxOperation::Ack {
+        item: AckItem {
+            lease_id: Some(popped.lease_id.as_str().into()),
+            ..AckItem::new("tx-0", &m.partition_id, AckStatus::Completed)
+        },
+        group: Some("g".into()),
+    };
     let commits = store.commits.get();
-    // The transaction acks the message twice: the second ack fails once the first has applied, so the
-    // transaction rolls back (the engine must undo the first).
     let outcome = run_bounded(recorded(&engine, &store.inner, "req/undone", async {
         push_to(&engine, 0).await?;
-        engine.transaction(vec![ack.clone(), ack.clone()]).await
+        engine
+            .transaction(vec![ack.clone(), past_span.clone()])
+            .await
     }))
     .expect("no deadlock");
     assert!(

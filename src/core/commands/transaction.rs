@@ -48,16 +48,25 @@ impl Broker {
         }
     }
 
-    /// Applies `operations` in order. Not `forced` (a one-broker transaction): the first failed ack
-    /// or unknown operation stops it, drops everything it did (the engine reloads) and is the error.
-    /// `forced` (the commit of a prepared part, module `prepared`): every operation is applied; a
-    /// failed ack is answered in its result and the rest still applies.
+    /// Applies `operations`, with their acks as ONE ack call per consumer group (docs/wire-contract.md
+    /// §3.5: the ack ops of a transaction are one call, resolved per lane, their order not mattering).
+    /// So a lane's retry budget is charged once for the transaction, as for one `/ack/batch`, and
+    /// several acks under one lease are all checked against the lease the transaction found, not
+    /// against what an earlier ack of the same transaction left. The acks are resolved first: an ack
+    /// can only name a message stored before the transaction (`precheck_transaction`), so the pushes do
+    /// not change what they find. The results are in operation order.
+    ///
+    /// Not `forced` (a one-broker transaction): the first failed ack or unknown operation, in operation
+    /// order, fails it: nothing of it is kept (the engine reloads), and the results end at that
+    /// operation's. `forced` (the commit of a prepared part, module `prepared`): every operation is
+    /// applied; a failed ack is answered in its result and the rest still applies.
     pub(crate) fn apply_operations(
         &mut self,
         now: i64,
         operations: Vec<TxOperation>,
         forced: bool,
     ) -> (Vec<TxResult>, Result<(), Option<String>>) {
+        let mut acked = self.ack_per_group(now, &operations);
         let mut results = Vec::new();
         for op in operations {
             match op {
@@ -69,10 +78,15 @@ impl Broker {
                             .map(TxResult::Push),
                     );
                 }
-                TxOperation::Ack { item, group } => {
-                    let mut r = self
-                        .ack(now, group.as_deref(), std::slice::from_ref(&item))
-                        .remove(0);
+                TxOperation::Ack { group, .. } => {
+                    let group = Self::group_name(group.as_deref());
+                    let Some((_, group_results)) = acked
+                        .iter_mut()
+                        .find(|(name, rest)| *name == group && !rest.is_empty())
+                    else {
+                        continue;
+                    };
+                    let mut r = group_results.remove(0);
                     r.index = results.len();
                     let failed = !r.success;
                     let error = r.error.clone();
@@ -98,6 +112,32 @@ impl Broker {
             }
         }
         (results, Ok(()))
+    }
+
+    /// Resolves the acks of `operations` as one ack call per consumer group, the groups in the order
+    /// they first appear; each group's results are in the order of its acks.
+    fn ack_per_group(
+        &mut self,
+        now: i64,
+        operations: &[TxOperation],
+    ) -> Vec<(String, Vec<AckResult>)> {
+        let mut calls: Vec<(String, Vec<AckItem>)> = Vec::new();
+        for op in operations {
+            if let TxOperation::Ack { item, group } = op {
+                let group = Self::group_name(group.as_deref());
+                match calls.iter_mut().find(|(name, _)| *name == group) {
+                    Some((_, items)) => items.push(item.clone()),
+                    None => calls.push((group, vec![item.clone()])),
+                }
+            }
+        }
+        calls
+            .into_iter()
+            .map(|(group, items)| {
+                let results = self.ack(now, Some(&group), &items);
+                (group, results)
+            })
+            .collect()
     }
 
     pub(crate) fn precheck_transaction(
