@@ -68,7 +68,7 @@ impl Broker {
     ) -> (Vec<TxResult>, Result<(), Option<String>>) {
         let mut acked = self.ack_per_group(now, &operations);
         let mut results = Vec::new();
-        for op in operations {
+        for (at, op) in operations.into_iter().enumerate() {
             match op {
                 TxOperation::Push(items) => {
                     let base = results.len();
@@ -78,15 +78,11 @@ impl Broker {
                             .map(TxResult::Push),
                     );
                 }
-                TxOperation::Ack { group, .. } => {
-                    let group = Self::group_name(group.as_deref());
-                    let Some((_, group_results)) = acked
-                        .iter_mut()
-                        .find(|(name, rest)| *name == group && !rest.is_empty())
-                    else {
+                TxOperation::Ack { .. } => {
+                    let Some(found) = acked.iter().position(|r| r.index == at) else {
                         continue;
                     };
-                    let mut r = group_results.remove(0);
+                    let mut r = acked.swap_remove(found);
                     r.index = results.len();
                     let failed = !r.success;
                     let error = r.error.clone();
@@ -115,29 +111,39 @@ impl Broker {
     }
 
     /// Resolves the acks of `operations` as one ack call per consumer group, the groups in the order
-    /// they first appear; each group's results are in the order of its acks.
-    fn ack_per_group(
-        &mut self,
-        now: i64,
-        operations: &[TxOperation],
-    ) -> Vec<(String, Vec<AckResult>)> {
-        let mut calls: Vec<(String, Vec<AckItem>)> = Vec::new();
-        for op in operations {
-            if let TxOperation::Ack { item, group } = op {
-                let group = Self::group_name(group.as_deref());
-                match calls.iter_mut().find(|(name, _)| *name == group) {
-                    Some((_, items)) => items.push(item.clone()),
-                    None => calls.push((group, vec![item.clone()])),
+    /// they first appear. Each result's `index` is its operation's position in `operations`.
+    fn ack_per_group(&mut self, now: i64, operations: &[TxOperation]) -> Vec<AckResult> {
+        let mut acked = Vec::new();
+        let mut groups_done: Vec<String> = Vec::new();
+        for (at, op) in operations.iter().enumerate() {
+            let TxOperation::Ack { group, .. } = op else {
+                continue;
+            };
+            let group = Self::group_name(group.as_deref());
+            if groups_done.contains(&group) {
+                continue;
+            }
+            // This group's acks: this one and those after it.
+            let mut positions = Vec::new();
+            let mut items = Vec::new();
+            for (k, op) in operations.iter().enumerate().skip(at) {
+                if let TxOperation::Ack { item, group: g } = op {
+                    if Self::group_name(g.as_deref()) == group {
+                        positions.push(k);
+                        items.push(item.clone());
+                    }
                 }
             }
+            for (k, mut r) in positions
+                .into_iter()
+                .zip(self.ack(now, Some(&group), &items))
+            {
+                r.index = k;
+                acked.push(r);
+            }
+            groups_done.push(group);
         }
-        calls
-            .into_iter()
-            .map(|(group, items)| {
-                let results = self.ack(now, Some(&group), &items);
-                (group, results)
-            })
-            .collect()
+        acked
     }
 
     pub(crate) fn precheck_transaction(
