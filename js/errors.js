@@ -10,7 +10,7 @@
  *   `server_error`;
  * - transport: `network`, `timeout`, `closed` (the Queen was closed: a request made after it was not sent;
  *   one it interrupted may or may not have been applied, and its message says so), `no_writer` (no tab
- *   answered);
+ *   took the request in time: it was not applied, and a writer that gets to it later leaves it alone);
  * - client side: `invalid` (a call that cannot be sent, e.g. an empty transaction).
  */
 /** The `closed` error's message for a request close() interrupted whose outcome is unknown. */

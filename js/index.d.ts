@@ -536,7 +536,11 @@ export interface OpenOptions {
   maintenanceIntervalMillis?: number
   /** Follower: re-send period while no writer acknowledged a request, ms (default 250; re-sent every 4 periods). */
   resendMillis?: number
-  /** Follower: give up (code `no_writer`) when no writer acknowledged a request this long, ms (default 30000). */
+  /**
+   * Follower: give up (code `no_writer`: not applied) when no writer acknowledged a request this long, ms
+   * (default 30000); a writer that gets to the request later (a tab stalled by a dialog or a debugger)
+   * leaves it alone. The numeric options are checked in every tab at `Queen.open` (code `invalid`).
+   */
   noWriterTimeoutMillis?: number
   /** Writer: how long answers to forwarded requests are kept for re-sends, ms (default 60000). */
   answerCacheMillis?: number

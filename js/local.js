@@ -264,6 +264,16 @@ export class LocalTransport {
     if (!['strict', 'relaxed', 'default'].includes(options.durability ?? 'strict')) {
       throw new QueenError('invalid', 'durability must be "strict", "relaxed" or "default"')
     }
+    // Checked in every context: a follower's bad value would otherwise fail only when it takes over (a
+    // byte count), or never time out (a time as text).
+    for (const name of ['resendMillis', 'noWriterTimeoutMillis', 'answerCacheMillis', 'claimAfterMillis',
+      'maintenanceIntervalMillis', 'maxStoredBytes', 'cacheBytes']) {
+      const value = options[name]
+      const millis = name.endsWith('Millis')
+      if (value != null && !(typeof value === 'number' && value >= 0 && (millis || Number.isSafeInteger(value)))) {
+        throw new QueenError('invalid', `${name} must be ${millis ? 'a number of milliseconds' : 'a whole number of bytes'}`)
+      }
+    }
     const encryption = await cipher(options.encryptionKey)
     const Broker = await loadWasm(options.wasmUrl, options.views === true)
     const transport = new LocalTransport({ ...options, cipher: encryption }, Broker)
@@ -587,7 +597,9 @@ export class LocalTransport {
       const now = Date.now()
       const id = String(now).padStart(15, '0') + ':' + this.#id + ':' + ++this.#seq
       const entry = {
-        msg: { t: 'req', id, from: this.#id, method, path, headers, body },
+        // giveUpAt: when this context stops waiting for a writer to take the request; a writer reached later
+        // leaves it alone (#serveForwarded), so that `no_writer` means it was not applied.
+        msg: { t: 'req', id, from: this.#id, method, path, headers, body, giveUpAt: now + this.#options.noWriterTimeoutMillis },
         resolve,
         reject,
         acked: null,
@@ -697,10 +709,13 @@ export class LocalTransport {
           }
           if (silent >= this.#options.claimAfterMillis) claim = true
         } else {
-          if (now - entry.createdAt > this.#options.noWriterTimeoutMillis) {
+          // After giveUpAt no writer takes it; the re-send interval more lets an acknowledgement sent just
+          // before it arrive.
+          if (now > entry.msg.giveUpAt + this.#options.resendMillis * 4) {
             const reason = this.#lastError ? ': ' + this.#lastError.message : ''
             this.#settle(entry.msg.id, null, new QueenError('no_writer',
-              `no tab or worker serving "${this.#name}" answered within ${this.#options.noWriterTimeoutMillis} ms${reason}`))
+              `no tab or worker serving "${this.#name}" answered within ${this.#options.noWriterTimeoutMillis} ms${reason}; ` +
+              'the request was not applied'))
             continue
           }
           if (now - entry.forwardedAt >= this.#options.claimAfterMillis) claim = true
@@ -809,6 +824,9 @@ export class LocalTransport {
       else this.#post({ t: 'ack', id: req.id, to: req.from, writer: this.#id })
       return
     }
+    // Its sender has given up on it (`no_writer`, which says it was not applied): a writer stalled that
+    // long (a modal dialog, a debugger) leaves it alone.
+    if (Date.now() > req.giveUpAt) return
     const served = { at: Date.now(), response: null }
     this.#served.set(req.id, served)
     this.#post({ t: 'ack', id: req.id, to: req.from, writer: this.#id })

@@ -981,6 +981,55 @@ const tests = [
     await context.close()
   }],
 
+  ['no_writer means not applied: a writer stalled past the follower\'s wait leaves the request alone', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const w = await openPage(context, url, 'stalled writer')
+    const f = await openPage(context, url, 'stalled follower')
+    const name = uniqueName('stalled')
+    await w.evaluate(async (name) => { window.queen = await window.QE.Queen.open({ name }) }, name)
+    await f.evaluate(async (name) => { window.queen = await window.QE.Queen.open({ name, noWriterTimeoutMillis: 1000 }) }, name)
+    // The writer's thread is busy for 5 s (as under a modal dialog or a debugger pause); the follower's
+    // push waits 1 s for it, then gives up. Not awaited: the busy loop holds the page.
+    const stall = w.evaluate(() => { const end = Date.now() + 5000; while (Date.now() < end); })
+    const r = await f.evaluate(async () => {
+      const t0 = Date.now()
+      try {
+        await window.queen.queue('q').push({ data: 1 })
+        return { outcome: 'answered' }
+      } catch (e) {
+        return { outcome: e.code, message: e.message, ms: Date.now() - t0 }
+      }
+    })
+    await stall
+    // The writer, free again, has the follower's request (and its re-sends) in its queue: it leaves them.
+    const popped = await w.evaluate(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      return (await window.queen.queue('q').subscriptionMode('all').batch(10).wait(false).pop()).length
+    })
+    assertEq([r.outcome, popped], ['no_writer', 0], 'the follower gave up, and nothing of its request was stored')
+    assert(/not applied/.test(r.message), `the error says so (${r.message})`)
+    assert(r.ms < 4500, `before the writer is free again (${r.ms} ms)`)
+    await context.close()
+  }],
+
+  ['Queen.open checks its numbers in every tab, not only in the one that writes', async ({ browser, url }) => {
+    const page = await openPage(await browser.newContext(), url, 'open numbers')
+    const r = await page.evaluate(async (name) => {
+      const outcome = (options) => window.QE.Queen.open({ name, ...options }).then((q) => q.close().then(() => 'opened'), (e) => e.code + ': ' + e.message)
+      return {
+        textTimeout: await outcome({ noWriterTimeoutMillis: '1500' }),
+        halfByte: await outcome({ cacheBytes: 1.5 }),
+        textQuota: await outcome({ maxStoredBytes: 'lots' }),
+        good: await outcome({ noWriterTimeoutMillis: 1500, maxStoredBytes: 1 << 20, cacheBytes: null })
+      }
+    }, uniqueName('numbers'))
+    assertEq(r.textTimeout, 'invalid: noWriterTimeoutMillis must be a number of milliseconds', 'a time as text')
+    assertEq(r.halfByte, 'invalid: cacheBytes must be a whole number of bytes', 'a fraction of a byte')
+    assertEq(r.textQuota, 'invalid: maxStoredBytes must be a whole number of bytes', 'a quota as text')
+    assertEq(r.good, 'opened', 'numbers, and null for none')
+    await page.context().close()
+  }],
+
   ['a closing follower tab gives back what its parked long-poll claims', async ({ browser, url }) => {
     const context = await browser.newContext()
     const a = await openPage(context, url, 'writer')
