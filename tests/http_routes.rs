@@ -2082,3 +2082,72 @@ fn subscription_from_a_time_skips_older_messages() {
         204
     );
 }
+
+/// A message the queue-mode group dead-lettered is `dead_letter` in every view: the listing (whatever
+/// status is asked for), the message itself, and the counts, which then add up to the total (a QA pass
+/// found it counted as both `completed` and `deadLetter`).
+#[test]
+fn a_dead_lettered_message_is_dead_letter_in_the_listing_the_message_and_the_counts() {
+    let h = Harness::new();
+    let (status, _) = h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(json!({"queue": "dl", "options": {"retryLimit": 0}})),
+    );
+    assert_eq!(status, 200);
+    push_to(&h, "dl", "Default", &["c0", "c1", "c2", "c3", "c4"]);
+    let (_, first) = pop(&h, "/api/v1/pop/queue/dl?batch=2&wait=false");
+    let ack = |tx: &str, status: &str| {
+        let msgs = first["messages"].as_array().unwrap();
+        let m = msgs.iter().find(|m| m["transactionId"] == tx).unwrap();
+        json!({"transactionId": tx, "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": status})
+    };
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"acknowledgments": [ack("c0", "completed"), ack("c1", "dlq")]})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (_, leased) = pop(&h, "/api/v1/pop/queue/dl?batch=2&wait=false");
+    assert_eq!(
+        leased["messages"].as_array().unwrap().len(),
+        2,
+        "c2 and c3 leased"
+    );
+
+    let (_, body) = h.call("GET", "/api/v1/resources/queues/dl", None);
+    let totals = &body["totals"];
+    assert_eq!(
+        [
+            &totals["total"],
+            &totals["pending"],
+            &totals["processing"],
+            &totals["completed"],
+            &totals["deadLetter"]
+        ],
+        [&json!(5), &json!(1), &json!(2), &json!(1), &json!(1)],
+        "{totals}"
+    );
+    let status_of = |tx: &str, query: &str| -> Vec<String> {
+        let (_, body) = h.call("GET", &format!("/api/v1/messages?queue=dl{query}"), None);
+        body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["transactionId"] == tx)
+            .map(|m| s(&m["status"]))
+            .collect()
+    };
+    assert_eq!(status_of("c1", ""), ["dead_letter"], "unfiltered");
+    assert!(
+        status_of("c1", "&status=completed").is_empty(),
+        "not completed"
+    );
+    assert_eq!(status_of("c1", "&status=dead_letter"), ["dead_letter"]);
+    let pid = s(&first["messages"][0]["partitionId"]);
+    let (status, body) = h.call("GET", &format!("/api/v1/messages/{pid}/c1"), None);
+    assert_eq!(
+        (status, s(&body["status"])),
+        (200, "dead_letter".to_string())
+    );
+}

@@ -56,7 +56,25 @@ impl Broker {
                 .values()
                 .filter(|d| d.partition_id == p.id)
                 .count() as u64,
+            dead_retained: self.dead_retained(p),
         }
+    }
+
+    /// [`PartitionView::dead_retained`] of `p`: its retained offsets with a dead-letter row, counted once
+    /// each, at or below the queue-mode group's committed offset and above it.
+    fn dead_retained(&self, p: &Partition) -> (u64, u64) {
+        let committed = p
+            .lanes
+            .get(QUEUE_MODE_GROUP)
+            .map_or(-1, |lane| lane.committed());
+        let offsets: std::collections::BTreeSet<u64> = self
+            .dead_letters
+            .values()
+            .filter(|d| d.partition_id == p.id && d.offset >= p.first_offset)
+            .map(|d| d.offset)
+            .collect();
+        let below = offsets.iter().filter(|&&o| o as i64 <= committed).count() as u64;
+        (below, offsets.len() as u64 - below)
     }
 
     fn queue_view_of(&self, q: &Queue, now: i64) -> QueueView {

@@ -99,6 +99,10 @@ pub struct PartitionView {
     pub lanes: Vec<LaneView>,
     /// Dead letters filed from this partition.
     pub dead_letters: u64,
+    /// Retained messages with a dead-letter row (any group), at or below the queue-mode group's committed
+    /// offset and above it: the message listing shows them as `dead_letter`, so the counts take them out
+    /// of `completed` and `pending`.
+    pub dead_retained: (u64, u64),
 }
 
 /// A queue as listed.

@@ -53,11 +53,17 @@ pub(crate) fn partition_counts(p: &PartitionView, now: i64) -> Counts {
         }
         None => (p.messages, 0, 0),
     };
+    // A dead-lettered message is listed as `dead_letter` (routes, `list_messages`), not in the category its
+    // offset would put it in.
+    let (dead_completed, dead_pending) = p.dead_retained;
+    let pending = pending.saturating_sub(dead_pending);
     Counts {
         total: p.messages,
         pending,
         processing,
-        completed: p.messages.saturating_sub(pending + processing + failed),
+        completed: p
+            .messages
+            .saturating_sub(pending + processing + failed + dead_pending + dead_completed),
         failed,
         dead_letter: p.dead_letters,
     }

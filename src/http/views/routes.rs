@@ -65,7 +65,12 @@ pub(in crate::http) async fn answer<S: Store, H: Host>(
                 .read_loaded(|b, now| {
                     b.message(&partition_id, &transaction_id).map(|m| {
                         let q = b.queue_view(now, &m.queue);
+                        let at = (partition_id.parse().unwrap_or(u64::MAX), m.offset);
+                        let dead = b.dead_lettered_offsets(&m.queue).contains(&at);
                         let mut out = render::message(m, q.as_ref(), now);
+                        if dead {
+                            out.status = "dead_letter";
+                        }
                         out.trace_count = b
                             .trace_target(&partition_id, &transaction_id)
                             .and_then(|at| b.trace_counts().get(&at).copied())
@@ -298,11 +303,8 @@ async fn list_messages<S: Store, H: Host>(
                 {
                     continue;
                 }
-                let dead = if status == Some("dead_letter") {
-                    b.dead_lettered_offsets(&q.name)
-                } else {
-                    Default::default()
-                };
+                // Any status: a dead-lettered message is listed as `dead_letter` whatever is asked for.
+                let dead = b.dead_lettered_offsets(&q.name);
                 for p in &q.partitions {
                     if partition.is_some_and(|n| p.name != n) {
                         continue;
