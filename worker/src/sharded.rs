@@ -481,8 +481,19 @@ async fn fan_out(
         if limit > max {
             return forward(env, map, 0, req).await;
         }
-        // Each shard's first `offset + limit` rows hold the merged page (capped at the page limit).
-        let want = (offset + limit).min(max);
+        // Each shard's first `offset + limit` rows hold the merged page, and a shard answers at most `max`
+        // rows: a page past them cannot be merged right, so it is refused rather than answered wrong.
+        if offset.saturating_add(limit) > max {
+            return respond::error(
+                400,
+                &format!(
+                    "offset + limit is {}: a listing across shards (SHARDS > 1) pages through its first \
+                     {max} rows; list one queue (?queue=) to page further",
+                    offset.saturating_add(limit)
+                ),
+            );
+        }
+        let want = offset + limit;
         url = with_query(
             req,
             &rewrite_query(

@@ -111,6 +111,12 @@ test('the dead-letter listing pages across shards; replay and retry by id reach 
     assert.deepEqual(p1.body.messages.map((d) => d.id), all.body.messages.slice(2, 7).map((d) => d.id));
     assert.deepEqual(p2.body.messages.map((d) => d.id), all.body.messages.slice(7, 12).map((d) => d.id));
     assert.deepEqual([p1.body.total, p1.body.pagination], [5, { limit: 5, offset: 2 }]);
+    // Past the rows each shard answers (10,000), the merged page cannot be cut right: refused, not answered
+    // wrong; a page that ends at them is served.
+    const deep = await getJson(`${w.url}/api/v1/dlq?limit=5&offset=9996`);
+    assert.equal(deep.status, 400, JSON.stringify(deep.body));
+    assert.match(deep.body.error, /offset \+ limit is 10001: a listing across shards .*\?queue=/);
+    assert.equal((await getJson(`${w.url}/api/v1/dlq?limit=5&offset=9995`)).status, 200);
     // One queue's listing goes to its shard alone.
     const one = await getJson(`${w.url}/api/v1/dlq?queue=${queues[1]}`);
     assert.deepEqual(one.body.messages.map((d) => d.data.round), [2, 1, 0]);
