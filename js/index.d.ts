@@ -583,7 +583,8 @@ export interface OpenOptions {
    * the DLQ and the message browser give the plaintext back. Without a key, configuring such a queue
    * is refused (QueenError `bad_request`) and pushing to one (made with a key earlier) is refused
    * (`conflict`). A malformed key fails `open` with code `invalid`. The tab or worker that becomes
-   * the writer encrypts for every context, so pass the same key everywhere. Needs a secure context
+   * the writer encrypts for every context, so pass the same key everywhere: a broker opened with another
+   * key than the one that sealed the database is refused (`invalid`). Needs a secure context
    * (https or localhost), where browsers offer `crypto.subtle`.
    */
   encryptionKey?: string | CryptoKey

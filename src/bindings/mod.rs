@@ -23,6 +23,7 @@
 
 mod answer;
 mod cipher;
+mod key_check;
 
 use crate::core::BrokerConfig;
 use crate::engine::{Engine, EngineError, Host, Recording};
@@ -446,9 +447,17 @@ impl WasmBroker {
         let store = IdbStore::open_observed(&name, IdbOptions { durability }, on_blocked)
             .await
             .map_err(|e| store_js_error(&e))?;
+        // Another key than the one that sealed this database's payloads is refused before taking over.
+        let unsealed = match &cipher {
+            Some(cipher) => key_check::unset(&store, cipher).await?,
+            None => false,
+        };
         // Take over before loading: any earlier writer's later commits now fail, and the load below sees
         // everything committed before.
         let epoch = store.take_over().await.map_err(|e| store_js_error(&e))?;
+        if let (true, Some(cipher)) = (unsealed, &cipher) {
+            key_check::seal(&store, cipher).await?;
+        }
         let persisted = if ask_persist {
             // Workers have no persist(); that is an answer too ("not asked"), not an error.
             idb::persist().await.ok()
@@ -754,7 +763,7 @@ fn unkept_answer() -> http::HttpResponse {
     http::HttpResponse {
         status: 503,
         headers: vec![("Content-Type".to_string(), "application/json".to_string())],
-        body: br#"{"error":"the writer of this request stopped before answering, and its answer, which holds payloads of an encrypted queue, could not be kept sealed or does not open with this broker's key: pop again (its messages come back when their lease expires; a pop with autoAck acknowledged them, so they do not)"}"#.to_vec(),
+        body: br#"{"error":"the writer of this request stopped before answering, and its answer (payloads of an encrypted queue) was not kept sealed or does not open with this key: pop again (without autoAck its messages come back when their lease expires)"}"#.to_vec(),
     }
 }
 

@@ -1012,6 +1012,27 @@ const tests = [
     await context.close()
   }],
 
+  ['a broker with another encryptionKey than the one that sealed the database is refused', async ({ browser, url }) => {
+    const page = await openPage(await browser.newContext(), url, 'two keys')
+    const r = await page.evaluate(async (name) => {
+      const { Queen } = window.QE
+      const K1 = '11'.repeat(32)
+      const K2 = '22'.repeat(32)
+      const first = await Queen.open({ name, encryptionKey: K1 })
+      await first.queue('vault').config({ encryptionEnabled: true }).create()
+      await first.queue('vault').push([{ data: { card: 'one' } }])
+      await first.close()
+      const other = await Queen.open({ name, encryptionKey: K2 }).then((q) => q.close().then(() => 'opened'), (e) => e.code + ': ' + e.message)
+      const again = await Queen.open({ name, encryptionKey: K1 })
+      const popped = (await again.queue('vault').batch(10).wait(false).pop()).map((m) => m.data)
+      await again.close()
+      return { other, popped }
+    }, uniqueName('twokeys'))
+    assertEq(r.other, "invalid: encryptionKey is not this database's key", 'another key is refused before it takes over')
+    assertEq(r.popped, [{ card: 'one' }], 'the key that sealed it still opens it')
+    await page.context().close()
+  }],
+
   ['Queen.open checks its numbers in every tab, not only in the one that writes', async ({ browser, url }) => {
     const page = await openPage(await browser.newContext(), url, 'open numbers')
     const r = await page.evaluate(async (name) => {
