@@ -67,12 +67,14 @@ impl Broker {
             .lanes
             .get(QUEUE_MODE_GROUP)
             .map_or(-1, |lane| lane.committed());
-        let offsets: std::collections::BTreeSet<u64> = self
+        let mut offsets: Vec<u64> = self
             .dead_letters
             .values()
             .filter(|d| d.partition_id == p.id && d.offset >= p.first_offset)
             .map(|d| d.offset)
             .collect();
+        offsets.sort_unstable();
+        offsets.dedup();
         let below = offsets.iter().filter(|&&o| o as i64 <= committed).count() as u64;
         (below, offsets.len() as u64 - below)
     }
