@@ -73,8 +73,8 @@ fn without_a_key_configure_encryption_is_refused_and_nothing_changes() {
         body,
         json!({"error": "encryptionEnabled is true, but this broker has no encryption key (set the \
                          QUEEN_ENCRYPTION_KEY secret on the Worker, or pass encryptionKey to Queen.open \
-                         in the browser), so it cannot keep payloads encrypted at rest; queue 'secret' \
-                         was not configured"})
+                         in every tab of the browser), so it cannot keep payloads encrypted at rest; \
+                         queue 'secret' was not configured"})
     );
     assert_eq!(h.snapshot(), before, "a refused configure stores nothing");
     assert_eq!(
@@ -96,7 +96,8 @@ fn without_a_key_pushes_to_an_encrypted_queue_are_refused() {
     let before = h.snapshot();
     let refusal = json!({"error": "queue 'secret' has encryptionEnabled, but this broker has no \
         encryption key (set the QUEEN_ENCRYPTION_KEY secret on the Worker, or pass encryptionKey to \
-        Queen.open in the browser), so it cannot keep payloads encrypted at rest; nothing was pushed"});
+        Queen.open in every tab of the browser), so it cannot keep payloads encrypted at rest; nothing \
+        was pushed"});
     assert_eq!(
         push(&h, "secret", "t1", json!({"m": MARKER})),
         (409, refusal.clone())

@@ -37,8 +37,8 @@ use std::rc::Rc;
 
 /// The error of a queue that asks for encryption on a broker that has no key.
 const NO_KEY: &str = "this broker has no encryption key (set the QUEEN_ENCRYPTION_KEY secret on the \
-                      Worker, or pass encryptionKey to Queen.open in the browser), so it cannot keep \
-                      payloads encrypted at rest";
+                      Worker, or pass encryptionKey to Queen.open in every tab of the browser), so it \
+                      cannot keep payloads encrypted at rest";
 
 /// AES-256-GCM with Queen's envelope (contract §2.4), under one key.
 pub trait Cipher {
