@@ -338,7 +338,13 @@ async fn run(
         _ => {
             let written = zero.placement.map_or(1, |p| p.count);
             if written == to {
-                return Ok(()); // laid out for `to` already: nothing to move, done
+                // Laid out for `to` already: nothing to move, done. When the last migration was this one,
+                // its plan (kept, done, on shard 0) says how many queues it moved.
+                if let Some(done) = zero.plan.filter(|p| (p.from, p.to) == (from, to)) {
+                    progress.moved = done.moved;
+                    progress.plan = Some(done);
+                }
+                return Ok(());
             }
             if written != from {
                 return Err(Stop(

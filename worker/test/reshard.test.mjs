@@ -146,9 +146,13 @@ test('SHARDS=1 data moves to 4 shards, then to 2: every message, cursor and dead
     assert.equal(answers.at(-1).moved, QUEUES.length, JSON.stringify(answers));
     assert.equal((await getJson(`${w.url}/health`)).status, 200);
     await verify(w.url, 4, data, 'four');
-    // Done: calling again changes nothing.
+    // Done: calling again changes nothing, and still says what the migration moved.
     const again = await getJson(`${w.url}/api/v1/system/reshard`, post({}));
     assert.deepEqual([again.status, again.body.done], [200, true]);
+    assert.deepEqual([again.body.moved, again.body.total, again.body.phase], [QUEUES.length, QUEUES.length, 'done'],
+      JSON.stringify(again.body));
+    const report = await getJson(`${w.url}/api/v1/system/reshard`);
+    assert.deepEqual([report.body.moved, report.body.done, report.body.plan], [QUEUES.length, true, answers.at(-1).plan]);
     await w.stop();
 
     w = await startWorker({ persistTo: state.dir, vars: { SHARDS: '2', RESHARD_FROM: '4' }, readyStatus: 503 });
