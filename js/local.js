@@ -107,6 +107,11 @@ export function lacksWasmSimd() {
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
+/** `Queen.open`'s options (index.d.ts, OpenOptions); the numbers first. */
+const OPEN_OPTIONS = ['resendMillis', 'noWriterTimeoutMillis', 'answerCacheMillis', 'claimAfterMillis',
+  'maintenanceIntervalMillis', 'maxStoredBytes', 'cacheBytes', 'name', 'durability', 'persist', 'onBlocked',
+  'views', 'encryptionKey', 'wasmUrl', 'bridge']
+
 /** The `closed` error's message for a request close() interrupted before anything of it was written. */
 const NOT_WRITTEN = 'this Queen was closed; nothing of the request was written'
 
@@ -264,10 +269,13 @@ export class LocalTransport {
     if (!['strict', 'relaxed', 'default'].includes(options.durability ?? 'strict')) {
       throw new QueenError('invalid', 'durability must be "strict", "relaxed" or "default"')
     }
+    // A misspelt option would run as its default without a word (a quota turned off, say).
+    for (const name of Object.keys(options)) {
+      if (!OPEN_OPTIONS.includes(name)) throw new QueenError('invalid', `Queen.open has no option ${name}`)
+    }
     // Checked in every context: a follower's bad value would otherwise fail only when it takes over (a
     // byte count), or never time out (a time as text).
-    for (const name of ['resendMillis', 'noWriterTimeoutMillis', 'answerCacheMillis', 'claimAfterMillis',
-      'maintenanceIntervalMillis', 'maxStoredBytes', 'cacheBytes']) {
+    for (const name of OPEN_OPTIONS.slice(0, 7)) {
       const value = options[name]
       const millis = name.endsWith('Millis')
       if (value != null && !(typeof value === 'number' && value >= 0 && (millis || Number.isSafeInteger(value)))) {

@@ -60,6 +60,12 @@ impl HttpError {
         }
     }
 
+    /// 501 for `what` (routes the npm module's default build leaves out), saying how to get them.
+    #[cfg(not(feature = "views"))]
+    pub(crate) fn not_in_default_build(what: &str) -> Self {
+        Self::not_built(not_in_default_build(what))
+    }
+
     /// 409: the request is well formed, but the state it addresses refuses it.
     pub(crate) fn conflict(message: impl Into<String>) -> Self {
         HttpError {
@@ -166,4 +172,14 @@ pub(crate) fn no_content() -> HttpResponse {
         headers: Vec::new(),
         body: Vec::new(),
     }
+}
+
+/// That `what` (routes the npm module's default build leaves out, for size) is not in this build, and how
+/// to get it: one text for every such route.
+#[cfg(not(feature = "views"))]
+pub(crate) fn not_in_default_build(what: &str) -> String {
+    format!(
+        "{what} not in the default build of the queen-edge module: open the database with \
+         Queen.open({{ name, views: true }}) in every tab and worker that uses it, or use the edge broker"
+    )
 }

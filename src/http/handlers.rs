@@ -230,7 +230,7 @@ impl Route {
             | Route::SetMaintenance
             | Route::GetPopMaintenance
             | Route::SetPopMaintenance
-            | Route::PostTrace => Err(HttpError::not_built(OPS_NOT_BUILT)),
+            | Route::PostTrace => Err(HttpError::not_in_default_build(OPS_LEFT_OUT)),
             Route::ListDlq => {
                 let limit = query
                     .uint("limit", 0, limits.max_page as u64)?
@@ -419,11 +419,9 @@ impl Route {
     }
 }
 
-/// What a build without `ops` answers the maintenance and trace routes (501).
+/// What a build without `ops` leaves out (its maintenance and trace routes answer 501 saying so).
 #[cfg(not(feature = "ops"))]
-const OPS_NOT_BUILT: &str = "Maintenance mode and traces are not in this build of the queen-edge module \
-     (its default build leaves them out for size). Open the database with Queen.open({ name, views: \
-     true }) in every tab and worker that uses it, or use the Worker.";
+const OPS_LEFT_OUT: &str = "Maintenance mode and traces are";
 
 /// A push while maintenance mode (set by a full build) is on, or its buffer still holds messages, in a
 /// build that cannot buffer or drain: refused (503), never applied ahead of the buffered messages.
@@ -433,7 +431,8 @@ fn maintenance_not_built() -> HttpError {
         status: 503,
         message: format!(
             "Maintenance mode is on, or its buffer still holds pushed messages, and this build \
-             cannot buffer or deliver them: the push is refused. {OPS_NOT_BUILT}"
+             cannot buffer or deliver them: the push is refused. {}",
+            super::error::not_in_default_build(OPS_LEFT_OUT)
         ),
     }
 }

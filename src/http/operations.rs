@@ -37,8 +37,5 @@ pub(super) async fn answer<S: Store, H: Host>(
 /// function, not an async one: no future for the browser module to carry).
 #[cfg(not(feature = "views"))]
 pub(super) fn unavailable() -> HttpError {
-    HttpError::not_built(
-        "The delivery log and bulk dead-letter routes come with the views: open the database with \
-         Queen.open({ name, views: true }), or use the edge broker (Queen.connect).",
-    )
+    HttpError::not_in_default_build("The delivery log and bulk dead-letter routes are")
 }

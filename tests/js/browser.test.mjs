@@ -1033,7 +1033,7 @@ const tests = [
     await page.context().close()
   }],
 
-  ['Queen.open checks its numbers in every tab, not only in the one that writes', async ({ browser, url }) => {
+  ['Queen.open checks its numbers in every tab, not only in the one that writes, and refuses unknown options', async ({ browser, url }) => {
     const page = await openPage(await browser.newContext(), url, 'open numbers')
     const r = await page.evaluate(async (name) => {
       const outcome = (options) => window.QE.Queen.open({ name, ...options }).then((q) => q.close().then(() => 'opened'), (e) => e.code + ': ' + e.message)
@@ -1041,13 +1041,15 @@ const tests = [
         textTimeout: await outcome({ noWriterTimeoutMillis: '1500' }),
         halfByte: await outcome({ cacheBytes: 1.5 }),
         textQuota: await outcome({ maxStoredBytes: 'lots' }),
-        good: await outcome({ noWriterTimeoutMillis: 1500, maxStoredBytes: 1 << 20, cacheBytes: null })
+        good: await outcome({ noWriterTimeoutMillis: 1500, maxStoredBytes: 1 << 20, cacheBytes: null }),
+        misspelt: await outcome({ maxStoredbytes: 2000 })
       }
     }, uniqueName('numbers'))
     assertEq(r.textTimeout, 'invalid: noWriterTimeoutMillis must be a number of milliseconds', 'a time as text')
     assertEq(r.halfByte, 'invalid: cacheBytes must be a whole number of bytes', 'a fraction of a byte')
     assertEq(r.textQuota, 'invalid: maxStoredBytes must be a whole number of bytes', 'a quota as text')
     assertEq(r.good, 'opened', 'numbers, and null for none')
+    assertEq(r.misspelt, 'invalid: Queen.open has no option maxStoredbytes', 'a misspelt option is refused, not run as its default')
     await page.context().close()
   }],
 

@@ -37,9 +37,7 @@ pub(super) async fn answer<S: crate::store::Store, H: crate::engine::Host>(
     _route: super::router::Route,
     _query: &super::query::Query,
 ) -> Result<super::HttpResponse, super::error::HttpError> {
-    Err(super::error::HttpError::not_built(
-        "This is a view (dashboard) route, and the broker answering it was opened without views (the \
-         default build of the queen-edge module). Open the database with Queen.open({ name, views: true }) \
-         in every tab and worker that uses it: the one holding the database answers for all of them.",
+    Err(super::error::HttpError::not_in_default_build(
+        "The view (dashboard) routes are",
     ))
 }
