@@ -107,10 +107,12 @@ export function lacksWasmSimd() {
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-/** `Queen.open`'s options (index.d.ts, OpenOptions); the numbers first. */
-const OPEN_OPTIONS = ['resendMillis', 'noWriterTimeoutMillis', 'answerCacheMillis', 'claimAfterMillis',
-  'maintenanceIntervalMillis', 'maxStoredBytes', 'cacheBytes', 'name', 'durability', 'persist', 'onBlocked',
-  'views', 'encryptionKey', 'wasmUrl', 'bridge']
+/** `Queen.open`'s number options: times (`...Millis`) and byte counts. */
+const NUMBER_OPTIONS = ['resendMillis', 'noWriterTimeoutMillis', 'answerCacheMillis', 'claimAfterMillis',
+  'maintenanceIntervalMillis', 'maxStoredBytes', 'cacheBytes']
+/** `Queen.open`'s options (index.d.ts, OpenOptions). */
+const OPEN_OPTIONS = [...NUMBER_OPTIONS, 'name', 'durability', 'persist', 'onBlocked', 'views', 'encryptionKey',
+  'wasmUrl', 'bridge']
 
 /** The `closed` error's message for a request close() interrupted before anything of it was written. */
 const NOT_WRITTEN = 'this Queen was closed; nothing of the request was written'
@@ -275,7 +277,7 @@ export class LocalTransport {
     }
     // Checked in every context: a follower's bad value would otherwise fail only when it takes over (a
     // byte count), or never time out (a time as text).
-    for (const name of OPEN_OPTIONS.slice(0, 7)) {
+    for (const name of NUMBER_OPTIONS) {
       const value = options[name]
       const millis = name.endsWith('Millis')
       if (value != null && !(typeof value === 'number' && value >= 0 && (millis || Number.isSafeInteger(value)))) {
