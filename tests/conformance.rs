@@ -1302,6 +1302,55 @@ fn delete_queue_removes_everything_including_group_metadata() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn deleting_a_queue_leaves_the_partitions_and_leases_of_others_whole() {
+    let mut h = Harness::new();
+    // Partition ids interleave across the queues: a/p0, b/p0, c/p0, a/p1, b/p1, c/p1.
+    for partition in ["p0", "p1"] {
+        for queue in ["a", "b", "c"] {
+            h.push_to(
+                queue,
+                partition,
+                vec![json!(format!("{queue}/{partition}"))],
+            );
+        }
+    }
+    let a = h.pop("a", None, 1);
+    let b = h.pop("b", None, 1);
+    assert_eq!((a.messages.len(), b.messages.len()), (1, 1));
+    assert!(h.broker.delete_queue(h.now, "a"));
+    h.commit();
+    let leased = b.messages[0].partition.clone();
+    for restarted in [false, true] {
+        if restarted {
+            h.restart();
+        }
+        h.broker.check_invariants().unwrap();
+        let partitions = h.records.keys().filter(|k| k.starts_with("p/")).count();
+        assert_eq!(partitions, 4, "b's and c's, restarted: {restarted}");
+        let c = h.pop("c", Some(&format!("g{restarted}")), 10);
+        assert_eq!(
+            c.messages.len(),
+            1,
+            "c's first partition, restarted: {restarted}"
+        );
+    }
+    // b's lease still runs out on time (its timer stayed) and its message comes back.
+    h.advance(300_001);
+    let mut again = Vec::new();
+    for _ in 0..2 {
+        again.extend(h.pop("b", None, 10).messages);
+    }
+    let mut partitions: Vec<_> = again.iter().map(|m| m.partition.clone()).collect();
+    partitions.sort();
+    assert_eq!(
+        partitions,
+        ["p0", "p1"],
+        "b's expired lease on {leased} and its other partition"
+    );
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn delete_group_allows_reconsume() {
     let mut h = Harness::new();
     h.push_n("q", 2);

@@ -518,6 +518,92 @@ fn the_log_is_filtered_paged_and_survives_restarts() {
 }
 
 #[test]
+fn the_unfiltered_log_is_newest_first_across_queues() {
+    let mut h = Harness::new();
+    h.configure("q", options(None, Some(DeliveryLogMode::All)));
+    h.configure("other", options(None, Some(DeliveryLogMode::All)));
+    h.push_n("q", 3);
+    h.push_n("other", 3);
+    for _ in 0..3 {
+        for queue in ["q", "other"] {
+            let r = h.pop(queue, None, 1);
+            h.ack_msgs(&r, &[(0, C)]);
+        }
+    }
+    for restarted in [false, true] {
+        if restarted {
+            h.restart();
+        }
+        let all = log(&h, DeliveryQuery::default());
+        let order: Vec<(&str, u64)> = all
+            .records
+            .iter()
+            .map(|r| (r.queue.as_str(), r.first))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("other", 2),
+                ("q", 2),
+                ("other", 1),
+                ("q", 1),
+                ("other", 0),
+                ("q", 0)
+            ],
+            "restarted: {restarted}"
+        );
+    }
+}
+
+#[test]
+fn each_queue_keeps_its_newest_records_up_to_the_bound() {
+    let mut h = Harness::new();
+    h.configure("q", options(None, Some(DeliveryLogMode::All)));
+    h.configure("other", options(None, Some(DeliveryLogMode::All)));
+    h.push_n("other", 1);
+    let r = h.pop("other", None, 1);
+    h.ack_msgs(&r, &[(0, C)]);
+    let claims = MAX_RECORDS_PER_QUEUE + 2;
+    h.push_n("q", claims);
+    for _ in 0..claims {
+        let r = h.pop("q", None, 1);
+        h.ack_msgs(&r, &[(0, C)]);
+    }
+    h.commit();
+    let q = |h: &Harness| {
+        log(
+            h,
+            DeliveryQuery {
+                queue: Some("q".into()),
+                limit: 1,
+                offset: MAX_RECORDS_PER_QUEUE - 1,
+                ..Default::default()
+            },
+        )
+    };
+    let oldest = q(&h);
+    assert_eq!(oldest.total, MAX_RECORDS_PER_QUEUE);
+    assert_eq!(oldest.records[0].first, 2, "the two oldest claims went");
+    assert_eq!(
+        log(&h, DeliveryQuery::default()).total,
+        MAX_RECORDS_PER_QUEUE + 1
+    );
+    let stored = h.records.keys().filter(|k| k.starts_with("v/")).count();
+    assert_eq!(
+        stored,
+        MAX_RECORDS_PER_QUEUE + 1,
+        "the dropped records' keys went too"
+    );
+    h.restart();
+    assert_eq!(q(&h).records, oldest.records);
+    let other = DeliveryQuery {
+        queue: Some("other".into()),
+        ..Default::default()
+    };
+    assert_eq!(log(&h, other).total, 1, "another queue's record stays");
+}
+
+#[test]
 fn the_log_is_kept_within_retention_and_goes_with_its_queue() {
     let mut h = Harness::new();
     let mut o = options(None, Some(DeliveryLogMode::All));

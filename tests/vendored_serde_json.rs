@@ -93,6 +93,37 @@ fn invalid_type_errors_read_as_the_release_writes_them() {
     );
 }
 
+/// A string in an "invalid type" error is quoted as `{:?}` quotes it for every ASCII text, control characters
+/// and quotes included (change 5 writes the quoting itself); other characters are written as they are.
+#[test]
+fn strings_in_errors_are_quoted_as_debug_quotes_ascii() {
+    let unexpected = |s: &str| {
+        <serde_json::Error as serde::de::Error>::invalid_type(
+            serde::de::Unexpected::Str(s),
+            &"a number",
+        )
+        .to_string()
+    };
+    let every_ascii: String = (0u8..128).map(char::from).collect();
+    for text in [
+        every_ascii.as_str(),
+        "",
+        "plain",
+        "a\"b\\c\n",
+        "\u{7f}x\u{1}",
+    ] {
+        assert_eq!(
+            unexpected(text),
+            format!("invalid type: string {text:?}, expected a number")
+        );
+    }
+    assert_eq!(
+        unexpected("é\u{200b}"),
+        "invalid type: string \"é\u{200b}\", expected a number",
+        "non-ASCII characters as they are"
+    );
+}
+
 /// A custom message ending in " at line L column C" has its position taken from the last such suffix, as
 /// the release's `rfind` takes it (change 4 searches byte by byte): the message keeps what comes before
 /// it, and a suffix that is not the message's end, or whose numbers are not numbers or do not fit a `usize`,

@@ -15,7 +15,6 @@ use super::redelivery::DeliveryLogMode;
 use super::state::Lane;
 use super::Broker;
 use serde::Serialize;
-use std::collections::BTreeMap;
 
 /// Most delivery records kept per queue.
 pub const MAX_RECORDS_PER_QUEUE: usize = 10_000;
@@ -133,24 +132,38 @@ impl AttemptBefore {
     }
 }
 
-/// The log in memory: every record by sequence, and each queue's sequence numbers oldest first (a short
-/// list of the queues that keep a log: plain vectors cost the browser module less code than a map).
+/// The log in memory: each queue's records, oldest (lowest sequence) first, in a short list of the queues
+/// that keep a log. Plain vectors, not a map by sequence: they cost the browser module less code, and the
+/// oldest records of one queue leave from the front of that queue's list only.
 #[derive(Debug, Default)]
 pub(super) struct DeliveryLog {
-    records: BTreeMap<u64, Box<DeliveryRecord>>,
-    by_queue: Vec<(String, Vec<u64>)>,
+    /// Boxed: the oldest leave from the front, which moves the pointers behind them, not the records.
+    #[allow(clippy::vec_box)]
+    by_queue: Vec<(String, Vec<Box<DeliveryRecord>>)>,
     next_seq: u64,
 }
 
 impl DeliveryLog {
-    fn seqs(&self, queue: &str) -> Option<&Vec<u64>> {
+    fn records(&self, queue: &str) -> &[Box<DeliveryRecord>] {
         self.by_queue
             .iter()
             .find(|(q, _)| q == queue)
-            .map(|(_, seqs)| seqs)
+            .map_or(&[], |(_, records)| records)
     }
 
-    fn seqs_mut(&mut self, queue: &str) -> &mut Vec<u64> {
+    /// Every queue's records, newest (highest sequence) first.
+    fn newest_first(&self) -> Vec<&DeliveryRecord> {
+        let mut all: Vec<&DeliveryRecord> = self
+            .by_queue
+            .iter()
+            .flat_map(|(_, records)| records.iter().map(|r| &**r))
+            .collect();
+        super::sort::sort_by(&mut all, |a, b| b.seq.cmp(&a.seq));
+        all
+    }
+
+    #[allow(clippy::vec_box)]
+    fn records_mut(&mut self, queue: &str) -> &mut Vec<Box<DeliveryRecord>> {
         let at = match self.by_queue.iter().position(|(q, _)| q == queue) {
             Some(at) => at,
             None => {
@@ -287,17 +300,12 @@ impl Broker {
         let lease = lane.lease_id().map(str::to_string);
         // Records are not in expiry order (an expiry is recorded late, at its instant), so the whole
         // queue's log is searched: a bounded scan, and only when a lease expired with the log on.
-        let already = self.deliveries.seqs(&p.queue).is_some_and(|seqs| {
-            seqs.iter()
-                .rev()
-                .map(|s| &self.deliveries.records[s])
-                .any(|r| {
-                    r.outcome == Outcome::Expired
-                        && r.at_ms == at
-                        && r.partition_id == pid
-                        && r.group == group
-                        && r.lease_id == lease
-                })
+        let already = self.deliveries.records(&p.queue).iter().rev().any(|r| {
+            r.outcome == Outcome::Expired
+                && r.at_ms == at
+                && r.partition_id == pid
+                && r.group == group
+                && r.lease_id == lease
         });
         if already {
             return;
@@ -344,19 +352,15 @@ impl Broker {
     fn append_delivery(&mut self, mut record: DeliveryRecord) {
         record.seq = self.deliveries.next_seq;
         self.deliveries.next_seq += 1;
-        let seq = record.seq;
-        let queue = record.queue.clone();
         self.changes.put(
-            delivery_key(seq),
+            delivery_key(record.seq),
             serde_json::to_vec(&record).unwrap_or_else(|e| panic!("records serialize: {e}")),
         );
-        self.deliveries.records.insert(seq, Box::new(record));
-        let seqs = self.deliveries.seqs_mut(&queue);
-        seqs.push(seq);
-        let excess = seqs.len().saturating_sub(MAX_RECORDS_PER_QUEUE);
-        let doomed: Vec<u64> = seqs.drain(..excess).collect();
+        let records = self.deliveries.records_mut(&record.queue);
+        records.push(Box::new(record));
+        let excess = records.len().saturating_sub(MAX_RECORDS_PER_QUEUE);
+        let doomed: Vec<u64> = records.drain(..excess).map(|r| r.seq).collect();
         for seq in doomed {
-            self.deliveries.records.remove(&seq);
             self.changes.delete(delivery_key(seq));
         }
     }
@@ -364,9 +368,10 @@ impl Broker {
     /// Keeps a record read at open.
     pub(super) fn load_delivery(&mut self, record: DeliveryRecord) {
         self.deliveries.next_seq = self.deliveries.next_seq.max(record.seq + 1);
-        let seq = record.seq;
-        self.deliveries.seqs_mut(&record.queue).push(seq); // keys are read in ascending order
-        self.deliveries.records.insert(record.seq, Box::new(record));
+        // Keys are read in ascending order, so each queue's records stay oldest first.
+        self.deliveries
+            .records_mut(&record.queue)
+            .push(Box::new(record));
     }
 
     /// Deletes every record of `queue`, or those older than `before_ms` when given.
@@ -379,18 +384,16 @@ impl Broker {
         else {
             return 0;
         };
-        let records = &self.deliveries.records;
-        let seqs = &mut self.deliveries.by_queue[at].1;
-        let old = seqs
+        let records = &mut self.deliveries.by_queue[at].1;
+        let old = records
             .iter()
-            .take_while(|seq| before_ms.is_none_or(|cut| records[*seq].at_ms < cut))
+            .take_while(|r| before_ms.is_none_or(|cut| r.at_ms < cut))
             .count();
-        let doomed: Vec<u64> = seqs.drain(..old).collect();
-        if seqs.is_empty() {
+        let doomed: Vec<u64> = records.drain(..old).map(|r| r.seq).collect();
+        if records.is_empty() {
             self.deliveries.by_queue.remove(at);
         }
         for seq in &doomed {
-            self.deliveries.records.remove(seq);
             self.changes.delete(delivery_key(*seq));
         }
         doomed.len() as u64
@@ -416,21 +419,21 @@ impl Broker {
                         .any(|(pid, o)| r.partition_id == *pid && (r.first..=r.last).contains(o))
                 })
         };
-        let source: Box<dyn Iterator<Item = &Box<DeliveryRecord>>> = match &query.queue {
-            Some(q) => Box::new(
-                self.deliveries
-                    .seqs(q)
-                    .into_iter()
-                    .flat_map(|seqs| seqs.iter().rev())
-                    .map(|s| &self.deliveries.records[s]),
-            ),
-            None => Box::new(self.deliveries.records.values().rev()),
+        let source: Vec<&DeliveryRecord> = match &query.queue {
+            Some(q) => self
+                .deliveries
+                .records(q)
+                .iter()
+                .rev()
+                .map(|r| &**r)
+                .collect(),
+            None => self.deliveries.newest_first(),
         };
         let mut total = 0;
         let mut records = Vec::new();
-        for r in source.filter(|r| matches(r)) {
+        for r in source.into_iter().filter(|r| matches(r)) {
             if total >= query.offset && records.len() < query.limit {
-                records.push((**r).clone());
+                records.push(r.clone());
             }
             total += 1;
         }

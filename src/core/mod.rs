@@ -110,15 +110,16 @@ impl Default for BrokerConfig {
 /// a pointer for `V` the copies for one key type are identical and wasm-opt merges them. That is about
 /// 10 KB of the npm module's gzipped download (docs/decisions.md, "JS module size"), for one allocation
 /// per queue, partition, lane, segment, subscription and dead letter. For the same reason the small
-/// (queue, group)-keyed maps are `LiteMap`s (sorted vectors), the timers a binary heap and the woken
-/// queues a list: a B-tree key type fewer each.
+/// (queue, group)-keyed maps and the partitions by id are `LiteMap`s (sorted vectors; partition ids are
+/// minted in ascending order and read back in it, so an insert appends), the timers a binary heap and
+/// the woken queues a list: a B-tree key type fewer each.
 pub struct Broker {
     config: BrokerConfig,
     ids: IdGen,
     /// The latest `now` seen; time never goes backwards inside the core.
     now_ms: i64,
     queues: BTreeMap<String, Box<Queue>>,
-    partitions: BTreeMap<u64, Box<Partition>>,
+    partitions: LiteMap<u64, Box<Partition>>,
     next_partition_id: u64,
     subscriptions: LiteMap<(String, String), Box<Subscription>>,
     dead_letters: BTreeMap<String, Box<DeadLetter>>,
@@ -168,7 +169,7 @@ impl Broker {
             config,
             now_ms: 0,
             queues: BTreeMap::new(),
-            partitions: BTreeMap::new(),
+            partitions: LiteMap::new(),
             next_partition_id: 1,
             subscriptions: LiteMap::new(),
             dead_letters: BTreeMap::new(),

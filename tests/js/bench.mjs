@@ -87,7 +87,10 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // another encryption key refused), and the cuts tried for them would have broken Queen.connect and encryption in
 // service workers; docs/decisions.md, "Over the 200 KB target (session 34)". The target line below still
 // reports the miss.
-const BUDGET_GZ = 201 * 1024
+// 200 KB (the target again) since session 35: the partitions by id as a sorted vector (LiteMap) and the delivery
+// log kept per queue took the B-tree of u64 keys out of the module, and serde_json quotes strings in its errors
+// without str's Debug (-1.7 KB); docs/decisions.md, "Back under 200 KB (session 35)".
+const BUDGET_GZ = 200 * 1024
 /** Interleaved runs of each sequential batch size (queen-edge, then the naive queue, in each). */
 const SEQUENTIAL_RUNS = 5
 const TARGET_GZ = 200 * 1024

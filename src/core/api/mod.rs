@@ -4,7 +4,9 @@
 //! Times are milliseconds since the Unix epoch (`_ms`), durations say their unit in their name.
 //! One module per command family; everything is re-exported here, so `core::api::X` names every type.
 
-pub use super::deliveries::{DeliveryPage, DeliveryQuery, DeliveryRecord, Outcome};
+pub use super::deliveries::{
+    DeliveryPage, DeliveryQuery, DeliveryRecord, Outcome, MAX_RECORDS_PER_QUEUE,
+};
 pub use super::dlq_bulk::{DlqFilter, DlqSelection};
 pub use super::redelivery::{DeliveryLogMode, RetryBackoff};
 use serde_json::value::RawValue;

@@ -2,7 +2,9 @@
 
 use crate::core::api::*;
 use crate::core::records::*;
-use crate::core::Broker;
+use crate::core::state::{Partition, Queue};
+use crate::core::{sort, Broker};
+use litemap::LiteMap;
 
 impl Broker {
     /// Creates a queue or overwrites its options and labels (docs/protocol.md §2.1; wire-contract §1.7).
@@ -45,25 +47,22 @@ impl Broker {
             return false;
         };
         self.changes.delete(queue_key(queue));
-        for pid in q.partitions.values().map(|pid| &**pid) {
-            if let Some(p) = self.partitions.remove(pid) {
-                self.changes.delete(partition_key(*pid));
-                for seg in &p.segments {
-                    self.changes.delete(segment_key(*pid, seg.first));
-                }
-                for page in &p.pages {
-                    self.changes.delete(index_entry_key(*pid, *page));
-                }
-                self.stored_bytes = self.stored_bytes.saturating_sub(p.stored_bytes());
-                for (group, lane) in &p.lanes {
-                    self.changes.delete(lane_key(*pid, group));
-                    if let Some(lease) = lane.lease_id() {
-                        self.unindex_lease(lease, *pid, group);
-                    }
-                }
-                self.cache.forget_partition(*pid);
+        for (pid, p) in self.take_partitions(&q) {
+            self.changes.delete(partition_key(pid));
+            for seg in &p.segments {
+                self.changes.delete(segment_key(pid, seg.first));
             }
-            self.timers.retain(|(_, p, _)| p != pid);
+            for page in &p.pages {
+                self.changes.delete(index_entry_key(pid, *page));
+            }
+            self.stored_bytes = self.stored_bytes.saturating_sub(p.stored_bytes());
+            for (group, lane) in &p.lanes {
+                self.changes.delete(lane_key(pid, group));
+                if let Some(lease) = lane.lease_id() {
+                    self.unindex_lease(lease, pid, group);
+                }
+            }
+            self.cache.forget_partition(pid);
         }
         let letters: Vec<String> = self
             .dead_letters
@@ -89,5 +88,19 @@ impl Broker {
         self.forget_deliveries(queue, None);
         self.wake_queue(queue.to_string());
         true
+    }
+
+    /// Takes the partitions of the deleted queue `q` out of the broker, with their timers, in one pass
+    /// over each (the partition map is a sorted vector, where one removal at a time would move the rest
+    /// once per partition).
+    fn take_partitions(&mut self, q: &Queue) -> Vec<(u64, Box<Partition>)> {
+        let mut pids: Vec<u64> = q.partitions.values().map(|pid| **pid).collect();
+        sort::sort(&mut pids);
+        let doomed = |pid: &u64| pids.binary_search(pid).is_ok();
+        self.timers.retain(|(_, pid, _)| !doomed(pid));
+        let mut kept = std::mem::take(&mut self.partitions).into_tuple_vec();
+        let taken = kept.extract_if(.., |(pid, _)| doomed(pid)).collect();
+        self.partitions = LiteMap::from_sorted_store_unchecked(kept);
+        taken
     }
 }

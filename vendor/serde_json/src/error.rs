@@ -488,7 +488,11 @@ impl<'a> Display for JsonUnexpected<'a> {
                 formatter.write_char(c)?;
                 formatter.write_str("`")
             }
-            de::Unexpected::Str(s) => write!(formatter, "string {:?}", s),
+            // queen-edge: the text of `{:?}` written by `write_debug_quoted` (change 5).
+            de::Unexpected::Str(s) => {
+                formatter.write_str("string ")?;
+                write_debug_quoted(formatter, s)
+            }
             de::Unexpected::Bytes(_) => formatter.write_str("byte array"),
             de::Unexpected::Option => formatter.write_str("Option value"),
             de::Unexpected::NewtypeStruct => formatter.write_str("newtype struct"),
@@ -502,6 +506,36 @@ impl<'a> Display for JsonUnexpected<'a> {
             de::Unexpected::Other(other) => formatter.write_str(other),
         }
     }
+}
+
+/// queen-edge (change 5): `s` quoted as `{:?}` quotes it, for every ASCII character: `\"`, `\\`, `\0`, `\t`,
+/// `\r`, `\n`, other control characters as `\u{hex}`; other characters as they are (where `{:?}` would escape
+/// the unprintable ones). `str`'s `Debug` links the standard library's Unicode printability tables and its
+/// escaping code into every program that builds an "invalid type: string" error (vendor/README.md).
+fn write_debug_quoted(formatter: &mut fmt::Formatter, s: &str) -> fmt::Result {
+    formatter.write_char('"')?;
+    let mut from = 0;
+    for (at, byte) in s.bytes().enumerate() {
+        let escape: &str = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\0' => "\\0",
+            b'\t' => "\\t",
+            b'\r' => "\\r",
+            b'\n' => "\\n",
+            0..=0x1f | 0x7f => "",
+            _ => continue,
+        };
+        formatter.write_str(&s[from..at])?;
+        if escape.is_empty() {
+            write!(formatter, "\\u{{{:x}}}", byte)?;
+        } else {
+            formatter.write_str(escape)?;
+        }
+        from = at + 1;
+    }
+    formatter.write_str(&s[from..])?;
+    formatter.write_char('"')
 }
 
 // Parse our own error message that looks like "{} at line {} column {}" to work
