@@ -151,15 +151,32 @@ impl DeliveryLog {
             .map_or(&[], |(_, records)| records)
     }
 
-    /// Every queue's records, newest (highest sequence) first.
-    fn newest_first(&self) -> Vec<&DeliveryRecord> {
-        let mut all: Vec<&DeliveryRecord> = self
-            .by_queue
+    /// The lists of `queue`, or of every queue when `None`.
+    fn lists<'a>(
+        &'a self,
+        queue: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a [Box<DeliveryRecord>]> {
+        self.by_queue
             .iter()
-            .flat_map(|(_, records)| records.iter().map(|r| &**r))
-            .collect();
-        super::sort::sort_by(&mut all, |a, b| b.seq.cmp(&a.seq));
-        all
+            .filter(move |(q, _)| queue.is_none_or(|want| q == want))
+            .map(|(_, records)| records.as_slice())
+    }
+
+    /// The records of `queue` (of every queue when `None`), newest (highest sequence) first: the lists
+    /// merged from their newest ends, one step per record taken, so a page stops where it is full.
+    fn newest_first<'a>(
+        &'a self,
+        queue: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a DeliveryRecord> {
+        let lists: Vec<&[Box<DeliveryRecord>]> = self.lists(queue).collect();
+        let mut ends: Vec<usize> = lists.iter().map(|list| list.len()).collect();
+        std::iter::from_fn(move || {
+            let newest = (0..lists.len())
+                .filter(|&at| ends[at] > 0)
+                .max_by_key(|&at| lists[at][ends[at] - 1].seq)?;
+            ends[newest] -= 1;
+            Some(&*lists[newest][ends[newest]])
+        })
     }
 
     #[allow(clippy::vec_box)]
@@ -419,24 +436,17 @@ impl Broker {
                         .any(|(pid, o)| r.partition_id == *pid && (r.first..=r.last).contains(o))
                 })
         };
-        let source: Vec<&DeliveryRecord> = match &query.queue {
-            Some(q) => self
-                .deliveries
-                .records(q)
-                .iter()
-                .rev()
-                .map(|r| &**r)
-                .collect(),
-            None => self.deliveries.newest_first(),
-        };
-        let mut total = 0;
-        let mut records = Vec::new();
-        for r in source.into_iter().filter(|r| matches(r)) {
-            if total >= query.offset && records.len() < query.limit {
-                records.push(r.clone());
-            }
-            total += 1;
-        }
+        let queue = query.queue.as_deref();
+        // The count in any order, in one pass; the page in order, merged only as far as it reaches.
+        let total = (self.deliveries.lists(queue).flatten())
+            .filter(|r| matches(r))
+            .count();
+        let records = (self.deliveries.newest_first(queue))
+            .filter(|r| matches(r))
+            .skip(query.offset)
+            .take(query.limit)
+            .cloned()
+            .collect();
         DeliveryPage { records, total }
     }
 }

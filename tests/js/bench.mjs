@@ -398,7 +398,7 @@ if (args.has('--write')) {
   lines.push('| file | raw | gzip -9 |', '|---|---:|---:|')
   for (const s of [...viewsSizes, viewsTotal]) lines.push(`| ${s.file.startsWith('total') ? '**' + s.file + '**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
   lines.push('', `With a \`bridge\` (which needs the views build), also its own chunk \`bridge.js\`: ${kb(bridgeSize.raw)} raw, ${kb(bridgeSize.gz)} gzipped (not in the budget).`)
-  lines.push('', `Enforced limit: ${BUDGET_GZ / 1024} KB gzipped. ${overBudget ? `**Over it by ${kb(total.gz - BUDGET_GZ)}**.` : 'Within it.'} Target (issue 11): ${TARGET_GZ / 1024} KB gzipped: ${total.gz > TARGET_GZ ? `**missed by ${kb(total.gz - TARGET_GZ)}**` : 'met'} (docs/decisions.md, "Over the 200 KB target").`, '')
+  lines.push('', `Enforced limit: ${BUDGET_GZ / 1024} KB gzipped. ${overBudget ? `**Over it by ${kb(total.gz - BUDGET_GZ)}**.` : 'Within it.'} Target (issue 11): ${TARGET_GZ / 1024} KB gzipped: ${total.gz > TARGET_GZ ? `**missed by ${kb(total.gz - TARGET_GZ)}**` : 'met'} (docs/decisions.md, "${total.gz > TARGET_GZ ? 'Over the 200 KB target' : 'Back under 200 KB (session 35)'}").`, '')
   if (results) {
     lines.push(`### Throughput (messages/s, headless Chromium ${results.chromium}, durability strict, one tab)`, '')
     lines.push('queen-edge goes through the fluent API (push a batch; pop a batch + ack it). The naive baseline keeps one',

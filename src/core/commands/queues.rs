@@ -95,7 +95,7 @@ impl Broker {
     /// once per partition).
     fn take_partitions(&mut self, q: &Queue) -> Vec<(u64, Box<Partition>)> {
         let mut pids: Vec<u64> = q.partitions.values().map(|pid| **pid).collect();
-        sort::sort(&mut pids);
+        sort::sort_u64(&mut pids);
         let doomed = |pid: &u64| pids.binary_search(pid).is_ok();
         self.timers.retain(|(_, pid, _)| !doomed(pid));
         let mut kept = std::mem::take(&mut self.partitions).into_tuple_vec();
