@@ -204,15 +204,15 @@ function durableObjectClass(Wasm) {
         if (url.startsWith('/__', url.indexOf('/', url.indexOf('://') + 3))) return this.serveInWasm(wasm, request);
         const method = request.method;
         const headers = request.headers;
-        if (method === 'GET' || method === 'HEAD') return this.serve(wasm, method, url, headers, EMPTY_BODY);
+        if (method === 'GET' || method === 'HEAD') return this.serve(wasm, method, url, headers, request.signal, EMPTY_BODY);
         const declared = headers.get('content-length');
         if (declared === null) {
           if (request.body !== null) return this.serveInWasm(wasm, request);
-          return this.serve(wasm, method, url, headers, EMPTY_BODY);
+          return this.serve(wasm, method, url, headers, null, EMPTY_BODY);
         }
         if (Number(declared) > this.maxBodyBytes) return this.serveInWasm(wasm, request);
-        if (declared === '0') return this.serve(wasm, method, url, headers, EMPTY_BODY);
-        return request.arrayBuffer().then((body) => this.serve(wasm, method, url, headers, new Uint8Array(body)));
+        if (declared === '0') return this.serve(wasm, method, url, headers, null, EMPTY_BODY);
+        return request.arrayBuffer().then((body) => this.serve(wasm, method, url, headers, null, new Uint8Array(body)));
       } catch (e) {
         handleMaybeCritical(e);
         throw e;
@@ -223,8 +223,10 @@ function durableObjectClass(Wasm) {
      * The answer of `wasm.serve` to a request whose body is read: a `Response` when the wasm answered within
      * the call (no promise, no microtask), else a promise of one. Reads `Authorization` only when the
      * object's settings use it, and `x-queen-shard` only until the engine is open (`wantsShardHint`).
+     * `signal`: the request's AbortSignal for a GET (a pop may park and must stop if its client goes), null
+     * for the rest, which never wait for a client.
      */
-    serve(wasm, method, url, headers, body) {
+    serve(wasm, method, url, headers, signal, body) {
       try {
         let shard = null;
         if (this.shardHintWanted) {
@@ -232,7 +234,7 @@ function durableObjectClass(Wasm) {
           if (this.shardHintWanted) shard = headers.get('x-queen-shard');
         }
         const frame = wasm.serve(method, url, this.readsAuthorization ? headers.get('authorization') : null,
-          headers.get('content-type'), shard, body);
+          headers.get('content-type'), shard, body, signal);
         if (frame instanceof Uint8Array) return this.toResponse(frame);
         return frame.then((f) => this.toResponse(f), critical);
       } catch (e) {

@@ -801,10 +801,18 @@ impl<S: Store, H: Host> Engine<S, H> {
     }
 
     /// Pops (claims) messages; with `wait_ms`, parks until something is claimable or the time passes.
-    pub async fn pop(
+    pub async fn pop(&self, request: PopRequest, wait_ms: Option<u64>) -> EngineResult<PopReply> {
+        self.pop_for(request, wait_ms, &|| false).await
+    }
+
+    /// [`Engine::pop`] for a client that may go while its long-poll is parked: once `gone` says so, the
+    /// pop stops at its next wake-up with what it has (nothing), instead of claiming messages nobody
+    /// would receive (wire-contract §1.3). Checked after each wait, before the next attempt.
+    pub async fn pop_for(
         &self,
         mut request: PopRequest,
         wait_ms: Option<u64>,
+        gone: &dyn Fn() -> bool,
     ) -> EngineResult<PopReply> {
         let began = self.host.now_ms();
         let deadline = wait_ms.map(|w| began.saturating_add(w as i64));
@@ -862,6 +870,9 @@ impl<S: Store, H: Host> Engine<S, H> {
             let sleep = self.host.sleep((wake_at - now) as u64);
             match select(woken, sleep).await {
                 Either::Left(_) | Either::Right(_) => {}
+            }
+            if gone() {
+                return Ok(reply);
             }
         }
     }

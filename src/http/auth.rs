@@ -72,11 +72,13 @@ pub(crate) enum Access {
     Admin,
 }
 
-/// Who is calling, once checked.
+/// Who is calling, once checked, and whether they are still there.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Caller {
     /// The subject to stamp as `producerSub`.
     pub(crate) subject: Option<String>,
+    /// Whether the caller has gone (the request's [`super::ClientGone`]).
+    pub(crate) client: super::ClientGone,
 }
 
 /// Checks the `Authorization` header value against `config` for a route needing `access`.
@@ -121,6 +123,7 @@ pub(crate) fn check(
     }
     Ok(Caller {
         subject: token.subject.clone(),
+        ..Caller::default()
     })
 }
 

@@ -52,13 +52,13 @@ pub(crate) async fn dispatch<S: Store, H: Host>(
         return Ok(no_content());
     }
     #[cfg(not(feature = "jwt"))]
-    let caller = super::auth::check(
+    let mut caller = super::auth::check(
         config.auth.as_ref(),
         route.access(),
         request.header("authorization"),
     )?;
     #[cfg(feature = "jwt")]
-    let caller = super::jwt::check(
+    let mut caller = super::jwt::check(
         config,
         route.access(),
         &request.path,
@@ -82,6 +82,7 @@ pub(crate) async fn dispatch<S: Store, H: Host>(
             "Binary Queen protocols are not supported; send JSON",
         ));
     }
+    caller.client = std::mem::take(&mut request.client);
     let query = Query::parse(&request.query)?;
     let body = request.body.as_slice();
     Route::dispatch_to(engine, config, route, &query, body, &caller).await
@@ -118,7 +119,7 @@ impl Route {
             }
             Route::PopQueue { queue } => {
                 check_name("Queue name", &queue, true, limits)?;
-                pop(engine, config, PopTarget::Queue { queue }, query).await
+                pop(engine, config, PopTarget::Queue { queue }, query, caller).await
             }
             Route::PopPartition { queue, partition } => {
                 check_name("Queue name", &queue, true, limits)?;
@@ -128,6 +129,7 @@ impl Route {
                     config,
                     PopTarget::Partition { queue, partition },
                     query,
+                    caller,
                 )
                 .await
             }
@@ -149,6 +151,7 @@ impl Route {
                     config,
                     PopTarget::Discovery { namespace, task },
                     query,
+                    caller,
                 )
                 .await
             }
@@ -481,6 +484,7 @@ async fn pop<S: Store, H: Host>(
     config: &HttpConfig,
     target: PopTarget,
     query: &Query,
+    caller: &Caller,
 ) -> Result<HttpResponse, HttpError> {
     let limits = &config.limits;
     let group = query
@@ -547,7 +551,8 @@ async fn pop<S: Store, H: Host>(
         conflation,
     };
     let wait_ms = query.flag("wait").then_some(timeout_ms);
-    match engine.pop(request, wait_ms).await {
+    let gone = || caller.client.has_gone();
+    match engine.pop_for(request, wait_ms, &gone).await {
         Ok(mut reply) => {
             let payloads = reply.messages.iter_mut().map(|m| &mut m.payload).collect();
             if crypto::open_payloads(config, payloads).await {

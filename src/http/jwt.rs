@@ -640,6 +640,7 @@ pub(crate) fn check(
     }
     Ok(Caller {
         subject: principal.subject.clone(),
+        ..Caller::default()
     })
 }
 

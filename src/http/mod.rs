@@ -74,7 +74,47 @@ pub struct HttpRequest {
     pub headers: Vec<(String, String)>,
     /// The whole body (empty when there is none).
     pub body: Vec<u8>,
+    /// Whether the client has gone (never, unless the embedder says how to tell).
+    pub client: ClientGone,
 }
+
+/// Tells whether the client of a request has gone (disconnected): a long-poll parked for it then stops
+/// without claiming what a later push brings, which nobody would receive (wire-contract §1.3: a client
+/// disconnect cancels the parked request). The embedder sets it where its runtime reports a disconnect
+/// (the Worker: the request's `AbortSignal`); by default a client never goes. Not part of a request's
+/// value: two requests that differ only in it are equal.
+#[derive(Clone, Default)]
+pub struct ClientGone(Option<std::rc::Rc<dyn Fn() -> bool>>);
+
+impl ClientGone {
+    /// A client that has gone when `gone` says so.
+    pub fn when(gone: impl Fn() -> bool + 'static) -> Self {
+        ClientGone(Some(std::rc::Rc::new(gone)))
+    }
+
+    /// Whether the client has gone.
+    pub fn has_gone(&self) -> bool {
+        self.0.as_ref().is_some_and(|gone| gone())
+    }
+}
+
+impl std::fmt::Debug for ClientGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "ClientGone(told)"
+        } else {
+            "ClientGone(never)"
+        })
+    }
+}
+
+impl PartialEq for ClientGone {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ClientGone {}
 
 impl HttpRequest {
     /// A request for `target` (a path with an optional `?query`) with no headers and no body.
@@ -89,6 +129,7 @@ impl HttpRequest {
             query: query.to_string(),
             headers: Vec::new(),
             body: Vec::new(),
+            client: ClientGone::default(),
         }
     }
 

@@ -16,7 +16,7 @@ use futures::lock::Mutex;
 use futures::StreamExt;
 use js_sys::Uint8Array;
 use queen_edge::engine::Engine;
-use queen_edge::http::{handle_with_jwt, HttpRequest, HttpResponse};
+use queen_edge::http::{handle_with_jwt, ClientGone, HttpRequest, HttpResponse};
 use serde_json::json;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
@@ -88,7 +88,16 @@ pub async fn read_request(
         query: query.to_string(),
         headers,
         body,
+        client: client_gone(req.signal()),
     }))
+}
+
+/// A request's `AbortSignal` as the HTTP layer's [`ClientGone`]: workerd aborts it when the caller of the
+/// object goes (the entry Worker's forwarded request, itself aborted when its client disconnects, with the
+/// compatibility flag `enable_request_signal` that wrangler.toml sets), so that a parked long-poll stops
+/// without claiming anything.
+pub fn client_gone(signal: web_sys::AbortSignal) -> ClientGone {
+    ClientGone::when(move || signal.aborted())
 }
 
 /// `k@broker` (the `x-queen-shard` header) -> (k, broker).
@@ -560,7 +569,8 @@ impl BrokerObject {
 
     /// Answers one request given as its parts: `method`, the `url` as workerd serialises it, the
     /// `Authorization`, `Content-Type` and `x-queen-shard` headers, and the whole body (within
-    /// [`BrokerObject::max_body_bytes`], checked again by the HTTP layer). Returns the answer as a
+    /// [`BrokerObject::max_body_bytes`], checked again by the HTTP layer), and the request's `signal` for
+    /// a GET ([`client_gone`]; the shim passes none for other methods). Returns the answer as a
     /// [`frame::frame`] (a `Uint8Array`), or a `Promise` of one when the request must wait.
     pub fn serve(
         &self,
@@ -570,6 +580,7 @@ impl BrokerObject {
         content_type: Option<String>,
         shard: Option<String>,
         body: Vec<u8>,
+        signal: Option<web_sys::AbortSignal>,
     ) -> std::result::Result<JsValue, JsValue> {
         self.broker.note_shard_hint(shard.as_deref());
         let (path, query) = path_and_query(url);
@@ -586,6 +597,7 @@ impl BrokerObject {
             query: query.to_string(),
             headers,
             body,
+            client: signal.map(client_gone).unwrap_or_default(),
         };
         let broker = self.broker.clone();
         run_now(async move {

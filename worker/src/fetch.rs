@@ -75,6 +75,40 @@ pub async fn forward_to_object(
     Ok(response.dyn_into::<web_sys::Response>()?)
 }
 
+/// `/__test/abandon?target=PATH&after=MS` (test routes only): a client that goes. Sends `GET PATH` (with its
+/// query) to the object with an `AbortSignal` aborted after `MS` milliseconds, as workerd aborts a forwarded
+/// request whose client disconnected (`enable_request_signal`; workerd on one machine does not notice a
+/// client's disconnect itself). Answers the object's `Response` when it came first, else
+/// `{"abandoned":true}`.
+async fn abandon(url: &str, query: &str, env: &Env, object: &str) -> Result<web_sys::Response> {
+    let Some(target) = query_param(query, "target").filter(|t| t.starts_with('/')) else {
+        return respond::error(400, "target must be a path");
+    };
+    let Some(after) = query_param(query, "after").and_then(|ms| ms.parse::<u64>().ok()) else {
+        return respond::error(400, "after must be milliseconds");
+    };
+    let origin_end = url.find("://").map_or(0, |at| at + 3);
+    let origin = &url[..url[origin_end..]
+        .find('/')
+        .map_or(url.len(), |at| origin_end + at)];
+    let controller = web_sys::AbortController::new()?;
+    let init = web_sys::RequestInit::new();
+    init.set_signal(Some(&controller.signal()));
+    let request = web_sys::Request::new_with_str_and_init(&format!("{origin}{target}"), &init)?;
+    let answer = forward_to_object(&request, env, object);
+    let timer = worker::Delay::from(std::time::Duration::from_millis(after));
+    futures::pin_mut!(answer);
+    match futures::future::select(answer, timer).await {
+        futures::future::Either::Left((answer, _)) => answer,
+        futures::future::Either::Right(((), pending)) => {
+            controller.abort();
+            // The object's side ends now, or at its own pace; its answer, if any, is nobody's.
+            let _ = pending.await;
+            respond::json(200, &serde_json::json!({ "abandoned": true }))
+        }
+    }
+}
+
 #[event(fetch)]
 async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys::Response> {
     let url = req.url();
@@ -99,6 +133,9 @@ async fn fetch(req: web_sys::Request, env: Env, _ctx: Context) -> Result<web_sys
             .object_name(index),
             Some(Err(_)) => return respond::error(400, "shard must be a shard index"),
         };
+        if path == "/__test/abandon" {
+            return abandon(&url, query, &env, &object).await;
+        }
         return forward_to_object(&req, &env, &object).await;
     }
 

@@ -1,13 +1,13 @@
 // Over real HTTP against the Durable Object in workerd: a parked long-poll is woken by a push and by a
 // nack (retry), the retryDelay hold is honoured, subscription modes decide where a new group starts, and an
-// empty long-poll waits its timeout and answers 204.
+// empty long-poll waits its timeout and answers 204; a long-poll whose client went claims nothing.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { startWorker, tempPersistDir, getJson, post, sleep } from './harness.mjs';
 
 const state = tempPersistDir();
 let w;
-before(async () => { w = await startWorker({ persistTo: state.dir }); });
+before(async () => { w = await startWorker({ persistTo: state.dir, vars: { QUEEN_TEST_ROUTES: 'true' } }); });
 after(async () => { await w?.stop(); state.cleanup(); });
 
 test('a parked long-poll wakes on a push', async () => {
@@ -73,4 +73,23 @@ test('subscription modes: new skips history, all reads it, the first pop decides
   await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: 'subs', payload: 4 }] }));
   const next = await getJson(`${w.url}/api/v1/pop/queue/subs?consumerGroup=fresh&batch=10`);
   assert.deepEqual(next.body.messages.map((m) => m.data), [4]);
+});
+
+test('a long-poll whose client went claims nothing: what a later push brings goes to the next pop', async () => {
+  for (const autoAck of [true, false]) {
+    const q = `lp-gone-${autoAck}`;
+    await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: q, payload: 'seed' }] }));
+    assert.equal((await getJson(`${w.url}/api/v1/pop/queue/${q}?autoAck=true&wait=false`)).status, 200);
+    // The entry's test route aborts the forwarded request after 300 ms, as workerd does when a client
+    // disconnects (enable_request_signal).
+    const target = `/api/v1/pop/queue/${q}?batch=10&wait=true&timeout=5000&autoAck=${autoAck}`;
+    const gone = await getJson(`${w.url}/__test/abandon?object=default&after=300&target=${encodeURIComponent(target)}`);
+    assert.deepEqual(gone.body, { abandoned: true }, JSON.stringify(gone.body));
+    const push = await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: q, payload: 'after-abort' }] }));
+    assert.equal(push.status, 201);
+    await sleep(200);
+    const next = await getJson(`${w.url}/api/v1/pop/queue/${q}?batch=10&wait=false`);
+    assert.equal(next.status, 200, `autoAck=${autoAck}: the pop of the client that went took the message`);
+    assert.deepEqual(next.body.messages.map((m) => m.data), ['after-abort']);
+  }
 });
