@@ -521,6 +521,55 @@ fn ack_with_a_foreign_lease_is_refused_per_item() {
 }
 
 #[test]
+fn acks_for_a_group_that_never_popped_are_refused_and_make_no_group() {
+    // QA repro: the refused ack made group X, whose first pop (mode new) then got the history.
+    let h = Harness::new();
+    let mut pid = Value::Null;
+    for tx in ["h0", "h1", "h2"] {
+        pid = push_one(&h, "Q", tx, json!(tx))["partitionId"].clone();
+    }
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": "h1", "partitionId": pid, "consumerGroup": "X",
+                    "leaseId": "01a2470a-0000-7000-8000-000000000000", "status": "completed"}),
+        ),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body[0]["success"], false);
+    assert_eq!(body[0]["error"], "Invalid or expired lease");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"consumerGroup": "X", "acknowledgments": [
+            {"transactionId": "h0", "partitionId": pid, "status": "completed"},
+            {"transactionId": "h2", "partitionId": pid, "status": "dlq"}]})),
+    );
+    assert_eq!(status, 200);
+    for item in body.as_array().unwrap() {
+        assert_eq!(item["success"], false, "{item}");
+        assert_eq!(
+            item["error"], "Consumer group has no cursor on this partition",
+            "{item}"
+        );
+    }
+    assert_eq!(h.call("GET", "/api/v1/consumer-groups", None).1, json!([]));
+    push_one(&h, "Q", "new0", json!("new0"));
+    h.advance(1);
+    assert_eq!(
+        pop(&h, "/api/v1/pop/queue/Q?batch=10&consumerGroup=X").0,
+        204,
+        "X's first pop applies mode new"
+    );
+    h.advance(1);
+    push_one(&h, "Q", "new1", json!("new1"));
+    let got = h.pop_messages("/api/v1/pop/queue/Q?batch=10&consumerGroup=X");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["transactionId"], "new1");
+}
+
+#[test]
 fn failed_ack_with_no_budget_files_a_dead_letter() {
     let h = Harness::new();
     h.call(
