@@ -1544,3 +1544,46 @@ fn decide_an_ack_for_a_group_without_a_cursor_is_refused_and_makes_nothing() {
     assert!(!res[0].success);
     assert_eq!(offsets(&h.pop("q", None, 10)), vec![0, 1, 2, 3, 4]);
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn seek_moves_only_the_cursors_the_group_has() {
+    // Contract §1.9: "for each partition of the queue where the group has a cursor row".
+    let mut h = Harness::with_config(BrokerConfig::default());
+    h.push_to("q", "p0", vec![json!(0), json!(1)]);
+    h.push_to("q", "p1", vec![json!(0), json!(1)]);
+    let seek = h
+        .broker
+        .seek(h.now, "ghost", "q", SeekTarget::Timestamp(0))
+        .unwrap();
+    assert_eq!(seek.partitions_updated, 0);
+    assert_eq!(lane_writes(&h.commit(), "ghost"), 0);
+    assert!(h.broker.consumer_groups(h.now).is_empty());
+    // ghost's first pop applies its mode (new): no history.
+    h.advance(1);
+    let mut req = PopRequest::queue("q");
+    req.group = Some("ghost".into());
+    req.batch = Some(10);
+    req.partitions = Some(2);
+    assert!(h.pop_with(req.clone()).messages.is_empty());
+    h.advance(1);
+    h.push_to("q", "p1", vec![json!(2)]);
+    assert_eq!(offsets(&h.pop_with(req)), vec![2]);
+    // A group with a cursor on one partition only: the seek moves that one and makes no other.
+    let mut req = PopRequest::queue("q");
+    req.group = Some("g".into());
+    req.subscription = Some(SubscriptionStart::All);
+    req.batch = Some(10);
+    let first = h.pop_with(req.clone());
+    assert_eq!(first.messages.len(), 2, "one partition claimed");
+    let seek = h.broker.seek(h.now, "g", "q", SeekTarget::End).unwrap();
+    h.commit();
+    assert_eq!(seek.partitions_updated, 1);
+    let other = h.pop_with(req);
+    assert_ne!(other.messages[0].partition, first.messages[0].partition);
+    assert_eq!(
+        offsets(&other)[0],
+        0,
+        "the other partition's history is still there"
+    );
+}
