@@ -99,7 +99,20 @@ fn segments_a_seek_skipped_go_before_a_backlog_being_read() {
     let host = TestHost::new();
     let engine = open(&store, &host);
     push_backlog(&engine, &host, "orders", "a", DEAD_SEGMENTS);
-    // The only group skips the whole backlog: nothing reads those segments again.
+    // The only group claims a first batch (a seek moves only the cursors a group has), then skips
+    // the whole backlog: nothing reads those segments again.
+    let first = PopRequest {
+        group: Some("billing".into()),
+        batch: Some(BATCH as u32),
+        ..PopRequest::queue("orders")
+    };
+    assert_eq!(
+        block_on(engine.pop(first, None))
+            .expect("pop")
+            .messages
+            .len(),
+        BATCH
+    );
     block_on(engine.seek("billing", "orders", SeekTarget::End)).expect("seek");
     assert_eq!(drain(&engine, "orders", "billing"), 0);
     assert_eq!(live_backlog_reads(&engine, &store, &host), 0);

@@ -1474,3 +1474,116 @@ fn dead_letter_order_survives_restarts() {
         "newest first"
     );
 }
+
+/// The lane records (`l/...`) and dead letters a change set writes or deletes for `group`.
+fn lane_writes(changes: &queen_edge::store::ChangeSet, group: &str) -> usize {
+    let suffix = format!("/{group}");
+    changes
+        .puts()
+        .map(|(k, _)| k)
+        .chain(changes.deletes())
+        .filter(|k| k.ends_with(&suffix) || k.starts_with("d/"))
+        .count()
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn decide_an_ack_for_a_group_without_a_cursor_is_refused_and_makes_nothing() {
+    // QA repro: a refused ack made lane X at -1, so X's first pop (mode new) got the history.
+    let mut h = Harness::with_config(BrokerConfig::default());
+    let pushed = h.push_n("q", 3);
+    let item = |i: usize, s: AckStatus| {
+        AckItem::new(&pushed[i].transaction_id, &pushed[i].partition_id, s)
+    };
+    let res = h.ack(
+        Some("X"),
+        vec![item(1, C).with_lease("01a2470a-0000-7000-8000-000000000000")],
+    );
+    assert_eq!(res[0].error.as_deref(), Some("Invalid or expired lease"));
+    assert_eq!(lane_writes(&h.commit(), "X"), 0);
+    assert!(
+        h.broker.consumer_groups(h.now).is_empty(),
+        "no lane X in memory"
+    );
+    // Unfenced items are refused too: X never popped, so it has nothing to ack, commit or file.
+    for s in [C, F, R, D] {
+        let res = h.ack(Some("X"), vec![item(2, s)]);
+        assert!(!res[0].success);
+        assert_eq!(
+            res[0].error.as_deref(),
+            Some("Consumer group has no cursor on this partition")
+        );
+        assert_eq!(lane_writes(&h.commit(), "X"), 0);
+    }
+    assert!(h.dlq("q").is_empty());
+    assert!(h.broker.consumer_groups(h.now).is_empty());
+    // A transaction refuses the same ack before applying anything.
+    let tx = h.broker.transaction(
+        h.now,
+        vec![TxOperation::Ack {
+            item: item(0, C),
+            group: Some("X".into()),
+        }],
+    );
+    assert!(!tx.success);
+    assert_eq!(
+        tx.error.as_deref(),
+        Some("Consumer group has no cursor on this partition")
+    );
+    assert_eq!(lane_writes(&h.commit(), "X"), 0);
+    // X's first pop still applies its mode: only what is pushed after it.
+    h.advance(1);
+    h.push_n("q", 1);
+    h.advance(1);
+    assert!(h.pop("q", Some("X"), 10).messages.is_empty());
+    h.advance(1);
+    h.push_n("q", 1);
+    assert_eq!(offsets(&h.pop("q", Some("X"), 10)), vec![4]);
+    // Queue mode never popped either: the same refusal, and its first pop starts at the oldest.
+    let res = h.ack(None, vec![item(0, C)]);
+    assert!(!res[0].success);
+    assert_eq!(offsets(&h.pop("q", None, 10)), vec![0, 1, 2, 3, 4]);
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn seek_moves_only_the_cursors_the_group_has() {
+    // Contract §1.9: "for each partition of the queue where the group has a cursor row".
+    let mut h = Harness::with_config(BrokerConfig::default());
+    h.push_to("q", "p0", vec![json!(0), json!(1)]);
+    h.push_to("q", "p1", vec![json!(0), json!(1)]);
+    let seek = h
+        .broker
+        .seek(h.now, "ghost", "q", SeekTarget::Timestamp(0))
+        .unwrap();
+    assert_eq!(seek.partitions_updated, 0);
+    assert_eq!(lane_writes(&h.commit(), "ghost"), 0);
+    assert!(h.broker.consumer_groups(h.now).is_empty());
+    // ghost's first pop applies its mode (new): no history.
+    h.advance(1);
+    let mut req = PopRequest::queue("q");
+    req.group = Some("ghost".into());
+    req.batch = Some(10);
+    req.partitions = Some(2);
+    assert!(h.pop_with(req.clone()).messages.is_empty());
+    h.advance(1);
+    h.push_to("q", "p1", vec![json!(2)]);
+    assert_eq!(offsets(&h.pop_with(req)), vec![2]);
+    // A group with a cursor on one partition only: the seek moves that one and makes no other.
+    let mut req = PopRequest::queue("q");
+    req.group = Some("g".into());
+    req.subscription = Some(SubscriptionStart::All);
+    req.batch = Some(10);
+    let first = h.pop_with(req.clone());
+    assert_eq!(first.messages.len(), 2, "one partition claimed");
+    let seek = h.broker.seek(h.now, "g", "q", SeekTarget::End).unwrap();
+    h.commit();
+    assert_eq!(seek.partitions_updated, 1);
+    let other = h.pop_with(req);
+    assert_ne!(other.messages[0].partition, first.messages[0].partition);
+    assert_eq!(
+        offsets(&other)[0],
+        0,
+        "the other partition's history is still there"
+    );
+}

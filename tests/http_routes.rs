@@ -521,6 +521,55 @@ fn ack_with_a_foreign_lease_is_refused_per_item() {
 }
 
 #[test]
+fn acks_for_a_group_that_never_popped_are_refused_and_make_no_group() {
+    // QA repro: the refused ack made group X, whose first pop (mode new) then got the history.
+    let h = Harness::new();
+    let mut pid = Value::Null;
+    for tx in ["h0", "h1", "h2"] {
+        pid = push_one(&h, "Q", tx, json!(tx))["partitionId"].clone();
+    }
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack",
+        Some(
+            json!({"transactionId": "h1", "partitionId": pid, "consumerGroup": "X",
+                    "leaseId": "01a2470a-0000-7000-8000-000000000000", "status": "completed"}),
+        ),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(body[0]["success"], false);
+    assert_eq!(body[0]["error"], "Invalid or expired lease");
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/ack/batch",
+        Some(json!({"consumerGroup": "X", "acknowledgments": [
+            {"transactionId": "h0", "partitionId": pid, "status": "completed"},
+            {"transactionId": "h2", "partitionId": pid, "status": "dlq"}]})),
+    );
+    assert_eq!(status, 200);
+    for item in body.as_array().unwrap() {
+        assert_eq!(item["success"], false, "{item}");
+        assert_eq!(
+            item["error"], "Consumer group has no cursor on this partition",
+            "{item}"
+        );
+    }
+    assert_eq!(h.call("GET", "/api/v1/consumer-groups", None).1, json!([]));
+    push_one(&h, "Q", "new0", json!("new0"));
+    h.advance(1);
+    assert_eq!(
+        pop(&h, "/api/v1/pop/queue/Q?batch=10&consumerGroup=X").0,
+        204,
+        "X's first pop applies mode new"
+    );
+    h.advance(1);
+    push_one(&h, "Q", "new1", json!("new1"));
+    let got = h.pop_messages("/api/v1/pop/queue/Q?batch=10&consumerGroup=X");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["transactionId"], "new1");
+}
+
+#[test]
 fn failed_ack_with_no_budget_files_a_dead_letter() {
     let h = Harness::new();
     h.call(
@@ -840,8 +889,9 @@ fn consumer_groups_list_has_real_lag_and_state() {
     assert_eq!(qm["maxTimeLag"], 501);
     assert_eq!(qm["subscriptionMode"], Value::Null);
 
-    // Placed by a seek, nothing claimed since, work pending younger than 300 s: Dead. Claiming makes
-    // it Stable; a later seek makes it Dead again until it claims.
+    // A seek moves only the cursors a group has: before its first pop it makes none, and the group
+    // is not listed. Claiming makes it Stable; placed by a seek, nothing claimed since, work pending
+    // younger than 300 s: Dead, until it claims again.
     let h = Harness::new();
     push_to(&h, "dq", "Default", &["x"]);
     let seek = |h: &Harness| {
@@ -853,23 +903,24 @@ fn consumer_groups_list_has_real_lag_and_state() {
         assert_eq!(status, 200);
     };
     seek(&h);
-    let (_, body) = h.call("GET", "/api/v1/consumer-groups", None);
-    assert_eq!(
-        body,
-        json!([{"name": "idle", "topics": ["dq"], "queueName": "dq", "members": 1,
-                "partitionsWithLag": 1, "totalLag": 1, "maxTimeLag": 0, "state": "Dead",
-                "activeLeases": 0, "subscriptionMode": null, "subscriptionTimestamp": null,
-                "subscriptionCreatedAt": null, "conflation": false}])
+    assert_eq!(h.call("GET", "/api/v1/consumer-groups", None).1, json!([]));
+    let (status, _) = pop(
+        &h,
+        "/api/v1/pop/queue/dq?consumerGroup=idle&batch=1&subscriptionMode=all",
     );
-    let (status, _) = pop(&h, "/api/v1/pop/queue/dq?consumerGroup=idle&batch=1");
     assert_eq!(status, 200);
     let (_, body) = h.call("GET", "/api/v1/consumer-groups", None);
     assert_eq!(body[0]["state"], "Stable", "{body}");
     assert_eq!(body[0]["activeLeases"], 1);
     seek(&h);
     let (_, body) = h.call("GET", "/api/v1/consumer-groups", None);
-    assert_eq!(body[0]["state"], "Dead", "{body}");
-    assert_eq!(body[0]["totalLag"], 1);
+    assert_eq!(
+        body,
+        json!([{"name": "idle", "topics": ["dq"], "queueName": "dq", "members": 1,
+                "partitionsWithLag": 1, "totalLag": 1, "maxTimeLag": 0, "state": "Dead",
+                "activeLeases": 0, "subscriptionMode": "all", "subscriptionTimestamp": null,
+                "subscriptionCreatedAt": iso_ms(T0), "conflation": false}])
+    );
 }
 
 #[test]
@@ -1419,6 +1470,34 @@ fn seek_to_end_and_back_by_timestamp() {
         pop(&h, "/api/v1/pop/queue/sq?consumerGroup=g").0,
         200,
         "backward seek re-delivers"
+    );
+}
+
+#[test]
+fn seeking_a_group_without_cursors_updates_nothing_and_makes_no_group() {
+    let h = Harness::new();
+    push_one(&h, "Q", "h0", json!(0));
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/consumer-groups/ghost/queues/Q/seek",
+        Some(json!({"timestamp": "2000-01-01T00:00:00Z"})),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"success": true, "consumerGroup": "ghost", "queueName": "Q", "seekToEnd": false,
+               "targetTimestamp": "2000-01-01T00:00:00.000Z", "partitionsUpdated": 0})
+    );
+    assert_eq!(h.call("GET", "/api/v1/consumer-groups", None).1, json!([]));
+    h.advance(1);
+    assert_eq!(
+        pop(
+            &h,
+            "/api/v1/pop/queue/Q?batch=10&consumerGroup=ghost&subscriptionMode=new"
+        )
+        .0,
+        204,
+        "ghost's first pop applies mode new"
     );
 }
 

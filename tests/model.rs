@@ -62,6 +62,8 @@ struct ModelLane {
     a: u32,
     s: i64,
     h: i64,
+    /// The broker has the lane: a pop found a message for the group. Until then a seek moves nothing.
+    made: bool,
 }
 
 #[derive(Debug, Default)]
@@ -224,6 +226,7 @@ fn run(cmds: Vec<Cmd>) -> Result<(), TestCaseError> {
                     Some(GROUPS[group]).filter(|g| *g != QUEUE_MODE_GROUP),
                     batch,
                 );
+                m.lanes[group].made |= m.n > 0;
                 let expected = m.pop(group, batch);
                 let got = reply.messages.first().map(|f| {
                     (
@@ -315,16 +318,25 @@ fn run(cmds: Vec<Cmd>) -> Result<(), TestCaseError> {
                 } else {
                     SeekTarget::Timestamp(support::T0 - 1)
                 };
-                h.broker.seek(h.now, GROUPS[group], "q", target).unwrap();
+                let reply = h.broker.seek(h.now, GROUPS[group], "q", target).unwrap();
                 h.commit();
                 let lane = &mut m.lanes[group];
-                lane.c = if to_end { m.n as i64 - 1 } else { -1 };
-                lane.lease = None;
-                lane.r = 0;
-                lane.a = 0;
-                lane.s = -1;
-                lane.h = 0;
-                lane.e = lane.c;
+                // A seek moves the cursors the group has, and makes none.
+                prop_assert_eq!(
+                    reply.partitions_updated,
+                    lane.made as u32,
+                    "step {}: seek",
+                    step
+                );
+                if lane.made {
+                    lane.c = if to_end { m.n as i64 - 1 } else { -1 };
+                    lane.lease = None;
+                    lane.r = 0;
+                    lane.a = 0;
+                    lane.s = -1;
+                    lane.h = 0;
+                    lane.e = lane.c;
+                }
             }
             Cmd::Restart => h.restart(),
         }
@@ -334,11 +346,9 @@ fn run(cmds: Vec<Cmd>) -> Result<(), TestCaseError> {
             let p = &q.partitions[0];
             for (g, name) in GROUPS.iter().enumerate() {
                 let lane = p.lanes.iter().find(|l| l.consumer_group == *name);
-                // A group the model has never moved may have no lane yet; any other must have one.
-                let pristine =
-                    m.lanes[g].c == -1 && m.lanes[g].r == 0 && m.lanes[g].lease.is_none();
+                // A group no pop has found a message for may have no lane yet; any other has one.
                 prop_assert!(
-                    lane.is_some() || pristine,
+                    lane.is_some() || !m.lanes[g].made,
                     "step {}: the lane of {} is lost (model cursor {})",
                     step,
                     name,

@@ -14,13 +14,15 @@ pub const MESSAGE_NOT_FOUND: &str = "Message not found";
 pub const INVALID_LEASE: &str = "Invalid or expired lease";
 /// Item error for a `completed` beyond the leased span while a lease is live.
 pub const NOT_IN_SPAN: &str = "Message not in leased span";
+/// Item error for an unfenced ack whose group has no cursor (lane) on the message's partition: it
+/// never popped there, so it has nothing to ack (docs/decisions.md, "An ack needs the group's cursor").
+pub const NO_CURSOR: &str = "Consumer group has no cursor on this partition";
 /// Error recorded on a dead letter when no item of the call carried one.
 pub const RETRIES_EXHAUSTED: &str = "Retries exhausted";
 
 /// Where an ack call's next item probably is: the offset after the message found last, in the
 /// segment that held it, with what the search found on the way there. Valid for one pass over a
-/// call's items, during which no lane's span and no segment changes (a pass only reads them, or
-/// materialises a lane that had none, which never held a hint).
+/// call's items, during which no lane's span and no segment changes (a pass only reads them).
 #[derive(Debug, Clone)]
 struct SpanHint {
     pid: u64,
@@ -36,7 +38,7 @@ struct SpanHint {
 
 /// What fences an ack on one lane, read once per run of items on it: whether a lease is live, where its
 /// span ends, and a fence already found to be the live lease (an item's own text, so nothing is copied).
-/// The lookup pass changes no lane (it only materialises one that had none, which then reads the same).
+/// The lookup pass changes no lane and makes none: an item whose group has no lane there is refused.
 /// Keyed by partition alone: one ack call is for one consumer group, so a partition names one lane.
 struct LaneSpan {
     pid: u64,
@@ -124,7 +126,13 @@ impl Broker {
             let span = match lane_span.as_mut().filter(|span| span.pid == pid) {
                 Some(span) => span,
                 None => {
-                    let Some(lane) = self.lane_mut(pid, &group) else {
+                    // A refused item changes nothing, so no lane is made here: the group's first
+                    // pop makes it, from its subscription. Without one, a fenced item names no live
+                    // lease and an unfenced one acks for a group that never popped this partition.
+                    let Some(lane) = self.partitions[&pid].lanes.get(&group) else {
+                        let fenced = item.lease_id.as_ref().is_some_and(|l| !l.is_empty());
+                        let error = if fenced { INVALID_LEASE } else { NO_CURSOR };
+                        results[index].error = Some(error.to_string());
                         continue;
                     };
                     let live = lane.live_lease(now);
@@ -382,7 +390,7 @@ impl Broker {
             .partitions
             .get_mut(&pid)
             .and_then(|p| p.lanes.get_mut(group))
-            .expect("materialised by ack");
+            .expect("the lookup found the lane");
         let mut filed: Option<(u64, u32, String)> = None; // (offset, retry count, error)
         let mut dlq_item: Option<usize> = None;
         match signal {

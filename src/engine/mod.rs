@@ -987,7 +987,7 @@ impl<S: Store, H: Host> Engine<S, H> {
             .await
     }
 
-    /// Moves a group's cursors on every partition of a queue.
+    /// Moves a group's cursors on a queue: those it has (a seek makes none).
     pub async fn seek(
         &self,
         group: &str,

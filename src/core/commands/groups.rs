@@ -6,7 +6,9 @@ use crate::core::state::*;
 use crate::core::Broker;
 
 impl Broker {
-    /// Moves `group`'s cursor on every partition of `queue`, releasing leases (docs/protocol.md §3.8).
+    /// Moves `group`'s cursor on every partition of `queue` where it has one, releasing leases
+    /// (docs/protocol.md §3.8). Makes no cursor: a group that never popped `queue` has none to move,
+    /// and its first pop still starts where its subscription says.
     pub fn seek(
         &mut self,
         now: i64,
@@ -23,6 +25,7 @@ impl Broker {
             .partitions
             .values()
             .map(|pid| **pid)
+            .filter(|pid| self.partitions[pid].lanes.contains_key(&group))
             .collect();
         let mut updated = 0;
         for pid in pids {

@@ -1,6 +1,6 @@
 //! Transactions: all-or-nothing pushes and acks (docs/protocol.md §3.9).
 
-use crate::core::ack::{INVALID_LEASE, MESSAGE_NOT_FOUND};
+use crate::core::ack::{INVALID_LEASE, MESSAGE_NOT_FOUND, NO_CURSOR};
 use crate::core::api::*;
 use crate::core::Broker;
 
@@ -182,11 +182,14 @@ impl Broker {
                     if let AckStatus::Invalid(s) = &item.status {
                         return Some(format!("Invalid status: {s}"));
                     }
+                    let lane = p.lanes.get(&group);
                     if let Some(fence) = item.lease_id.as_deref().filter(|l| !l.is_empty()) {
-                        let live = p.lanes.get(&group).and_then(|l| l.live_lease(now));
-                        if live != Some(fence) {
+                        if lane.and_then(|l| l.live_lease(now)) != Some(fence) {
                             return Some(INVALID_LEASE.to_string());
                         }
+                    }
+                    if lane.is_none() {
+                        return Some(NO_CURSOR.to_string());
                     }
                 }
             }
