@@ -209,6 +209,45 @@ const tests = [
     await context.close()
   }],
 
+  ['an ack across groups never reads as "nothing applied" when part was: a bad status is refused before anything is sent, a failed group\'s messages say so beside the applied ones, indexes are the caller\'s', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'ack-groups')
+    const r = await page.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('acks').push([{ data: 1 }, { data: 2 }])
+      const pop = (group) => queen.queue('acks').group(group).subscriptionMode('all').batch(1).wait(false).pop()
+      const out = {}
+      // The bad item is the second: nothing of the batch is sent, and the error says index 1.
+      const [a] = await pop('g1')
+      const [b] = await pop('g2')
+      b._status = 'bogus'
+      out.refused = await queen.ack([a, b], true)
+      delete b._status
+      out.afterRefused = [(await queen.ack(a, true)).success, (await queen.ack(b, true)).success]
+      out.single = await queen.ack({ ...a, _status: 7 }, true)
+      // The second group's request fails (the broker refuses a leaseId that is not a string) after the first one was applied.
+      const [c] = await pop('g3')
+      const [d] = await pop('g4')
+      out.partial = await queen.ack([c, { ...d, leaseId: 42 }], true)
+      out.again = [(await queen.ack(c, true)).success, (await queen.ack(d, true)).success]
+      await queen.close()
+      return out
+    }, uniqueName('ack-groups'))
+    assertEq([r.refused.success, r.refused.code, r.refused.results], [false, 'bad_request', undefined], 'a bad status fails the whole ack')
+    assert(/Invalid status 'bogus'.*\(acknowledgments\[1\]\.status\)/.test(r.refused.error), `the error names the caller's index 1: ${r.refused.error}`)
+    assertEq(r.afterRefused, [true, true], 'nothing of the refused ack was applied: both messages ack now')
+    assertEq([r.single.success, r.single.code, r.single.error], [false, 'bad_request',
+      "Invalid status '7': expected completed, success, failed, retry or dlq"], 'a single message with a bad status is refused too')
+    const p = r.partial
+    assertEq([p.success, p.code], [false, 'bad_request'], 'the partial ack reports failure with the failed request\'s code')
+    assertEq(p.results.map((x) => [x.index, x.success]), [[0, true], [1, false]], 'per message: the first group\'s ack applied, the second\'s not')
+    assertEq(p[0].success, true, 'the results are also at their indexes, as queen-mq answers')
+    assert(/leaseId.*\(acknowledgments\[1\]\.leaseId\)/.test(p.results[1].error) && p.error === p.results[1].error,
+      `the failed item's error names the caller's index 1: ${p.results[1].error}`)
+    assertEq(r.again, [false, true], 'acking again: the first was applied (its lease is gone), the second was not')
+    await context.close()
+  }],
+
   ['builders: autopilot, conflation, leaseSeconds, buffer (count, time, flushBuffer, close, a refused batch)', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'builders')
