@@ -73,6 +73,9 @@ function sentId(item, mintsIds) {
   return own || (mintsIds ? undefined : uuidv7())
 }
 
+/** The ack statuses the broker takes (besides none: `completed`). */
+const ACK_STATUSES = ['completed', 'success', 'failed', 'retry', 'dlq']
+
 function ackStatus(status) {
   if (status === true) return 'completed'
   if (status === false) return 'failed'
@@ -1115,56 +1118,44 @@ export class QueenClient {
       if (m.leaseId) out.leaseId = m.leaseId
       return out
     }
-    try {
-      let response
-      if (Array.isArray(messages)) {
-        if (messages.length === 0) return { success: true, results: [] }
-        if (messages.some((m) => !m || !m.partitionId)) {
-          return { success: false, error: 'partitionId is required for every message' }
-        }
-        const groups = new Map()
-        messages.forEach((m, i) => {
-          const g = groupOf(m)
-          if (!groups.has(g)) groups.set(g, [])
-          groups.get(g).push(i)
-        })
-        if (groups.size > 1) return this.#ackPerGroup(messages, groups, item)
-        response = await this.#transport.request('POST', '/api/v1/ack/batch', {
-          acknowledgments: messages.map(item),
-          consumerGroup: groupOf(messages[0])
-        })
-      } else {
-        if (!messages || !messages.partitionId) return { success: false, error: 'partitionId is required' }
-        response = await this.#transport.request('POST', '/api/v1/ack', { ...item(messages), consumerGroup: groupOf(messages) })
-      }
-      if (response.status < 200 || response.status >= 300) {
-        const e = errorFromResponse(response)
-        return { success: false, error: e.message, code: e.code }
-      }
-      const results = Array.isArray(response.body) ? response.body : [response.body]
-      const failed = results.find((r) => !r || r.success === false || r.error)
-      const out = { ...results, success: !failed, results }
-      if (failed) out.error = (failed && failed.error) || 'ack failed'
-      return out
-    } catch (e) {
-      const err = asQueenError(e)
-      return { success: false, error: err.message, code: err.code }
+    const many = Array.isArray(messages)
+    const list = many ? messages : [messages]
+    if (list.length === 0) return { success: true, results: [] }
+    if (list.some((m) => !m || !m.partitionId)) {
+      return { success: false, error: many ? 'partitionId is required for every message' : 'partitionId is required' }
     }
-  }
-
-  /** A batch ack of messages from several groups: one request per group, results in message order. */
-  async #ackPerGroup(messages, groups, item) {
-    const results = new Array(messages.length)
+    const items = list.map(item)
+    // Refused here, before anything is sent: a batch acked per group must not fail half applied.
+    const bad = items.findIndex((a) => a.status != null && !ACK_STATUSES.includes(a.status))
+    if (bad >= 0) {
+      return { success: false, code: 'bad_request', error: `Invalid status '${items[bad].status}': expected completed, ` +
+        `success, failed, retry or dlq${many ? ` (acknowledgments[${bad}].status)` : ''}` }
+    }
+    const groups = new Map()
+    list.forEach((m, i) => {
+      const g = groupOf(m)
+      if (!groups.has(g)) groups.set(g, [])
+      groups.get(g).push(i)
+    })
+    // One request per group; each message's result says whether its group's request was applied.
+    const results = []
+    let code
     for (const [group, indexes] of groups) {
-      const response = await this.#transport.request('POST', '/api/v1/ack/batch', {
-        acknowledgments: indexes.map((i) => item(messages[i])),
-        consumerGroup: group
-      })
-      if (response.status < 200 || response.status >= 300) {
-        const e = errorFromResponse(response)
-        return { success: false, error: e.message, code: e.code }
+      const sent = indexes.map((i) => items[i])
+      let answers
+      try {
+        const response = await this.#transport.request('POST', many ? '/api/v1/ack/batch' : '/api/v1/ack',
+          many ? { acknowledgments: sent, consumerGroup: group } : { ...sent[0], consumerGroup: group })
+        if (response.status < 200 || response.status >= 300) throw errorFromResponse(response)
+        answers = Array.isArray(response.body) ? response.body : [response.body]
+      } catch (e) {
+        const err = asQueenError(e)
+        // The broker's indexes are within the group's request: say them in the caller's array.
+        const message = err.message.replace(/acknowledgments\[(\d+)\]/g, (_, k) => `acknowledgments[${indexes[k]}]`)
+        if (groups.size === 1) return { success: false, error: message, code: err.code }
+        code ??= err.code
+        answers = sent.map((a) => ({ transactionId: a.transactionId, partitionId: a.partitionId, success: false, error: message }))
       }
-      const answers = Array.isArray(response.body) ? response.body : [response.body]
       indexes.forEach((i, k) => {
         results[i] = answers[k] && typeof answers[k] === 'object' ? { ...answers[k], index: i } : answers[k]
       })
@@ -1172,6 +1163,7 @@ export class QueenClient {
     const failed = results.find((r) => !r || r.success === false || r.error)
     const out = { ...results, success: !failed, results }
     if (failed) out.error = (failed && failed.error) || 'ack failed'
+    if (code) out.code = code
     return out
   }
 

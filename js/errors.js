@@ -9,7 +9,8 @@
  *   `unsupported`, `not_built` (a view route on a broker opened without `views: true`),
  *   `server_error`;
  * - transport: `network`, `timeout`, `closed` (the Queen was closed: a request made after it was not sent;
- *   one it interrupted may or may not have been applied, and its message says so), `no_writer` (no tab
+ *   one it interrupted may or may not have been applied, and its message says so; or its database was
+ *   deleted, and the message says that), `no_writer` (no tab
  *   took the request in time: it was not applied, and a writer that gets to it later leaves it alone);
  * - client side: `invalid` (a call that cannot be sent, e.g. an empty transaction).
  */

@@ -706,7 +706,12 @@ export class Queen {
   static open(options: OpenOptions): Promise<Queen>
   /** The same API over HTTP to a queen-edge worker or a Queen server. */
   static connect(url: string, options?: ConnectOptions): Queen
-  /** Deletes the IndexedDB database of broker `name`. */
+  /**
+   * Deletes the IndexedDB database of broker `name` and everything in it. Every Queen open on it, in any
+   * tab or worker, closes: `role` turns `'closed'`, and its pending and later calls reject with code
+   * `closed` and a message saying the database was deleted (a consume loop stops with it). `Queen.open(name)`
+   * afterwards starts on a new, empty database; a `serveQueen` service worker does so at its next request.
+   */
   static deleteDatabase(name: string, options?: { views?: boolean; wasmUrl?: string | URL }): Promise<void>
   /** `'writer'` / `'follower'` / `'closed'` in the browser, `'remote'` over HTTP. */
   readonly role: QueenRole

@@ -67,7 +67,10 @@ export class Queen extends QueenClient {
     return this.#bridge
   }
 
-  /** Deletes the IndexedDB database of broker `name` and everything in it. */
+  /**
+   * Deletes the IndexedDB database of broker `name` and everything in it; every Queen open on it closes
+   * (LocalTransport's #watch), and a later Queen.open starts on a new, empty one.
+   */
   static deleteDatabase(name, options) {
     return deleteLocalDatabase(name, options)
   }
@@ -138,7 +141,11 @@ export function serveQueen(options) {
   let opening = null
   const transport = () => {
     if (!opening) {
-      opening = LocalTransport.open(options).catch((error) => {
+      opening = LocalTransport.open(options).then((t) => {
+        // Closed only when its database was deleted: the next request opens the new one.
+        t.onRoleChange((role) => { if (role === 'closed') opening = null })
+        return t
+      }, (error) => {
         opening = null
         throw error
       })

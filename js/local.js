@@ -30,7 +30,9 @@
 //   {t:'req', id, from, method, path, headers, body}     a forwarded request (body: string | Uint8Array | undefined)
 //   {t:'ack', id, to, writer}                            the writer has it and is working on it
 //   {t:'res', id, to, writer, status, headers, body}     the answer
-//   {t:'gone', from}                                     a context closed (or its page is going away)
+//   {t:'gone', from, deleted?}                           a context closed (or its page is going away); `deleted`: the
+//                                                        writer's database was deleted (why, the error's message):
+//                                                        its followers close too
 //   {t:'blocked', from, blocked}                         its take-over is held back (true; on hello too), or no longer (false)
 //
 // Delivery: a follower re-sends a request every `resendMillis` × 4 until a writer acks it, keeps re-sending
@@ -133,7 +135,8 @@ function randomId() {
 }
 
 /**
- * Deletes the IndexedDB database of broker `name` (every open broker on it stops working). With
+ * Deletes the IndexedDB database of broker `name`: every Queen open on it closes (#watch), rejecting its
+ * calls with code `closed` saying so. With
  * `views: true` it uses the views build (the one `options.wasmUrl` then points at), so a page that only
  * loads that build does not fetch the other.
  */
@@ -243,6 +246,9 @@ export class LocalTransport {
   #opening = false
   #gone = new Set()
   #onPageHide = null
+  // The writer's own connection to its database, watching for a deletion (#watch); why this Queen is closed.
+  #watcher = null
+  #why = 'this Queen was closed'
   #Broker
 
   constructor(options, Broker) {
@@ -493,6 +499,7 @@ export class LocalTransport {
     this.#lastError = null
     this.#setRole('writer')
     this.#post({ t: 'writer', writer: this.#id, version: this.#epoch })
+    this.#watch(broker)
     if (this.#options.maintenanceIntervalMillis > 0) {
       this.#maintenance = setInterval(() => {
         const current = this.#broker
@@ -507,6 +514,32 @@ export class LocalTransport {
   }
 
   /**
+   * Watches `broker`'s database with a connection of this context's own (the broker's is inside the wasm,
+   * which closes it on any version change and then only refuses calls): IndexedDB sends it `versionchange`
+   * with no new version when the database is deleted, and `close` when the browser drops it (site data
+   * cleared). Either closes this Queen, and its followers (they hear `gone` with `deleted`), so the lock is
+   * free for a fresh Queen.open. A new version is another context's take-over: only the watcher closes.
+   */
+  #watch(broker) {
+    const request = indexedDB.open(this.#name)
+    const deleted = () => {
+      if (this.#broker === broker) {
+        this.#close(`the IndexedDB database "${this.#name}" was deleted (Queen.deleteDatabase, or the site's data ` +
+          'cleared): this Queen is closed; open it again (Queen.open) to start on an empty database')
+      }
+    }
+    // Deleted since the broker opened it: do not make an empty one.
+    request.onupgradeneeded = () => { request.transaction.abort(); deleted() }
+    request.onsuccess = () => {
+      const db = request.result
+      db.onversionchange = (event) => { db.close(); if (event.newVersion === null) deleted() }
+      db.onclose = deleted
+      if (this.#broker === broker) this.#watcher = db
+      else db.close()
+    }
+  }
+
+  /**
    * No longer the writer (another context took over `broker`'s database): fence the broker, which is
    * never used again, and follow. In-flight requests on it fail without writing and are sent on.
    */
@@ -514,6 +547,7 @@ export class LocalTransport {
     if (this.#role !== 'writer' || this.#broker !== broker) return
     this.#broker = null
     broker.close()
+    this.#watcher?.close()
     if (this.#maintenance) clearInterval(this.#maintenance)
     this.#maintenance = null
     this.#writerId = null
@@ -602,7 +636,7 @@ export class LocalTransport {
    * Uint8Array or undefined. Resolves to `{status, headers, body: Uint8Array}`.
    */
   raw(method, path, headers, body) {
-    if (this.#closed) return Promise.reject(new QueenError('closed', 'this Queen was closed'))
+    if (this.#closed) return Promise.reject(new QueenError('closed', this.#why))
     return new Promise((resolve, reject) => {
       const now = Date.now()
       const id = String(now).padStart(15, '0') + ':' + this.#id + ':' + ++this.#seq
@@ -644,7 +678,7 @@ export class LocalTransport {
    */
   async #handleLocal(method, path, headers, body, requestId) {
     const broker = this.#broker
-    if (!broker || this.#closed) throw new QueenError('closed', 'this Queen was closed')
+    if (!broker || this.#closed) throw new QueenError('closed', this.#why)
     let response
     try {
       response = await broker.handle(method, path, headers, body, requestId)
@@ -797,6 +831,8 @@ export class LocalTransport {
         }
         break
       case 'gone':
+        // Its database was deleted: so is this Queen's.
+        if (data.deleted && data.from === this.#writerId) return this.#close(data.deleted)
         if (data.from === this.#writerId && this.#role !== 'writer') {
           this.#writerId = null
           this.#writerGoneAt = Date.now()
@@ -905,6 +941,7 @@ export class LocalTransport {
       this.#broker.close()
       this.#broker = null
     }
+    this.#watcher?.close()
     if (this.#releaseLock) this.#releaseLock()
     this.#releaseLock = null
     this.#lockAbort.abort()
@@ -924,13 +961,19 @@ export class LocalTransport {
    * worker, and a long-poll pop (whose messages' lease then expires), may or may not have been applied.
    */
   close() {
+    return this.#close()
+  }
+
+  /** close(), or with `why` (its database was deleted): every pending request and later one rejects with it. */
+  #close(why) {
     if (this.#closed) return this.#closing
-    this.#post({ t: 'gone', from: this.#id })
+    this.#post({ t: 'gone', from: this.#id, deleted: why })
     this.#shutdown()
+    if (why) this.#why = why
     for (const entry of [...this.#pending.values()]) {
-      if (entry.local && longPollMillis(entry.msg.path) === 0) continue
+      if (!why && entry.local && longPollMillis(entry.msg.path) === 0) continue
       this.#pending.delete(entry.msg.id)
-      entry.reject(new QueenError('closed', MAYBE_APPLIED))
+      entry.reject(new QueenError('closed', why || MAYBE_APPLIED))
     }
     this.#closing = this.#pending.size === 0 ? Promise.resolve() : new Promise((resolve) => { this.#onDrained = resolve })
     this.#setRole('closed')

@@ -209,6 +209,45 @@ const tests = [
     await context.close()
   }],
 
+  ['an ack across groups never reads as "nothing applied" when part was: a bad status is refused before anything is sent, a failed group\'s messages say so beside the applied ones, indexes are the caller\'s', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const page = await openPage(context, url, 'ack-groups')
+    const r = await page.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name })
+      await queen.queue('acks').push([{ data: 1 }, { data: 2 }])
+      const pop = (group) => queen.queue('acks').group(group).subscriptionMode('all').batch(1).wait(false).pop()
+      const out = {}
+      // The bad item is the second: nothing of the batch is sent, and the error says index 1.
+      const [a] = await pop('g1')
+      const [b] = await pop('g2')
+      b._status = 'bogus'
+      out.refused = await queen.ack([a, b], true)
+      delete b._status
+      out.afterRefused = [(await queen.ack(a, true)).success, (await queen.ack(b, true)).success]
+      out.single = await queen.ack({ ...a, _status: 7 }, true)
+      // The second group's request fails (the broker refuses a leaseId that is not a string) after the first one was applied.
+      const [c] = await pop('g3')
+      const [d] = await pop('g4')
+      out.partial = await queen.ack([c, { ...d, leaseId: 42 }], true)
+      out.again = [(await queen.ack(c, true)).success, (await queen.ack(d, true)).success]
+      await queen.close()
+      return out
+    }, uniqueName('ack-groups'))
+    assertEq([r.refused.success, r.refused.code, r.refused.results], [false, 'bad_request', undefined], 'a bad status fails the whole ack')
+    assert(/Invalid status 'bogus'.*\(acknowledgments\[1\]\.status\)/.test(r.refused.error), `the error names the caller's index 1: ${r.refused.error}`)
+    assertEq(r.afterRefused, [true, true], 'nothing of the refused ack was applied: both messages ack now')
+    assertEq([r.single.success, r.single.code, r.single.error], [false, 'bad_request',
+      "Invalid status '7': expected completed, success, failed, retry or dlq"], 'a single message with a bad status is refused too')
+    const p = r.partial
+    assertEq([p.success, p.code], [false, 'bad_request'], 'the partial ack reports failure with the failed request\'s code')
+    assertEq(p.results.map((x) => [x.index, x.success]), [[0, true], [1, false]], 'per message: the first group\'s ack applied, the second\'s not')
+    assertEq(p[0].success, true, 'the results are also at their indexes, as queen-mq answers')
+    assert(/leaseId.*\(acknowledgments\[1\]\.leaseId\)/.test(p.results[1].error) && p.error === p.results[1].error,
+      `the failed item's error names the caller's index 1: ${p.results[1].error}`)
+    assertEq(r.again, [false, true], 'acking again: the first was applied (its lease is gone), the second was not')
+    await context.close()
+  }],
+
   ['builders: autopilot, conflation, leaseSeconds, buffer (count, time, flushBuffer, close, a refused batch)', async ({ browser, url }) => {
     const context = await browser.newContext()
     const page = await openPage(context, url, 'builders')
@@ -836,6 +875,71 @@ const tests = [
     await context.close()
   }],
 
+  ['Queen.deleteDatabase under open brokers: the writer and its followers close with code closed naming deleteDatabase (pending and later calls, a consume loop), the lock is free, and Queen.open starts on the new, empty database', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const a = await openPage(context, url, 'deleted writer')
+    const b = await openPage(context, url, 'deleted follower')
+    const c = await openPage(context, url, 'deleting tab')
+    const name = uniqueName('deleted')
+    const outcome = (promise) => promise.then(() => 'no error', (e) => [e.code, /deleteDatabase/.test(e.message)])
+    const roleA = await a.evaluate(async ([name, outcome]) => {
+      window.outcome = eval(outcome)
+      window.queen = await window.QE.Queen.open({ name })
+      await window.queen.queue('kept').push({ data: 'old' })
+      window.parked = window.outcome(window.queen.queue('idle').timeoutMillis(20000).pop())
+      return window.queen.role
+    }, [name, outcome.toString()])
+    const roleB = await b.evaluate(async ([name, outcome]) => {
+      window.outcome = eval(outcome)
+      window.queen = await window.QE.Queen.open({ name })
+      window.consumed = window.outcome(window.queen.queue('idle').group('g').consume(async () => {}))
+      return window.queen.role
+    }, [name, outcome.toString()])
+    assertEq([roleA, roleB], ['writer', 'follower'], 'one writer, one follower')
+    await sleep(300)
+    await c.evaluate((name) => window.QE.Queen.deleteDatabase(name), name)
+    const after = (page) => page.evaluate(async () => {
+      const t0 = Date.now()
+      while (window.queen.role !== 'closed' && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50))
+      return {
+        role: window.queen.role,
+        pending: await (window.parked || window.consumed),
+        push: await window.outcome(window.queen.queue('kept').push({ data: 'x' })),
+        pop: await window.outcome(window.queen.queue('kept').wait(false).pop()),
+        close: await window.outcome(window.queen.close())
+      }
+    })
+    const closed = { role: 'closed', pending: ['closed', true], push: ['closed', true], pop: ['closed', true], close: 'no error' }
+    assertEq(await after(a), closed, 'the writer closed: its parked pop and later calls fail closed, naming deleteDatabase')
+    assertEq(await after(b), closed, 'the follower closed too: its consume loop stops with that error')
+    const r = await c.evaluate(async (name) => {
+      const { Queen } = window.QE
+      const queen = await Queen.open({ name })
+      const out = { kept: await queen.queue('kept').wait(false).pop() }
+      out.pushed = (await queen.queue('fresh').push({ data: 'new' }))[0].status
+      out.popped = (await queen.queue('fresh').wait(false).pop()).map((m) => m.data)
+      out.role = queen.role
+      // The writer's own tab deletes it: the same.
+      await Queen.deleteDatabase(name)
+      const t0 = Date.now()
+      while (queen.role !== 'closed' && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50))
+      out.ownRole = queen.role
+      out.ownPush = await queen.queue('fresh').push({ data: 'x' }).then(() => 'no error', (e) => e.code)
+      const again = await Queen.open({ name })
+      out.againPush = (await again.queue('fresh').push({ data: 'again' }))[0].status
+      out.againRole = again.role
+      await again.close()
+      return out
+    }, name)
+    assertEq(r, { kept: [], pushed: 'queued', popped: ['new'], role: 'writer', ownRole: 'closed', ownPush: 'closed', againPush: 'queued', againRole: 'writer' },
+      'a fresh Queen.open writes the new, empty database; the writer deleting its own database closes too, and opens again')
+    // The browser clearing the site's data closes a writer the same way.
+    await a.evaluate(async (name) => { window.queen = await window.QE.Queen.open({ name }) }, name)
+    await (await context.newCDPSession(a)).send('Storage.clearDataForOrigin', { origin: url, storageTypes: 'indexeddb' })
+    assertEq((await after(a)).push, ['closed', true], 'site data cleared: the writer closes, saying so')
+    await context.close()
+  }],
+
   ['a broker another one took over from answers no request from its memory: code superseded (so it is sent on) — review-vfence', async ({ browser, url }) => {
     // Two brokers on one database in one page: the second's take-over closes the first's connection. The
     // first must then refuse even a read it could answer from memory (it would be stale), as `superseded`,
@@ -1127,6 +1231,12 @@ const tests = [
       const queen = await window.QE.Queen.open({ name })
       out.pageRole = queen.role
       out.pagePop = (await queen.queue('swq').wait(false).pop()).map((m) => m.data)
+      // The database deleted: the page's Queen closes, the service worker serves the new, empty one.
+      await window.QE.Queen.deleteDatabase(name)
+      const t0 = Date.now()
+      while (queen.role !== 'closed' && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50))
+      out.pageAfterDelete = queen.role
+      out.afterDelete = (await fetch('/api/v1/pop/queue/swq?wait=false')).status
       await queen.close()
       await reg.unregister()
       return out
@@ -1141,6 +1251,8 @@ const tests = [
     assertEq(r.passThrough, 200, 'other paths are not answered by the broker')
     assertEq(r.pageRole, 'follower', 'the page follows the service worker writer')
     assertEq(r.pagePop, ['raw'], 'the page sees the same broker')
+    assertEq(r.pageAfterDelete, 'closed', 'Queen.deleteDatabase closes the page\'s Queen')
+    assertEq(r.afterDelete, 204, 'and the service worker serves the new, empty database')
     await context.close()
   }],
 
