@@ -59,6 +59,24 @@ fn needs_escape(s: &[u8]) -> bool {
         .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
+/// The length of `s` written as a JSON string by [`JsonText::str`], quotes included: `serde_json`'s
+/// escapes, two bytes for `"`, `\` and the five control characters with a short form, six for the
+/// other control characters (`\u00XX`).
+pub(crate) fn json_str_len(s: &str) -> u64 {
+    let escapes: usize = if needs_escape(s.as_bytes()) {
+        s.bytes()
+            .map(|b| match b {
+                b'"' | b'\\' | 0x08 | b'\t' | b'\n' | 0x0c | b'\r' => 1,
+                0..=0x1f => 5,
+                _ => 0,
+            })
+            .sum()
+    } else {
+        0
+    };
+    (s.len() + escapes + 2) as u64
+}
+
 /// Where a piece of an answer that repeats from one entry to the next was written last
 /// ([`JsonText::repeat`]); nowhere yet by default.
 #[derive(Default)]
@@ -243,6 +261,7 @@ mod tests {
                 serde_json::to_string(s).unwrap(),
                 "{s:?}"
             );
+            assert_eq!(json_str_len(s), text(|t| _ = t.str(s)).len() as u64, "{s:?}");
         }
         for b in 0u8..=255 {
             let s = format!("abcdefg{}hijklmn", b as char);
@@ -253,6 +272,7 @@ mod tests {
                 serde_json::to_string(&s).unwrap(),
                 "{b}"
             );
+            assert_eq!(json_str_len(&s), text(|t| _ = t.str(&s)).len() as u64, "{b}");
         }
     }
 

@@ -48,6 +48,23 @@ impl Broker {
         }
     }
 
+    /// [`Self::check_quota`] for the pushes of `operations`.
+    pub(crate) fn check_transaction_quota(
+        &self,
+        now: Option<i64>,
+        operations: &[TxOperation],
+        held: u64,
+    ) -> CoreResult<()> {
+        let pushes: Vec<&[PushItem]> = operations
+            .iter()
+            .filter_map(|op| match op {
+                TxOperation::Push(items) => Some(&items[..]),
+                _ => None,
+            })
+            .collect();
+        self.check_quota(now, &pushes, held)
+    }
+
     /// Applies `operations`, with their acks as ONE ack call per consumer group (docs/wire-contract.md
     /// §3.5: the ack ops of a transaction are one call, resolved per lane, their order not mattering).
     /// So a lane's retry budget is charged once for the transaction, as for one `/ack/batch`, and
@@ -151,14 +168,7 @@ impl Broker {
         now: i64,
         operations: &[TxOperation],
     ) -> Option<String> {
-        let push_bytes = operations
-            .iter()
-            .map(|op| match op {
-                TxOperation::Push(items) => Self::push_size(items),
-                _ => 0,
-            })
-            .sum();
-        if let Err(full) = self.check_quota(push_bytes) {
+        if let Err(full) = self.check_transaction_quota(Some(now), operations, 0) {
             return Some(full.message);
         }
         for op in operations {

@@ -1,0 +1,90 @@
+//! The storage quota (`max_stored_bytes`, the Worker's `MAX_STORED_BYTES`, the browser's
+//! `maxStoredBytes`) is a hard limit on the stored segment bytes: a push that would take them past it
+//! is refused with 507 and stores nothing, and an accepted one never ends over it.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use crate::http_support;
+
+use http_support::*;
+use queen_edge::core::BrokerConfig;
+use queen_edge::http::HttpConfig;
+use serde_json::{json, Value};
+
+fn with_quota(quota: u64) -> Harness {
+    Harness::with_broker_config(
+        HttpConfig::default(),
+        BrokerConfig {
+            max_stored_bytes: Some(quota),
+            ..BrokerConfig::default()
+        },
+    )
+}
+
+fn stored(h: &Harness) -> u64 {
+    h.engine.read(|b, _| b.storage_usage()).0
+}
+
+/// `n` items of payload `1` on queue `queue`, each with a transaction id as the JS client sends.
+fn items(queue: &str, n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            json!({"queue": queue, "payload": 1,
+                   "transactionId": format!("0190a6f4-0000-7000-8000-{i:012}")})
+        })
+        .collect()
+}
+
+fn segment_keys(h: &Harness) -> usize {
+    h.snapshot()
+        .iter()
+        .filter(|r| r.0.starts_with("s/"))
+        .count()
+}
+
+#[test]
+fn a_push_whose_messages_take_more_than_their_payloads_past_the_quota_is_refused_whole() {
+    // QA's case: 1000 payloads of 1 byte, each stored with about 120 bytes of envelope.
+    let h = with_quota(10_000);
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/push",
+        Some(json!({ "items": items("a", 1000) })),
+    );
+    assert_eq!(status, 507, "the push is refused");
+    let error = body["error"].as_str().expect("an error text");
+    assert!(error.contains("full") && error.contains("10000"), "{error}");
+    assert_eq!(stored(&h), 0, "nothing is stored");
+    assert_eq!(segment_keys(&h), 0, "no segment written");
+}
+
+#[test]
+fn pushes_fill_the_quota_to_within_one_message_and_never_past_it() {
+    let quota = 4_000;
+    let h = with_quota(quota);
+    let mut last_added = 0;
+    let mut n = 0;
+    loop {
+        let before = stored(&h);
+        let (status, body) = h.call(
+            "POST",
+            "/api/v1/push",
+            Some(json!({"items": [{"queue": "a", "payload": {"data": "y"}}]})),
+        );
+        if status == 507 {
+            assert_eq!(stored(&h), before, "a refused push stores nothing");
+            assert!(
+                quota - before < last_added + 2,
+                "refused only when the message does not fit: {before} of {quota} stored, a message \
+                 takes {last_added}"
+            );
+            break;
+        }
+        assert_eq!(status, 201, "{body}");
+        last_added = stored(&h) - before;
+        assert!(stored(&h) <= quota, "{} stored of {quota}", stored(&h));
+        n += 1;
+        assert!(n < 100, "the quota refuses a push at some point");
+    }
+    assert!(n > 10, "{n} pushes fitted");
+}
