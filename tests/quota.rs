@@ -1,6 +1,7 @@
 //! The storage quota (`max_stored_bytes`, the Worker's `MAX_STORED_BYTES`, the browser's
-//! `maxStoredBytes`) is a hard limit on the stored segment bytes: a push that would take them past it
-//! is refused with 507 and stores nothing, and an accepted one never ends over it.
+//! `maxStoredBytes`) is a hard limit on the stored segment bytes: a push or a transaction that would
+//! take them past it is refused with 507 and stores nothing, and an accepted one never ends over it
+//! (docs/decisions.md, session 35).
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -87,4 +88,54 @@ fn pushes_fill_the_quota_to_within_one_message_and_never_past_it() {
         assert!(n < 100, "the quota refuses a push at some point");
     }
     assert!(n > 10, "{n} pushes fitted");
+}
+
+#[test]
+fn a_transaction_past_the_quota_answers_507_like_a_push_and_applies_nothing() {
+    let h = with_quota(4_000);
+    // 40 payloads of 1 byte: far under the quota as payloads, over it as stored messages.
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/transaction",
+        Some(json!({"operations": [
+            {"type": "push", "items": items("a", 20)},
+            {"type": "push", "items": items("b", 20)},
+        ]})),
+    );
+    assert_eq!(status, 507, "{body}");
+    assert!(
+        body["error"].as_str().is_some_and(|e| e.contains("full")),
+        "{body}"
+    );
+    assert_eq!(stored(&h), 0);
+    assert_eq!(segment_keys(&h), 0);
+    // One that fits is applied.
+    let (status, body) = h.call(
+        "POST",
+        "/api/v1/transaction",
+        Some(json!({"operations": [{"type": "push", "items": items("a", 5)}]})),
+    );
+    assert_eq!((status, &body["success"]), (200, &json!(true)), "{body}");
+    assert!(stored(&h) > 0 && stored(&h) <= 4_000);
+}
+
+/// A part of a transaction across shards that the quota refuses answers 507, which the coordinator
+/// hands to the client as it is (worker/src/txn_coordinator.rs).
+#[cfg(feature = "twophase")]
+#[test]
+fn a_prepared_part_past_the_quota_answers_507() {
+    let h = with_quota(4_000);
+    let body = json!({"operations": [{"type": "push", "items": items("a", 40)}]});
+    let r = h.prepare_part(body.to_string().into_bytes());
+    assert_eq!(r.status, 507, "{}", response_json(&r));
+    assert!(response_json(&r)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("full")));
+    let body = json!({"operations": [{"type": "push", "items": items("a", 5)}]});
+    let r = h.prepare_part(body.to_string().into_bytes());
+    assert_eq!(
+        response_json(&r),
+        json!({"prepared": true}),
+        "one that fits is prepared"
+    );
 }

@@ -271,21 +271,19 @@ impl Broker {
         }
     }
 
-    /// Prepares part `id` of a transaction decided by `owner`: `Err` is why it is refused (nothing
-    /// changed). See the module documentation.
+    /// Prepares part `id` of a transaction decided by `owner`: `Ok(Err)` is why it is refused
+    /// (nothing changed); an error (507) when its pushes, with those of the parts prepared before,
+    /// would take the stored bytes past the quota. See the module documentation.
     pub fn prepare(
         &mut self,
         now: i64,
         id: &str,
         owner: &str,
         operations: Vec<TxOperation>,
-    ) -> Result<(), String> {
+    ) -> CoreResult<Result<(), String>> {
         let now = self.tick(now);
         if self.prepared.contains_key(id) {
-            return Ok(());
-        }
-        if let Some(error) = self.precheck_transaction(now, &operations) {
-            return Err(error);
+            return Ok(Ok(()));
         }
         // What the prepared parts will store when they commit, counted as for this one: offsets and
         // times at their longest.
@@ -298,8 +296,20 @@ impl Broker {
                 _ => 0,
             })
             .sum();
-        if let Err(full) = self.check_transaction_quota(None, &operations, held) {
-            return Err(full.message);
+        self.check_transaction_quota(None, &operations, held)?;
+        Ok(self.prepare_checked(now, id, owner, operations))
+    }
+
+    /// [`Self::prepare`] once the quota admitted the part.
+    fn prepare_checked(
+        &mut self,
+        now: i64,
+        id: &str,
+        owner: &str,
+        operations: Vec<TxOperation>,
+    ) -> Result<(), String> {
+        if let Some(error) = self.precheck_transaction(now, &operations) {
+            return Err(error);
         }
         // The lanes to pin: each ack's lane when it holds a live lease (found by the precheck).
         let mut pins: Vec<(u64, String, String)> = Vec::new();
