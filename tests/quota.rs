@@ -1,7 +1,7 @@
 //! The storage quota (`max_stored_bytes`, the Worker's `MAX_STORED_BYTES`, the browser's
 //! `maxStoredBytes`) is a hard limit on the stored segment bytes: a push or a transaction that would
 //! take them past it is refused with 507 and stores nothing, and an accepted one never ends over it
-//! (docs/decisions.md, session 35).
+//! (docs/decisions.md, "The quota counts what a push stores (session 35)").
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -55,6 +55,10 @@ fn a_push_whose_messages_take_more_than_their_payloads_past_the_quota_is_refused
     assert_eq!(status, 507, "the push is refused");
     let error = body["error"].as_str().expect("an error text");
     assert!(error.contains("full") && error.contains("10000"), "{error}");
+    assert!(
+        !error.contains("Consume and acknowledge") && error.contains("completedRetentionSeconds"),
+        "the text says what frees space: {error}"
+    );
     assert_eq!(stored(&h), 0, "nothing is stored");
     assert_eq!(segment_keys(&h), 0, "no segment written");
 }

@@ -316,9 +316,10 @@ impl Broker {
         }
         if self.stored_bytes.saturating_add(incoming) > max {
             return Err(CoreError::full(format!(
-                "the broker is full: it stores {} bytes of messages and its quota (MAX_STORED_BYTES) is \
-                 {max}; a push of {incoming} bytes does not fit. Consume and acknowledge messages, \
-                 delete queues or let retention remove old messages, or raise the quota",
+                "the broker is full: it stores {} bytes of messages, its quota (MAX_STORED_BYTES) is \
+                 {max}, and this needs {incoming} more. Messages take space, consumed or not, until \
+                 retention (retentionEnabled with retentionSeconds or completedRetentionSeconds) or \
+                 deleting their queue removes them; or raise the quota",
                 self.stored_bytes
             )));
         }
