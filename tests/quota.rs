@@ -1,7 +1,7 @@
 //! The storage quota (`max_stored_bytes`, the Worker's `MAX_STORED_BYTES`, the browser's
 //! `maxStoredBytes`) is a hard limit on the stored segment bytes: a push or a transaction that would
 //! take them past it is refused with 507 and stores nothing, and an accepted one never ends over it
-//! (docs/decisions.md, "The quota counts what a push stores (session 35)").
+//! (docs/decisions.md, "The storage quota is a hard limit; a transaction it refuses answers 507").
 
 #![cfg(not(target_arch = "wasm32"))]
 

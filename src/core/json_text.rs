@@ -254,7 +254,11 @@ mod tests {
                 serde_json::to_string(s).unwrap(),
                 "{s:?}"
             );
-            assert_eq!(json_str_len(s), text(|t| _ = t.str(s)).len() as u64, "{s:?}");
+            assert_eq!(
+                json_str_len(s),
+                text(|t| _ = t.str(s)).len() as u64,
+                "{s:?}"
+            );
         }
         for b in 0u8..=255 {
             let s = format!("abcdefg{}hijklmn", b as char);
@@ -265,7 +269,11 @@ mod tests {
                 serde_json::to_string(&s).unwrap(),
                 "{b}"
             );
-            assert_eq!(json_str_len(&s), text(|t| _ = t.str(&s)).len() as u64, "{b}");
+            assert_eq!(
+                json_str_len(&s),
+                text(|t| _ = t.str(&s)).len() as u64,
+                "{b}"
+            );
         }
     }
 

@@ -961,7 +961,10 @@ mod tests {
         batch[8].offset = u64::MAX;
         batch[9].created_at_ms = i64::MIN;
         let minted: Vec<bool> = (0..batch.len()).map(|i| i != 6).collect();
-        for (n, segment) in [&batch[..], &batch[..1], &batch[6..7]].into_iter().enumerate() {
+        for (n, segment) in [&batch[..], &batch[..1], &batch[6..7]]
+            .into_iter()
+            .enumerate()
+        {
             let counted: u64 = segment
                 .iter()
                 .zip(if n == 2 { &minted[6..] } else { &minted[..] })
