@@ -545,9 +545,10 @@ export interface OpenOptions {
   /** Writer: how long answers to forwarded requests are kept for re-sends, ms (default 60000). */
   answerCacheMillis?: number
   /**
-   * Storage quota in bytes of stored messages: a push that would pass it is refused with status 507
-   * (code `quota_exceeded`, with an error saying the broker is full); pops, acks, dead-letter replay
-   * and deletes keep working. Default: none (the browser's own quota then answers `quota_exceeded`).
+   * Storage quota in bytes of stored messages (a message stores about 120 bytes besides its payload):
+   * a push or transaction that would pass it is refused with status 507 (code `quota_exceeded`, with an
+   * error saying the broker is full) and stores nothing; pops, acks, dead-letter replay and deletes keep
+   * working. Default: none (the browser's own quota then answers `quota_exceeded`).
    */
   maxStoredBytes?: number
   /** Memory the writer may spend keeping decoded messages (their fields, texts and bookkeeping counted), in bytes (default 32 MiB). */

@@ -1130,7 +1130,7 @@ fn transactions_are_all_or_nothing_and_count_duplicates() {
             group: None,
         },
     ];
-    let reply = h.broker.transaction(h.now, ops);
+    let reply = h.broker.transaction(h.now, ops).unwrap();
     assert!(!reply.success);
     assert_eq!(reply.error.as_deref(), Some("Message not found"));
     assert!(
@@ -1148,11 +1148,11 @@ fn transactions_are_all_or_nothing_and_count_duplicates() {
             group: None,
         },
     ];
-    let ok = h.broker.transaction(h.now, ops.clone());
+    let ok = h.broker.transaction(h.now, ops.clone()).unwrap();
     h.commit();
     assert!(ok.success);
     assert_eq!(ok.results.len(), 2);
-    let retried = h.broker.transaction(h.now, vec![ops[0].clone()]);
+    let retried = h.broker.transaction(h.now, vec![ops[0].clone()]).unwrap();
     h.commit();
     assert!(retried.success);
     assert!(matches!(&retried.results[0], TxResult::Push(p) if p.status == PushStatus::Duplicate));
@@ -1180,7 +1180,7 @@ fn transaction_failing_midway_asks_the_engine_to_roll_back() {
             group: None,
         },
     ];
-    let reply = h.broker.transaction(h.now, ops);
+    let reply = h.broker.transaction(h.now, ops).unwrap();
     assert!(!reply.success);
     assert_eq!(
         reply.results.len(),
@@ -1216,7 +1216,7 @@ fn a_transactions_acks_under_one_lease_resolve_together_in_any_order() {
             })
             .chain([TxOperation::Push(vec![PushItem::new("out", json!(1))])])
             .collect();
-        let reply = h.broker.transaction(h.now, ops);
+        let reply = h.broker.transaction(h.now, ops).unwrap();
         h.commit();
         assert!(reply.success, "{statuses:?}: {:?}", reply.error);
         let indexes: Vec<usize> = reply
@@ -1269,7 +1269,7 @@ fn a_transactions_nacks_of_one_batch_charge_the_budget_once() {
                 group: None,
             })
             .collect();
-        let reply = h.broker.transaction(h.now, ops);
+        let reply = h.broker.transaction(h.now, ops).unwrap();
         h.commit();
         assert!(reply.success, "{:?}", reply.error);
     }

@@ -35,6 +35,7 @@ mod index_pages;
 mod loader_fuzz;
 mod model;
 mod prepared;
+mod quota;
 mod redelivery;
 mod reshard;
 mod shared_body_text;

@@ -59,6 +59,17 @@ fn needs_escape(s: &[u8]) -> bool {
         .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
 }
 
+/// The length of `s` written as a JSON string by [`JsonText::str`], quotes included.
+pub(crate) fn json_str_len(s: &str) -> u64 {
+    let len = if needs_escape(s.as_bytes()) {
+        // Rare (ids and names seldom hold a quote or a control character): measured as written.
+        serde_json::to_string(s).map_or(0, |escaped| escaped.len())
+    } else {
+        s.len() + 2
+    };
+    len as u64
+}
+
 /// Where a piece of an answer that repeats from one entry to the next was written last
 /// ([`JsonText::repeat`]); nowhere yet by default.
 #[derive(Default)]
@@ -243,6 +254,11 @@ mod tests {
                 serde_json::to_string(s).unwrap(),
                 "{s:?}"
             );
+            assert_eq!(
+                json_str_len(s),
+                text(|t| _ = t.str(s)).len() as u64,
+                "{s:?}"
+            );
         }
         for b in 0u8..=255 {
             let s = format!("abcdefg{}hijklmn", b as char);
@@ -251,6 +267,11 @@ mod tests {
                     t.str(&s);
                 }),
                 serde_json::to_string(&s).unwrap(),
+                "{b}"
+            );
+            assert_eq!(
+                json_str_len(&s),
+                text(|t| _ = t.str(&s)).len() as u64,
                 "{b}"
             );
         }

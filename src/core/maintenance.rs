@@ -114,6 +114,13 @@ impl Maintenance {
     }
 }
 
+/// The bytes of `items`' payloads as JSON text: what the push buffer counts against
+/// [`MAX_BUFFER_BYTES`].
+#[cfg(feature = "ops")]
+fn payload_bytes(items: &[PushItem]) -> u64 {
+    items.iter().map(|i| i.payload.len() as u64).sum()
+}
+
 /// The key of buffered item `seq`.
 #[cfg(feature = "ops")]
 pub fn buffer_key(seq: u64) -> String {
@@ -241,7 +248,7 @@ impl Broker {
     pub fn buffer_push(&mut self, now: i64, items: &[PushItem]) -> CoreResult<Vec<BufferedResult>> {
         let now = self.tick(now);
         self.check_sealed(items)?;
-        let incoming = Self::push_size(items);
+        let incoming = payload_bytes(items);
         if self.mode.buffer_bytes + incoming > MAX_BUFFER_BYTES {
             return Err(CoreError::full(format!(
                 "the maintenance buffer is full ({} bytes of messages wait in it; the limit is \
@@ -305,17 +312,12 @@ impl Broker {
             return Ok(0);
         }
         let n = self.mode.chunk().len();
+        // Refused whole: the buffer stays as it was.
+        self.check_quota(Some(now), &[self.mode.chunk()], 0)?;
         let rest = self.mode.buffer.split_off(n);
         let chunk = std::mem::replace(&mut self.mode.buffer, rest);
-        let bytes = Self::push_size(&chunk);
-        if let Err(e) = self.check_quota(bytes) {
-            // Refused whole: the buffer stays as it was.
-            let rest = std::mem::replace(&mut self.mode.buffer, chunk);
-            self.mode.buffer.extend(rest);
-            return Err(e);
-        }
+        self.mode.buffer_bytes -= payload_bytes(&chunk);
         self.push_items(now, chunk, 0);
-        self.mode.buffer_bytes -= bytes;
         for _ in 0..n {
             self.changes.delete(buffer_key(self.mode.first_seq));
             self.mode.first_seq += 1;

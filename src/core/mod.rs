@@ -301,16 +301,25 @@ impl Broker {
         (self.stored_bytes, self.config.max_stored_bytes)
     }
 
-    /// Refuses (507) a push of about `incoming_bytes` that would take the stored bytes past the quota.
-    fn check_quota(&self, incoming_bytes: u64) -> CoreResult<()> {
+    /// Refuses (507) a command's pushes (`pushes`, in the order it applies them) when what they store
+    /// ([`Self::stored_size`]), with `held` bytes kept for prepared parts, would take the stored bytes
+    /// past the quota. `now`: the command's time; `None` for a prepared part, applied later.
+    fn check_quota(&self, now: Option<i64>, pushes: &[&[PushItem]], held: u64) -> CoreResult<()> {
         let Some(max) = self.config.max_stored_bytes else {
             return Ok(());
         };
-        if self.stored_bytes.saturating_add(incoming_bytes) > max {
+        let mut ahead = 0;
+        let mut incoming = held;
+        for items in pushes {
+            incoming += self.stored_size(items, now.map(|now| (now, ahead)));
+            ahead += items.len() as u64;
+        }
+        if self.stored_bytes.saturating_add(incoming) > max {
             return Err(CoreError::full(format!(
-                "the broker is full: it stores {} bytes of messages and its quota (MAX_STORED_BYTES) is \
-                 {max}; a push of about {incoming_bytes} bytes does not fit. Consume and acknowledge \
-                 messages, delete queues or let retention remove old messages, or raise the quota",
+                "the broker is full: it stores {} bytes of messages, its quota (MAX_STORED_BYTES) is \
+                 {max}, and this needs {incoming} more. Messages take space, consumed or not, until \
+                 retention (retentionEnabled with retentionSeconds or completedRetentionSeconds) or \
+                 deleting their queue removes them; or raise the quota",
                 self.stored_bytes
             )));
         }

@@ -44,7 +44,6 @@ pub struct Prepared {
     operations: Vec<TxOperation>,
     /// The lanes it pinned: (partition id, group, lease id).
     pins: Vec<(u64, String, String)>,
-    push_bytes: u64,
 }
 
 /// What [`Broker::prepared_list`] tells about one prepared part.
@@ -174,7 +173,6 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
             }
         };
         let mut operations = Vec::new();
-        let mut push_bytes = 0;
         for op in list(&mut f, "operations")? {
             let mut op = Fields::of(op)?;
             if op.has("push") {
@@ -184,7 +182,6 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
                     let text = i.string("payloadText");
                     i.check()?;
                     let payload = Payload::from_json(text).map_err(|e| e.to_string())?;
-                    push_bytes += payload.len() as u64;
                     let item = PushItem {
                         queue: i.string("queue").into(),
                         partition: i.string("partition").into(),
@@ -233,7 +230,6 @@ fn decode(key: &str, bytes: &[u8]) -> Result<Prepared, StoreError> {
             prepared_at_ms,
             operations,
             pins,
-            push_bytes,
         })
     };
     read().map_err(unreadable)
@@ -275,32 +271,45 @@ impl Broker {
         }
     }
 
-    /// Prepares part `id` of a transaction decided by `owner`: `Err` is why it is refused (nothing
-    /// changed). See the module documentation.
+    /// Prepares part `id` of a transaction decided by `owner`: `Ok(Err)` is why it is refused
+    /// (nothing changed); an error (507) when its pushes, with those of the parts prepared before,
+    /// would take the stored bytes past the quota. See the module documentation.
     pub fn prepare(
         &mut self,
         now: i64,
         id: &str,
         owner: &str,
         operations: Vec<TxOperation>,
-    ) -> Result<(), String> {
+    ) -> CoreResult<Result<(), String>> {
         let now = self.tick(now);
         if self.prepared.contains_key(id) {
-            return Ok(());
+            return Ok(Ok(()));
         }
-        if let Some(error) = self.precheck_transaction(now, &operations) {
-            return Err(error);
-        }
-        let push_bytes: u64 = operations
-            .iter()
+        // What the prepared parts will store when they commit, counted as for this one: offsets and
+        // times at their longest.
+        let held: u64 = self
+            .prepared
+            .values()
+            .flat_map(|p| &p.operations)
             .map(|op| match op {
-                TxOperation::Push(items) => Self::push_size(items),
+                TxOperation::Push(items) => self.stored_size(items, None),
                 _ => 0,
             })
             .sum();
-        let held: u64 = self.prepared.values().map(|p| p.push_bytes).sum();
-        if let Err(full) = self.check_quota(push_bytes + held) {
-            return Err(full.message);
+        self.check_transaction_quota(None, &operations, held)?;
+        Ok(self.prepare_checked(now, id, owner, operations))
+    }
+
+    /// [`Self::prepare`] once the quota admitted the part.
+    fn prepare_checked(
+        &mut self,
+        now: i64,
+        id: &str,
+        owner: &str,
+        operations: Vec<TxOperation>,
+    ) -> Result<(), String> {
+        if let Some(error) = self.precheck_transaction(now, &operations) {
+            return Err(error);
         }
         // The lanes to pin: each ack's lane when it holds a live lease (found by the precheck).
         let mut pins: Vec<(u64, String, String)> = Vec::new();
@@ -347,7 +356,6 @@ impl Broker {
             prepared_at_ms: now,
             operations,
             pins,
-            push_bytes,
         };
         self.changes.put(prepared_key(id), encode(&prepared));
         self.prepared.insert(id.to_string(), Box::new(prepared));

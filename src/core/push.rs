@@ -226,7 +226,7 @@ impl Broker {
         lookup: Option<PushLookup>,
     ) -> CoreResult<Vec<PushResult>> {
         let now = self.tick(now);
-        self.check_quota(Self::push_size(items))?;
+        self.check_quota(Some(now), &[items], 0)?;
         self.check_sealed(items)?;
         let none_stored = lookup.is_some_and(|l| l.none_stored_at == Some(self.txids_indexed));
         let stored = if none_stored {
@@ -260,9 +260,36 @@ impl Broker {
         Ok(())
     }
 
-    /// About how many bytes `items` add to storage (their payloads as JSON text, before compression).
-    pub(super) fn push_size(items: &[PushItem]) -> u64 {
-        items.iter().map(|i| i.payload.len() as u64).sum()
+    /// The bytes storing `items` adds to the stored segments (each message's
+    /// [`segment::message_bytes`] and a segment's frame for each run of items on one partition), never
+    /// less: exact unless an item is a duplicate (it stores nothing) or the items span partitions (an
+    /// item's offset is counted as its partition's next one, plus `ahead`, plus its position in
+    /// `items`). `at`: the command's time and how many messages it stores before these (a transaction's
+    /// earlier pushes); `None` for a prepared part, applied later: every offset and time at its longest.
+    pub(super) fn stored_size(&self, items: &[PushItem], at: Option<(i64, u64)>) -> u64 {
+        let (now, ahead) = at.unwrap_or((i64::MIN, u64::MAX));
+        let mut last = None;
+        let mut next = 0;
+        let mut total = 0;
+        for (i, item) in items.iter().enumerate() {
+            let run = last.map(|(queue, partition, _)| (queue, partition));
+            let pid = self.item_partition(item, &mut last);
+            if last.map(|(queue, partition, _)| (queue, partition)) != run {
+                next = pid
+                    .and_then(|pid| self.partitions.get(&pid))
+                    .map_or(0, |p| p.next_offset);
+                total += segment::FRAME_BYTES;
+            }
+            total += segment::message_bytes(
+                next.saturating_add(ahead).saturating_add(i as u64),
+                now,
+                item.transaction_id.as_deref().filter(|t| !t.is_empty()),
+                item.trace_id.as_deref(),
+                item.producer_sub.as_deref(),
+                item.payload.len(),
+            );
+        }
+        total
     }
 
     /// For each item with a transaction id, the stored message of its partition carrying that id

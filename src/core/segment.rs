@@ -152,6 +152,38 @@ fn write_json(messages: &[StoredMessage], out: String) -> String {
     t.into_string()
 }
 
+/// The bytes a segment of [`WRITE_FORMAT`] takes besides its messages' [`message_bytes`]: the format
+/// byte and the brackets, less the comma the first message goes without.
+pub const FRAME_BYTES: u64 = 2;
+
+/// The bytes one message takes in a segment of [`WRITE_FORMAT`] (as `write_json` writes it), its comma
+/// included: `,{"o":…,"i":…,"t":…,"r":…,"s":…,"c":…,"p":…}`, `r` and `s` only when set. Its id is a
+/// UUID (36 characters), and so is its transaction id when `transaction_id` is `None` (minted). What the
+/// storage quota counts a push by before anything of it is applied (`Broker::check_quota`).
+pub fn message_bytes(
+    offset: u64,
+    created_ms: i64,
+    transaction_id: Option<&str>,
+    trace_id: Option<&str>,
+    producer_sub: Option<&str>,
+    payload: usize,
+) -> u64 {
+    let digits = |n: u64| n.checked_ilog10().map_or(1, |d| u64::from(d) + 1);
+    let text = |s: &str| super::json_text::json_str_len(s);
+    let field = |s: Option<&str>| s.map_or(0, |s| 5 + text(s));
+    // `,{"o":` and `,"i":` `,"t":` `,"c":` `,"p":` and `}`; a UUID and its quotes.
+    const KEYS: u64 = 6 + 4 * 5 + 1;
+    const UUID: u64 = 38;
+    KEYS + digits(offset)
+        + UUID
+        + transaction_id.map_or(UUID, text)
+        + field(trace_id)
+        + field(producer_sub)
+        + digits(created_ms.unsigned_abs())
+        + u64::from(created_ms < 0)
+        + payload as u64
+}
+
 /// Encodes a batch of messages (offsets ascending, contiguous) into a segment of [`WRITE_FORMAT`].
 pub fn encode(messages: &[StoredMessage]) -> Vec<u8> {
     encode_as(WRITE_FORMAT, messages)
@@ -906,6 +938,48 @@ mod tests {
             producer_sub: None,
             created_at_ms: 1000 + offset as i64,
             payload: payload.into(),
+        }
+    }
+
+    #[cfg_attr(not(target_arch = "wasm32"), test)]
+    #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+    fn message_bytes_adds_up_to_the_segment_written() {
+        let uuid = |n: u64| SharedStr::from(format!("0192f3c4-5e6f-7a8b-9c0d-{n:012}"));
+        let mut batch: Vec<_> = (0..120)
+            .map(|i| StoredMessage {
+                id: uuid(i),
+                transaction_id: uuid(i + 1000),
+                created_at_ms: 1_720_000_000_000,
+                ..msg(i * 97, json!({"i": i, "s": "q\"uote\\ \u{e9}\u{1}"}))
+            })
+            .collect();
+        batch[3].trace_id = Some("trace\n3".into());
+        batch[4].producer_sub = Some("sub é \"x\"".into());
+        batch[5].created_at_ms = -42;
+        batch[6].transaction_id = "sent \u{1f} id \t".into();
+        batch[7].trace_id = Some("".into());
+        batch[8].offset = u64::MAX;
+        batch[9].created_at_ms = i64::MIN;
+        let minted: Vec<bool> = (0..batch.len()).map(|i| i != 6).collect();
+        for (n, segment) in [&batch[..], &batch[..1], &batch[6..7]]
+            .into_iter()
+            .enumerate()
+        {
+            let counted: u64 = segment
+                .iter()
+                .zip(if n == 2 { &minted[6..] } else { &minted[..] })
+                .map(|(m, &minted)| {
+                    message_bytes(
+                        m.offset,
+                        m.created_at_ms,
+                        (!minted).then_some(&*m.transaction_id),
+                        m.trace_id.as_deref(),
+                        m.producer_sub.as_deref(),
+                        m.payload.len(),
+                    )
+                })
+                .sum();
+            assert_eq!(FRAME_BYTES + counted, encode(segment).len() as u64);
         }
     }
 

@@ -896,17 +896,19 @@ impl<S: Store, H: Host> Engine<S, H> {
             .await
     }
 
-    /// Applies a transaction, all or nothing (docs/protocol.md §3.9; wire-contract §1.6).
+    /// Applies a transaction, all or nothing (docs/protocol.md §3.9; wire-contract §1.6); an error
+    /// (507) when the quota refuses its pushes.
     pub async fn transaction(&self, operations: Vec<TxOperation>) -> EngineResult<TxReply> {
         self.run(
             |b, _| b.segments_needed_for_transaction(&operations),
-            |b, now| Ok(b.transaction(now, operations.clone())),
+            |b, now| b.transaction(now, operations.clone()),
         )
         .await
     }
 
     /// Prepares part `id` of a transaction across brokers, decided by `owner` (docs/protocol.md
-    /// §3.9.1, `core::prepared`): `Ok(Err(reason))` when the part is refused (nothing changed).
+    /// §3.9.1, `core::prepared`): `Ok(Err(reason))` when the part is refused (nothing changed), an
+    /// error (507) when the quota refuses its pushes.
     #[cfg(feature = "twophase")]
     pub async fn prepare(
         &self,
@@ -916,7 +918,7 @@ impl<S: Store, H: Host> Engine<S, H> {
     ) -> EngineResult<Result<(), String>> {
         self.run(
             |b, _| b.segments_needed_for_transaction(&operations),
-            |b, now| Ok(b.prepare(now, id, owner, operations.clone())),
+            |b, now| b.prepare(now, id, owner, operations.clone()),
         )
         .await
     }

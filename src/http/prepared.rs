@@ -4,7 +4,8 @@
 //! Prepare reads the part's body exactly as the transaction route reads a transaction (the caller
 //! checked as for `POST /api/v1/transaction`, pushed payloads sealed, the maintenance checks), then
 //! hands it to [`Engine::prepare`]. Answers: `{"prepared": true}`, or `{"prepared": false, "error"}`
-//! when the part is refused; a malformed part or a refused caller gets the route's own 4xx.
+//! when the part is refused; a malformed part or a refused caller gets the route's own 4xx, a part
+//! the storage quota refuses a 507 (as a push or a transaction would).
 
 use super::error::{json_response, json_text_response, HttpError};
 use super::router::Route;

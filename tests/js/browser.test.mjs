@@ -1157,6 +1157,39 @@ const tests = [
     await page.context().close()
   }],
 
+  ['maxStoredBytes is a hard limit: a push or a transaction that would pass it is refused (quota_exceeded) and stores nothing', async ({ browser, url }) => {
+    const page = await openPage(await browser.newContext(), url, 'max stored bytes')
+    const r = await page.evaluate(async (name) => {
+      const queen = await window.QE.Queen.open({ name, maxStoredBytes: 10000, views: true })
+      const outcome = (promise) => promise.then(() => 'ok', (e) => [e.name, e.code, e.status])
+      const ones = (n) => Array.from({ length: n }, () => ({ data: 1 }))
+      const storedBytes = async () => (await queen.admin.getStatus()).storage.storedBytes
+      const out = {}
+      // 1000 payloads of 1 byte: 1000 bytes as payloads, about 120,000 as stored messages.
+      out.push = await outcome(queen.queue('a').push(ones(1000)))
+      out.afterPush = await storedBytes()
+      out.tx = await outcome(queen.transaction().queue('a').push(ones(100)).commit())
+      out.afterTx = await storedBytes()
+      // Then one message at a time until the quota refuses one: never past it.
+      out.fill = []
+      for (let i = 0; i < 200; i++) {
+        const o = await outcome(queen.queue('a').push({ data: 'y' }))
+        if (o !== 'ok') { out.fill.push(o); break }
+      }
+      out.full = await storedBytes()
+      await queen.close()
+      return out
+    }, uniqueName('maxstored'))
+    const refused = ['QueenError', 'quota_exceeded', 507]
+    assertEq(r.push, refused, 'the push that does not fit is refused')
+    assertEq(r.afterPush, 0, 'and stores nothing')
+    assertEq(r.tx, refused, 'a transaction that does not fit is refused as a push is')
+    assertEq(r.afterTx, 0, 'and applies nothing')
+    assertEq(r.fill, [refused], 'filling one message at a time ends in a refusal')
+    assert(r.full <= 10000 && r.full > 10000 - 240, `full at ${r.full} of 10000 stored bytes`)
+    await page.context().close()
+  }],
+
   ['a closing follower tab gives back what its parked long-poll claims', async ({ browser, url }) => {
     const context = await browser.newContext()
     const a = await openPage(context, url, 'writer')

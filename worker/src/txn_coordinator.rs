@@ -369,7 +369,8 @@ async fn drive(
         .await
     }))
     .await;
-    // The first refusal in part order: a shard's 4xx (the caller, a malformed part) or its reason.
+    // The first refusal in part order: a shard's error answer (a 4xx: the caller, a malformed part; a
+    // 507: the storage quota), handed to the client as it is, or its reason.
     let refusal = prepares
         .iter()
         .find(|answer| answer.status != 200 || !answer.prepared());

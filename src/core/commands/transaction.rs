@@ -25,27 +25,46 @@ impl Broker {
         out
     }
 
-    /// Applies a transaction atomically (docs/protocol.md §3.9): every operation or none.
-    pub fn transaction(&mut self, now: i64, operations: Vec<TxOperation>) -> TxReply {
+    /// Applies a transaction atomically (docs/protocol.md §3.9): every operation or none. Refused whole
+    /// (an error, 507) when its pushes would take the stored bytes past the quota, as a push is.
+    pub fn transaction(&mut self, now: i64, operations: Vec<TxOperation>) -> CoreResult<TxReply> {
         let now = self.tick(now);
+        self.check_transaction_quota(Some(now), &operations, 0)?;
         let transaction_id = self.ids.uuid_v7(now);
         // Validate what can be validated against the state before anything is applied, so the common
         // refusals cost no rollback.
         if let Some(error) = self.precheck_transaction(now, &operations) {
-            return TxReply {
+            return Ok(TxReply {
                 transaction_id,
                 success: false,
                 error: Some(error),
                 results: Vec::new(),
-            };
+            });
         }
         let (results, outcome) = self.apply_operations(now, operations, false);
-        TxReply {
+        Ok(TxReply {
             transaction_id,
             success: outcome.is_ok(),
             error: outcome.err().flatten(),
             results,
-        }
+        })
+    }
+
+    /// [`Self::check_quota`] for the pushes of `operations`.
+    pub(crate) fn check_transaction_quota(
+        &self,
+        now: Option<i64>,
+        operations: &[TxOperation],
+        held: u64,
+    ) -> CoreResult<()> {
+        let pushes: Vec<&[PushItem]> = operations
+            .iter()
+            .filter_map(|op| match op {
+                TxOperation::Push(items) => Some(&items[..]),
+                _ => None,
+            })
+            .collect();
+        self.check_quota(now, &pushes, held)
     }
 
     /// Applies `operations`, with their acks as ONE ack call per consumer group (docs/wire-contract.md
@@ -151,16 +170,6 @@ impl Broker {
         now: i64,
         operations: &[TxOperation],
     ) -> Option<String> {
-        let push_bytes = operations
-            .iter()
-            .map(|op| match op {
-                TxOperation::Push(items) => Self::push_size(items),
-                _ => 0,
-            })
-            .sum();
-        if let Err(full) = self.check_quota(push_bytes) {
-            return Some(full.message);
-        }
         for op in operations {
             match op {
                 TxOperation::Unknown(kind) => {
