@@ -1524,7 +1524,8 @@ fn decide_an_ack_for_a_group_without_a_cursor_is_refused_and_makes_nothing() {
             item: item(0, C),
             group: Some("X".into()),
         }],
-    );
+    )
+    .unwrap();
     assert!(!tx.success);
     assert_eq!(
         tx.error.as_deref(),
