@@ -1518,14 +1518,16 @@ fn decide_an_ack_for_a_group_without_a_cursor_is_refused_and_makes_nothing() {
     assert!(h.dlq("q").is_empty());
     assert!(h.broker.consumer_groups(h.now).is_empty());
     // A transaction refuses the same ack before applying anything.
-    let tx = h.broker.transaction(
-        h.now,
-        vec![TxOperation::Ack {
-            item: item(0, C),
-            group: Some("X".into()),
-        }],
-    )
-    .unwrap();
+    let tx = h
+        .broker
+        .transaction(
+            h.now,
+            vec![TxOperation::Ack {
+                item: item(0, C),
+                group: Some("X".into()),
+            }],
+        )
+        .unwrap();
     assert!(!tx.success);
     assert_eq!(
         tx.error.as_deref(),

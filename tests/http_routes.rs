@@ -2166,6 +2166,62 @@ fn subscription_from_a_time_skips_older_messages() {
 /// status is asked for), the message itself, and the counts, which then add up to the total (a QA pass
 /// found it counted as both `completed` and `deadLetter`).
 #[test]
+fn the_counts_take_a_dead_lettered_message_once_and_only_while_it_is_retained() {
+    let h = Harness::new();
+    let (status, _) = h.call(
+        "POST",
+        "/api/v1/configure",
+        Some(json!({"queue": "dc", "options": {"retentionEnabled": true, "retentionSeconds": 2}})),
+    );
+    assert_eq!(status, 200);
+    push_to(&h, "dc", "Default", &["m0"]);
+    for group in ["a", "b"] {
+        let (_, got) = pop(
+            &h,
+            &format!("/api/v1/pop/queue/dc?consumerGroup={group}&subscriptionMode=all&wait=false"),
+        );
+        let m = &got["messages"][0];
+        let (status, body) = h.call(
+            "POST",
+            "/api/v1/ack",
+            Some(
+                json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                        "leaseId": m["leaseId"], "consumerGroup": group, "status": "dlq"}),
+            ),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let counts = |h: &Harness| {
+        let (_, body) = h.call("GET", "/api/v1/resources/queues/dc", None);
+        let t = &body["totals"];
+        [
+            t["total"].clone(),
+            t["pending"].clone(),
+            t["completed"].clone(),
+            t["deadLetter"].clone(),
+        ]
+    };
+    let dlq_rows = |h: &Harness| {
+        let (_, body) = h.call("GET", "/api/v1/dlq?queue=dc", None);
+        body["messages"].as_array().unwrap().len()
+    };
+    assert_eq!(
+        counts(&h),
+        [json!(1), json!(0), json!(0), json!(1)],
+        "one message, two groups' rows"
+    );
+    assert_eq!(dlq_rows(&h), 2);
+    h.advance(3_000);
+    futures::executor::block_on(h.engine.maintain()).unwrap();
+    assert_eq!(
+        counts(&h),
+        [json!(0), json!(0), json!(0), json!(0)],
+        "retention removed the message"
+    );
+    assert_eq!(dlq_rows(&h), 2, "the rows stay for replay");
+}
+
+#[test]
 fn a_dead_lettered_message_is_dead_letter_in_the_listing_the_message_and_the_counts() {
     let h = Harness::new();
     let (status, _) = h.call(

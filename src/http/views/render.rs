@@ -65,7 +65,9 @@ pub(crate) fn partition_counts(p: &PartitionView, now: i64) -> Counts {
             .messages
             .saturating_sub(pending + processing + failed + dead_pending + dead_completed),
         failed,
-        dead_letter: p.dead_letters,
+        // Retained messages with a dead-letter row, each once: the rows themselves (one per group that
+        // filed the message, kept after retention removes it) are what `/dlq` lists.
+        dead_letter: dead_pending + dead_completed,
     }
 }
 
