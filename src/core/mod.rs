@@ -316,8 +316,9 @@ impl Broker {
         }
         if self.stored_bytes.saturating_add(incoming) > max {
             return Err(CoreError::full(format!(
-                "the broker is full: {} bytes stored, {incoming} more needed, quota {max}; messages \
-                 keep their space, consumed or not, until retention or a queue delete removes them",
+                "the broker is full: {} bytes stored, {incoming} more needed, quota (MAX_STORED_BYTES) \
+                 {max}; messages keep their space, consumed or not, until retention (retentionSeconds or \
+                 completedRetentionSeconds) or deleting their queue removes them",
                 self.stored_bytes
             )));
         }
