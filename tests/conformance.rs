@@ -1364,6 +1364,39 @@ fn delete_group_allows_reconsume() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn eviction_of_a_leased_span_ends_its_lease_and_the_lane_delivers_what_follows() {
+    let mut h = Harness::new();
+    h.configure(
+        "e",
+        OptionsPatch {
+            max_wait_time_s: Some(2),
+            lease_time_s: Some(300),
+            ..Default::default()
+        },
+    );
+    h.push_n("e", 2);
+    for group in [None, Some("g")] {
+        let r = h.pop("e", group, 2);
+        assert_eq!(offsets(&r), vec![0, 1]);
+    }
+    h.advance(3_000);
+    h.push_n("e", 1);
+    h.broker.maintain(h.now);
+    h.commit();
+    h.broker.check_invariants().unwrap();
+    for group in [None, Some("g")] {
+        assert_eq!(
+            offsets(&h.pop("e", group, 10)),
+            vec![2],
+            "{group:?}: delivered now, not after the evicted span's 300 s lease"
+        );
+    }
+    h.restart();
+    h.broker.check_invariants().unwrap();
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn retention_and_eviction_delete_whole_segments() {
     let mut h = Harness::new();
     h.configure(

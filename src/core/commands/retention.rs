@@ -81,6 +81,7 @@ impl Broker {
 
     /// Drops offsets below `new_first` from partition `pid`. Returns segments deleted.
     fn trim_partition(&mut self, pid: u64, new_first: u64) -> u64 {
+        let mut ended = Vec::new();
         let (queue, doomed) = {
             let p = self
                 .partitions
@@ -98,11 +99,17 @@ impl Broker {
             }
             p.first_offset = new_first;
             let floor = new_first as i64 - 1;
-            for lane in p.lanes.values_mut() {
-                lane.raise_floor(floor);
+            for (group, lane) in p.lanes.iter_mut() {
+                if let Some(lease) = lane.raise_floor(floor) {
+                    ended.push((lease, group.clone()));
+                }
             }
             (p.queue.clone(), doomed)
         };
+        // Leases whose whole span was removed ended (`Lane::raise_floor`): out of the lease index.
+        for (lease, group) in ended {
+            self.unindex_lease(&lease, pid, &group);
+        }
         for seg in &doomed {
             self.changes.delete(segment_key(pid, seg.first));
             self.stored_bytes = self.stored_bytes.saturating_sub(seg.stored_bytes as u64);
