@@ -41,7 +41,7 @@ impl Broker {
             }
         }
         super::sort::sort(&mut groups);
-        let (dead_letters, dead_retained) = self.dead_letter_counts(p);
+        let dead_retained = self.dead_retained(p);
         PartitionView {
             id: p.id.to_string(),
             name: p.name.clone(),
@@ -52,27 +52,17 @@ impl Broker {
             oldest_message_ms: p.oldest_created(),
             newest_message_ms: p.newest_created(),
             lanes: groups.iter().map(|g| self.lane_view(p, g, now)).collect(),
-            dead_letters,
             dead_retained,
         }
     }
 
-    /// [`PartitionView::dead_letters`] and [`PartitionView::dead_retained`] of `p`, from one pass over
-    /// the dead letters: its rows, and its retained offsets with a row, counted once each, at or below the
-    /// queue-mode group's committed offset and above it.
-    fn dead_letter_counts(&self, p: &Partition) -> (u64, (u64, u64)) {
-        let mut rows = 0;
-        let mut offsets: Vec<u64> = Vec::new();
-        for d in self
-            .dead_letters
-            .values()
-            .filter(|d| d.partition_id == p.id)
-        {
-            rows += 1;
-            if d.offset >= p.first_offset {
-                offsets.push(d.offset);
-            }
-        }
+    /// [`PartitionView::dead_retained`] of `p`: its retained offsets with a dead-letter row, counted once
+    /// each, at or below the queue-mode group's committed offset and above it.
+    fn dead_retained(&self, p: &Partition) -> (u64, u64) {
+        let mut offsets: Vec<u64> = (self.dead_letters.values())
+            .filter(|d| d.partition_id == p.id && d.offset >= p.first_offset)
+            .map(|d| d.offset)
+            .collect();
         offsets.sort_unstable();
         offsets.dedup();
         let committed = p
@@ -80,7 +70,7 @@ impl Broker {
             .get(QUEUE_MODE_GROUP)
             .map_or(-1, |lane| lane.committed());
         let below = offsets.iter().filter(|&&o| o as i64 <= committed).count() as u64;
-        (rows, (below, offsets.len() as u64 - below))
+        (below, offsets.len() as u64 - below)
     }
 
     fn queue_view_of(&self, q: &Queue, now: i64) -> QueueView {

@@ -97,11 +97,9 @@ pub struct PartitionView {
     pub newest_message_ms: Option<i64>,
     /// One entry per group with a lane here.
     pub lanes: Vec<LaneView>,
-    /// Dead letters filed from this partition.
-    pub dead_letters: u64,
     /// Retained messages with a dead-letter row (any group), at or below the queue-mode group's committed
     /// offset and above it: the message listing shows them as `dead_letter`, so the counts take them out
-    /// of `completed` and `pending`.
+    /// of `completed` and `pending` and count them as `deadLetter`.
     pub dead_retained: (u64, u64),
 }
 
