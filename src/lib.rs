@@ -9,6 +9,10 @@
 //! - `js` (wasm32 only): the npm module's bindings.
 
 #![warn(missing_docs)]
+// A `str` slice (`&text[a..b]`) can panic with a message that formats the text with `char`'s `Debug`,
+// linking the standard library's Unicode tables into the browser module (docs/decisions.md, "No `str`
+// slices in the library"); `get`, `split_at_checked`, `split_once` and `strip_prefix` cannot.
+#![cfg_attr(not(test), deny(clippy::string_slice))]
 
 #[cfg(target_arch = "wasm32")]
 pub mod bindings;

@@ -743,14 +743,14 @@ fn check_superseded(inner: &Inner) -> Result<(), JsValue> {
 fn strip_origin(url: &str) -> &str {
     // The scheme ends at the first `:` (a character search: a text pattern would bring the standard
     // library's substring searcher into the browser module for this one use).
-    match url.find(':').filter(|&i| url[i..].starts_with("://")) {
-        Some(scheme_end) => {
-            let rest = &url[scheme_end + 3..];
-            match rest.find('/') {
-                Some(slash) => &rest[slash..],
-                None => "/",
-            }
-        }
+    let after_scheme = url
+        .find(':')
+        .and_then(|i| url.get(i..)?.strip_prefix("://"));
+    match after_scheme {
+        Some(rest) => rest
+            .find('/')
+            .and_then(|slash| rest.get(slash..))
+            .unwrap_or("/"),
         None => url,
     }
 }

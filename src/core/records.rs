@@ -813,15 +813,18 @@ pub(super) fn parse_pid(key: &str) -> Result<u64, StoreError> {
 pub(super) fn unesc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(i) = rest.find('%') {
-        out.push_str(&rest[..i]);
-        let (escaped, len) = match rest.as_bytes().get(i + 1..i + 3) {
-            Some(b"2F") => ('/', 3),
-            Some(b"25") => ('%', 3),
-            _ => ('%', 1),
+    while let Some((head, tail)) = rest.split_once('%') {
+        out.push_str(head);
+        rest = if let Some(after) = tail.strip_prefix("2F") {
+            out.push('/');
+            after
+        } else if let Some(after) = tail.strip_prefix("25") {
+            out.push('%');
+            after
+        } else {
+            out.push('%');
+            tail
         };
-        out.push(escaped);
-        rest = &rest[i + len..];
     }
     out.push_str(rest);
     out

@@ -147,8 +147,8 @@ pub(crate) fn find_token<'a>(config: &'a AuthConfig, presented: &str) -> Option<
 /// The token in an `Authorization` value: after a case-insensitive `Bearer ` prefix, or the bare value.
 pub(crate) fn bearer(value: &str) -> &str {
     let value = value.trim();
-    match value.get(..7) {
-        Some(prefix) if prefix.eq_ignore_ascii_case("bearer ") => value[7..].trim(),
+    match value.split_at_checked(7) {
+        Some((prefix, token)) if prefix.eq_ignore_ascii_case("bearer ") => token.trim(),
         _ => value,
     }
 }

@@ -692,10 +692,9 @@ pub fn parse_public_key_pem(pem: &str) -> Result<PublicKey, String> {
     let (Some(start), Some(stop)) = (pem.find(begin), pem.find(end)) else {
         return Err("not a PEM public key (expected -----BEGIN PUBLIC KEY-----)".to_string());
     };
-    if stop < start {
-        return Err("not a PEM public key".to_string());
-    }
-    let body: String = pem[start + begin.len()..stop]
+    let body: String = pem
+        .get(start + begin.len()..stop)
+        .ok_or("not a PEM public key")?
         .chars()
         .filter(|c| !c.is_whitespace())
         .collect();

@@ -118,11 +118,13 @@ pub(crate) fn clip(s: &str) -> String {
     if s.len() <= MAX {
         return s.to_string();
     }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
+    // The longest head of at most MAX bytes that ends on a character; `get` (not `&s[..end]`) keeps the
+    // standard library's string-slice panic, and the Unicode tables its message needs, out of the module.
+    let head = (0..=MAX)
+        .rev()
+        .find_map(|end| s.get(..end))
+        .unwrap_or_default();
+    format!("{head}...")
 }
 
 #[cfg(test)]

@@ -808,7 +808,7 @@ fn issue_records(
     let meta = tx.object_store(META_STORE)?;
     let mut pruned: Vec<&str> = Vec::new();
     for (key, value) in records {
-        let prefix = key.find('/').map(|i| &key[..=i]);
+        let prefix = key.find('/').and_then(|i| key.get(..=i));
         if let Some(prefix) = prefix.filter(|p| *p < prune_below && !pruned.contains(p)) {
             let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
                 &prefix.into(),

@@ -95,7 +95,10 @@ import { launch, openPage, uniqueName, ARTIFACTS, ROOT } from './harness.mjs'
 // whose client went claiming nothing) put the module 261 bytes over it, and ending the lease of a span retention
 // removed 258 more; docs/decisions.md, "Over the 200 KB target again (session 35)". The target line below reports
 // the miss.
-const BUDGET_GZ = 201 * 1024
+// 200 KB (the target) since session 36: no `str` slice is left in the library (clippy's `string_slice` denies
+// them), so std's string-slice panic, which formats with `char`'s Debug and its Unicode tables, is out of the
+// module (-3.7 KB): 196.8 KB; docs/decisions.md, "No `str` slices in the library (session 36)".
+const BUDGET_GZ = 200 * 1024
 /** Interleaved runs of each sequential batch size (queen-edge, then the naive queue, in each). */
 const SEQUENTIAL_RUNS = 5
 const TARGET_GZ = 200 * 1024
@@ -403,7 +406,7 @@ if (args.has('--write')) {
   lines.push('| file | raw | gzip -9 |', '|---|---:|---:|')
   for (const s of [...viewsSizes, viewsTotal]) lines.push(`| ${s.file.startsWith('total') ? '**' + s.file + '**' : '`' + s.file + '`'} | ${kb(s.raw)} | ${kb(s.gz)} |`)
   lines.push('', `With a \`bridge\` (which needs the views build), also its own chunk \`bridge.js\`: ${kb(bridgeSize.raw)} raw, ${kb(bridgeSize.gz)} gzipped (not in the budget).`)
-  lines.push('', `Enforced limit: ${BUDGET_GZ / 1024} KB gzipped. ${overBudget ? `**Over it by ${kb(total.gz - BUDGET_GZ)}**.` : 'Within it.'} Target (issue 11): ${TARGET_GZ / 1024} KB gzipped: ${total.gz > TARGET_GZ ? `**missed by ${kb(total.gz - TARGET_GZ)}**` : 'met'} (docs/decisions.md, "${total.gz > TARGET_GZ ? 'Over the 200 KB target again (session 35)' : 'Back under 200 KB (session 35)'}").`, '')
+  lines.push('', `Enforced limit: ${BUDGET_GZ / 1024} KB gzipped. ${overBudget ? `**Over it by ${kb(total.gz - BUDGET_GZ)}**.` : 'Within it.'} Target (issue 11): ${TARGET_GZ / 1024} KB gzipped: ${total.gz > TARGET_GZ ? `**missed by ${kb(total.gz - TARGET_GZ)}**` : 'met'} (docs/decisions.md, "${total.gz > TARGET_GZ ? 'Over the 200 KB target again (session 35)' : 'No `str` slices in the library (session 36)'}").`, '')
   if (results) {
     lines.push(`### Throughput (messages/s, headless Chromium ${results.chromium}, durability strict, one tab)`, '')
     lines.push('queen-edge goes through the fluent API (push a batch; pop a batch + ack it). The naive baseline keeps one',

@@ -526,7 +526,8 @@ fn write_debug_quoted(formatter: &mut fmt::Formatter, s: &str) -> fmt::Result {
             0..=0x1f | 0x7f => "",
             _ => continue,
         };
-        formatter.write_str(&s[from..at])?;
+        // `get`, not `&s[from..at]` (change 6): `from` and `at` are at ASCII bytes, so it is always `Some`.
+        formatter.write_str(s.get(from..at).unwrap_or_default())?;
         if escape.is_empty() {
             write!(formatter, "\\u{{{:x}}}", byte)?;
         } else {
@@ -534,7 +535,7 @@ fn write_debug_quoted(formatter: &mut fmt::Formatter, s: &str) -> fmt::Result {
         }
         from = at + 1;
     }
-    formatter.write_str(&s[from..])?;
+    formatter.write_str(s.get(from..).unwrap_or_default())?;
     formatter.write_char('"')
 }
 
@@ -559,21 +560,25 @@ fn parse_line_col(msg: &mut String) -> Option<(usize, usize)> {
         None => return None,
     };
 
+    // queen-edge: the rest is read as bytes, not through `&msg[..]` slices, whose panic path links `char`'s
+    // `Debug` and the Unicode tables (vendor/README.md, change 6).
+    let bytes = msg.as_bytes();
+
     // Find start and end of line number.
     let start_of_line = start_of_suffix + " at line ".len();
     let mut end_of_line = start_of_line;
-    while starts_with_digit(&msg[end_of_line..]) {
+    while starts_with_digit(bytes.get(end_of_line..)) {
         end_of_line += 1;
     }
 
-    if !msg[end_of_line..].starts_with(" column ") {
+    if !bytes[end_of_line..].starts_with(b" column ") {
         return None;
     }
 
     // Find start and end of column number.
     let start_of_column = end_of_line + " column ".len();
     let mut end_of_column = start_of_column;
-    while starts_with_digit(&msg[end_of_column..]) {
+    while starts_with_digit(bytes.get(end_of_column..)) {
         end_of_column += 1;
     }
 
@@ -583,11 +588,11 @@ fn parse_line_col(msg: &mut String) -> Option<(usize, usize)> {
 
     // Parse numbers.
     // queen-edge: `digits_value`, not `usize::from_str` (vendor/README.md, change 4).
-    let line = match digits_value(&msg[start_of_line..end_of_line]) {
+    let line = match digits_value(&bytes[start_of_line..end_of_line]) {
         Ok(line) => line,
         Err(_) => return None,
     };
-    let column = match digits_value(&msg[start_of_column..end_of_column]) {
+    let column = match digits_value(&bytes[start_of_column..end_of_column]) {
         Ok(column) => column,
         Err(_) => return None,
     };
@@ -598,12 +603,12 @@ fn parse_line_col(msg: &mut String) -> Option<(usize, usize)> {
 
 /// queen-edge: what `usize::from_str` answers for a text of ASCII digits only (what `parse_line_col` passes
 /// it): an error when empty or too large, else the number.
-fn digits_value(digits: &str) -> core::result::Result<usize, ()> {
+fn digits_value(digits: &[u8]) -> core::result::Result<usize, ()> {
     if digits.is_empty() {
         return Err(());
     }
     let mut value: usize = 0;
-    for byte in digits.bytes() {
+    for &byte in digits {
         value = value
             .checked_mul(10)
             .and_then(|v| v.checked_add(usize::from(byte - b'0')))
@@ -612,8 +617,8 @@ fn digits_value(digits: &str) -> core::result::Result<usize, ()> {
     Ok(value)
 }
 
-fn starts_with_digit(slice: &str) -> bool {
-    match slice.as_bytes().first() {
+fn starts_with_digit(slice: Option<&[u8]>) -> bool {
+    match slice.and_then(<[u8]>::first) {
         None => false,
         Some(&byte) => byte >= b'0' && byte <= b'9',
     }

@@ -775,7 +775,12 @@ impl<'a> Read<'a> for StrRead<'a> {
     where
         V: Visitor<'a>,
     {
-        let raw = &self.data[self.delegate.raw_buffering_start_index..self.delegate.index];
+        // queen-edge: `get`, not a `str` slice, whose panic path links `char`'s `Debug` (change 6); both ends
+        // are at JSON tokens, so it is always `Some`.
+        let raw = self
+            .data
+            .get(self.delegate.raw_buffering_start_index..self.delegate.index)
+            .unwrap_or_default();
         visitor.visit_map(BorrowedRawDeserializer {
             raw_value: Some(raw),
         })
