@@ -1395,6 +1395,63 @@ fn eviction_of_a_leased_span_ends_its_lease_and_the_lane_delivers_what_follows()
     h.broker.check_invariants().unwrap();
 }
 
+/// A span released by a `failed` ack (a retry hold, one unit of the budget used) and then evicted whole:
+/// the hold and the budget go with it (lane row `raise_floor`), so the next message is delivered at once,
+/// with its whole budget: its own first `failed` ack holds it for a retry instead of dropping it. Found
+/// by session 36's QA pass: the next message waited out the old hold (and was evicted in turn, never
+/// delivered) or was dropped at its first failure.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn eviction_of_a_failed_span_takes_its_hold_and_retry_budget_with_it() {
+    let mut h = Harness::new();
+    h.configure(
+        "e",
+        OptionsPatch {
+            max_wait_time_s: Some(2),
+            retry_limit: Some(1),
+            retry_delay_ms: Some(8_000),
+            dead_letter_queue: Some(false),
+            dlq_after_max_retries: Some(false),
+            ..Default::default()
+        },
+    );
+    h.push_n("e", 1);
+    let first = h.pop("e", None, 1);
+    assert_eq!(offsets(&first), vec![0]);
+    h.ack_msgs(&first, &all(&first, F));
+    h.advance(3_000);
+    h.broker.take_woken_queues();
+    h.broker.maintain(h.now);
+    assert_eq!(
+        h.broker.take_woken_queues(),
+        vec!["e".to_string()],
+        "a parked pop is told the lane is free"
+    );
+    h.commit();
+    h.broker.check_invariants().unwrap();
+    let lane = h.lane("e", QUEUE_MODE_GROUP);
+    assert_eq!((lane.committed, lane.retry_count), (0, 0));
+
+    h.push_n("e", 1);
+    let next = h.pop("e", None, 1);
+    assert_eq!(
+        offsets(&next),
+        vec![1],
+        "delivered now, not after the old hold"
+    );
+    assert_eq!(next.messages[0].retry_count, 0);
+    let res = h.ack_msgs(&next, &all(&next, F));
+    assert!(res.iter().all(|x| x.success && !x.dlq));
+    h.advance(8_000);
+    assert_eq!(
+        offsets(&h.pop("e", None, 1)),
+        vec![1],
+        "its first failure is retried, not dropped"
+    );
+    h.restart();
+    h.broker.check_invariants().unwrap();
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn retention_and_eviction_delete_whole_segments() {

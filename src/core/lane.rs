@@ -31,7 +31,7 @@
 //! | 8 `expire` | lease passes X | Leased | - | dead | - | +1 at next claim | - | K+1 at next claim | C+1.. again |
 //! | 9 `seek` | seek | any | target | released | 0 | 0 | 0 | 0, none | from target |
 //! | `extend` | lease extend | Leased | - | X=max(X, now+s) | - | - | - | - | |
-//! | `raise_floor` | retention trims below f | any | max(C,f-1) | released if E<=f-1, not P | 0 if released | 0 if released | - | - | a removed span's lease ends |
+//! | `raise_floor` | retention trims below f | any | max(C,f-1) | released if E<=f-1, not P | 0 if E<=f-1, not P | 0 if E<=f-1, not P | 0 if E<=f-1, not P | K=0 if E<=f-1, not P | a removed span's lease, budget and hold end |
 //! | `skip_to` | conflation pop | Free | max(C,newest-1) | - | - | - | - | - | older never delivered |
 //! | `resubscribe` | subscription moved, never claimed | Free | cursor | - | - | - | - | - | |
 //! | `quarantine` | pop, K reached M | Free | - | as `claim`, E=C+1 | - | as `claim` | - | K=0, Q=C+1 | head alone |
@@ -452,20 +452,25 @@ impl Lane {
     }
 
     /// `raise_floor`: retention (or eviction) removed every offset up to `floor`; the cursor is at least
-    /// there, and a lease whose whole span was removed ends, as a completed one does: nothing of it is
-    /// left to ack, and the lane delivers what follows without waiting for its expiry. A pinned lease (a
-    /// prepared transaction acks on it) is left to that transaction. Returns the id of a lease it ended.
+    /// there. Once the whole last span `(C, E]` is removed, what belonged to it goes with it, as after a
+    /// completed span: its lease ends (nothing of it is left to ack, and the lane delivers what follows
+    /// without waiting for its expiry), and the retry budget it used, its redelivery count, its retry
+    /// hold and its expiry streak are reset (a message after it starts with a whole budget and no
+    /// wait). A pinned lease (a prepared transaction acks on it) is left to that transaction. Returns the
+    /// id of a lease it ended.
     pub fn raise_floor(&mut self, floor: i64) -> Option<String> {
         self.committed = self.committed.max(floor);
         self.settle_quarantine();
         if self.pinned || self.batch_end > floor {
             return None;
         }
-        let ended = self.lease_id.take()?;
+        let ended = self.lease_id.take();
         self.release();
         self.retry_count = 0;
         self.attempt_count = 0;
-        Some(ended)
+        self.hold_until_ms = 0;
+        self.expiry_streak = 0;
+        ended
     }
 
     /// `skip_to`: a conflation claim moves the cursor to `offset` (the older messages are never
@@ -693,6 +698,14 @@ mod tests {
         assert_eq!(lane.raise_floor(12), None);
         assert_eq!(cols(&lane), (12, l("L2"), 14, 1, 1, 0, 0, -1));
         assert_eq!(lane.raise_floor(14), l("L2"));
+        assert_eq!(cols(&lane), (14, None, 14, 0, 0, 0, 0, -1));
+        // A span released by `failed` (no lease, a hold, R=1): kept while any of it is left, then its
+        // budget and its hold go with it.
+        let mut lane = leased(9, 14);
+        lane.release_failed(9, 500);
+        assert_eq!(lane.raise_floor(12), None);
+        assert_eq!(cols(&lane), (12, None, 14, 1, 0, 500, 0, -1));
+        assert_eq!(lane.raise_floor(14), None);
         assert_eq!(cols(&lane), (14, None, 14, 0, 0, 0, 0, -1));
     }
 

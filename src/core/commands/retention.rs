@@ -121,6 +121,8 @@ impl Broker {
             self.refresh(&queue, &g, pid);
         }
         self.save_partition(pid);
+        // A lease or a retry hold that ended with its span may free a lane a parked pop waits for.
+        self.wake_queue(queue);
         doomed.len() as u64
     }
 }
