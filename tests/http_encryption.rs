@@ -7,6 +7,7 @@
 use crate::http_support;
 
 use http_support::*;
+use queen_edge::core::api::is_envelope;
 use queen_edge::core::segment;
 use queen_edge::http::{EncryptionKey, HttpConfig};
 use serde_json::{json, Value};
@@ -388,4 +389,46 @@ fn every_stored_copy_of_an_encrypted_queue_holds_only_the_envelope() {
         texts.iter().all(|t| t.contains(MARKER)),
         "every message opens: {texts:?}"
     );
+}
+
+/// The plaintext sealed is the payload's text as pushed, and a pop answers that text byte for byte:
+/// numbers beyond `f64`, key order and repeated keys survive, and valid JSON a `serde_json::Value`
+/// cannot hold (a number beyond `f64`'s range, a lone surrogate escape, deep nesting) is stored, as on a
+/// plain queue. Found by session 36's QA pass: such payloads came back rounded and reordered, or the
+/// push answered 500 (which Queen's clients retry) and stored nothing.
+#[test]
+fn an_encrypted_queue_keeps_each_payload_text_byte_for_byte() {
+    let h = Harness::with_config(keyed());
+    configure(&h, "secret", true);
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    let payloads = [
+        r#"[12345678901234567890123, 1e2, -0, {"b":1,"a":2}, {"a":1,"a":2}, 123456789012345678901234567890.5]"#,
+        r#"{"x":1E400}"#,
+        r#""\ud800""#,
+        deep.as_str(),
+    ];
+    for (i, payload) in payloads.iter().enumerate() {
+        let body = format!(
+            r#"{{"items": [{{"queue": "secret", "transactionId": "t{i}", "payload": {payload}}}]}}"#
+        );
+        let (status, answer) = h.call_raw("POST", "/api/v1/push", body.as_bytes());
+        assert_eq!(status, 201, "{payload}: {answer}");
+    }
+    assert!(
+        stored_payloads(&h).iter().all(is_envelope),
+        "stored only as envelopes"
+    );
+    let response = h.send(queen_edge::http::HttpRequest::new(
+        "GET",
+        "/api/v1/pop/queue/secret?batch=10&wait=false",
+    ));
+    assert_eq!(response.status, 200);
+    let text = String::from_utf8(response.body.clone()).unwrap();
+    for payload in payloads {
+        assert!(
+            text.contains(&format!(r#""data":{payload}"#))
+                || text.contains(&format!(r#""payload":{payload}"#)),
+            "{payload} comes back as pushed: {text}"
+        );
+    }
 }

@@ -66,38 +66,39 @@ async fn call(f: &Function, texts: Vec<String>) -> Result<Array, String> {
         .map_err(|_| "the browser's Web Crypto refused".to_string())
 }
 
-/// Each answer parsed as JSON (`None` for `null` or anything that is not JSON text). `from_str`, the
-/// module's one JSON reader (over `str`; a second, over bytes, would grow the module).
-fn parse_all(answers: &Array) -> Vec<Option<Value>> {
-    answers
-        .iter()
-        .map(|a| serde_json::from_str(&a.as_string()?).ok())
-        .collect()
-}
-
 impl Cipher for JsCipher {
     fn seal_all<'a>(
         &'a self,
-        payloads: Vec<&'a Value>,
+        plaintexts: Vec<&'a str>,
     ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>> {
         Box::pin(async move {
-            let texts = payloads.iter().copied().map(value_text).collect();
-            let sealed = parse_all(&call(&self.seal, texts).await?);
-            if sealed.len() != payloads.len() {
+            let count = plaintexts.len();
+            let texts = plaintexts.into_iter().map(str::to_owned).collect();
+            let sealed = call(&self.seal, texts).await?;
+            if sealed.length() as usize != count {
                 return Err("the cipher answered a different number of envelopes".into());
             }
+            // `from_str`, the module's one JSON reader (over `str`; a second, over bytes, would grow
+            // the module).
             sealed
-                .into_iter()
-                .map(|e| e.ok_or_else(|| "the cipher answered something that is not JSON".into()))
+                .iter()
+                .map(|e| {
+                    e.as_string()
+                        .and_then(|text| serde_json::from_str(&text).ok())
+                        .ok_or_else(|| "the cipher answered something that is not JSON".into())
+                })
                 .collect()
         })
     }
 
-    fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>> {
+    fn open_all<'a>(
+        &'a self,
+        envelopes: Vec<&'a Value>,
+    ) -> LocalBoxFuture<'a, Vec<Option<String>>> {
         Box::pin(async move {
             let texts = envelopes.iter().copied().map(value_text).collect();
             match call(&self.open, texts).await {
-                Ok(answers) => parse_all(&answers),
+                Ok(answers) => answers.iter().map(|a| a.as_string()).collect(),
                 Err(_) => Vec::new(),
             }
         })

@@ -4,7 +4,7 @@
 //! costs less download than these lines in the wasm.
 //!
 //! The envelope (contract §2.4): `{"encrypted": b64(ciphertext), "iv": b64(16 random bytes), "authTag":
-//! b64(16-byte tag)}`, no associated data; the plaintext is the payload's compact JSON.
+//! b64(16-byte tag)}`, no associated data; the plaintext is the payload's JSON text as it was pushed.
 
 #[cfg(not(target_arch = "wasm32"))]
 use super::native as platform;
@@ -51,14 +51,11 @@ fn sealed(payload: &Value) -> Option<Sealed> {
 impl Cipher for AesCipher {
     fn seal_all<'a>(
         &'a self,
-        payloads: Vec<&'a Value>,
+        plaintexts: Vec<&'a str>,
     ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>> {
         Box::pin(async move {
-            // Serializing a `Value` cannot fail (its map keys are strings).
-            let plaintexts: Vec<Vec<u8>> = payloads
-                .iter()
-                .map(|p| serde_json::to_vec(p).unwrap_or_default())
-                .collect();
+            let plaintexts: Vec<Vec<u8>> =
+                plaintexts.iter().map(|p| p.as_bytes().to_vec()).collect();
             let sealed = self.0.seal_all(&plaintexts).await?;
             Ok(sealed
                 .iter()
@@ -73,7 +70,10 @@ impl Cipher for AesCipher {
         })
     }
 
-    fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>> {
+    fn open_all<'a>(
+        &'a self,
+        envelopes: Vec<&'a Value>,
+    ) -> LocalBoxFuture<'a, Vec<Option<String>>> {
         Box::pin(async move {
             // Only well-formed envelopes go to the cipher; the others stay `None`.
             let parsed: Vec<Option<Sealed>> = envelopes.iter().map(|e| sealed(e)).collect();
@@ -83,8 +83,7 @@ impl Cipher for AesCipher {
                 .iter()
                 .map(|p| {
                     p.as_ref()?;
-                    let plain = opened.next().flatten()?;
-                    serde_json::from_str(std::str::from_utf8(&plain).ok()?).ok()
+                    String::from_utf8(opened.next().flatten()?).ok()
                 })
                 .collect()
         })

@@ -41,16 +41,22 @@ const NO_KEY: &str = "this broker has no encryption key (set the QUEEN_ENCRYPTIO
                       cannot keep payloads encrypted at rest";
 
 /// AES-256-GCM with Queen's envelope (contract §2.4), under one key.
+///
+/// The plaintext is a payload's JSON text exactly as it was pushed (its UTF-8 bytes), and opening gives
+/// that text back: no payload goes through a `serde_json::Value` on the way, which would round numbers
+/// beyond `f64`, reorder or merge object keys, and refuse valid JSON a `Value` cannot hold (a number
+/// beyond `f64`'s range, a lone surrogate escape, deep nesting).
 pub trait Cipher {
-    /// The envelope of each payload, each sealed under its own random 16-byte IV.
+    /// The envelope of each payload text, each sealed under its own random 16-byte IV.
     fn seal_all<'a>(
         &'a self,
-        payloads: Vec<&'a Value>,
+        plaintexts: Vec<&'a str>,
     ) -> LocalBoxFuture<'a, Result<Vec<Value>, String>>;
 
-    /// The payload in each envelope, or `None` where it does not open (another key, altered bytes,
-    /// malformed fields).
-    fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>) -> LocalBoxFuture<'a, Vec<Option<Value>>>;
+    /// The payload text in each envelope, or `None` where it does not open (another key, altered
+    /// bytes, malformed fields, a plaintext that is not UTF-8).
+    fn open_all<'a>(&'a self, envelopes: Vec<&'a Value>)
+        -> LocalBoxFuture<'a, Vec<Option<String>>>;
 }
 
 /// The broker's encryption key (`QUEEN_ENCRYPTION_KEY`, or `Queen.open({ encryptionKey })`), as the
@@ -168,15 +174,11 @@ async fn seal_marked(
             first.queue
         )));
     };
-    // Payloads are raw JSON text that the wire parser validated, so they parse.
-    let mut plain: Vec<Value> = Vec::with_capacity(targets.len());
-    for item in &targets {
-        let value = item.payload.to_value();
-        plain.push(value.map_err(|e| HttpError::internal(format!("encryption failed: {e}")))?);
-    }
+    // The payloads' own texts, as pushed (the trait's documentation says why not a `Value`).
+    let plain: Vec<&str> = targets.iter().map(|item| item.payload.get()).collect();
     let sealed = key
         .0
-        .seal_all(plain.iter().collect())
+        .seal_all(plain)
         .await
         .map_err(|e| HttpError::internal(format!("encryption failed: {e}")))?;
     for (item, envelope) in targets.iter_mut().zip(sealed) {
@@ -206,8 +208,10 @@ pub(crate) fn open_payloads<'a>(
         let opened = key.0.open_all(envelopes.iter().collect()).await;
         let mut any = false;
         for (payload, plain) in targets.iter_mut().zip(opened) {
-            if let Some(plain) = plain {
-                **payload = Payload::from(plain);
+            // A plaintext that is not one JSON value (no sealer of ours or Queen's writes one) leaves
+            // the envelope as stored, as one that does not open does.
+            if let Some(plain) = plain.and_then(|text| Payload::from_json(text).ok()) {
+                **payload = plain;
                 any = true;
             }
         }
@@ -223,16 +227,26 @@ mod tests {
     use serde_json::json;
 
     fn seal(key: &EncryptionKey, payload: &Value) -> Value {
-        block_on(key.0.seal_all(vec![payload])).unwrap().remove(0)
+        seal_text(key, &payload.to_string())
+    }
+
+    fn seal_text(key: &EncryptionKey, text: &str) -> Value {
+        block_on(key.0.seal_all(vec![text])).unwrap().remove(0)
     }
 
     /// What `open_payloads` does to one payload.
     fn open(key: &EncryptionKey, payload: &mut Value) {
-        if is_envelope(payload) {
-            if let Some(plain) = block_on(key.0.open_all(vec![&*payload])).remove(0) {
-                *payload = plain;
-            }
+        if let Some(text) = open_text(key, payload) {
+            *payload = serde_json::from_str(&text).unwrap();
         }
+    }
+
+    /// The plaintext of an envelope, as `open_payloads` puts it in the payload's place.
+    fn open_text(key: &EncryptionKey, payload: &Value) -> Option<String> {
+        if !is_envelope(payload) {
+            return None;
+        }
+        block_on(key.0.open_all(vec![payload])).remove(0)
     }
 
     const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
@@ -308,6 +322,25 @@ mod tests {
         });
         open(&key, &mut v);
         assert_eq!(v, json!({"a": 1}));
+    }
+
+    /// The plaintext is the pushed text itself: numbers beyond `f64`, key order, repeated keys, lone
+    /// surrogate escapes and deep nesting all come back byte for byte (a `Value` on the way changed the
+    /// first three and refused the last two).
+    #[test]
+    fn the_plaintext_is_the_pushed_text_byte_for_byte() {
+        let key = EncryptionKey::from_hex(KEY).unwrap();
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        for text in [
+            r#"[12345678901234567890123, 1e2, -0, {"b":1,"a":2}, {"a":1,"a":2}]"#,
+            r#"{"x":1E400}"#,
+            r#""\ud800""#,
+            deep.as_str(),
+        ] {
+            let sealed = seal_text(&key, text);
+            assert!(is_envelope(&sealed));
+            assert_eq!(open_text(&key, &sealed).as_deref(), Some(text));
+        }
     }
 
     const NODE_CIPHERTEXT: &str = "HE7BVAPVNw==";
