@@ -1486,6 +1486,10 @@ const tests = [
       out.popped = popped.map((m) => m.data)
       out.dlqAck = (await queen.ack(popped[0], 'dlq')).success
       out.dlq = (await queen.queue('vault').dlq().get()).messages.map((d) => d.data)
+      // The plaintext sealed is the payload's JSON text as pushed: its key order comes back.
+      await queen.queue('vault-order').config({ encryptionEnabled: true }).create()
+      await queen.queue('vault-order').push([{ data: { zeta: 1, alpha: { y: 2, b: 3 } } }])
+      out.ordered = (await queen.queue('vault-order').batch(1).wait(false).pop()).map((m) => JSON.stringify(m.data))
       await queen.close()
 
       // The raw records.
@@ -1544,6 +1548,7 @@ const tests = [
     assertEq(r.popped, expected, 'pop gives the plaintext back')
     assertEq(r.dlqAck, true, 'dead-lettered')
     assertEq(r.dlq, [expected[0]], 'the DLQ listing decrypts')
+    assertEq(r.ordered, ['{"zeta":1,"alpha":{"y":2,"b":3}}'], 'an encrypted payload comes back with its keys in the order pushed')
     assert(r.records > 0, 'records were read')
     assertEq(r.rawVisible, true, 'the raw scan sees the plain queue\'s payload')
     assertEq(r.rawSecret, false, 'IndexedDB holds no plaintext of the encrypted queue')
