@@ -132,6 +132,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn clip_keeps_short_texts_and_cuts_long_ones_on_a_character() {
+        assert_eq!(clip("short"), "short");
+        assert_eq!(clip(&"a".repeat(70)), format!("{}...", "a".repeat(64)));
+        // 63 ASCII bytes, then a 3-byte character across the 64-byte mark: cut before it.
+        let text = format!("{}€tail", "a".repeat(63));
+        assert_eq!(clip(&text), format!("{}...", "a".repeat(63)));
+    }
+
+    #[test]
     fn decodes_percent_and_plus() {
         assert_eq!(percent_decode("a%20b+c", true).unwrap(), "a b c");
         assert_eq!(percent_decode("a%20b+c", false).unwrap(), "a b+c");
