@@ -189,6 +189,55 @@ pub fn paged(values: Vec<Value>, paging: &Paging, limit: usize, offset: usize) -
     Value::Object(out)
 }
 
+/// `/traces/names`: the names of every shard (each asked for all of them, `limit` its most, from the
+/// start) merged by name: `traceCount` and `messageCount` added (a message lives on one shard, so its
+/// distinct messages add up), `lastSeen` the latest; ordered as one shard orders them (most recently seen
+/// first, then by name), then `offset` skipped and `limit` kept, with `total` the distinct names. An error
+/// when a shard holds more names than it was asked for (the merge would miss some).
+pub fn trace_names(values: Vec<Value>, limit: usize, offset: usize) -> Result<Value, String> {
+    let mut by_name: std::collections::BTreeMap<String, (u64, u64, String)> = Default::default();
+    for mut answer in values {
+        let shard_total = answer.get("total").and_then(Value::as_u64).unwrap_or(0);
+        let rows = take_array(answer.take(), "traceNames");
+        if shard_total > rows.len() as u64 {
+            return Err(format!(
+                "a shard holds {shard_total} trace names, more than the {} a listing across shards \
+                 (SHARDS > 1) merges",
+                rows.len()
+            ));
+        }
+        for row in rows {
+            let field = |k: &str| row.get(k).and_then(Value::as_u64).unwrap_or(0);
+            let name = row.get("traceName").and_then(Value::as_str).unwrap_or("");
+            let seen = row.get("lastSeen").and_then(Value::as_str).unwrap_or("");
+            let entry = by_name.entry(name.to_string()).or_default();
+            entry.0 += field("traceCount");
+            entry.1 += field("messageCount");
+            // ISO 8601 times of one format: the text order is the time order.
+            if seen > entry.2.as_str() {
+                entry.2 = seen.to_string();
+            }
+        }
+    }
+    let total = by_name.len();
+    let mut all: Vec<(String, (u64, u64, String))> = by_name.into_iter().collect();
+    all.sort_by(|a, b| b.1 .2.cmp(&a.1 .2).then_with(|| a.0.cmp(&b.0)));
+    let page: Vec<Value> = all
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(|(name, (traces, messages, seen))| {
+            serde_json::json!({"traceName": name, "traceCount": traces, "messageCount": messages,
+                               "lastSeen": seen})
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "traceNames": page,
+        "total": total,
+        "pagination": {"limit": limit, "offset": offset},
+    }))
+}
+
 /// The Prometheus text of every shard, each sample labelled `shard="k"`; `# HELP`/`# TYPE` lines once.
 pub fn prometheus(texts: &[(u16, String)]) -> String {
     let mut out = String::new();
@@ -378,6 +427,30 @@ mod tests {
             page,
             json!({"deliveries": [{"at": "3", "id": 1}], "total": 12, "pagination": {"limit": 1, "offset": 0}})
         );
+    }
+
+    #[test]
+    fn trace_names_merge_by_name_and_page() {
+        let a = json!({"traceNames": [
+            {"traceName": "x", "traceCount": 2, "messageCount": 1, "lastSeen": "2026-01-01T00:00:02.000Z"},
+            {"traceName": "y", "traceCount": 1, "messageCount": 1, "lastSeen": "2026-01-01T00:00:01.000Z"}],
+            "total": 2, "pagination": {"limit": 10000, "offset": 0}});
+        let b = json!({"traceNames": [
+            {"traceName": "y", "traceCount": 3, "messageCount": 2, "lastSeen": "2026-01-01T00:00:05.000Z"}],
+            "total": 1, "pagination": {"limit": 10000, "offset": 0}});
+        let merged = trace_names(vec![a.clone(), b.clone()], 1, 0).unwrap();
+        assert_eq!(
+            merged,
+            json!({"traceNames": [
+                {"traceName": "y", "traceCount": 4, "messageCount": 3, "lastSeen": "2026-01-01T00:00:05.000Z"}],
+                "total": 2, "pagination": {"limit": 1, "offset": 0}})
+        );
+        let second = trace_names(vec![a, b], 1, 1).unwrap();
+        assert_eq!(second["traceNames"][0]["traceName"], "x");
+        let truncated = json!({"traceNames": [], "total": 3});
+        assert!(trace_names(vec![truncated], 1, 0)
+            .unwrap_err()
+            .contains("3 trace names"));
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub enum Merge {
     Paged(Paging),
     /// `/metrics/prometheus`: every series labelled `shard="k"`.
     Prometheus,
+    /// `/traces/names`: every shard's names, merged by name (counts added), then the page cut.
+    TraceNames,
 }
 
 /// A paged listing's list field, order and default page size.
@@ -120,6 +122,17 @@ pub fn plan_shaped(
             }),
             ("GET", ["pop"]) => Discovery,
             ("GET", ["pop", "queue", q, ..]) => One(map.of_queue(q)),
+            // A message's traces are on its partition's shard; the listings by name span every shard.
+            ("GET", ["traces", "names"]) => FanOut(Merge::TraceNames),
+            ("GET", ["traces", "by-name", _]) => FanOut(Merge::Paged(Paging {
+                field: "traces",
+                order: &["createdAt", "id"],
+                descending: false,
+                default_limit: 100,
+                total: false,
+                top_total: TopTotal::PageSize,
+            })),
+            ("GET", ["traces", partition_id, _]) => One(map.of_partition(partition_id)),
             ("POST", ["ack"]) | ("POST", ["traces"]) => One(body
                 .and_then(|b| b.partition_id.as_deref())
                 .map_or(0, |p| map.of_partition(p))),
@@ -378,6 +391,32 @@ mod tests {
             plan(&m, "POST", "/api/v1/ack", "", br#"{"partitionId":"3"}"#),
             Plan::One(2)
         );
+    }
+
+    #[test]
+    fn a_message_s_traces_are_read_on_its_shard_and_listings_span_every_shard() {
+        let m = map();
+        let shard = m.of_partition("3");
+        assert_ne!(shard, 0, "a partition off shard 0, so the test can fail");
+        assert_eq!(
+            plan(&m, "POST", "/api/v1/traces", "", br#"{"partitionId":"3"}"#),
+            Plan::One(shard)
+        );
+        assert_eq!(
+            plan(&m, "GET", "/api/v1/traces/3/tx-1", "", b""),
+            Plan::One(shard)
+        );
+        assert_eq!(
+            plan(&m, "GET", "/api/v1/traces/names", "limit=5", b""),
+            Plan::FanOut(Merge::TraceNames)
+        );
+        assert!(matches!(
+            plan(&m, "GET", "/api/v1/traces/by-name/checkout", "", b""),
+            Plan::FanOut(Merge::Paged(Paging {
+                field: "traces",
+                ..
+            }))
+        ));
     }
 
     #[test]

@@ -467,6 +467,29 @@ async fn fan_out(
 ) -> Result<web_sys::Response> {
     let mut url = req.url.clone();
     let mut page = None;
+    let mut names_page = None;
+    if merge == Merge::TraceNames {
+        let max = config.http.limits.max_page as u64;
+        let parse = |name: &str, default: u64| match query_param(&req.query, name) {
+            None => Some(default),
+            Some(v) => v.parse::<u64>().ok(),
+        };
+        match (parse("limit", 50), parse("offset", 0)) {
+            (Some(limit), Some(offset)) if limit <= max && offset <= u32::MAX as u64 => {
+                // Every shard's names: a name's counts are the sum over shards.
+                url = with_query(
+                    req,
+                    &rewrite_query(
+                        &req.query,
+                        &["limit", "offset"],
+                        &[("limit", max.to_string()), ("offset", "0".into())],
+                    ),
+                );
+                names_page = Some((limit as usize, offset as usize));
+            }
+            _ => return forward(env, map, 0, req).await, // shard 0 answers the 400
+        }
+    }
     if let Merge::Paged(paging) = &merge {
         let max = config.http.limits.max_page as u64;
         let parse = |name: &str, default: u64| match query_param(&req.query, name) {
@@ -548,6 +571,13 @@ async fn fan_out(
         Merge::Paged(_) => {
             let (paging, limit, offset) = page.expect("set for paged routes");
             fanout::paged(values, &paging, limit, offset)
+        }
+        Merge::TraceNames => {
+            let (limit, offset) = names_page.expect("set for the names listing");
+            match fanout::trace_names(values, limit, offset) {
+                Ok(merged) => merged,
+                Err(e) => return respond::error(400, &e),
+            }
         }
         Merge::Health | Merge::Prometheus => unreachable!("answered above"),
     };
