@@ -1097,10 +1097,8 @@ impl Sim {
                             fail(
                                 Check::NoLeaseOverRemoved,
                                 format!(
-                                    "{} keeps live lease {lease} on partition {} over {}..={end}, below its floor {f}",
-                                    lane.consumer_group,
-                                    p.id,
-                                    lane.committed + 1
+                                    "{} keeps live lease {lease} on partition {} over a span ending at {end}, below its floor {f}",
+                                    lane.consumer_group, p.id
                                 ),
                             )
                         });
