@@ -1454,6 +1454,29 @@ fn eviction_of_a_failed_span_takes_its_hold_and_retry_budget_with_it() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn eviction_takes_a_partition_out_of_the_ready_set_of_a_group_with_no_lane_there() {
+    // Found by tests/simulation.rs (seed 77 once it ran maintenance): the trim refreshed the ready sets
+    // of the groups with a lane on the partition only.
+    let mut h = Harness::new();
+    h.configure(
+        "e",
+        OptionsPatch {
+            max_wait_time_s: Some(2),
+            ..Default::default()
+        },
+    );
+    h.push_to("e", "a", vec![json!(1)]);
+    h.push_to("e", "b", vec![json!(2)]);
+    // One partition per pop: queue mode claims one; the other waits in its ready set, with no lane.
+    assert_eq!(h.pop("e", None, 1).messages.len(), 1);
+    h.advance(3_000);
+    assert_eq!(h.broker.maintain(h.now).evicted, 2);
+    h.commit();
+    h.broker.check_invariants().unwrap();
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn retention_and_eviction_delete_whole_segments() {
     let mut h = Harness::new();
     h.configure(

@@ -540,6 +540,12 @@ impl Broker {
 
     /// A partition gained messages: every group with a ready set on its queue may claim it now.
     pub(super) fn after_append(&mut self, queue: &str, pid: u64) {
+        self.refresh_ready_sets(queue, pid);
+        self.wake_queue(queue.to_string());
+    }
+
+    /// Refreshes partition `pid` in every ready set of `queue`, the groups with no lane there included.
+    pub(super) fn refresh_ready_sets(&mut self, queue: &str, pid: u64) {
         // The ready sets of `queue` are adjacent in the sorted map, from (queue, "") on.
         let start = self
             .groups
@@ -553,7 +559,6 @@ impl Broker {
         for group in groups {
             self.refresh(queue, &group, pid);
         }
-        self.wake_queue(queue.to_string());
     }
 }
 

@@ -118,8 +118,10 @@ impl Broker {
         let groups: Vec<String> = self.partitions[&pid].lanes.keys().cloned().collect();
         for g in groups {
             self.save_lane(pid, &g);
-            self.refresh(&queue, &g, pid);
         }
+        // Every ready set, not only those of the groups with a lane here: a group without one counts at
+        // its initial cursor, which the new floor moves too.
+        self.refresh_ready_sets(&queue, pid);
         self.save_partition(pid);
         // A lease or a retry hold that ended with its span may free a lane a parked pop waits for.
         self.wake_queue(queue);
