@@ -159,6 +159,44 @@ test('the dead-letter listing pages across shards; replay and retry by id reach 
   }
 });
 
+test('traces of messages on every shard read back: by message on its shard, by name and as names across shards', async () => {
+  const w = await startWorker({ persistTo: state.dir, vars: { SHARDS: String(SHARDS) } });
+  try {
+    const queues = onDistinctShards('traced-', SHARDS);
+    const messages = [];
+    for (const [i, q] of queues.entries()) {
+      await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: q, payload: { i } }] }));
+      const m = (await getJson(`${w.url}/api/v1/pop/queue/${q}?wait=false`)).body.messages[0];
+      const traced = await getJson(`${w.url}/api/v1/traces`, post({
+        transactionId: m.transactionId, partitionId: m.partitionId, traceNames: ['checkout-x', `only-${i}`], data: { i },
+      }));
+      assert.equal(traced.status, 201, JSON.stringify(traced.body));
+      messages.push(m);
+      await sleep(5); // distinct createdAt values
+    }
+    for (const [i, m] of messages.entries()) {
+      const own = await getJson(`${w.url}/api/v1/traces/${m.partitionId}/${m.transactionId}`);
+      assert.equal(own.status, 200, JSON.stringify(own.body));
+      assert.deepEqual(own.body.traces.map((t) => t.data), [{ i }], `the trace of the message on shard ${shardOf(queues[i])}`);
+    }
+    const byName = await getJson(`${w.url}/api/v1/traces/by-name/checkout-x`);
+    assert.deepEqual(byName.body.traces.map((t) => t.data.i), [0, 1, 2, 3].slice(0, SHARDS), 'every shard, oldest first');
+    assert.deepEqual(byName.body.traces.map((t) => t.queueName), queues);
+    const page = await getJson(`${w.url}/api/v1/traces/by-name/checkout-x?limit=2&offset=1`);
+    assert.deepEqual([page.body.traces.map((t) => t.data.i), page.body.pagination], [[1, 2], { limit: 2, offset: 1 }]);
+    const names = await getJson(`${w.url}/api/v1/traces/names?limit=2`);
+    assert.equal(names.status, 200, JSON.stringify(names.body));
+    const checkout = names.body.traceNames.find((n) => n.traceName === 'checkout-x');
+    assert.deepEqual([checkout.traceCount, checkout.messageCount], [SHARDS, SHARDS], 'counts added over the shards');
+    assert.equal(names.body.total, SHARDS + 1, 'distinct names over the shards');
+    // Most recently seen first; the newest trace carries both names, which then go by name.
+    assert.deepEqual(names.body.traceNames.map((n) => n.traceName), ['checkout-x', `only-${SHARDS - 1}`]);
+    assert.deepEqual(names.body.pagination, { limit: 2, offset: 0 });
+  } finally {
+    await w.stop();
+  }
+});
+
 test('discovery pops find queues on any shard through the catalog', async () => {
   const w = await startWorker({ persistTo: state.dir, vars: { SHARDS: String(SHARDS) } });
   const ackAll = (reply) => getJson(`${w.url}/api/v1/ack/batch`, post({
