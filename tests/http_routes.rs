@@ -2211,6 +2211,13 @@ fn the_counts_take_a_dead_lettered_message_once_and_only_while_it_is_retained() 
         "one message, two groups' rows"
     );
     assert_eq!(dlq_rows(&h), 2);
+    // The overview counts as the queues do (session 36's QA: it counted the rows, `deadLetter: 2`).
+    let overview_is_the_queue_s = |h: &Harness| {
+        let (_, o) = h.call("GET", "/api/v1/resources/overview", None);
+        let (_, q) = h.call("GET", "/api/v1/resources/queues/dc", None);
+        assert_eq!(o["messages"], q["totals"], "{o}");
+    };
+    overview_is_the_queue_s(&h);
     h.advance(3_000);
     futures::executor::block_on(h.engine.maintain()).unwrap();
     assert_eq!(
@@ -2219,6 +2226,7 @@ fn the_counts_take_a_dead_lettered_message_once_and_only_while_it_is_retained() 
         "retention removed the message"
     );
     assert_eq!(dlq_rows(&h), 2, "the rows stay for replay");
+    overview_is_the_queue_s(&h);
 }
 
 #[test]

@@ -71,7 +71,7 @@ pub(crate) fn partition_counts(p: &PartitionView, now: i64) -> Counts {
     }
 }
 
-fn counts_json(c: &Counts) -> Value {
+pub(crate) fn counts_json(c: &Counts) -> Value {
     json!({
         "total": c.total,
         "pending": c.pending,
@@ -82,7 +82,7 @@ fn counts_json(c: &Counts) -> Value {
     })
 }
 
-fn sum(counts: impl Iterator<Item = Counts>) -> Counts {
+pub(crate) fn sum(counts: impl Iterator<Item = Counts>) -> Counts {
     counts.fold(
         Counts {
             total: 0,

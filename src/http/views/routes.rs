@@ -376,18 +376,9 @@ async fn list_messages<S: Store, H: Host>(
 fn overview<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
     engine.read(|b, now| {
         let queues = b.list_queues(now);
-        let stats = b.stats(now);
-        let totals = queues.iter().map(|q| render::queue_counts(q, now)).fold(
-            (0u64, 0u64, 0u64, 0u64),
-            |a, c| {
-                (
-                    a.0 + c.total,
-                    a.1 + c.pending,
-                    a.2 + c.processing,
-                    a.3 + c.completed,
-                )
-            },
-        );
+        // Every category summed over the queues' own counts, so they add up to `total` as each queue's
+        // do (a dead-lettered message once while retained, `failed` the messages waiting out a retry).
+        let totals = render::sum(queues.iter().map(|q| render::queue_counts(q, now)));
         let namespaces: std::collections::BTreeSet<String> =
             queues.iter().map(|q| q.namespace.clone()).collect();
         let tasks: std::collections::BTreeSet<String> =
@@ -397,14 +388,7 @@ fn overview<S: Store, H: Host>(engine: &Engine<S, H>) -> Value {
             "partitions": queues.iter().map(|q| q.partitions.len()).sum::<usize>(),
             "namespaces": namespaces.len(),
             "tasks": tasks.len(),
-            "messages": {
-                "total": totals.0,
-                "pending": totals.1,
-                "processing": totals.2,
-                "completed": totals.3,
-                "failed": b.meters_totals().failed,
-                "deadLetter": stats.dlq_depth,
-            },
+            "messages": render::counts_json(&totals),
             "lag": lag(b, now),
             "throughput": rates(b, now),
             "statsAge": 0,
