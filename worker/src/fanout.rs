@@ -23,13 +23,55 @@ const MAX_KEYS: [&str; 6] = [
 
 /// Objects merged key by key: numbers added (except [`MAX_KEYS`], the largest), arrays concatenated,
 /// objects merged recursively, booleans and-ed (a health flag holds when it holds on every shard), anything
-/// else taken from the first answer that has it.
+/// else taken from the first answer that has it. A top-level time series (an array of objects that each
+/// have a `timestamp`: `/status` `throughput`, `/status/analytics` `dataPoints`) is merged point by point
+/// instead ([`merge_series`]).
 pub fn sum(values: Vec<Value>) -> Value {
     let mut it = values.into_iter();
     let Some(first) = it.next() else {
         return Value::Null;
     };
-    it.fold(first, |acc, v| sum_two(acc, v, None))
+    let mut merged = it.fold(first, |acc, v| sum_two(acc, v, None));
+    if let Value::Object(fields) = &mut merged {
+        let mut points = None;
+        for value in fields.values_mut() {
+            if let Some(n) = merge_series(value) {
+                points = Some(n);
+            }
+        }
+        // `/status` counts its throughput's points: one per minute, not one per shard and minute.
+        if let (Some(n), Some(count)) = (points, fields.get_mut("pointCount")) {
+            *count = Value::from(n);
+        }
+    }
+    merged
+}
+
+/// The shards' points of one time series, concatenated by [`sum`], as one point per `timestamp` (their
+/// numbers added), in time order; the number of points, or `None` when `value` is no time series.
+fn merge_series(value: &mut Value) -> Option<usize> {
+    let Value::Array(points) = value else {
+        return None;
+    };
+    let stamp = |p: &Value| {
+        p.get("timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    if points.is_empty() || !points.iter().all(|p| stamp(p).is_some()) {
+        return None;
+    }
+    let mut by_time: std::collections::BTreeMap<String, Value> = Default::default();
+    for point in points.drain(..) {
+        let at = stamp(&point).unwrap_or_default();
+        let merged = match by_time.remove(&at) {
+            Some(earlier) => sum_two(earlier, point, None),
+            None => point,
+        };
+        by_time.insert(at, merged);
+    }
+    points.extend(by_time.into_values());
+    Some(points.len())
 }
 
 fn sum_two(a: Value, b: Value, key: Option<&str>) -> Value {
@@ -385,6 +427,29 @@ mod tests {
         assert_eq!(
             merged,
             json!({"queues": {"total": 5}, "uptime": 7, "workers": [1, 2], "timeRange": {"from": "a"}})
+        );
+    }
+
+    #[test]
+    fn time_series_merge_point_by_point() {
+        let a = json!({"pointCount": 2, "throughput": [
+            {"timestamp": "2026-01-01T00:01:00.000Z", "pushed": 12},
+            {"timestamp": "2026-01-01T00:02:00.000Z", "pushed": 1}]});
+        let b = json!({"pointCount": 1, "throughput": [
+            {"timestamp": "2026-01-01T00:01:00.000Z", "pushed": 12}]});
+        let c = json!({"pointCount": 1, "throughput": [
+            {"timestamp": "2026-01-01T00:00:00.000Z", "pushed": 3}]});
+        assert_eq!(
+            sum(vec![a, b, c]),
+            json!({"pointCount": 3, "throughput": [
+                {"timestamp": "2026-01-01T00:00:00.000Z", "pushed": 3},
+                {"timestamp": "2026-01-01T00:01:00.000Z", "pushed": 24},
+                {"timestamp": "2026-01-01T00:02:00.000Z", "pushed": 1}]})
+        );
+        let analytics = |n: u64| json!({"dataPoints": [{"timestamp": "t1", "messages": n}], "interval": "hour"});
+        assert_eq!(
+            sum(vec![analytics(12), analytics(36)]),
+            json!({"dataPoints": [{"timestamp": "t1", "messages": 48}], "interval": "hour"})
         );
     }
 
