@@ -76,6 +76,10 @@ function sentId(item, mintsIds) {
 /** The ack statuses the broker takes (besides none: `completed`). */
 const ACK_STATUSES = ['completed', 'success', 'failed', 'retry', 'dlq']
 
+/** Messages acked through `Queen.ack` whose lease the broker kept (`leaseReleased: false`): a consume loop
+ * in `each()` mode goes on with the rest of their batch after its handler failed on them. */
+const LEASE_KEPT = new WeakSet()
+
 function ackStatus(status) {
   if (status === true) return 'completed'
   if (status === false) return 'failed'
@@ -455,8 +459,10 @@ export class ConsumeBuilder extends Awaited {
             if (abandoned.has(message.partitionId)) continue
             const ok = await this.#process(message)
             processed++
-            // A nack released this partition's lease and its later messages come again: skip them.
-            if (!ok) abandoned.add(message.partitionId)
+            // A failed message whose ack released the partition's lease (the default `failed`, or `retry` or
+            // `dlq` from onError): its later messages come again, so skip them. One that onError acked with
+            // the lease kept (acked `true`: log and skip) leaves the rest of the batch to this loop.
+            if (!ok && !LEASE_KEPT.has(message)) abandoned.add(message.partitionId)
           }
         } else {
           await this.#process(messages)
@@ -1160,6 +1166,11 @@ export class QueenClient {
         results[i] = answers[k] && typeof answers[k] === 'object' ? { ...answers[k], index: i } : answers[k]
       })
     }
+    list.forEach((m, i) => {
+      const r = results[i]
+      if (r && r.success !== false && !r.error && r.leaseReleased === false) LEASE_KEPT.add(m)
+      else LEASE_KEPT.delete(m)
+    })
     const failed = results.find((r) => !r || r.success === false || r.error)
     const out = { ...results, success: !failed, results }
     if (failed) out.error = (failed && failed.error) || 'ack failed'

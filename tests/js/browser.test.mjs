@@ -387,6 +387,16 @@ const tests = [
           await queen.ack(batch, 'dlq', { group: 'g', error: error.message })
         })
       out.failed = failed
+      // each(): onError acks the failed message `true` (log and skip), which keeps the lease: the loop goes
+      // on with the rest of the batch at once, not after the 60 s lease (session 36's QA).
+      await queen.queue('skip').config({ leaseTime: 60 }).create()
+      await queen.queue('skip').push([1, 2, 3].map((n) => ({ data: { n } })))
+      const skipped = []
+      const started = Date.now()
+      await queen.queue('skip').batch(3).each().wait(false).limit(3)
+        .consume(async (m) => { if (m.data.n === 1) throw new Error('poison'); skipped.push(m.data.n) })
+        .onError(async (m) => { await queen.ack(m, true) })
+      out.skipped = [skipped, Date.now() - started < 10000]
       out.dlq = (await queen.queue('jobs').dlq('g').get()).messages.map((m) => m.data.n).sort()
       // The dead-lettering released the lease: the rest of that batch is delivered again.
       out.after = (await queen.queue('jobs').group('g').batch(5).wait(false).pop()).map((m) => m.data.n)
@@ -418,6 +428,7 @@ const tests = [
     }, name)
     assertEq(r.each, [1, 2, 3], 'each() + limit(3) handles three messages one by one')
     assertEq(r.failed, ['handler failed on 2'], 'onError receives the failed batch and the error')
+    assertEq(r.skipped, [[2, 3], true], 'onError acking true keeps the lease: the rest of the batch is handled at once')
     assertEq(r.dlq, [4], 'onError dead-lettered the batch: its first message is filed')
     assertEq(r.after, [5], 'and the rest of the span is delivered again')
     assertEq(r.tx, true, 'transaction committed')
@@ -1135,6 +1146,41 @@ const tests = [
     assertEq(r.other, "invalid: encryptionKey is not this database's key", 'another key is refused before it takes over')
     assertEq(r.popped, [{ card: 'one' }], 'the key that sealed it still opens it')
     await page.context().close()
+  }],
+
+  ['a tab opened with an encryptionKey under a writer tab opened without one is refused, not handed ciphertext', async ({ browser, url }) => {
+    const context = await browser.newContext()
+    const writer = await openPage(context, url, 'keyless writer')
+    const follower = await openPage(context, url, 'keyed follower')
+    const name = uniqueName('keyless-writer')
+    const KEY = '33'.repeat(32)
+    // The database sealed by a keyed broker, then served by a tab without the key.
+    await writer.evaluate(async ({ name, KEY }) => {
+      const sealed = await window.QE.Queen.open({ name, encryptionKey: KEY })
+      await sealed.queue('vault').config({ encryptionEnabled: true }).create()
+      await sealed.queue('vault').push([{ data: { card: 'one' } }])
+      await sealed.close()
+      window.queen = await window.QE.Queen.open({ name })
+      return window.queen.role
+    }, { name, KEY })
+    const r = await follower.evaluate(async ({ name, KEY }) => {
+      const queen = await window.QE.Queen.open({ name, encryptionKey: KEY })
+      const failure = (e) => e.code + ': ' + e.message
+      // Through the raw request: the fluent pop answers [] on any failure, as queen-mq's does.
+      const answer = await queen.request('GET', '/api/v1/pop/queue/vault?batch=10&wait=false')
+      const pop = [answer.status, answer.body && answer.body.error]
+      const push = await queen.queue('plain').push([{ data: 1 }]).then(() => 'pushed', failure)
+      const role = queen.role
+      await queen.close()
+      return { role, pop, push }
+    }, { name, KEY })
+    assertEq(r.role, 'follower', 'the keyed tab is a follower of the keyless writer')
+    assert(r.pop[0] === 409 && /^this tab was opened with an encryptionKey, but the writer tab/.test(r.pop[1]), `a pop is refused: ${JSON.stringify(r.pop)}`)
+    assert(/pass the same encryptionKey to Queen.open in every tab/.test(r.push), `so is a push: ${r.push}`)
+    // Nothing was leased by the refused pop: the writer itself still gets the message (as stored).
+    const left = await writer.evaluate(async () => (await window.queen.queue('vault').batch(10).wait(false).pop()).length)
+    assertEq(left, 1, 'the refused pop leased nothing')
+    await context.close()
   }],
 
   ['Queen.open checks its numbers in every tab, not only in the one that writes, and refuses unknown options', async ({ browser, url }) => {
