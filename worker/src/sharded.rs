@@ -456,6 +456,29 @@ async fn discovery(env: &Env, map: &ShardMap, req: &Incoming) -> Result<web_sys:
     respond::respond(204, &[], &[])
 }
 
+/// A listing request's `limit` (`default_limit` when absent) and `offset` (0 when absent), or `None` when
+/// either is not a number or `limit` is over `max`: shard 0 then answers the 400 a single broker would.
+fn page_params(req: &Incoming, default_limit: u64, max: u64) -> Option<(u64, u64)> {
+    let parse = |name: &str, default: u64| match query_param(&req.query, name) {
+        None => Some(default),
+        Some(v) => v.parse::<u64>().ok(),
+    };
+    let (limit, offset) = (parse("limit", default_limit)?, parse("offset", 0)?);
+    (limit <= max).then_some((limit, offset))
+}
+
+/// `req`'s URL asking a shard for the first `rows` rows of its listing.
+fn first_rows_url(req: &Incoming, rows: u64) -> String {
+    with_query(
+        req,
+        &rewrite_query(
+            &req.query,
+            &["limit", "offset"],
+            &[("limit", rows.to_string()), ("offset", "0".into())],
+        ),
+    )
+}
+
 /// Asks every shard and merges the answers. A shard's error is the answer (its status and body), except
 /// for a write some shards applied and others refused: [`partial_write`] says which.
 async fn fan_out(
@@ -468,42 +491,21 @@ async fn fan_out(
     let mut url = req.url.clone();
     let mut page = None;
     let mut names_page = None;
+    let max = config.http.limits.max_page as u64;
     if merge == Merge::TraceNames {
-        let max = config.http.limits.max_page as u64;
-        let parse = |name: &str, default: u64| match query_param(&req.query, name) {
-            None => Some(default),
-            Some(v) => v.parse::<u64>().ok(),
-        };
-        match (parse("limit", 50), parse("offset", 0)) {
-            (Some(limit), Some(offset)) if limit <= max && offset <= u32::MAX as u64 => {
-                // Every shard's names: a name's counts are the sum over shards.
-                url = with_query(
-                    req,
-                    &rewrite_query(
-                        &req.query,
-                        &["limit", "offset"],
-                        &[("limit", max.to_string()), ("offset", "0".into())],
-                    ),
-                );
-                names_page = Some((limit as usize, offset as usize));
-            }
-            _ => return forward(env, map, 0, req).await, // shard 0 answers the 400
-        }
-    }
-    if let Merge::Paged(paging) = &merge {
-        let max = config.http.limits.max_page as u64;
-        let parse = |name: &str, default: u64| match query_param(&req.query, name) {
-            None => Some(default),
-            Some(v) => v.parse::<u64>().ok(),
-        };
-        let (Some(limit), Some(offset)) =
-            (parse("limit", paging.default_limit), parse("offset", 0))
+        let Some((limit, offset)) =
+            page_params(req, 50, max).filter(|(_, o)| *o <= u32::MAX as u64)
         else {
             return forward(env, map, 0, req).await; // shard 0 answers the 400
         };
-        if limit > max {
-            return forward(env, map, 0, req).await;
-        }
+        // Every shard's names: a name's counts are the sum over shards.
+        url = first_rows_url(req, max);
+        names_page = Some((limit as usize, offset as usize));
+    }
+    if let Merge::Paged(paging) = &merge {
+        let Some((limit, offset)) = page_params(req, paging.default_limit, max) else {
+            return forward(env, map, 0, req).await; // shard 0 answers the 400
+        };
         // Each shard's first `offset + limit` rows hold the merged page, and a shard answers at most `max`
         // rows: a page past them cannot be merged right, so it is refused rather than answered wrong.
         if offset.saturating_add(limit) > max {
@@ -516,15 +518,7 @@ async fn fan_out(
                 ),
             );
         }
-        let want = offset + limit;
-        url = with_query(
-            req,
-            &rewrite_query(
-                &req.query,
-                &["limit", "offset"],
-                &[("limit", want.to_string()), ("offset", "0".into())],
-            ),
-        );
+        url = first_rows_url(req, offset + limit);
         page = Some((*paging, limit as usize, offset as usize));
     }
     let answers = ask_all(env, map, req, &url).await?;
