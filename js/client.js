@@ -1156,6 +1156,8 @@ export class QueenClient {
         answers = Array.isArray(response.body) ? response.body : [response.body]
       } catch (e) {
         const err = asQueenError(e)
+        // Not known to have kept a lease (it may have been applied): consume's loop skips the rest.
+        for (const i of indexes) LEASE_KEPT.delete(list[i])
         // The broker's indexes are within the group's request: say them in the caller's array.
         const message = err.message.replace(/acknowledgments\[(\d+)\]/g, (_, k) => `acknowledgments[${indexes[k]}]`)
         if (groups.size === 1) return { success: false, error: message, code: err.code }

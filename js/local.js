@@ -207,11 +207,6 @@ function fromHex(hex) {
   return new Uint8Array(hex.match(/../g).map((h) => parseInt(h, 16)))
 }
 
-/** A keyed tab's request refused by a writer tab opened without a key (`LocalTransport#serveForwarded`). */
-const KEYLESS_WRITER = 'this tab was opened with an encryptionKey, but the writer tab, which serves every tab of ' +
-  'this database, was opened without one and would hand over encrypted payloads as stored: pass the same ' +
-  'encryptionKey to Queen.open in every tab'
-
 export class LocalTransport {
   #name
   #options
@@ -879,21 +874,13 @@ export class LocalTransport {
     // Its sender has given up on it (`no_writer`, which says it was not applied): a writer stalled that
     // long (a modal dialog, a debugger) leaves it alone.
     if (Date.now() > req.giveUpAt) return
-    if (req.keyed && !this.#options.cipher) {
-      // A writer without the key would answer payloads as stored: ciphertext, to a tab that passed the key.
-      const response = {
-        status: 409,
-        headers: { 'Content-Type': 'application/json' },
-        body: encoder.encode(JSON.stringify({ error: KEYLESS_WRITER }))
-      }
-      this.#served.set(req.id, { at: Date.now(), response })
-      this.#post({ t: 'res', id: req.id, to: req.from, writer: this.#id, ...response })
-      return
-    }
     const served = { at: Date.now(), response: null }
     this.#served.set(req.id, served)
     this.#post({ t: 'ack', id: req.id, to: req.from, writer: this.#id })
-    this.#handleLocal(req.method, req.path, req.headers, req.body, req.id).then(
+    // A keyed tab's request: a broker without the key refuses it unrun, after answering a retry of one
+    // another writer ran from its record (src/bindings `handle`).
+    const headers = req.keyed ? { ...req.headers, 'x-queen-keyed': '1' } : req.headers
+    this.#handleLocal(req.method, req.path, headers, req.body, req.id).then(
       (response) => {
         if (this.#closed) return
         if (!response) {

@@ -1,6 +1,7 @@
 //! The npm module's [`Cipher`]: AES-256-GCM with Queen's envelope, done by the module's JS on the
 //! browser's Web Crypto (`cipher()` in `js/local.js`, which makes one from the `encryptionKey` of
-//! `Queen.open`). The wasm only hands payloads over as JSON text and parses what comes back: the same
+//! `Queen.open`). The wasm only hands payload texts over and takes texts back (it parses the envelopes
+//! `seal` makes; the HTTP layer checks each opened plaintext is one JSON value): the same
 //! work in Rust (`src/http/crypto/envelope.rs`, what the Worker uses) costs several KB more download.
 //!
 //! The JS object has two methods, each taking an array of JSON texts and resolving to an array of the

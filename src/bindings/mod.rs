@@ -605,6 +605,12 @@ impl WasmBroker {
                 }
                 key = Some(id);
             }
+            // A tab opened with a key expects payloads in plain text; without the key this broker would
+            // answer them as stored (ciphertext), so it refuses the request unrun. After the replay above:
+            // a request another writer already ran is answered as recorded.
+            if inner.cipher.is_none() && request.header(KEYED_HEADER).is_some() {
+                return response_object(&keyless_writer_response());
+            }
             let recording = key.as_ref().map(|_| Rc::new(Recording::default()));
             let guard = recording
                 .clone()
@@ -764,6 +770,19 @@ fn unkept_answer() -> http::HttpResponse {
         status: 503,
         headers: vec![("Content-Type".to_string(), "application/json".to_string())],
         body: br#"{"error":"the writer of this request stopped before answering, and its answer (payloads of an encrypted queue) was not kept sealed or does not open with this key: pop again (without autoAck its messages come back when their lease expires)"}"#.to_vec(),
+    }
+}
+
+/// The header a follower's forwarded request carries when its tab was opened with an `encryptionKey`
+/// (js/local.js `#serveForwarded`).
+const KEYED_HEADER: &str = "x-queen-keyed";
+
+/// A keyed tab's request refused by a broker opened without a key (409, `conflict` in the JS module).
+fn keyless_writer_response() -> http::HttpResponse {
+    http::HttpResponse {
+        status: 409,
+        headers: vec![("Content-Type".to_string(), "application/json".to_string())],
+        body: br#"{"error":"this tab was opened with an encryptionKey, but the writer tab, which serves every tab of this database, was opened without one and would hand over encrypted payloads as stored: pass the same encryptionKey to Queen.open in every tab"}"#.to_vec(),
     }
 }
 

@@ -3,8 +3,8 @@
 //!
 //! - **Push** (and a transaction's pushes): each payload of an encrypted queue is replaced, before the
 //!   command reaches the engine, by Queen's envelope `{"encrypted", "iv", "authTag"}` (base64 fields;
-//!   AES-256-GCM, a random 16-byte IV per payload, a 16-byte tag; the plaintext is the payload's compact
-//!   JSON). Which queues are encrypted is read from the broker just before the push; a queue the push
+//!   AES-256-GCM, a random 16-byte IV per payload, a 16-byte tag; the plaintext is the payload's JSON
+//!   text as it was pushed). Which queues are encrypted is read from the broker just before the push; a queue the push
 //!   creates is never encrypted (push-created queues have `encryptionEnabled: false`).
 //! - **Out** (pop replies, the DLQ listing, the message browser): every payload shaped as an envelope is
 //!   decrypted, whatever the queue's current flag says, so turning the flag off later does not strand
