@@ -456,6 +456,17 @@ async fn discovery(env: &Env, map: &ShardMap, req: &Incoming) -> Result<web_sys:
     respond::respond(204, &[], &[])
 }
 
+/// The error of a fan-out whose shard answered JSON a `serde_json::Value` cannot hold, which the merge
+/// reads through: a payload the broker keeps byte for byte may hold a number beyond `f64`'s range or a
+/// lone surrogate escape.
+fn unmergeable(shard: u16, e: &serde_json::Error) -> String {
+    format!(
+        "shard {shard}'s answer cannot be merged with the others ({e}): it holds a payload beyond what a \
+         JSON tree reads (a number past f64's range, a lone surrogate escape); ask for one queue (?queue=) \
+         where the route takes one, which one shard answers whole"
+    )
+}
+
 /// A listing request's `limit` (`default_limit` when absent) and `offset` (0 when absent), or `None` when
 /// either is not a number or `limit` is over `max`: shard 0 then answers the 400 a single broker would.
 fn page_params(req: &Incoming, default_limit: u64, max: u64) -> Option<(u64, u64)> {
@@ -549,7 +560,14 @@ async fn fan_out(
             fanout::prometheus(&texts).as_bytes(),
         );
     }
-    let values: Vec<Value> = answers.iter().map(Answer::json).collect();
+    let mut values: Vec<Value> = Vec::with_capacity(answers.len());
+    for answer in &answers {
+        match serde_json::from_slice(&answer.body) {
+            Ok(value) => values.push(value),
+            // Said, not merged as nothing: a shard's rows would vanish from the listing.
+            Err(e) => return respond::error(500, &unmergeable(answer.shard, &e)),
+        }
+    }
     let merged = match merge {
         Merge::Sum | Merge::Object => fanout::sum(values),
         Merge::Queues => fanout::queues(values),

@@ -197,6 +197,28 @@ test('traces of messages on every shard read back: by message on its shard, by n
   }
 });
 
+test('a listing across shards that cannot read a payload says so instead of leaving that shard out', async () => {
+  const w = await startWorker({ persistTo: state.dir, vars: { SHARDS: String(SHARDS) } });
+  try {
+    const [plain, odd] = onDistinctShards('odd-payload-', 2);
+    await getJson(`${w.url}/api/v1/push`, post({ items: [{ queue: plain, payload: { n: 1 } }] }));
+    // Valid JSON the broker keeps byte for byte, which a JSON tree (the merge) cannot hold.
+    const raw = await fetch(`${w.url}/api/v1/push`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: `{"items": [{"queue": "${odd}", "payload": {"x": 1E400}}]}`,
+    });
+    assert.equal(raw.status, 201, await raw.text());
+    const all = await getJson(`${w.url}/api/v1/messages`);
+    assert.equal(all.status, 500, JSON.stringify(all.body));
+    assert.match(all.body.error, new RegExp(`^shard ${shardOf(odd)}'s answer cannot be merged .*\\?queue=`));
+    const one = await fetch(`${w.url}/api/v1/messages?queue=${odd}`);
+    assert.equal(one.status, 200);
+    assert.match(await one.text(), /"data":\{"x": 1E400\}/, 'one queue\'s listing, from its shard alone, has it as pushed');
+  } finally {
+    await w.stop();
+  }
+});
+
 test('discovery pops find queues on any shard through the catalog', async () => {
   const w = await startWorker({ persistTo: state.dir, vars: { SHARDS: String(SHARDS) } });
   const ackAll = (reply) => getJson(`${w.url}/api/v1/ack/batch`, post({
